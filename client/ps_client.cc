@@ -1,0 +1,763 @@
+#include "client/ps_client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <queue>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/hash/hash.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/grpc_ps_interface.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+namespace {
+
+// Runs closures at a given time on one thread of its own: backoff for retries, without
+// sleeping on an RPC completion thread.
+class DelayQueue {
+ public:
+  DelayQueue() : thread_([this] { Loop(); }) {}
+  ~DelayQueue() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  // fn(false) runs at `when`; fn(true) runs instead if the queue is destroyed first.
+  void RunAt(absl::Time when, std::function<void(bool cancelled)> fn) {
+    absl::MutexLock lock(&mu_);
+    queue_.push(Item{when, seq_++, std::move(fn)});
+  }
+
+ private:
+  struct Item {
+    absl::Time when;
+    uint64_t seq;
+    std::function<void(bool)> fn;
+    bool operator>(const Item& o) const {
+      return when != o.when ? when > o.when : seq > o.seq;
+    }
+  };
+
+  void Loop() {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || (!queue_.empty() && queue_.top().when <= absl::Now());
+      };
+      absl::Time wake = queue_.empty() ? absl::Now() + absl::Milliseconds(100)
+                                       : queue_.top().when;
+      mu_.AwaitWithDeadline(absl::Condition(&ready), wake);
+      if (stop_) break;
+      if (queue_.empty() || queue_.top().when > absl::Now()) continue;
+      Item item = queue_.top();
+      queue_.pop();
+      mu_.Unlock();
+      item.fn(false);
+      mu_.Lock();
+    }
+    // Closures still queued on shutdown are told so: their calls fail as CANCELLED.
+    while (!queue_.empty()) {
+      Item item = queue_.top();
+      queue_.pop();
+      mu_.Unlock();
+      item.fn(true);
+      mu_.Lock();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// Joins many sub-calls into one completion: `done` runs once, after the last sub-call,
+// with the first error seen (annotated with where it happened) or OK.
+class Fanout {
+ public:
+  Fanout(int count, StatusCallback done) : remaining_(count), done_(std::move(done)) {}
+
+  static std::shared_ptr<Fanout> Make(int count, StatusCallback done) {
+    auto f = std::make_shared<Fanout>(count, std::move(done));
+    if (count == 0) f->done_(absl::OkStatus());
+    return f;
+  }
+
+  void Finish(const absl::Status& status) {
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (first_error_.ok()) first_error_ = status;
+    }
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      absl::Status result;
+      {
+        absl::MutexLock lock(&mu_);
+        result = first_error_;
+      }
+      done_(result);
+    }
+  }
+
+ private:
+  std::atomic<int> remaining_;
+  StatusCallback done_;
+  absl::Mutex mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status Annotate(const absl::Status& s, const std::string& where) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+class PsClientImpl : public PsClient {
+ public:
+  PsClientImpl(std::vector<std::unique_ptr<PsInterface>> ps, const Options& options)
+      : ps_(std::move(ps)), options_(options) {
+    absl::BitGen gen;
+    request_id_base_ = absl::Uniform<uint64_t>(gen) & ~uint64_t{0xffffffff};
+  }
+
+  int num_ps() const override { return static_cast<int>(ps_.size()); }
+
+  absl::Status CreateVariables(const std::vector<VariableDef>& defs,
+                               const Partitioner& partitioner, Placer* placer) override {
+    std::vector<CreateShardsRequest> requests(ps_.size());
+    std::vector<VariableLayout> layouts;
+    for (const VariableDef& def : defs) {
+      if (def.name.empty()) return absl::InvalidArgumentError("variable name is empty");
+      for (size_t i = 0; i < def.shape.size(); ++i) {
+        if (def.shape[i] <= 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "variable \"", def.name, "\": shape[", i, "] is ", def.shape[i],
+              "; dimensions must be positive"));
+        }
+      }
+      std::vector<ShardSlice> slices;
+      if (def.shape.empty()) {
+        slices.push_back(ShardSlice{def.name, 0, 1, 0, {}});
+      } else {
+        absl::StatusOr<int> n = partitioner.NumShards(def.shape, DataType::kFloat32);
+        if (!n.ok()) return Annotate(n.status(), absl::StrCat("variable \"", def.name, "\""));
+        ASSIGN_OR_RETURN(slices, SliceVariable(def.name, def.shape, *n));
+      }
+      VariableLayout layout = MakeLayout(def.name, def.shape);
+      for (const ShardSlice& slice : slices) {
+        ShardSpec spec;
+        spec.set_name(slice.name);
+        spec.set_variable(def.name);
+        spec.set_part(slice.part);
+        spec.set_num_parts(slice.num_parts);
+        spec.set_row_offset(slice.row_offset);
+        for (int64_t d : slice.shape) spec.mutable_shape()->add_dim(d);
+        for (int64_t d : def.shape) spec.mutable_full_shape()->add_dim(d);
+        *spec.mutable_initializer() = def.initializer;
+        *spec.mutable_optimizer() = def.optimizer;
+        *spec.mutable_update() = def.update;
+        int64_t shard_rows = slice.shape.empty() ? 1 : slice.shape[0];
+        int ps = placer->Place(shard_rows * layout.row_width * 4);
+        if (ps < 0 || ps >= num_ps()) {
+          return absl::InternalError(absl::StrCat("placer chose ps ", ps, " of ", num_ps()));
+        }
+        *requests[ps].add_shards() = spec;
+        layout.shards.push_back({spec, ps, slice.row_offset, shard_rows});
+      }
+      layouts.push_back(std::move(layout));
+    }
+    std::vector<CreateShardsResponse> responses(ps_.size());
+    absl::Notification done;
+    absl::Status result;
+    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
+      result = s;
+      done.Notify();
+    });
+    for (int p = 0; p < num_ps(); ++p) {
+      requests[p].set_request_id(NextRequestId());
+      Call<CreateShardsRequest, CreateShardsResponse>(
+          p, &PsInterface::CreateShardsAsync, &requests[p], &responses[p], Deadline(),
+          [fan](const absl::Status& s) { fan->Finish(s); });
+    }
+    done.WaitForNotification();
+    RETURN_IF_ERROR(result);
+    absl::MutexLock lock(&mu_);
+    for (VariableLayout& layout : layouts) layouts_[layout.name] = std::move(layout);
+    return absl::OkStatus();
+  }
+
+  absl::Status Discover() override {
+    std::vector<ListShardsRequest> requests(ps_.size());
+    std::vector<ListShardsResponse> responses(ps_.size());
+    absl::Notification done;
+    absl::Status result;
+    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
+      result = s;
+      done.Notify();
+    });
+    for (int p = 0; p < num_ps(); ++p) {
+      Call<ListShardsRequest, ListShardsResponse>(
+          p, &PsInterface::ListShardsAsync, &requests[p], &responses[p], Deadline(),
+          [fan](const absl::Status& s) { fan->Finish(s); });
+    }
+    done.WaitForNotification();
+    RETURN_IF_ERROR(result);
+    std::map<std::string, VariableLayout> layouts;
+    for (int p = 0; p < num_ps(); ++p) {
+      for (const ShardInfo& info : responses[p].shards()) {
+        const ShardSpec& spec = info.spec();
+        auto it = layouts.find(spec.variable());
+        if (it == layouts.end()) {
+          std::vector<int64_t> shape(spec.full_shape().dim().begin(),
+                                     spec.full_shape().dim().end());
+          it = layouts.emplace(spec.variable(), MakeLayout(spec.variable(), shape)).first;
+        }
+        int64_t rows = spec.shape().dim_size() == 0 ? 1 : spec.shape().dim(0);
+        it->second.shards.push_back({spec, p, spec.row_offset(), rows});
+      }
+    }
+    for (auto& [name, layout] : layouts) {
+      std::sort(layout.shards.begin(), layout.shards.end(),
+                [](const VariableLayout::Shard& a, const VariableLayout::Shard& b) {
+                  return a.row_offset < b.row_offset;
+                });
+      int64_t next = 0;
+      for (const auto& shard : layout.shards) {
+        if (shard.row_offset != next) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "variable \"", name, "\": shards do not tile its rows (expected a shard at row ",
+              next, ", found \"", shard.spec.name(), "\" at row ", shard.row_offset,
+              "); is a ps task missing?"));
+        }
+        next += shard.rows;
+      }
+      if (next != layout.rows) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "variable \"", name, "\": shards cover ", next, " of ", layout.rows,
+            " rows; is a ps task missing?"));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, layout] : layouts) layouts_[name] = std::move(layout);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<VariableLayout> GetLayout(const std::string& name) const override {
+    absl::MutexLock lock(&mu_);
+    auto it = layouts_.find(name);
+    if (it == layouts_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "variable \"", name, "\" is not known to this client (create it or Discover())"));
+    }
+    return it->second;
+  }
+
+  std::vector<std::string> VariableNames() const override {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> names;
+    for (const auto& [name, layout] : layouts_) names.push_back(name);
+    return names;
+  }
+
+  void PullAsync(std::vector<PullTarget> targets, const PullOptions& options,
+                 PullVersions* versions, StatusCallback done) override {
+    struct Chunk {
+      PullRequest request;
+      PullResponse response;
+      float* out;
+      int64_t floats;
+    };
+    std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
+    for (const PullTarget& target : targets) {
+      absl::StatusOr<VariableLayout> layout = GetLayout(target.name);
+      if (!layout.ok()) return done(layout.status());
+      if (static_cast<int64_t>(target.out.size()) != layout->num_elements) {
+        return done(SizeError("pull", *layout, target.out.size()));
+      }
+      ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
+                                int64_t end) {
+        auto chunk = std::make_unique<Chunk>();
+        chunk->request.set_shard(shard.spec.name());
+        chunk->request.set_row_begin(begin);
+        chunk->request.set_row_end(end);
+        chunk->request.set_min_version(options.min_version);
+        chunk->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+        chunk->out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
+        chunk->floats = (end - begin) * layout->row_width;
+        chunks.emplace_back(shard.ps, std::move(chunk));
+      });
+    }
+    auto seen = std::make_shared<std::pair<std::atomic<int64_t>, std::atomic<int64_t>>>(
+        INT64_MAX, INT64_MIN);
+    auto fan = Fanout::Make(chunks.size(), [versions, seen, done](const absl::Status& s) {
+      if (s.ok() && versions != nullptr) {
+        versions->min_version = seen->first.load();
+        versions->max_version = seen->second.load();
+      }
+      done(s);
+    });
+    absl::Time deadline = Deadline() + options.wait_timeout;
+    for (auto& [ps, chunk_ptr] : chunks) {
+      Chunk* chunk = chunk_ptr.release();
+      Call<PullRequest, PullResponse>(
+          ps, &PsInterface::PullAsync, &chunk->request, &chunk->response, deadline,
+          [this, chunk, fan, seen, ps = ps](const absl::Status& s) {
+            absl::Status status = s;
+            if (status.ok()) {
+              const std::string& data = chunk->response.data();
+              if (static_cast<int64_t>(data.size()) != chunk->floats * 4) {
+                status = absl::InternalError(absl::StrCat(
+                    ps_[ps]->name(), ": pull of \"", chunk->request.shard(), "\" returned ",
+                    data.size(), " bytes, expected ", chunk->floats * 4));
+              } else {
+                std::memcpy(chunk->out, data.data(), data.size());
+                AtomicMin(&seen->first, chunk->response.version());
+                AtomicMax(&seen->second, chunk->response.version());
+              }
+            }
+            delete chunk;
+            fan->Finish(status);
+          });
+    }
+  }
+
+  void PushAsync(std::vector<PushSource> sources, const PushOptions& options,
+                 StatusCallback done) override {
+    struct Chunk {
+      PushRequest request;
+      PushResponse response;
+    };
+    std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
+    for (const PushSource& source : sources) {
+      absl::StatusOr<VariableLayout> layout = GetLayout(source.name);
+      if (!layout.ok()) return done(layout.status());
+      if (static_cast<int64_t>(source.grad.size()) != layout->num_elements) {
+        return done(SizeError("push", *layout, source.grad.size()));
+      }
+      ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
+                                int64_t end) {
+        auto chunk = std::make_unique<Chunk>();
+        chunk->request.set_request_id(RequestId(options, source.name, shard.spec.name(), begin));
+        chunk->request.set_shard(shard.spec.name());
+        chunk->request.set_row_begin(begin);
+        chunk->request.set_row_end(end);
+        const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
+        chunk->request.set_data(src, (end - begin) * layout->row_width * 4);
+        if (options.has_sync) *chunk->request.mutable_sync() = options.sync;
+        chunks.emplace_back(shard.ps, std::move(chunk));
+      });
+    }
+    auto fan = Fanout::Make(chunks.size(), std::move(done));
+    for (auto& [ps, chunk_ptr] : chunks) {
+      Chunk* chunk = chunk_ptr.release();
+      Call<PushRequest, PushResponse>(ps, &PsInterface::PushAsync, &chunk->request,
+                                      &chunk->response, Deadline(),
+                                      [chunk, fan](const absl::Status& s) {
+                                        delete chunk;
+                                        fan->Finish(s);
+                                      });
+    }
+  }
+
+  void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
+                     absl::Span<float> out, const PullOptions& options,
+                     StatusCallback done) override {
+    absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    if (!layout.ok()) return done(layout.status());
+    if (static_cast<int64_t>(out.size()) !=
+        static_cast<int64_t>(ids.size()) * layout->row_width) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", name, "\": row pull of ", ids.size(), " ids of width ",
+          layout->row_width, " needs ", ids.size() * layout->row_width,
+          " output floats, got ", out.size())));
+    }
+    struct Part {
+      PullRowsRequest request;
+      PullRowsResponse response;
+      std::vector<int64_t> positions;  // index into ids / out rows
+    };
+    std::vector<std::unique_ptr<Part>> parts;
+    absl::Status routed = RouteRows(*layout, ids, [&](int shard, std::vector<int64_t> local,
+                                                      std::vector<int64_t> positions) {
+      auto part = std::make_unique<Part>();
+      part->request.set_shard(layout->shards[shard].spec.name());
+      *part->request.mutable_ids() = {local.begin(), local.end()};
+      part->request.set_min_version(options.min_version);
+      part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+      part->positions = std::move(positions);
+      parts.push_back(std::move(part));
+    });
+    if (!routed.ok()) return done(routed);
+    auto fan = Fanout::Make(parts.size(), std::move(done));
+    const int64_t width = layout->row_width;
+    absl::Time deadline = Deadline() + options.wait_timeout;
+    for (auto& part_ptr : parts) {
+      Part* part = part_ptr.release();
+      int ps = ShardPs(*layout, part->request.shard());
+      Call<PullRowsRequest, PullRowsResponse>(
+          ps, &PsInterface::PullRowsAsync, &part->request, &part->response, deadline,
+          [part, fan, out, width](const absl::Status& s) {
+            absl::Status status = s;
+            const std::string& data = part->response.data();
+            if (status.ok() &&
+                data.size() != part->positions.size() * width * sizeof(float)) {
+              status = absl::InternalError(absl::StrCat(
+                  "row pull of \"", part->request.shard(), "\" returned ", data.size(),
+                  " bytes, expected ", part->positions.size() * width * sizeof(float)));
+            }
+            if (status.ok()) {
+              const float* src = reinterpret_cast<const float*>(data.data());
+              for (size_t i = 0; i < part->positions.size(); ++i) {
+                std::memcpy(out.data() + part->positions[i] * width, src + i * width,
+                            width * sizeof(float));
+              }
+            }
+            delete part;
+            fan->Finish(status);
+          });
+    }
+  }
+
+  void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
+                     absl::Span<const float> grads, const PushOptions& options,
+                     StatusCallback done) override {
+    absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    if (!layout.ok()) return done(layout.status());
+    const int64_t width = layout->row_width;
+    if (static_cast<int64_t>(grads.size()) != static_cast<int64_t>(ids.size()) * width) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", name, "\": row push of ", ids.size(), " ids of width ", width,
+          " needs ", ids.size() * width, " gradient floats, got ", grads.size())));
+    }
+    struct Part {
+      PushRowsRequest request;
+      PushRowsResponse response;
+    };
+    std::vector<std::unique_ptr<Part>> parts;
+    absl::Status routed = RouteRows(*layout, ids, [&](int shard, std::vector<int64_t> local,
+                                                      std::vector<int64_t> positions) {
+      auto part = std::make_unique<Part>();
+      part->request.set_request_id(RequestId(options, name, layout->shards[shard].spec.name(), -1));
+      part->request.set_shard(layout->shards[shard].spec.name());
+      *part->request.mutable_ids() = {local.begin(), local.end()};
+      std::string* data = part->request.mutable_data();
+      data->resize(positions.size() * width * sizeof(float));
+      for (size_t i = 0; i < positions.size(); ++i) {
+        std::memcpy(&(*data)[i * width * sizeof(float)], grads.data() + positions[i] * width,
+                    width * sizeof(float));
+      }
+      if (options.has_sync) *part->request.mutable_sync() = options.sync;
+      parts.push_back(std::move(part));
+    });
+    if (!routed.ok()) return done(routed);
+    auto fan = Fanout::Make(parts.size(), std::move(done));
+    for (auto& part_ptr : parts) {
+      Part* part = part_ptr.release();
+      int ps = ShardPs(*layout, part->request.shard());
+      Call<PushRowsRequest, PushRowsResponse>(ps, &PsInterface::PushRowsAsync,
+                                              &part->request, &part->response, Deadline(),
+                                              [part, fan](const absl::Status& s) {
+                                                delete part;
+                                                fan->Finish(s);
+                                              });
+    }
+  }
+
+  void AssignAsync(const std::string& name, absl::Span<const float> values,
+                   StatusCallback done) override {
+    absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    if (!layout.ok()) return done(layout.status());
+    if (static_cast<int64_t>(values.size()) != layout->num_elements) {
+      return done(SizeError("assign", *layout, values.size()));
+    }
+    struct Chunk {
+      AssignRequest request;
+      AssignResponse response;
+    };
+    std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
+    ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
+                              int64_t end) {
+      auto chunk = std::make_unique<Chunk>();
+      chunk->request.set_request_id(NextRequestId());
+      chunk->request.set_shard(shard.spec.name());
+      chunk->request.set_row_begin(begin);
+      chunk->request.set_row_end(end);
+      chunk->request.set_data(values.data() + (shard.row_offset + begin) * layout->row_width,
+                              (end - begin) * layout->row_width * 4);
+      chunks.emplace_back(shard.ps, std::move(chunk));
+    });
+    auto fan = Fanout::Make(chunks.size(), std::move(done));
+    for (auto& [ps, chunk_ptr] : chunks) {
+      Chunk* chunk = chunk_ptr.release();
+      Call<AssignRequest, AssignResponse>(ps, &PsInterface::AssignAsync, &chunk->request,
+                                          &chunk->response, Deadline(),
+                                          [chunk, fan](const absl::Status& s) {
+                                            delete chunk;
+                                            fan->Finish(s);
+                                          });
+    }
+  }
+
+  absl::Status Health(std::vector<HealthResponse>* responses) override {
+    std::vector<HealthRequest> requests(ps_.size());
+    responses->assign(ps_.size(), HealthResponse());
+    return ForAllPs<HealthRequest, HealthResponse>(&PsInterface::HealthAsync, &requests,
+                                                   responses);
+  }
+
+  absl::Status ShutdownAll(const std::string& reason) override {
+    std::vector<ShutdownRequest> requests(ps_.size());
+    for (auto& r : requests) r.set_reason(reason);
+    std::vector<ShutdownResponse> responses(ps_.size());
+    return ForAllPs<ShutdownRequest, ShutdownResponse>(&PsInterface::ShutdownAsync,
+                                                       &requests, &responses);
+  }
+
+ private:
+  template <typename Req, typename Resp>
+  using Method = void (PsInterface::*)(const Req*, Resp*, absl::Time, StatusCallback);
+
+  // Issues one RPC to ps `ps`, retrying UNAVAILABLE with exponential backoff (same request,
+  // so the same request id) until max_attempts or the deadline. Errors name the ps task.
+  template <typename Req, typename Resp>
+  void Call(int ps, Method<Req, Resp> method, const Req* request, Resp* response,
+            absl::Time deadline, StatusCallback done, int attempt = 1) {
+    PsInterface* target = ps_[ps].get();
+    (target->*method)(
+        request, response, deadline,
+        [this, ps, method, request, response, deadline, done = std::move(done),
+         attempt](const absl::Status& s) mutable {
+          if (s.code() == absl::StatusCode::kUnavailable && attempt < options_.max_attempts) {
+            absl::Duration backoff = options_.initial_backoff;
+            for (int i = 1; i < attempt && backoff < options_.max_backoff; ++i) backoff *= 2;
+            backoff = std::min(backoff, options_.max_backoff);
+            absl::Time when = absl::Now() + backoff;
+            if (when < deadline) {
+              retries_.RunAt(when, [this, ps, method, request, response, deadline,
+                                    done = std::move(done), attempt](bool cancelled) mutable {
+                if (cancelled) {
+                  done(absl::CancelledError(
+                      absl::StrCat(ps_[ps]->name(), ": client shut down during retry")));
+                  return;
+                }
+                Call<Req, Resp>(ps, method, request, response, deadline, std::move(done),
+                                attempt + 1);
+              });
+              return;
+            }
+          }
+          done(Annotate(s, ps_[ps]->name()));
+        });
+  }
+
+  template <typename Req, typename Resp>
+  absl::Status ForAllPs(Method<Req, Resp> method, std::vector<Req>* requests,
+                        std::vector<Resp>* responses) {
+    absl::Notification done;
+    absl::Status result;
+    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
+      result = s;
+      done.Notify();
+    });
+    for (int p = 0; p < num_ps(); ++p) {
+      Call<Req, Resp>(p, method, &(*requests)[p], &(*responses)[p], Deadline(),
+                      [fan](const absl::Status& s) { fan->Finish(s); });
+    }
+    done.WaitForNotification();
+    return result;
+  }
+
+  static VariableLayout MakeLayout(const std::string& name, const std::vector<int64_t>& shape) {
+    VariableLayout layout;
+    layout.name = name;
+    layout.shape = shape;
+    layout.num_elements = NumElements(shape);
+    layout.rows = shape.empty() ? 1 : shape[0];
+    layout.row_width = layout.num_elements / layout.rows;
+    return layout;
+  }
+
+  // Calls fn(shard, row_begin, row_end) for every chunk of every shard, rows relative to
+  // the shard, each chunk at most max_chunk_bytes (and at least one row).
+  template <typename Fn>
+  void ForEachChunk(const VariableLayout& layout, Fn fn) const {
+    int64_t row_bytes = layout.row_width * 4;
+    int64_t rows_per_chunk = std::max<int64_t>(1, options_.max_chunk_bytes / row_bytes);
+    for (const VariableLayout::Shard& shard : layout.shards) {
+      for (int64_t begin = 0; begin < shard.rows; begin += rows_per_chunk) {
+        fn(shard, begin, std::min(shard.rows, begin + rows_per_chunk));
+      }
+    }
+  }
+
+  // Groups ids by shard: fn(shard index, ids local to the shard, positions in `ids`).
+  template <typename Fn>
+  absl::Status RouteRows(const VariableLayout& layout, absl::Span<const int64_t> ids,
+                         Fn fn) const {
+    std::vector<std::vector<int64_t>> local(layout.shards.size());
+    std::vector<std::vector<int64_t>> positions(layout.shards.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int64_t id = ids[i];
+      if (id < 0 || id >= layout.rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable \"", layout.name, "\": row id ", id, " at position ", i,
+            " is out of range [0, ", layout.rows, ")"));
+      }
+      // Shards are in row order: the last one whose offset is <= id.
+      auto it = std::upper_bound(
+          layout.shards.begin(), layout.shards.end(), id,
+          [](int64_t v, const VariableLayout::Shard& s) { return v < s.row_offset; });
+      size_t shard = (it - layout.shards.begin()) - 1;
+      local[shard].push_back(id - layout.shards[shard].row_offset);
+      positions[shard].push_back(i);
+    }
+    for (size_t s = 0; s < layout.shards.size(); ++s) {
+      if (!local[s].empty()) fn(s, std::move(local[s]), std::move(positions[s]));
+    }
+    return absl::OkStatus();
+  }
+
+  static int ShardPs(const VariableLayout& layout, const std::string& shard_name) {
+    for (const auto& s : layout.shards) {
+      if (s.spec.name() == shard_name) return s.ps;
+    }
+    return 0;
+  }
+
+  static absl::Status SizeError(const char* what, const VariableLayout& layout, size_t got) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable \"", layout.name, "\": ", what, " needs ", layout.num_elements,
+        " floats (shape [", absl::StrJoin(layout.shape, ","), "]), got ", got));
+  }
+
+  static void AtomicMin(std::atomic<int64_t>* a, int64_t v) {
+    int64_t cur = a->load();
+    while (v < cur && !a->compare_exchange_weak(cur, v)) {
+    }
+  }
+  static void AtomicMax(std::atomic<int64_t>* a, int64_t v) {
+    int64_t cur = a->load();
+    while (v > cur && !a->compare_exchange_weak(cur, v)) {
+    }
+  }
+
+  absl::Time Deadline() const { return absl::Now() + options_.rpc_timeout; }
+
+  // A fresh id, or one derived from the caller's idempotency key and what the request covers.
+  uint64_t RequestId(const PushOptions& options, const std::string& variable,
+                     const std::string& shard, int64_t row_begin) {
+    if (options.idempotency_key == 0) return NextRequestId();
+    uint64_t h = absl::HashOf(options.idempotency_key, variable, shard, row_begin);
+    return h == 0 ? 1 : h;
+  }
+
+  uint64_t NextRequestId() {
+    return request_id_base_ | (next_request_.fetch_add(1, std::memory_order_relaxed) + 1);
+  }
+
+  const std::vector<std::unique_ptr<PsInterface>> ps_;
+  const Options options_;
+  uint64_t request_id_base_ = 0;
+  std::atomic<uint64_t> next_request_{0};
+  mutable absl::Mutex mu_;
+  std::map<std::string, VariableLayout> layouts_ ABSL_GUARDED_BY(mu_);
+  DelayQueue retries_;  // last: destroyed first, flushing pending retries
+};
+
+absl::Status Wait(const std::function<void(StatusCallback)>& start) {
+  absl::Notification done;
+  absl::Status result;
+  start([&](const absl::Status& s) {
+    result = s;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    std::vector<std::unique_ptr<PsInterface>> ps, const Options& options) {
+  if (ps.empty()) return absl::InvalidArgumentError("PsClient needs at least one ps task");
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (ps[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("ps task ", i, " is null"));
+    }
+  }
+  if (options.max_chunk_bytes < 4) {
+    return absl::InvalidArgumentError("PsClient::Options.max_chunk_bytes must be >= 4");
+  }
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError("PsClient::Options.max_attempts must be >= 1");
+  }
+  return std::unique_ptr<PsClient>(new PsClientImpl(std::move(ps), options));
+}
+
+absl::Status PsClient::Pull(const std::string& name, absl::Span<float> out,
+                            const PullOptions& options, PullVersions* versions) {
+  return PullMany({PullTarget{name, out}}, options, versions);
+}
+
+absl::Status PsClient::PullMany(std::vector<PullTarget> targets, const PullOptions& options,
+                                PullVersions* versions) {
+  return Wait([&](StatusCallback done) {
+    PullAsync(std::move(targets), options, versions, std::move(done));
+  });
+}
+
+absl::Status PsClient::Push(const std::string& name, absl::Span<const float> grad,
+                            const PushOptions& options) {
+  return PushMany({PushSource{name, grad}}, options);
+}
+
+absl::Status PsClient::PushMany(std::vector<PushSource> sources, const PushOptions& options) {
+  return Wait(
+      [&](StatusCallback done) { PushAsync(std::move(sources), options, std::move(done)); });
+}
+
+absl::Status PsClient::PullRows(const std::string& name, absl::Span<const int64_t> ids,
+                                absl::Span<float> out, const PullOptions& options) {
+  return Wait(
+      [&](StatusCallback done) { PullRowsAsync(name, ids, out, options, std::move(done)); });
+}
+
+absl::Status PsClient::PushRows(const std::string& name, absl::Span<const int64_t> ids,
+                                absl::Span<const float> grads, const PushOptions& options) {
+  return Wait(
+      [&](StatusCallback done) { PushRowsAsync(name, ids, grads, options, std::move(done)); });
+}
+
+absl::Status PsClient::Assign(const std::string& name, absl::Span<const float> values) {
+  return Wait([&](StatusCallback done) { AssignAsync(name, values, std::move(done)); });
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> NewGrpcPsClient(
+    const std::vector<std::string>& ps_addresses, const PsClient::Options& options,
+    int connections_per_ps) {
+  std::vector<std::unique_ptr<PsInterface>> ps;
+  for (size_t i = 0; i < ps_addresses.size(); ++i) {
+    ps.push_back(NewGrpcPsInterface(absl::StrCat("ps:", i, " (", ps_addresses[i], ")"),
+                                    ps_addresses[i], connections_per_ps));
+  }
+  return PsClient::Create(std::move(ps), options);
+}
+
+}  // namespace shardps

@@ -1,0 +1,141 @@
+#include "common/flags.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardps {
+
+FlagParser::FlagParser(std::string program, std::string summary)
+    : program_(std::move(program)), summary_(std::move(summary)) {}
+
+void FlagParser::AddString(const std::string& name, std::string* target,
+                           const std::string& help) {
+  flags_[name] = Flag{Kind::kString, target, help, *target};
+}
+void FlagParser::AddInt(const std::string& name, int64_t* target, const std::string& help) {
+  flags_[name] = Flag{Kind::kInt, target, help, absl::StrCat(*target)};
+}
+void FlagParser::AddDouble(const std::string& name, double* target, const std::string& help) {
+  flags_[name] = Flag{Kind::kDouble, target, help, absl::StrCat(*target)};
+}
+void FlagParser::AddBool(const std::string& name, bool* target, const std::string& help) {
+  flags_[name] = Flag{Kind::kBool, target, help, *target ? "true" : "false"};
+}
+
+absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::string& value) {
+  switch (flag.kind) {
+    case Kind::kString:
+      *static_cast<std::string*>(flag.target) = value;
+      return absl::OkStatus();
+    case Kind::kInt:
+      if (!absl::SimpleAtoi(value, static_cast<int64_t*>(flag.target))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": \"", value, "\" is not an integer"));
+      }
+      return absl::OkStatus();
+    case Kind::kDouble:
+      if (!absl::SimpleAtod(value, static_cast<double*>(flag.target))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": \"", value, "\" is not a number"));
+      }
+      return absl::OkStatus();
+    case Kind::kBool:
+      if (!absl::SimpleAtob(value, static_cast<bool*>(flag.target))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": \"", value, "\" is not true or false"));
+      }
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlagParser::Parse(int argc, char** argv, std::vector<std::string>* positional) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return Parse(args, positional);
+}
+
+absl::Status FlagParser::Parse(const std::vector<std::string>& args,
+                               std::vector<std::string>* positional) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      for (size_t j = i + 1; j < args.size(); ++j) {
+        if (positional == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", args[j], "\""));
+        }
+        positional->push_back(args[j]);
+      }
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (positional == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", arg, "\""));
+      }
+      positional->push_back(arg);
+      continue;
+    }
+    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    if (body == "help" || body == "h") {
+      help_requested_ = true;
+      continue;
+    }
+    std::string name = body, value;
+    bool has_value = false;
+    if (size_t eq = body.find('='); eq != std::string::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    auto it = flags_.find(name);
+    if (it == flags_.end() && !has_value && name.rfind("no", 0) == 0) {
+      auto neg = flags_.find(name.substr(2));
+      if (neg != flags_.end() && neg->second.kind == Kind::kBool) {
+        *static_cast<bool*>(neg->second.target) = false;
+        continue;
+      }
+    }
+    if (it == flags_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (!has_value) {
+      if (it->second.kind == Kind::kBool) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    absl::Status s = Set(name, it->second, value);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagParser::Usage() const {
+  std::string out = absl::StrCat("usage: ", program_, " [flags]\n", summary_, "\n\nflags:\n");
+  for (const auto& [name, flag] : flags_) {
+    std::string shown = flag.default_value.empty() ? "\"\"" : flag.default_value;
+    absl::StrAppendFormat(&out, "  --%-22s %s (default: %s)\n", name, flag.help, shown);
+  }
+  absl::StrAppend(&out, "  --help                   show this help\n");
+  return out;
+}
+
+int HandleParseResult(const FlagParser& parser, const absl::Status& status) {
+  if (!status.ok()) {
+    std::cerr << "error: " << status.message() << "\n(run with --help for usage)\n";
+    return 2;
+  }
+  if (parser.help_requested()) {
+    std::cout << parser.Usage();
+    return 0;
+  }
+  return -1;
+}
+
+}  // namespace shardps

@@ -1,0 +1,128 @@
+#include "coordinator/scheduler.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardps {
+
+absl::StatusOr<Scheduler> Scheduler::Create(const Plan& plan) {
+  if (plan.steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps_per_epoch must be >= 1, got ", plan.steps_per_epoch));
+  }
+  if (plan.total_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("total steps must be >= 0, got ", plan.total_steps));
+  }
+  if (plan.mode == Mode::kSync && plan.num_replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_replicas must be >= 1 in sync mode, got ", plan.num_replicas));
+  }
+  if (plan.mode == Mode::kStale && plan.staleness < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("staleness must be >= 0, got ", plan.staleness));
+  }
+  return Scheduler(plan);
+}
+
+Scheduler::Scheduler(const Plan& plan) : plan_(plan) {
+  total_steps_ = RoundUp(plan.total_steps);
+}
+
+int64_t Scheduler::RoundUp(int64_t steps) const {
+  if (plan_.mode != Mode::kSync) return steps;
+  int64_t r = plan_.num_replicas;
+  return (steps + r - 1) / r * r;
+}
+
+StepTask Scheduler::MakeTask(int64_t step_id) const {
+  StepTask task;
+  task.step_id = step_id;
+  task.epoch = static_cast<int32_t>(step_id / plan_.steps_per_epoch);
+  task.batch_index = step_id % plan_.steps_per_epoch;
+  switch (plan_.mode) {
+    case Mode::kAsync:
+      break;
+    case Mode::kSync:
+      task.sync = true;
+      task.sync_step = step_id / plan_.num_replicas;
+      task.replica = static_cast<int32_t>(step_id % plan_.num_replicas);
+      task.min_version = task.sync_step;
+      break;
+    case Mode::kStale:
+      task.min_version = std::max<int64_t>(0, step_id - plan_.staleness);
+      break;
+  }
+  return task;
+}
+
+int64_t Scheduler::KnownVersion() const {
+  if (plan_.mode == Mode::kSync) return done_prefix_ / plan_.num_replicas;
+  return done_prefix_;
+}
+
+std::optional<StepTask> Scheduler::Lease(int worker, absl::Time deadline) {
+  if (cancelled_) return std::nullopt;
+  int64_t step_id = -1;
+  if (!requeued_steps_.empty()) {
+    step_id = *requeued_steps_.begin();
+  } else if (next_new_ < total_steps_) {
+    step_id = next_new_;
+  } else {
+    return std::nullopt;
+  }
+  StepTask task = MakeTask(step_id);
+  if (plan_.mode != Mode::kAsync && task.min_version > KnownVersion()) return std::nullopt;
+  if (step_id == next_new_) {
+    ++next_new_;
+  } else {
+    requeued_steps_.erase(step_id);
+  }
+  leases_[step_id] = LeaseInfo{worker, deadline};
+  return task;
+}
+
+bool Scheduler::Complete(int64_t step_id, int worker) {
+  auto it = leases_.find(step_id);
+  if (done_.count(step_id) > 0) {
+    if (it != leases_.end() && it->second.worker == worker) leases_.erase(it);
+    return false;
+  }
+  // A completion from a worker whose lease expired still counts if nobody else finished the
+  // step: the work was done.
+  if (it != leases_.end()) leases_.erase(it);
+  requeued_steps_.erase(step_id);
+  if (step_id < 0 || step_id >= total_steps_) return false;
+  done_.insert(step_id);
+  while (done_.count(done_prefix_) > 0) ++done_prefix_;
+  return true;
+}
+
+void Scheduler::Requeue(int64_t step_id, int worker) {
+  auto it = leases_.find(step_id);
+  if (it == leases_.end() || it->second.worker != worker) return;
+  leases_.erase(it);
+  if (done_.count(step_id) > 0 || cancelled_) return;
+  requeued_steps_.insert(step_id);
+  ++requeued_;
+}
+
+std::vector<std::pair<int64_t, int>> Scheduler::ExpireLeases(absl::Time now) {
+  std::vector<std::pair<int64_t, int>> expired;
+  for (const auto& [step, lease] : leases_) {
+    if (lease.deadline < now) expired.emplace_back(step, lease.worker);
+  }
+  for (const auto& [step, worker] : expired) Requeue(step, worker);
+  return expired;
+}
+
+int64_t Scheduler::AddSteps(int64_t steps) {
+  if (steps > 0 && !cancelled_) total_steps_ = RoundUp(total_steps_ + steps);
+  return total_steps_;
+}
+
+void Scheduler::Cancel() {
+  cancelled_ = true;
+  requeued_steps_.clear();
+}
+
+}  // namespace shardps

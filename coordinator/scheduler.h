@@ -1,0 +1,110 @@
+// Scheduler: the chief's step queue. Pure bookkeeping, no I/O and no clock of its own (times
+// are passed in), so every rule below is unit-tested without a network.
+//
+// A job is a sequence of tasks ("steps" in progress reports), each one batch on one worker,
+// identified by a step id 0, 1, 2, ... Step s reads global batch s (epoch s / steps_per_epoch,
+// batch s % steps_per_epoch).
+// - ASYNC: any ready step may run at once.
+// - SYNC with R replicas: steps g*R .. g*R+R-1 form sync step g; their gradients are summed
+//   on the ps and applied once, so step of sync step g needs parameter version g. The total is
+//   rounded up to a multiple of R so that the last sync step completes.
+// - STALE with bound k: step s needs parameter version s - k (at most k steps unapplied).
+// A step is leased only when the version it needs is known to be reached (all steps that make
+// it up are complete), so a worker never waits on the ps for a step that cannot finish: a
+// re-queued step of a failed worker is never stuck behind steps that wait for it.
+//
+// A leased step that fails, or whose lease expires, goes back to the front of the queue. A
+// step is counted done exactly once: completions after the first (a slow worker finishing a
+// step that was re-leased) are reported as duplicates and ignored.
+//
+// Thread-safety: not thread-safe; the chief guards it with its own mutex.
+#ifndef SHARDPS_COORDINATOR_SCHEDULER_H_
+#define SHARDPS_COORDINATOR_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace shardps {
+
+struct StepTask {
+  int64_t step_id = 0;
+  int32_t epoch = 0;
+  int64_t batch_index = 0;
+  int64_t min_version = 0;
+  bool sync = false;
+  int64_t sync_step = 0;
+  int32_t replica = 0;
+};
+
+class Scheduler {
+ public:
+  enum class Mode { kAsync, kSync, kStale };
+  struct Plan {
+    Mode mode = Mode::kAsync;
+    int num_replicas = 1;   // SYNC
+    int staleness = 0;      // STALE
+    int64_t steps_per_epoch = 1;
+    int64_t total_steps = 0;
+  };
+
+  static absl::StatusOr<Scheduler> Create(const Plan& plan);
+
+  // The next step for `worker`, leased until `deadline`; nullopt when no step is ready.
+  std::optional<StepTask> Lease(int worker, absl::Time deadline);
+
+  // Returns true if this completion counts (the first for this step), false for a duplicate or
+  // a step that is not leased to `worker` any more.
+  bool Complete(int64_t step_id, int worker);
+
+  // The step goes back to the queue (front), unless it completed meanwhile.
+  void Requeue(int64_t step_id, int worker);
+
+  // Steps whose lease expired before `now`: they are re-queued and returned, with their
+  // workers, so that the chief can mark those workers failed.
+  std::vector<std::pair<int64_t, int>> ExpireLeases(absl::Time now);
+
+  // Adds steps (rounded up to whole sync steps). Returns the new total.
+  int64_t AddSteps(int64_t steps);
+  // Drops every step not yet leased; leased ones may still complete.
+  void Cancel();
+
+  int64_t total_steps() const { return total_steps_; }
+  int64_t done_steps() const { return static_cast<int64_t>(done_.size()); }
+  int64_t requeued() const { return requeued_; }
+  int64_t leased() const { return static_cast<int64_t>(leases_.size()); }
+  bool Finished() const { return done_steps() == total_steps_; }
+  // Parameter version known to be reached: sync steps (SYNC) or steps (otherwise) of the
+  // longest fully completed prefix of steps.
+  int64_t KnownVersion() const;
+  const Plan& plan() const { return plan_; }
+
+ private:
+  explicit Scheduler(const Plan& plan);
+  StepTask MakeTask(int64_t step_id) const;
+  int64_t RoundUp(int64_t steps) const;
+
+  Plan plan_;
+  int64_t total_steps_ = 0;
+  int64_t next_new_ = 0;              // lowest step id never queued
+  std::set<int64_t> requeued_steps_;  // re-queued, leased first (lowest id first)
+  struct LeaseInfo {
+    int worker;
+    absl::Time deadline;
+  };
+  std::map<int64_t, LeaseInfo> leases_;
+  std::set<int64_t> done_;
+  int64_t done_prefix_ = 0;  // steps 0 .. done_prefix_-1 are all done
+  int64_t requeued_ = 0;
+  bool cancelled_ = false;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COORDINATOR_SCHEDULER_H_

@@ -1,0 +1,133 @@
+#include "coordinator/scheduler.h"
+
+#include "gtest/gtest.h"
+
+namespace shardps {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+Scheduler Make(Scheduler::Mode mode, int64_t total, int replicas = 1, int staleness = 0) {
+  Scheduler::Plan plan;
+  plan.mode = mode;
+  plan.num_replicas = replicas;
+  plan.staleness = staleness;
+  plan.steps_per_epoch = 4;
+  plan.total_steps = total;
+  return *Scheduler::Create(plan);
+}
+
+TEST(SchedulerTest, AsyncLeasesInOrderAndNamesBatches) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 6);
+  for (int i = 0; i < 6; ++i) {
+    auto task = s.Lease(i % 2, kT0);
+    ASSERT_TRUE(task.has_value());
+    EXPECT_EQ(task->step_id, i);
+    EXPECT_EQ(task->epoch, i / 4);
+    EXPECT_EQ(task->batch_index, i % 4);
+    EXPECT_FALSE(task->sync);
+  }
+  EXPECT_FALSE(s.Lease(0, kT0).has_value());
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(s.Complete(i, i % 2));
+  EXPECT_TRUE(s.Finished());
+}
+
+TEST(SchedulerTest, EachStepCountedOnceAfterRequeue) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 3);
+  auto a = s.Lease(0, kT0 + absl::Seconds(1));
+  auto b = s.Lease(1, kT0 + absl::Seconds(100));
+  ASSERT_TRUE(a && b);
+  // Worker 0's lease expires: step 0 goes back to the front of the queue.
+  auto expired = s.ExpireLeases(kT0 + absl::Seconds(2));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], std::make_pair(int64_t{0}, 0));
+  auto c = s.Lease(1, kT0 + absl::Seconds(100));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step_id, 0);
+  EXPECT_TRUE(s.Complete(0, 1));
+  // The slow worker finishes too: a duplicate, not counted.
+  EXPECT_FALSE(s.Complete(0, 0));
+  EXPECT_TRUE(s.Complete(1, 1));
+  EXPECT_EQ(s.done_steps(), 2);
+  EXPECT_EQ(s.requeued(), 1);
+}
+
+TEST(SchedulerTest, FailedStepIsRetriedBeforeNewOnes) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 5);
+  auto a = s.Lease(0, kT0);
+  auto b = s.Lease(1, kT0);
+  s.Requeue(a->step_id, 0);
+  s.Requeue(a->step_id, 0);  // twice: no effect
+  auto c = s.Lease(1, kT0);
+  EXPECT_EQ(c->step_id, 0);
+  EXPECT_EQ(s.requeued(), 1);
+  s.Requeue(b->step_id, 0);  // wrong worker: ignored
+  EXPECT_EQ(s.leased(), 2);
+}
+
+TEST(SchedulerTest, SyncGatesOnCompletedSyncSteps) {
+  Scheduler s = Make(Scheduler::Mode::kSync, 5, /*replicas=*/2);
+  EXPECT_EQ(s.total_steps(), 6);  // rounded up to whole sync steps
+  auto r0 = s.Lease(0, kT0);
+  auto r1 = s.Lease(1, kT0);
+  ASSERT_TRUE(r0 && r1);
+  EXPECT_EQ(r0->sync_step, 0);
+  EXPECT_EQ(r1->replica, 1);
+  EXPECT_TRUE(r1->sync);
+  EXPECT_TRUE(s.Complete(0, 0));
+  // Sync step 1 needs version 1: not before replica 1 of step 0 is done.
+  EXPECT_FALSE(s.Lease(0, kT0).has_value());
+  EXPECT_TRUE(s.Complete(1, 1));
+  auto next = s.Lease(0, kT0);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->sync_step, 1);
+  EXPECT_EQ(next->min_version, 1);
+  EXPECT_EQ(s.KnownVersion(), 1);
+}
+
+TEST(SchedulerTest, SyncRequeuedReplicaIsNotBlocked) {
+  Scheduler s = Make(Scheduler::Mode::kSync, 4, 2);
+  auto r0 = s.Lease(0, kT0);
+  auto r1 = s.Lease(1, kT0);
+  EXPECT_TRUE(s.Complete(r0->step_id, 0));
+  s.Requeue(r1->step_id, 1);  // worker 1 died
+  auto again = s.Lease(0, kT0);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->step_id, 1);
+  EXPECT_EQ(again->replica, 1);
+}
+
+TEST(SchedulerTest, StaleBoundsVersionsInFlight) {
+  Scheduler s = Make(Scheduler::Mode::kStale, 10, 1, /*staleness=*/2);
+  auto a = s.Lease(0, kT0);  // step 0, needs 0
+  auto b = s.Lease(1, kT0);  // step 1
+  auto c = s.Lease(2, kT0);  // step 2, needs 0
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(c->min_version, 0);
+  EXPECT_FALSE(s.Lease(3, kT0).has_value());  // step 3 needs version 1
+  EXPECT_TRUE(s.Complete(0, 0));
+  auto d = s.Lease(3, kT0);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->min_version, 1);
+}
+
+TEST(SchedulerTest, AddStepsAndCancel) {
+  Scheduler s = Make(Scheduler::Mode::kSync, 2, 2);
+  EXPECT_EQ(s.AddSteps(3), 6);
+  s.Cancel();
+  EXPECT_FALSE(s.Lease(0, kT0).has_value());
+  EXPECT_EQ(s.AddSteps(4), 6);
+}
+
+TEST(SchedulerTest, InvalidPlans) {
+  Scheduler::Plan plan;
+  plan.steps_per_epoch = 0;
+  EXPECT_FALSE(Scheduler::Create(plan).ok());
+  plan.steps_per_epoch = 1;
+  plan.mode = Scheduler::Mode::kSync;
+  plan.num_replicas = 0;
+  EXPECT_FALSE(Scheduler::Create(plan).ok());
+}
+
+}  // namespace
+}  // namespace shardps

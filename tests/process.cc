@@ -1,0 +1,157 @@
+#include "tests/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+extern char** environ;
+
+namespace shardps {
+namespace testing {
+
+absl::StatusOr<std::unique_ptr<Process>> Process::Start(
+    const std::string& binary, const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env, const std::string& log_path) {
+  if (access(binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("binary not found or not executable: ", binary));
+  }
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    // Children must not inherit a blocked signal mask from test threads.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(binary.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  return std::unique_ptr<Process>(new Process(pid, log_path));
+}
+
+Process::~Process() {
+  if (Running()) {
+    Signal(SIGKILL);
+    (void)Wait(absl::Seconds(10));
+  }
+}
+
+void Process::Signal(int sig) {
+  if (!exit_code_.has_value()) kill(pid_, sig);
+}
+
+bool Process::Running() {
+  if (exit_code_.has_value()) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return r == 0;
+}
+
+absl::StatusOr<int> Process::Wait(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (Running()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("process ", pid_, " still running after ", absl::FormatDuration(timeout)));
+    }
+    usleep(10000);
+  }
+  return *exit_code_;
+}
+
+std::string Process::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<int> RunCommand(const std::string& binary, const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env,
+                               std::string* output, absl::Duration timeout) {
+  static int counter = 0;
+  std::string log = absl::StrCat(TempDir(), "/cmd_", getpid(), "_", counter++, ".log");
+  auto process = Process::Start(binary, args, env, log);
+  if (!process.ok()) return process.status();
+  absl::StatusOr<int> code = (*process)->Wait(timeout);
+  if (output != nullptr) *output = (*process)->Log();
+  return code;
+}
+
+int PickFreePort() {
+  static std::set<int>* used = new std::set<int>;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    int port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      socklen_t len = sizeof(addr);
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    if (port != 0 && used->insert(port).second) return port;
+  }
+  return 0;
+}
+
+std::string BinaryPath(const std::string& target_path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir != nullptr) {
+    return absl::StrCat(srcdir, "/", workspace != nullptr ? workspace : "shardps", "/",
+                        target_path);
+  }
+  return absl::StrCat("bazel-bin/", target_path);
+}
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string MakeTfConfig(const std::map<std::string, std::vector<std::string>>& cluster,
+                         const std::string& type, int index) {
+  std::vector<std::string> jobs;
+  for (const auto& [job, addresses] : cluster) {
+    std::vector<std::string> quoted;
+    for (const std::string& a : addresses) quoted.push_back(absl::StrCat("\"", a, "\""));
+    jobs.push_back(absl::StrCat("\"", job, "\": [", absl::StrJoin(quoted, ", "), "]"));
+  }
+  return absl::StrCat("{\"cluster\": {", absl::StrJoin(jobs, ", "), "}, \"task\": {\"type\": \"",
+                      type, "\", \"index\": ", index, "}}");
+}
+
+}  // namespace testing
+}  // namespace shardps

@@ -1,0 +1,69 @@
+// Test harness for process-level tests: starts the real daemons as child processes on free
+// localhost ports, and always stops them (the destructor kills what is still running).
+//
+// Thread-safety: a Process is used from one thread.
+#ifndef SHARDPS_TESTS_PROCESS_H_
+#define SHARDPS_TESTS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace shardps {
+namespace testing {
+
+class Process {
+ public:
+  // Starts `binary` with `args`, the current environment plus `env`, stdout and stderr to
+  // `log_path`.
+  static absl::StatusOr<std::unique_ptr<Process>> Start(
+      const std::string& binary, const std::vector<std::string>& args,
+      const std::map<std::string, std::string>& env, const std::string& log_path);
+  ~Process();
+
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_path_; }
+  void Signal(int sig);
+  // Waits for exit; returns the exit code (128 + signal when killed) or DEADLINE_EXCEEDED.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  bool Running();
+  std::string Log() const;
+
+ private:
+  Process(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
+  pid_t pid_;
+  std::string log_path_;
+  std::optional<int> exit_code_;
+};
+
+// Runs a command to completion; returns its exit code and fills `output` (stdout+stderr).
+absl::StatusOr<int> RunCommand(const std::string& binary, const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env,
+                               std::string* output, absl::Duration timeout = absl::Seconds(60));
+
+// A port that was free a moment ago on 127.0.0.1 (the kernel's choice for port 0); ports
+// handed out by one process are never repeated.
+int PickFreePort();
+
+// The path of a binary built by Bazel, e.g. "ps_server/ps", from the test's runfiles.
+std::string BinaryPath(const std::string& target_path);
+
+// A scratch directory for this test.
+std::string TempDir();
+
+// A TF_CONFIG JSON for `cluster` with this task.
+std::string MakeTfConfig(const std::map<std::string, std::vector<std::string>>& cluster,
+                         const std::string& type, int index);
+
+}  // namespace testing
+}  // namespace shardps
+
+#endif  // SHARDPS_TESTS_PROCESS_H_
