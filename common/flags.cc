@@ -32,22 +32,28 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       *static_cast<std::string*>(flag.target) = value;
       return absl::OkStatus();
     case Kind::kInt:
-      if (!absl::SimpleAtoi(value, static_cast<int64_t*>(flag.target))) {
+      int64_t parsed;
+      if (!absl::SimpleAtoi(value, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, ": \"", value, "\" is not an integer"));
       }
+      *static_cast<int64_t*>(flag.target) = parsed;
       return absl::OkStatus();
     case Kind::kDouble:
-      if (!absl::SimpleAtod(value, static_cast<double*>(flag.target))) {
+      double parsed;
+      if (!absl::SimpleAtod(value, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, ": \"", value, "\" is not a number"));
       }
+      *static_cast<double*>(flag.target) = parsed;
       return absl::OkStatus();
     case Kind::kBool:
-      if (!absl::SimpleAtob(value, static_cast<bool*>(flag.target))) {
+      bool parsed;
+      if (!absl::SimpleAtob(value, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, ": \"", value, "\" is not true or false"));
       }
+      *static_cast<bool*>(flag.target) = parsed;
       return absl::OkStatus();
   }
   return absl::OkStatus();
