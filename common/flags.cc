@@ -31,7 +31,7 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
     case Kind::kString:
       *static_cast<std::string*>(flag.target) = value;
       return absl::OkStatus();
-    case Kind::kInt:
+    case Kind::kInt: {
       int64_t parsed;
       if (!absl::SimpleAtoi(value, &parsed)) {
         return absl::InvalidArgumentError(
@@ -39,7 +39,8 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       }
       *static_cast<int64_t*>(flag.target) = parsed;
       return absl::OkStatus();
-    case Kind::kDouble:
+    }
+    case Kind::kDouble: {
       double parsed;
       if (!absl::SimpleAtod(value, &parsed)) {
         return absl::InvalidArgumentError(
@@ -47,7 +48,8 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       }
       *static_cast<double*>(flag.target) = parsed;
       return absl::OkStatus();
-    case Kind::kBool:
+    }
+    case Kind::kBool: {
       bool parsed;
       if (!absl::SimpleAtob(value, &parsed)) {
         return absl::InvalidArgumentError(
@@ -55,6 +57,7 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       }
       *static_cast<bool*>(flag.target) = parsed;
       return absl::OkStatus();
+    }
   }
   return absl::OkStatus();
 }
