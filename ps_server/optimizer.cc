@@ -1,0 +1,244 @@
+#include "ps_server/optimizer.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+namespace {
+
+// TF's defaults, used when the field is 0.
+constexpr double kDefaultInitialAccumulator = 0.1;
+constexpr double kDefaultEpsilon = 1e-7;
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.999;
+
+double OrDefault(double v, double def) { return v == 0 ? def : v; }
+
+absl::Status CheckRange(double v, absl::string_view field, double lo, bool lo_open, double hi,
+                        bool hi_open) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) &&
+                  (hi_open ? v < hi : v <= hi);
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "optimizer.", field, " must be in ", lo_open ? "(" : "[", lo, ", ",
+      std::isinf(hi) ? std::string("inf") : absl::StrCat(hi), hi_open ? ")" : "]", ", got ", v));
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Dense and lazy row-sparse applies for a Kernel that provides:
+//   struct Coefficients;                       per-update constants (Adam's lr_t)
+//   Coefficients Prepare(int64_t step) const;
+//   void Update(const Coefficients&, int64_t n, const float* g, float* p,
+//               float* const* slots) const;    n contiguous elements
+template <typename Kernel, int kSlots>
+class KernelOptimizer final : public Optimizer {
+ public:
+  explicit KernelOptimizer(Kernel kernel) : kernel_(std::move(kernel)) {}
+
+  int num_slots() const override { return kSlots; }
+  float initial_slot_value(int slot) const override {
+    return kernel_.initial_slot_value(slot);
+  }
+
+  void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
+                  absl::Span<float* const> slots) const override {
+    const auto c = kernel_.Prepare(step);
+    kernel_.Update(c, static_cast<int64_t>(grad.size()), grad.data(), params, slots.data());
+  }
+
+  void ApplyRows(int64_t step, int64_t width, absl::Span<const int64_t> rows, const float* grad,
+                 float* params, absl::Span<float* const> slots) const override {
+    const auto c = kernel_.Prepare(step);
+    float* row_slots[kMaxSlots];
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const int64_t offset = rows[k] * width;
+      for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s] + offset;
+      kernel_.Update(c, width, grad + static_cast<int64_t>(k) * width, params + offset,
+                     row_slots);
+    }
+  }
+
+ private:
+  const Kernel kernel_;
+};
+
+struct NoCoefficients {};
+
+// The kernels are plain loops over contiguous floats with restrict pointers, which GCC turns
+// into SIMD code (the BUILD file adds -fno-math-errno so that sqrt vectorizes, and
+// -ffp-contract=off). Every operation is correctly rounded IEEE arithmetic, so an element's
+// result does not depend on whether it went through the vector body or the scalar tail:
+// a row updated through ApplyRows is bit-identical to the same row updated through
+// ApplyDense. (Eigen's packet sqrt is an approximation under EIGEN_FAST_MATH, which broke
+// exactly that.)
+
+struct NoopKernel {
+  float initial_slot_value(int) const { return 0.0f; }
+  NoCoefficients Prepare(int64_t) const { return {}; }
+  void Update(const NoCoefficients&, int64_t, const float*, float*, float* const*) const {}
+};
+
+struct SgdKernel {
+  float lr;
+  float initial_slot_value(int) const { return 0.0f; }
+  NoCoefficients Prepare(int64_t) const { return {}; }
+  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+              float* __restrict p, float* const*) const {
+    const float lr_ = lr;
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr_ * g[i];
+  }
+};
+
+struct MomentumKernel {
+  float lr;
+  float momentum;
+  bool nesterov;
+  float initial_slot_value(int) const { return 0.0f; }
+  NoCoefficients Prepare(int64_t) const { return {}; }
+  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+              float* __restrict p, float* const* slots) const {
+    float* __restrict v = slots[0];
+    const float lr_ = lr;
+    const float m = momentum;
+    if (nesterov) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float vi = m * v[i] - lr_ * g[i];
+        v[i] = vi;
+        p[i] += m * vi - lr_ * g[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float vi = m * v[i] - lr_ * g[i];
+        v[i] = vi;
+        p[i] += vi;
+      }
+    }
+  }
+};
+
+struct AdagradKernel {
+  float lr;
+  float epsilon;
+  float initial_accumulator;
+  float initial_slot_value(int) const { return initial_accumulator; }
+  NoCoefficients Prepare(int64_t) const { return {}; }
+  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+              float* __restrict p, float* const* slots) const {
+    float* __restrict acc = slots[0];
+    const float lr_ = lr;
+    const float eps = epsilon;
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = acc[i] + g[i] * g[i];
+      acc[i] = a;
+      p[i] -= lr_ * g[i] / (std::sqrt(a) + eps);
+    }
+  }
+};
+
+struct AdamKernel {
+  float lr;
+  double beta1;
+  double beta2;
+  float epsilon;
+  struct Coefficients {
+    float lr_t;
+  };
+  float initial_slot_value(int) const { return 0.0f; }
+  Coefficients Prepare(int64_t step) const {
+    const double t = static_cast<double>(step);
+    const double lr_t =
+        lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
+    return {static_cast<float>(lr_t)};
+  }
+  void Update(const Coefficients& c, int64_t n, const float* __restrict g,
+              float* __restrict p, float* const* slots) const {
+    float* __restrict m = slots[0];
+    float* __restrict v = slots[1];
+    const float b1 = static_cast<float>(beta1);
+    const float b2 = static_cast<float>(beta2);
+    const float one_minus_b1 = 1.0f - b1;
+    const float one_minus_b2 = 1.0f - b2;
+    const float lr_t = c.lr_t;
+    const float eps = epsilon;
+    for (int64_t i = 0; i < n; ++i) {
+      const float mi = b1 * m[i] + one_minus_b1 * g[i];
+      const float vi = b2 * v[i] + one_minus_b2 * g[i] * g[i];
+      m[i] = mi;
+      v[i] = vi;
+      p[i] -= lr_t * mi / (std::sqrt(vi) + eps);
+    }
+  }
+};
+
+}  // namespace
+
+absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
+  switch (spec.type()) {
+    case OptimizerSpec::SGD:
+    case OptimizerSpec::MOMENTUM:
+    case OptimizerSpec::ADAGRAD:
+    case OptimizerSpec::ADAM:
+    case OptimizerSpec::NOOP:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer.type ", static_cast<int>(spec.type()), " is unknown"));
+  }
+  RETURN_IF_ERROR(CheckRange(spec.learning_rate(), "learning_rate", 0, true, kInf, true));
+  switch (spec.type()) {
+    case OptimizerSpec::MOMENTUM:
+      RETURN_IF_ERROR(CheckRange(spec.momentum(), "momentum", 0, false, 1, true));
+      break;
+    case OptimizerSpec::ADAGRAD:
+      RETURN_IF_ERROR(CheckRange(
+          OrDefault(spec.initial_accumulator_value(), kDefaultInitialAccumulator),
+          "initial_accumulator_value", 0, false, kInf, true));
+      RETURN_IF_ERROR(CheckRange(OrDefault(spec.epsilon(), kDefaultEpsilon), "epsilon", 0,
+                                 false, kInf, true));
+      break;
+    case OptimizerSpec::ADAM:
+      RETURN_IF_ERROR(
+          CheckRange(OrDefault(spec.beta1(), kDefaultBeta1), "beta1", 0, false, 1, true));
+      RETURN_IF_ERROR(
+          CheckRange(OrDefault(spec.beta2(), kDefaultBeta2), "beta2", 0, false, 1, true));
+      RETURN_IF_ERROR(CheckRange(OrDefault(spec.epsilon(), kDefaultEpsilon), "epsilon", 0,
+                                 false, kInf, true));
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerSpec& spec) {
+  RETURN_IF_ERROR(Validate(spec));
+  const float lr = static_cast<float>(spec.learning_rate());
+  switch (spec.type()) {
+    case OptimizerSpec::SGD:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<SgdKernel, 0>(SgdKernel{lr}));
+    case OptimizerSpec::MOMENTUM:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<MomentumKernel, 1>(
+          MomentumKernel{lr, static_cast<float>(spec.momentum()), spec.nesterov()}));
+    case OptimizerSpec::ADAGRAD:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<AdagradKernel, 1>(AdagradKernel{
+          lr, static_cast<float>(OrDefault(spec.epsilon(), kDefaultEpsilon)),
+          static_cast<float>(
+              OrDefault(spec.initial_accumulator_value(), kDefaultInitialAccumulator))}));
+    case OptimizerSpec::ADAM:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<AdamKernel, 2>(AdamKernel{
+          lr, OrDefault(spec.beta1(), kDefaultBeta1), OrDefault(spec.beta2(), kDefaultBeta2),
+          static_cast<float>(OrDefault(spec.epsilon(), kDefaultEpsilon))}));
+    case OptimizerSpec::NOOP:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<NoopKernel, 0>(NoopKernel{}));
+    default:
+      return absl::InvalidArgumentError("unreachable: optimizer.type validated above");
+  }
+}
+
+}  // namespace shardps

@@ -1,0 +1,74 @@
+// Optimizers that apply a gradient to float32 parameters and their slots, with Keras'
+// (TF2 optimizer_v2) update rules:
+//
+//   SGD       p -= lr * g
+//   MOMENTUM  v = momentum * v - lr * g;  p += v                      (slot 0: v)
+//             nesterov: v = momentum * v - lr * g;  p += momentum * v - lr * g
+//   ADAGRAD   acc += g * g;  p -= lr * g / (sqrt(acc) + epsilon)      (slot 0: acc)
+//   ADAM      lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+//             m = beta1 * m + (1 - beta1) * g                          (slot 0: m)
+//             v = beta2 * v + (1 - beta2) * g * g                      (slot 1: v)
+//             p -= lr_t * m / (sqrt(v) + epsilon)
+//             (Keras' epsilon is the paper's "epsilon hat", added to sqrt(v) as is.)
+//   NOOP      validates the spec and leaves everything unchanged.
+//
+// Defaults: a field that is 0 takes TF's default: ADAGRAD initial_accumulator_value 0.1,
+// epsilon 1e-7 (ADAGRAD, ADAM), ADAM beta1 0.9 and beta2 0.999. So an exact 0 cannot be asked
+// for in those fields. momentum 0 means plain SGD steps (Keras' default).
+//
+// The row-sparse apply is "lazy" (TF's sparse apply ops, Keras' LazyAdam): only the given
+// rows' parameters and slots change; Adam's moments of other rows do not decay. The step t
+// (Adam) is passed in by the caller: the shard counts its own updates.
+//
+// An Optimizer holds only its hyperparameters: it is immutable after Create, so one object may
+// be used by any number of threads at once; the caller serializes access to the buffers.
+#ifndef SHARDPS_PS_SERVER_OPTIMIZER_H_
+#define SHARDPS_PS_SERVER_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/ps.pb.h"
+
+namespace shardps {
+
+class Optimizer {
+ public:
+  // The most slots any optimizer uses (Adam: m and v).
+  static constexpr int kMaxSlots = 2;
+
+  // Checks hyperparameters: learning_rate > 0 and finite; momentum in [0, 1); beta1, beta2 in
+  // [0, 1) and epsilon, initial_accumulator_value >= 0 and finite (after defaults). Only the
+  // fields the type uses are checked beyond learning_rate. INVALID_ARGUMENT names the field.
+  static absl::Status Validate(const OptimizerSpec& spec);
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerSpec& spec);
+
+  virtual ~Optimizer() = default;
+
+  // How many slot buffers, each the size of the parameters, the optimizer needs.
+  virtual int num_slots() const = 0;
+  // The value a slot starts at (and returns to on reset): Adagrad's accumulator starts at
+  // initial_accumulator_value, everything else at 0.
+  virtual float initial_slot_value(int slot) const = 0;
+
+  // Applies `grad` to params[0 .. grad.size()) and slots[s][0 .. grad.size()).
+  // `step` is the 1-based count of this update of the shard (Adam's t).
+  // REQUIRES: slots.size() == num_slots(); every buffer holds grad.size() floats.
+  virtual void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
+                          absl::Span<float* const> slots) const = 0;
+
+  // Applies grad row k (grad + k * width) to row rows[k] of params and slots, whose rows are
+  // `width` floats apart. Rows not listed are untouched. Each row is applied once per listed
+  // occurrence, so callers sum duplicate ids first.
+  // REQUIRES: every rows[k] is a row of the buffers; grad holds rows.size() * width floats.
+  virtual void ApplyRows(int64_t step, int64_t width, absl::Span<const int64_t> rows,
+                         const float* grad, float* params,
+                         absl::Span<float* const> slots) const = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_PS_SERVER_OPTIMIZER_H_

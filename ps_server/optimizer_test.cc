@@ -1,0 +1,261 @@
+#include "ps_server/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace shardps {
+namespace {
+
+constexpr int kN = 37;  // not a multiple of any SIMD width: exercises the scalar tail
+constexpr int kSteps = 5;
+
+// A deterministic gradient for step `t`, element `i`, of mixed signs and magnitudes.
+float Grad(int t, int i) { return std::sin(0.7f * i + 1.3f * t) * (1.0f + 0.1f * i); }
+
+std::vector<float> InitialParams() {
+  std::vector<float> p(kN);
+  for (int i = 0; i < kN; ++i) p[i] = 0.01f * i - 0.2f;
+  return p;
+}
+
+struct State {
+  std::vector<float> params = InitialParams();
+  std::vector<std::vector<float>> slots;
+};
+
+State Init(const Optimizer& opt) {
+  State s;
+  for (int k = 0; k < opt.num_slots(); ++k) {
+    s.slots.emplace_back(kN, opt.initial_slot_value(k));
+  }
+  return s;
+}
+
+void StepDense(const Optimizer& opt, int t, State* s) {
+  std::vector<float> g(kN);
+  for (int i = 0; i < kN; ++i) g[i] = Grad(t, i);
+  std::vector<float*> slots;
+  for (auto& v : s->slots) slots.push_back(v.data());
+  opt.ApplyDense(t, g, s->params.data(), slots);
+}
+
+std::unique_ptr<Optimizer> Make(const OptimizerSpec& spec) {
+  auto opt = Optimizer::Create(spec);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  return *std::move(opt);
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
+  }
+}
+
+TEST(OptimizerTest, Sgd) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::SGD);
+  spec.set_learning_rate(0.1);
+  auto opt = Make(spec);
+  EXPECT_EQ(opt->num_slots(), 0);
+  State s = Init(*opt);
+  const std::vector<float> init = InitialParams();
+  std::vector<double> p(init.begin(), init.end());
+  for (int t = 1; t <= kSteps; ++t) {
+    StepDense(*opt, t, &s);
+    for (int i = 0; i < kN; ++i) p[i] -= 0.1 * Grad(t, i);
+  }
+  ExpectClose(s.params, p);
+}
+
+void CheckMomentum(bool nesterov) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::MOMENTUM);
+  spec.set_learning_rate(0.05);
+  spec.set_momentum(0.9);
+  spec.set_nesterov(nesterov);
+  auto opt = Make(spec);
+  EXPECT_EQ(opt->num_slots(), 1);
+  State s = Init(*opt);
+  const std::vector<float> init = InitialParams();
+  std::vector<double> p(init.begin(), init.end()), v(kN, 0.0);
+  for (int t = 1; t <= kSteps; ++t) {
+    StepDense(*opt, t, &s);
+    for (int i = 0; i < kN; ++i) {
+      const double g = Grad(t, i);
+      v[i] = 0.9 * v[i] - 0.05 * g;
+      p[i] += nesterov ? 0.9 * v[i] - 0.05 * g : v[i];
+    }
+  }
+  ExpectClose(s.params, p);
+  ExpectClose(s.slots[0], v);
+}
+
+TEST(OptimizerTest, Momentum) { CheckMomentum(false); }
+TEST(OptimizerTest, NesterovMomentum) { CheckMomentum(true); }
+
+TEST(OptimizerTest, AdagradWithTfDefaults) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAGRAD);
+  spec.set_learning_rate(0.1);  // initial_accumulator_value 0.1 and epsilon 1e-7 by default
+  auto opt = Make(spec);
+  EXPECT_EQ(opt->num_slots(), 1);
+  EXPECT_FLOAT_EQ(opt->initial_slot_value(0), 0.1f);
+  State s = Init(*opt);
+  const std::vector<float> init = InitialParams();
+  std::vector<double> p(init.begin(), init.end()), acc(kN, 0.1);
+  for (int t = 1; t <= kSteps; ++t) {
+    StepDense(*opt, t, &s);
+    for (int i = 0; i < kN; ++i) {
+      const double g = Grad(t, i);
+      acc[i] += g * g;
+      p[i] -= 0.1 * g / (std::sqrt(acc[i]) + 1e-7);
+    }
+  }
+  ExpectClose(s.params, p);
+  ExpectClose(s.slots[0], acc);
+}
+
+TEST(OptimizerTest, AdamMatchesKerasFormula) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAM);
+  spec.set_learning_rate(0.01);
+  spec.set_beta1(0.8);
+  spec.set_epsilon(1e-3);  // beta2 defaults to 0.999
+  auto opt = Make(spec);
+  EXPECT_EQ(opt->num_slots(), 2);
+  State s = Init(*opt);
+  const std::vector<float> init = InitialParams();
+  std::vector<double> p(init.begin(), init.end()), m(kN, 0.0), v(kN, 0.0);
+  for (int t = 1; t <= kSteps; ++t) {
+    StepDense(*opt, t, &s);
+    const double lr_t = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.8, t));
+    for (int i = 0; i < kN; ++i) {
+      const double g = Grad(t, i);
+      m[i] = 0.8 * m[i] + 0.2 * g;
+      v[i] = 0.999 * v[i] + 0.001 * g * g;
+      p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + 1e-3);
+    }
+  }
+  ExpectClose(s.params, p);
+  ExpectClose(s.slots[0], m);
+  ExpectClose(s.slots[1], v);
+}
+
+TEST(OptimizerTest, NoopChangesNothing) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::NOOP);
+  spec.set_learning_rate(1);
+  auto opt = Make(spec);
+  State s = Init(*opt);
+  StepDense(*opt, 1, &s);
+  EXPECT_EQ(s.params, InitialParams());
+}
+
+// The row-sparse apply touches only the listed rows, each as a dense apply of that row.
+TEST(OptimizerTest, RowsAreLazyAndMatchDense) {
+  constexpr int kRows = 6;
+  constexpr int kWidth = 5;
+  for (auto type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM, OptimizerSpec::ADAGRAD,
+                    OptimizerSpec::ADAM}) {
+    OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_learning_rate(0.1);
+    spec.set_momentum(0.5);
+    auto opt = Make(spec);
+    std::vector<float> params(kRows * kWidth, 1.0f);
+    std::vector<std::vector<float>> slots;
+    for (int k = 0; k < opt->num_slots(); ++k) {
+      slots.emplace_back(kRows * kWidth, opt->initial_slot_value(k));
+    }
+    std::vector<float*> slot_ptrs;
+    for (auto& v : slots) slot_ptrs.push_back(v.data());
+    const std::vector<int64_t> rows = {4, 1};
+    std::vector<float> grad(rows.size() * kWidth);
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.5f + i;
+    for (int t = 1; t <= 3; ++t) {
+      opt->ApplyRows(t, kWidth, rows, grad.data(), params.data(), slot_ptrs);
+    }
+
+    // Reference: a dense apply on one row-sized buffer per listed row.
+    for (size_t k = 0; k < rows.size(); ++k) {
+      std::vector<float> p(kWidth, 1.0f);
+      std::vector<std::vector<float>> s;
+      for (int j = 0; j < opt->num_slots(); ++j) s.emplace_back(kWidth, opt->initial_slot_value(j));
+      std::vector<float*> sp;
+      for (auto& v : s) sp.push_back(v.data());
+      for (int t = 1; t <= 3; ++t) {
+        opt->ApplyDense(t, absl::MakeConstSpan(grad.data() + k * kWidth, kWidth), p.data(), sp);
+      }
+      for (int c = 0; c < kWidth; ++c) {
+        EXPECT_EQ(params[rows[k] * kWidth + c], p[c]) << "type " << type;
+      }
+    }
+    for (int r : {0, 2, 3, 5}) {
+      for (int c = 0; c < kWidth; ++c) EXPECT_EQ(params[r * kWidth + c], 1.0f);
+      for (int j = 0; j < opt->num_slots(); ++j) {
+        EXPECT_EQ(slots[j][r * kWidth], opt->initial_slot_value(j));
+      }
+    }
+  }
+}
+
+TEST(OptimizerTest, RejectsInvalidHyperparameters) {
+  auto expect_invalid = [](OptimizerSpec spec, const char* field) {
+    const absl::Status status = Optimizer::Validate(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << spec.DebugString();
+    EXPECT_NE(status.message().find(field), std::string::npos) << status;
+    EXPECT_FALSE(Optimizer::Create(spec).ok());
+  };
+  OptimizerSpec base;
+  base.set_learning_rate(0.1);
+
+  OptimizerSpec s = base;
+  s.set_learning_rate(0);
+  expect_invalid(s, "learning_rate");
+  s.set_learning_rate(-1);
+  expect_invalid(s, "learning_rate");
+  s.set_learning_rate(INFINITY);
+  expect_invalid(s, "learning_rate");
+  s.set_learning_rate(NAN);
+  expect_invalid(s, "learning_rate");
+
+  s = base;
+  s.set_type(OptimizerSpec::MOMENTUM);
+  s.set_momentum(1.0);
+  expect_invalid(s, "momentum");
+  s.set_momentum(-0.1);
+  expect_invalid(s, "momentum");
+
+  s = base;
+  s.set_type(OptimizerSpec::ADAM);
+  s.set_beta1(1.0);
+  expect_invalid(s, "beta1");
+  s.set_beta1(0.9);
+  s.set_beta2(1.5);
+  expect_invalid(s, "beta2");
+  s.set_beta2(0);
+  s.set_epsilon(-1e-8);
+  expect_invalid(s, "epsilon");
+
+  s = base;
+  s.set_type(OptimizerSpec::ADAGRAD);
+  s.set_initial_accumulator_value(-1);
+  expect_invalid(s, "initial_accumulator_value");
+
+  s = base;
+  s.set_type(static_cast<OptimizerSpec::Type>(99));
+  expect_invalid(s, "type");
+
+  for (auto type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM, OptimizerSpec::ADAGRAD,
+                    OptimizerSpec::ADAM, OptimizerSpec::NOOP}) {
+    s = base;
+    s.set_type(type);
+    EXPECT_TRUE(Optimizer::Create(s).ok()) << type;
+  }
+}
+
+}  // namespace
+}  // namespace shardps

@@ -1,0 +1,97 @@
+// ShardStore: the parameter-server domain. Holds float32 shards of variables with their
+// optimizer slots, applies pushed gradients (async, or summed per step in SYNC mode),
+// deduplicates retried requests, and answers pulls, possibly after waiting for a version.
+//
+// Knows nothing of gRPC: requests and responses are the plain protobuf messages of
+// proto/ps.proto, so the gRPC service (ps_server/rpc/) stays a thin adapter and the store is
+// unit-tested in-process.
+//
+// Thread-safety: every method may be called concurrently from any thread. Each shard has its
+// own mutex, so requests on different shards proceed in parallel; a pull copies a shard under
+// its lock, so it sees the shard before or after an update, never half of one.
+// A bad request returns a non-OK status naming the shard, field or shape at fault and changes
+// nothing.
+#ifndef SHARDPS_PS_SERVER_SHARD_STORE_H_
+#define SHARDPS_PS_SERVER_SHARD_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/ps.pb.h"
+
+namespace shardps {
+
+class ShardStore {
+ public:
+  struct Options {
+    int task_index = 0;
+    // How many recent request ids each shard remembers to detect retried duplicates.
+    int64_t request_id_window = 1 << 16;
+  };
+
+  // Completion of a request that may wait (pulls with min_version): called exactly once,
+  // possibly on another thread, after the response has been filled in.
+  using DoneCallback = std::function<void(const absl::Status&)>;
+
+  static absl::StatusOr<std::unique_ptr<ShardStore>> Create(const Options& options);
+  virtual ~ShardStore() = default;
+
+  // Creates shards. A shard that exists with an identical spec is skipped (idempotent); one
+  // that exists with a different spec fails the whole request (ALREADY_EXISTS) and creates
+  // nothing. Specs are validated first (shape, initializer, optimizer hyperparameters).
+  // A rank-0 variable (shape []) is one row of width 1. Initial values are keyed by
+  // spec.variable (spec.name when empty), seed and global element index, so they do not
+  // depend on the partitioning (ps_server/initializer.h).
+  virtual absl::Status CreateShards(const CreateShardsRequest& request,
+                                    CreateShardsResponse* response) = 0;
+
+  virtual absl::Status ListShards(const ListShardsRequest& request,
+                                  ListShardsResponse* response) = 0;
+
+  // Pulls a row range. When request.min_version is above the shard's version the call waits,
+  // without holding the calling thread, until the version is reached (then `done(OK)`), the
+  // wait times out (DEADLINE_EXCEEDED) or the store is shut down (CANCELLED).
+  virtual void Pull(const PullRequest& request, PullResponse* response,
+                    DoneCallback done) = 0;
+  virtual void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
+                        DoneCallback done) = 0;
+
+  // Applies a dense gradient to a row range (ASYNC), or adds it to the step's accumulator
+  // (SYNC: applied once all replicas' gradients for that step have arrived).
+  //
+  // Mutating requests (Push, PushRows, Assign) need a non-zero request_id; a request id the
+  // shard has seen among its last Options::request_id_window successful requests is answered
+  // OK with duplicate = true and changes nothing. Gradients must be finite.
+  //
+  // SYNC: sync.step must equal the shard's version (lower: ABORTED, a stale step; higher:
+  // FAILED_PRECONDITION, wait for the version first) and sync.replica be in
+  // [0, num_replicas). A replica's part of a step is either dense pushes whose row ranges
+  // together cover the shard, or one PushRows. Rows a replica already sent for the step are
+  // not added again (a re-run of the step by another worker): a push adding no new rows
+  // answers duplicate = true. When every replica is complete the gradients are summed in
+  // replica order 0..n-1 (bit-reproducible whatever the arrival order), applied once, and
+  // the version advances; `applied` tells the push that completed the step.
+  virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
+  // Row gradients; duplicate ids are summed (in order of appearance) before a lazy row-sparse
+  // update of those rows only. Empty ids are allowed: ASYNC, nothing changes (applied =
+  // false); SYNC, it completes the replica's part of the step.
+  virtual absl::Status PushRows(const PushRowsRequest& request,
+                                PushRowsResponse* response) = 0;
+  // Overwrites a row range of the parameters; reset_slots returns those rows' optimizer slots
+  // to their initial values (0, or Adagrad's initial_accumulator_value). The version does not
+  // change.
+  virtual absl::Status Assign(const AssignRequest& request, AssignResponse* response) = 0;
+
+  // status is "SERVING", or "SHUTTING_DOWN" once Shutdown has been called.
+  virtual void Health(HealthResponse* response) = 0;
+
+  // Fails every waiting pull with CANCELLED and every later one too. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_PS_SERVER_SHARD_STORE_H_

@@ -1,0 +1,886 @@
+#include "ps_server/shard_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace shardps {
+namespace {
+
+std::string Bytes(const std::vector<float>& v) {
+  std::string s(v.size() * sizeof(float), '\0');
+  if (!v.empty()) std::memcpy(&s[0], v.data(), s.size());
+  return s;
+}
+
+std::vector<float> Floats(const std::string& s) {
+  std::vector<float> v(s.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), s.data(), s.size());
+  return v;
+}
+
+OptimizerSpec Sgd(double lr = 1.0) {
+  OptimizerSpec o;
+  o.set_type(OptimizerSpec::SGD);
+  o.set_learning_rate(lr);
+  return o;
+}
+
+OptimizerSpec Adam() {
+  OptimizerSpec o;
+  o.set_type(OptimizerSpec::ADAM);
+  o.set_learning_rate(0.01);
+  return o;
+}
+
+InitializerSpec Constant(double value) {
+  InitializerSpec i;
+  i.set_type(InitializerSpec::CONSTANT);
+  i.set_value(value);
+  return i;
+}
+
+InitializerSpec Glorot(uint64_t seed = 3) {
+  InitializerSpec i;
+  i.set_type(InitializerSpec::GLOROT_UNIFORM);
+  i.set_seed(seed);
+  return i;
+}
+
+// A whole (unsplit) variable.
+ShardSpec Spec(const std::string& name, std::vector<int64_t> shape,
+               OptimizerSpec optimizer = Sgd(), InitializerSpec init = Glorot()) {
+  ShardSpec s;
+  s.set_name(name);
+  s.set_variable(name);
+  s.set_num_parts(1);
+  for (int64_t d : shape) {
+    s.mutable_shape()->add_dim(d);
+    s.mutable_full_shape()->add_dim(d);
+  }
+  *s.mutable_optimizer() = optimizer;
+  *s.mutable_initializer() = init;
+  return s;
+}
+
+ShardSpec SyncSpec(const std::string& name, std::vector<int64_t> shape, int replicas,
+                   OptimizerSpec optimizer = Adam()) {
+  ShardSpec s = Spec(name, shape, optimizer);
+  s.mutable_update()->set_mode(UpdateSpec::SYNC);
+  s.mutable_update()->set_num_replicas(replicas);
+  return s;
+}
+
+std::unique_ptr<ShardStore> NewStore(int64_t window = 1 << 16) {
+  ShardStore::Options options;
+  options.task_index = 2;
+  options.request_id_window = window;
+  auto store = ShardStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return *std::move(store);
+}
+
+absl::Status Create(ShardStore& store, std::vector<ShardSpec> specs, int* created = nullptr) {
+  CreateShardsRequest request;
+  for (auto& s : specs) *request.add_shards() = s;
+  CreateShardsResponse response;
+  absl::Status status = store.CreateShards(request, &response);
+  if (created != nullptr) *created = response.created();
+  return status;
+}
+
+// A pull that does not wait: `done` runs before Pull returns.
+absl::Status PullNow(ShardStore& store, const PullRequest& request, PullResponse* response) {
+  absl::Status result = absl::InternalError("done not called");
+  bool called = false;
+  store.Pull(request, response, [&](const absl::Status& s) {
+    EXPECT_FALSE(called);
+    called = true;
+    result = s;
+  });
+  EXPECT_TRUE(called);
+  return result;
+}
+
+struct Snapshot {
+  std::vector<float> data;
+  int64_t version;
+};
+
+Snapshot PullAll(ShardStore& store, const std::string& shard) {
+  PullRequest request;
+  request.set_shard(shard);
+  PullResponse response;
+  EXPECT_TRUE(PullNow(store, request, &response).ok());
+  return {Floats(response.data()), response.version()};
+}
+
+absl::Status Push(ShardStore& store, const std::string& shard, uint64_t id,
+                  const std::vector<float>& grad, int64_t begin = 0, int64_t end = 0,
+                  PushResponse* out = nullptr, int64_t step = 0, int replica = 0) {
+  PushRequest request;
+  request.set_request_id(id);
+  request.set_shard(shard);
+  request.set_row_begin(begin);
+  request.set_row_end(end);
+  request.set_data(Bytes(grad));
+  request.mutable_sync()->set_step(step);
+  request.mutable_sync()->set_replica(replica);
+  PushResponse response;
+  absl::Status s = store.Push(request, &response);
+  if (out != nullptr) *out = response;
+  return s;
+}
+
+absl::Status PushRows(ShardStore& store, const std::string& shard, uint64_t id,
+                      const std::vector<int64_t>& ids, const std::vector<float>& grad,
+                      PushRowsResponse* out = nullptr, int64_t step = 0, int replica = 0) {
+  PushRowsRequest request;
+  request.set_request_id(id);
+  request.set_shard(shard);
+  for (int64_t i : ids) request.add_ids(i);
+  request.set_data(Bytes(grad));
+  request.mutable_sync()->set_step(step);
+  request.mutable_sync()->set_replica(replica);
+  PushRowsResponse response;
+  absl::Status s = store.PushRows(request, &response);
+  if (out != nullptr) *out = response;
+  return s;
+}
+
+std::vector<float> Ramp(size_t n, float scale = 1.0f, float shift = 0.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * i + shift) + 0.01f * i;
+  return v;
+}
+
+TEST(ShardStoreTest, CreateIsIdempotentAndConflictsNameTheField) {
+  auto store = NewStore();
+  int created = -1;
+  ASSERT_TRUE(Create(*store, {Spec("a", {4, 3}), Spec("b", {2})}, &created).ok());
+  EXPECT_EQ(created, 2);
+  ASSERT_TRUE(Create(*store, {Spec("a", {4, 3}), Spec("c", {5})}, &created).ok());
+  EXPECT_EQ(created, 1);
+
+  // A different spec for an existing shard fails the whole request and creates nothing.
+  const absl::Status s =
+      Create(*store, {Spec("d", {3}), Spec("a", {4, 3}, Sgd(0.5))}, &created);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(absl::StrContains(s.message(), "'a'")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "learning_rate")) << s;
+  ListShardsRequest list;
+  ListShardsResponse listed;
+  ASSERT_TRUE(store->ListShards(list, &listed).ok());
+  EXPECT_EQ(listed.shards_size(), 3);
+  EXPECT_EQ(listed.task_index(), 2);
+
+  // A name twice in one request must carry one spec.
+  EXPECT_EQ(Create(*store, {Spec("e", {3}), Spec("e", {4})}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Create(*store, {Spec("f", {3}), Spec("f", {3})}, &created).ok());
+  EXPECT_EQ(created, 1);
+}
+
+TEST(ShardStoreTest, CreateValidatesEverySpecFirst) {
+  auto store = NewStore();
+  std::vector<std::pair<ShardSpec, std::string>> bad;
+  bad.push_back({Spec("", {3}), "empty name"});
+  bad.push_back({Spec("zero", {3, 0}), "'zero'"});
+  ShardSpec offset = Spec("offset", {3, 2});
+  offset.set_row_offset(2);
+  bad.push_back({offset, "'offset'"});
+  ShardSpec trailing = Spec("trailing", {3, 2});
+  trailing.mutable_full_shape()->set_dim(1, 4);
+  bad.push_back({trailing, "'trailing'"});
+  ShardSpec rank = Spec("rank", {3, 2});
+  rank.mutable_full_shape()->add_dim(1);
+  bad.push_back({rank, "'rank'"});
+  bad.push_back({Spec("lr", {3}, Sgd(0)), "learning_rate"});
+  InitializerSpec uniform;
+  uniform.set_type(InitializerSpec::RANDOM_UNIFORM);
+  uniform.set_minval(1);
+  uniform.set_maxval(-1);
+  bad.push_back({Spec("init", {3}, Sgd(), uniform), "minval"});
+  bad.push_back({SyncSpec("sync", {3}, 0), "num_replicas"});
+  for (const auto& [spec, needle] : bad) {
+    int created = -1;
+    // The good spec first: all or nothing.
+    const absl::Status s = Create(*store, {Spec("good", {3}), spec}, &created);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << needle;
+    EXPECT_TRUE(absl::StrContains(s.message(), needle)) << s;
+  }
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.num_shards(), 0);
+}
+
+TEST(ShardStoreTest, PullWholeAndRange) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {6, 4})}).ok());
+  const Snapshot whole = PullAll(*store, "w");
+  ASSERT_EQ(whole.data.size(), 24u);
+  EXPECT_EQ(whole.version, 0);
+
+  PullRequest request;
+  request.set_shard("w");
+  request.set_row_begin(2);
+  request.set_row_end(5);
+  PullResponse response;
+  ASSERT_TRUE(PullNow(*store, request, &response).ok());
+  EXPECT_EQ(Floats(response.data()),
+            std::vector<float>(whole.data.begin() + 8, whole.data.begin() + 20));
+  ASSERT_EQ(response.shape().dim_size(), 2);
+  EXPECT_EQ(response.shape().dim(0), 3);
+  EXPECT_EQ(response.shape().dim(1), 4);
+
+  request.set_row_end(0);  // to the end
+  ASSERT_TRUE(PullNow(*store, request, &response).ok());
+  EXPECT_EQ(Floats(response.data()),
+            std::vector<float>(whole.data.begin() + 8, whole.data.end()));
+
+  PullRowsRequest rows;
+  rows.set_shard("w");
+  for (int64_t id : {5, 0, 5}) rows.add_ids(id);
+  PullRowsResponse rows_response;
+  absl::Status status;
+  store->PullRows(rows, &rows_response, [&](const absl::Status& s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  std::vector<float> expected;
+  for (int64_t id : {5, 0, 5}) {
+    expected.insert(expected.end(), whole.data.begin() + id * 4, whole.data.begin() + id * 4 + 4);
+  }
+  EXPECT_EQ(Floats(rows_response.data()), expected);
+}
+
+TEST(ShardStoreTest, ShardsOfAVariableMatchTheWholeVariable) {
+  auto store = NewStore();
+  ShardSpec whole = Spec("whole", {13, 7});
+  whole.set_variable("v");
+  std::vector<ShardSpec> specs = {whole};
+  int64_t offset = 0;
+  int part = 0;
+  for (int64_t rows : {5, 5, 3}) {
+    ShardSpec s = Spec("v/part_" + std::to_string(part), {rows, 7});
+    s.set_variable("v");
+    s.set_part(part++);
+    s.set_num_parts(3);
+    s.set_row_offset(offset);
+    s.mutable_full_shape()->set_dim(0, 13);
+    offset += rows;
+    specs.push_back(s);
+  }
+  ASSERT_TRUE(Create(*store, specs).ok());
+  std::vector<float> joined;
+  for (int p = 0; p < 3; ++p) {
+    const Snapshot s = PullAll(*store, "v/part_" + std::to_string(p));
+    joined.insert(joined.end(), s.data.begin(), s.data.end());
+  }
+  EXPECT_EQ(Bytes(joined), Bytes(PullAll(*store, "whole").data));
+
+  ListShardsRequest list;
+  list.set_variable("v");
+  ListShardsResponse listed;
+  ASSERT_TRUE(store->ListShards(list, &listed).ok());
+  EXPECT_EQ(listed.shards_size(), 4);
+  EXPECT_EQ(listed.shards(0).bytes(), 5 * 7 * 4);  // SGD: no slots
+}
+
+TEST(ShardStoreTest, RankZeroVariableIsOneValue) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("step", {}, Sgd(), Constant(3))}).ok());
+  ASSERT_TRUE(Push(*store, "step", 1, {1.0f}).ok());
+  PullRequest request;
+  request.set_shard("step");
+  PullResponse response;
+  ASSERT_TRUE(PullNow(*store, request, &response).ok());
+  EXPECT_EQ(Floats(response.data()), std::vector<float>{2.0f});
+  EXPECT_EQ(response.shape().dim_size(), 0);
+  EXPECT_EQ(response.version(), 1);
+}
+
+TEST(ShardStoreTest, BadRequestsChangeNothingAndNameTheShard) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {4, 3}, Adam()), SyncSpec("s", {2, 2}, 2)}).ok());
+  const std::vector<float> good(12, 0.5f);
+  std::vector<float> nan = good;
+  nan[7] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> inf = good;
+  inf[2] = -std::numeric_limits<float>::infinity();
+
+  struct Case {
+    std::string label;
+    std::function<absl::Status()> run;
+    absl::StatusCode code;
+    std::vector<std::string> needles;
+  };
+  uint64_t id = 100;
+  std::vector<Case> cases = {
+      {"unknown shard", [&] { return Push(*store, "nope", ++id, good); },
+       absl::StatusCode::kNotFound, {"'nope'"}},
+      {"short data", [&] { return Push(*store, "w", ++id, std::vector<float>(11, 1)); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "44 bytes", "expected 48"}},
+      {"range data", [&] { return Push(*store, "w", ++id, good, 1, 3); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "expected 24"}},
+      {"nan", [&] { return Push(*store, "w", ++id, nan); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "[7]"}},
+      {"inf", [&] { return Push(*store, "w", ++id, inf); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "[2]"}},
+      {"request id 0", [&] { return Push(*store, "w", 0, good); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "request_id"}},
+      {"empty range", [&] { return Push(*store, "w", ++id, {}, 2, 2); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "row range"}},
+      {"range past end", [&] { return Push(*store, "w", ++id, good, 0, 5); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "4 rows"}},
+      {"negative begin", [&] { return Push(*store, "w", ++id, good, -1, 3); },
+       absl::StatusCode::kInvalidArgument, {"'w'"}},
+      {"row id out of range",
+       [&] { return PushRows(*store, "w", ++id, {1, 4}, std::vector<float>(6, 1)); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "ids[1] = 4", "4 rows"}},
+      {"negative row id",
+       [&] { return PushRows(*store, "w", ++id, {-1}, std::vector<float>(3, 1)); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "ids[0]"}},
+      {"rows data size", [&] { return PushRows(*store, "w", ++id, {1, 2}, {1, 2, 3}); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "expected 24"}},
+      {"rows nan",
+       [&] { return PushRows(*store, "w", ++id, {1}, {1, std::nanf(""), 3}); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "[1]"}},
+      {"rows request id 0", [&] { return PushRows(*store, "w", 0, {1}, {1, 2, 3}); },
+       absl::StatusCode::kInvalidArgument, {"'w'", "request_id"}},
+      {"assign size",
+       [&] {
+         AssignRequest r;
+         r.set_request_id(++id);
+         r.set_shard("w");
+         r.set_data(Bytes({1, 2}));
+         AssignResponse resp;
+         return store->Assign(r, &resp);
+       },
+       absl::StatusCode::kInvalidArgument, {"'w'", "expected 48"}},
+      {"assign request id 0",
+       [&] {
+         AssignRequest r;
+         r.set_shard("w");
+         r.set_data(Bytes(good));
+         AssignResponse resp;
+         return store->Assign(r, &resp);
+       },
+       absl::StatusCode::kInvalidArgument, {"'w'", "request_id"}},
+      {"assign inf",
+       [&] {
+         AssignRequest r;
+         r.set_request_id(++id);
+         r.set_shard("w");
+         r.set_data(Bytes(inf));
+         AssignResponse resp;
+         return store->Assign(r, &resp);
+       },
+       absl::StatusCode::kInvalidArgument, {"'w'", "[2]"}},
+      {"pull range",
+       [&] {
+         PullRequest r;
+         r.set_shard("w");
+         r.set_row_begin(3);
+         r.set_row_end(2);
+         PullResponse resp;
+         return PullNow(*store, r, &resp);
+       },
+       absl::StatusCode::kInvalidArgument, {"'w'", "row range"}},
+      {"pull unknown",
+       [&] {
+         PullRequest r;
+         r.set_shard("nope");
+         PullResponse resp;
+         return PullNow(*store, r, &resp);
+       },
+       absl::StatusCode::kNotFound, {"'nope'"}},
+      {"pull rows id",
+       [&] {
+         PullRowsRequest r;
+         r.set_shard("w");
+         r.add_ids(0);
+         r.add_ids(9);
+         PullRowsResponse resp;
+         absl::Status st;
+         store->PullRows(r, &resp, [&](const absl::Status& s) { st = s; });
+         return st;
+       },
+       absl::StatusCode::kInvalidArgument, {"'w'", "ids[1] = 9", "4 rows"}},
+      {"sync stale step",
+       [&] { return Push(*store, "s", ++id, {1, 2, 3, 4}, 0, 0, nullptr, -1, 0); },
+       absl::StatusCode::kAborted, {"'s'", "stale step"}},
+      {"sync future step",
+       [&] { return Push(*store, "s", ++id, {1, 2, 3, 4}, 0, 0, nullptr, 1, 0); },
+       absl::StatusCode::kFailedPrecondition, {"'s'"}},
+      {"sync bad replica",
+       [&] { return Push(*store, "s", ++id, {1, 2, 3, 4}, 0, 0, nullptr, 0, 2); },
+       absl::StatusCode::kInvalidArgument, {"'s'", "replica"}},
+      {"sync rows bad replica",
+       [&] { return PushRows(*store, "s", ++id, {0}, {1, 2}, nullptr, 0, -1); },
+       absl::StatusCode::kInvalidArgument, {"'s'", "replica"}},
+  };
+  for (const Case& c : cases) {
+    const Snapshot w_before = PullAll(*store, "w");
+    const Snapshot s_before = PullAll(*store, "s");
+    const absl::Status status = c.run();
+    EXPECT_EQ(status.code(), c.code) << c.label << ": " << status;
+    for (const std::string& needle : c.needles) {
+      EXPECT_TRUE(absl::StrContains(status.message(), needle))
+          << c.label << ": '" << needle << "' not in: " << status;
+    }
+    const Snapshot w_after = PullAll(*store, "w");
+    const Snapshot s_after = PullAll(*store, "s");
+    EXPECT_EQ(Bytes(w_before.data), Bytes(w_after.data)) << c.label;
+    EXPECT_EQ(w_before.version, w_after.version) << c.label;
+    EXPECT_EQ(Bytes(s_before.data), Bytes(s_after.data)) << c.label;
+    EXPECT_EQ(s_before.version, s_after.version) << c.label;
+  }
+  // Nothing was half-accumulated on the SYNC shard either: two good pushes make one step.
+  PushResponse r;
+  ASSERT_TRUE(Push(*store, "s", ++id, {1, 1, 1, 1}, 0, 0, &r, 0, 0).ok());
+  EXPECT_FALSE(r.applied());
+  ASSERT_TRUE(Push(*store, "s", ++id, {1, 1, 1, 1}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(r.version(), 1);
+}
+
+TEST(ShardStoreTest, DuplicateRequestIdIsAppliedOnce) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {2, 2}, Sgd(), Constant(0))}).ok());
+  PushResponse r;
+  ASSERT_TRUE(Push(*store, "w", 7, {1, 1, 1, 1}, 0, 0, &r).ok());
+  EXPECT_FALSE(r.duplicate());
+  EXPECT_TRUE(r.applied());
+  ASSERT_TRUE(Push(*store, "w", 7, {1, 1, 1, 1}, 0, 0, &r).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_FALSE(r.applied());
+  EXPECT_EQ(r.version(), 1);
+
+  PushRowsResponse rr;
+  ASSERT_TRUE(PushRows(*store, "w", 8, {1}, {1, 1}, &rr).ok());
+  ASSERT_TRUE(PushRows(*store, "w", 8, {1}, {1, 1}, &rr).ok());
+  EXPECT_TRUE(rr.duplicate());
+
+  AssignRequest assign;
+  assign.set_request_id(9);
+  assign.set_shard("w");
+  assign.set_row_begin(0);
+  assign.set_row_end(1);
+  assign.set_data(Bytes({5, 5}));
+  AssignResponse ar;
+  ASSERT_TRUE(store->Assign(assign, &ar).ok());
+  EXPECT_FALSE(ar.duplicate());
+  ASSERT_TRUE(Push(*store, "w", 10, {1, 1}, 0, 1).ok());
+  ASSERT_TRUE(store->Assign(assign, &ar).ok());  // a retried assign must not undo the push
+  EXPECT_TRUE(ar.duplicate());
+
+  const Snapshot s = PullAll(*store, "w");
+  EXPECT_EQ(s.data, (std::vector<float>{4, 4, -2, -2}));
+  EXPECT_EQ(s.version, 3);  // two pushes and one push-rows; assign keeps the version
+}
+
+TEST(ShardStoreTest, RequestIdWindowEvictsOldestFirst) {
+  auto store = NewStore(/*window=*/2);
+  ASSERT_TRUE(Create(*store, {Spec("w", {1}, Sgd(), Constant(0))}).ok());
+  PushResponse r;
+  for (uint64_t id : {1, 2, 3}) ASSERT_TRUE(Push(*store, "w", id, {1}, 0, 0, &r).ok());
+  ASSERT_TRUE(Push(*store, "w", 3, {1}, 0, 0, &r).ok());
+  EXPECT_TRUE(r.duplicate());
+  ASSERT_TRUE(Push(*store, "w", 1, {1}, 0, 0, &r).ok());  // evicted: applied again
+  EXPECT_FALSE(r.duplicate());
+  EXPECT_EQ(PullAll(*store, "w").data, std::vector<float>{-4});
+}
+
+TEST(ShardStoreTest, PushRowsSumsDuplicateIdsBeforeOneUpdate) {
+  OptimizerSpec adagrad;
+  adagrad.set_type(OptimizerSpec::ADAGRAD);
+  adagrad.set_learning_rate(0.5);
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("e", {4, 2}, adagrad, Constant(1)),
+                              Spec("ref", {4, 2}, adagrad, Constant(1))})
+                  .ok());
+  ASSERT_TRUE(PushRows(*store, "e", 1, {2, 0, 2}, {1, 2, 3, 4, 5, 6}).ok());
+  // The same update with the duplicates summed by hand, in order of appearance.
+  ASSERT_TRUE(PushRows(*store, "ref", 1, {2, 0}, {1 + 5, 2 + 6, 3, 4}).ok());
+  const Snapshot e = PullAll(*store, "e");
+  EXPECT_EQ(Bytes(e.data), Bytes(PullAll(*store, "ref").data));
+  EXPECT_EQ(e.data[2], 1.0f);  // row 1 untouched
+  EXPECT_EQ(e.version, 1);
+}
+
+TEST(ShardStoreTest, MinVersionWaitsForAPushFromAnotherThread) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {3}, Sgd(), Constant(0))}).ok());
+  PullRequest request;
+  request.set_shard("w");
+  request.set_min_version(2);
+  PullResponse response;
+  absl::Notification done;
+  absl::Status status;
+  PullResponse nested;
+  store->Pull(request, &response, [&](const absl::Status& s) {
+    status = s;
+    // Re-entering the store from `done` must not deadlock: no store lock is held.
+    PullRequest again;
+    again.set_shard("w");
+    store->Pull(again, &nested, [](const absl::Status& s2) { EXPECT_TRUE(s2.ok()); });
+    done.Notify();
+  });
+  EXPECT_FALSE(done.HasBeenNotified());
+  std::thread pusher([&] {
+    EXPECT_TRUE(Push(*store, "w", 1, {1, 1, 1}).ok());
+    EXPECT_FALSE(done.HasBeenNotified());
+    EXPECT_TRUE(Push(*store, "w", 2, {1, 2, 3}).ok());
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  pusher.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(response.version(), 2);
+  EXPECT_EQ(Floats(response.data()), (std::vector<float>{-2, -3, -4}));
+  EXPECT_EQ(nested.version(), 2);
+}
+
+TEST(ShardStoreTest, PullRowsWaitsToo) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("e", {3, 2}, Sgd(), Constant(0))}).ok());
+  absl::Notification done;
+  absl::Status status;
+  PullRowsResponse response;
+  {
+    PullRowsRequest request;  // destroyed before the wait completes
+    request.set_shard("e");
+    request.add_ids(2);
+    request.add_ids(0);
+    request.set_min_version(1);
+    store->PullRows(request, &response, [&](const absl::Status& s) {
+      status = s;
+      done.Notify();
+    });
+  }
+  EXPECT_FALSE(done.HasBeenNotified());
+  ASSERT_TRUE(PushRows(*store, "e", 1, {2}, {1, 2}).ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(Floats(response.data()), (std::vector<float>{-1, -2, 0, 0}));
+  EXPECT_EQ(response.version(), 1);
+}
+
+TEST(ShardStoreTest, WaitTimesOutWithDeadlineExceeded) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {3})}).ok());
+  PullRequest request;
+  request.set_shard("w");
+  request.set_min_version(1);
+  request.set_wait_timeout_ms(50);
+  PullResponse response;
+  absl::Notification done;
+  absl::Status status;
+  const absl::Time start = absl::Now();
+  store->Pull(request, &response, [&](const absl::Status& s) {
+    status = s;
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(45));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "'w'")) << status;
+  EXPECT_TRUE(response.data().empty());
+
+  // An earlier deadline registered after a later one still fires first.
+  request.set_wait_timeout_ms(60000);
+  absl::Notification long_done;
+  store->Pull(request, &response, [&](const absl::Status& s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+    long_done.Notify();
+  });
+  request.set_wait_timeout_ms(20);
+  absl::Notification short_done;
+  store->Pull(request, &response, [&](const absl::Status& s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+    short_done.Notify();
+  });
+  ASSERT_TRUE(short_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_FALSE(long_done.HasBeenNotified());
+  store.reset();  // the destructor cancels the long wait
+  EXPECT_TRUE(long_done.HasBeenNotified());
+}
+
+TEST(ShardStoreTest, ShutdownCancelsWaitersAndLaterWaits) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {3})}).ok());
+  PullRequest request;
+  request.set_shard("w");
+  request.set_min_version(5);
+  std::atomic<int> cancelled{0};
+  PullResponse r1, r2, r3;
+  auto expect_cancelled = [&](const absl::Status& s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "'w'")) << s;
+    ++cancelled;
+  };
+  store->Pull(request, &r1, expect_cancelled);
+  request.set_wait_timeout_ms(100000);
+  store->Pull(request, &r2, expect_cancelled);
+  EXPECT_EQ(cancelled.load(), 0);
+  store->Shutdown();
+  EXPECT_EQ(cancelled.load(), 2);
+  store->Pull(request, &r3, expect_cancelled);
+  EXPECT_EQ(cancelled.load(), 3);
+  store->Shutdown();  // idempotent
+
+  // A pull that needs no wait is still answered.
+  EXPECT_EQ(PullAll(*store, "w").data.size(), 3u);
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_NE(health.status(), "SERVING");
+}
+
+// Pushes a step on a SYNC shard of 3 replicas in the given arrival order. Replica 1 sends
+// its gradient as two row-range chunks.
+std::string RunSyncStep(const std::vector<int>& order, bool chunk_first_half_last) {
+  auto store = NewStore();
+  EXPECT_TRUE(Create(*store, {SyncSpec("s", {5, 3}, 3)}).ok());
+  std::vector<std::vector<float>> grads;
+  for (int r = 0; r < 3; ++r) grads.push_back(Ramp(15, std::pow(10.0f, r - 1), r));
+  uint64_t id = 1;
+  int applied = 0;
+  for (int replica : order) {
+    PushResponse response;
+    if (replica == 1) {
+      const std::vector<float> head(grads[1].begin(), grads[1].begin() + 6);
+      const std::vector<float> tail(grads[1].begin() + 6, grads[1].end());
+      if (chunk_first_half_last) {
+        EXPECT_TRUE(Push(*store, "s", id++, tail, 2, 5, &response, 0, 1).ok());
+        applied += response.applied();
+        EXPECT_TRUE(Push(*store, "s", id++, head, 0, 2, &response, 0, 1).ok());
+      } else {
+        EXPECT_TRUE(Push(*store, "s", id++, head, 0, 2, &response, 0, 1).ok());
+        applied += response.applied();
+        EXPECT_TRUE(Push(*store, "s", id++, tail, 2, 0, &response, 0, 1).ok());
+      }
+    } else {
+      EXPECT_TRUE(Push(*store, "s", id++, grads[replica], 0, 0, &response, 0, replica).ok());
+    }
+    applied += response.applied();
+    EXPECT_EQ(response.version(), applied);
+  }
+  EXPECT_EQ(applied, 1);
+  const Snapshot s = PullAll(*store, "s");
+  EXPECT_EQ(s.version, 1);
+
+  // The same update applied once from the sum in replica order, on an ASYNC shard.
+  ShardSpec ref = Spec("ref", {5, 3}, Adam());
+  ref.set_variable("s");  // the same initial values
+  EXPECT_TRUE(Create(*store, {ref}).ok());
+  std::vector<float> sum(15);
+  for (int i = 0; i < 15; ++i) sum[i] = (grads[0][i] + grads[1][i]) + grads[2][i];
+  EXPECT_TRUE(Push(*store, "ref", 1, sum).ok());
+  EXPECT_EQ(Bytes(PullAll(*store, "ref").data), Bytes(s.data));
+  return Bytes(s.data);
+}
+
+TEST(ShardStoreTest, SyncStepSumsReplicasInOrderAndAppliesOnce) {
+  const std::string a = RunSyncStep({2, 1, 0}, true);
+  const std::string b = RunSyncStep({0, 2, 1}, false);
+  const std::string c = RunSyncStep({1, 0, 2}, true);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+}
+
+TEST(ShardStoreTest, SyncReRunsAreDuplicatesAndStaleStepsAbort) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {SyncSpec("s", {4}, 2, Sgd())}).ok());
+  const Snapshot before = PullAll(*store, "s");
+  PushResponse r;
+  ASSERT_TRUE(Push(*store, "s", 1, {1, 1}, 0, 2, &r, 0, 0).ok());
+  EXPECT_FALSE(r.duplicate());
+  // Another worker re-runs replica 0's step: rows already covered change nothing.
+  ASSERT_TRUE(Push(*store, "s", 2, {9, 9}, 0, 2, &r, 0, 0).ok());
+  EXPECT_TRUE(r.duplicate());
+  ASSERT_TRUE(Push(*store, "s", 3, {1, 1}, 2, 0, &r, 0, 0).ok());
+  EXPECT_FALSE(r.applied());
+  ASSERT_TRUE(Push(*store, "s", 4, {8, 8, 8, 8}, 0, 0, &r, 0, 0).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_EQ(Bytes(PullAll(*store, "s").data), Bytes(before.data));
+  ASSERT_TRUE(Push(*store, "s", 5, {2, 2, 2, 2}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(r.version(), 1);
+  const Snapshot after = PullAll(*store, "s");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(after.data[i], before.data[i] - 3.0f);
+
+  // The step is over: a late replica's push for it is stale; a retry of an applied request
+  // is a duplicate.
+  EXPECT_EQ(Push(*store, "s", 6, {1, 1, 1, 1}, 0, 0, &r, 0, 1).code(),
+            absl::StatusCode::kAborted);
+  ASSERT_TRUE(Push(*store, "s", 5, {2, 2, 2, 2}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_EQ(PullAll(*store, "s").version, 1);
+}
+
+TEST(ShardStoreTest, SyncRowsOnlyAndMixedSteps) {
+  auto store = NewStore();
+  ShardSpec ref = Spec("ref", {6, 2}, Adam());
+  ref.set_variable("rows");  // the same initial values
+  ASSERT_TRUE(
+      Create(*store, {SyncSpec("rows", {6, 2}, 2), SyncSpec("mixed", {6, 2}, 2), ref}).ok());
+  // Rows only: replica 1 arrives first; one of its ids repeats.
+  PushRowsResponse rr;
+  ASSERT_TRUE(PushRows(*store, "rows", 1, {4, 1, 4}, {1, 2, 3, 4, 5, 6}, &rr, 0, 1).ok());
+  EXPECT_FALSE(rr.applied());
+  ASSERT_TRUE(PushRows(*store, "rows", 2, {1, 4}, {1, 1, 1, 1}, &rr, 0, 1).ok());
+  EXPECT_TRUE(rr.duplicate());  // replica 1 already sent its rows for step 0
+  ASSERT_TRUE(PushRows(*store, "rows", 3, {0, 1}, {7, 8, 9, 10}, &rr, 0, 0).ok());
+  EXPECT_TRUE(rr.applied());
+  // Reference: per row, replica 0's gradient + replica 1's summed rows.
+  ASSERT_TRUE(PushRows(*store, "ref", 1, {0, 1, 4},
+                       {7, 8, 9.0f + 3, 10.0f + 4, 1.0f + 5, 2.0f + 6})
+                  .ok());
+  const Snapshot rows = PullAll(*store, "rows");
+  EXPECT_EQ(Bytes(rows.data), Bytes(PullAll(*store, "ref").data));
+  EXPECT_EQ(rows.version, 1);
+
+  // Mixed: replica 0 dense, replica 1 rows; an empty PushRows still completes a replica.
+  std::vector<float> dense = Ramp(12);
+  PushResponse r;
+  ASSERT_TRUE(PushRows(*store, "mixed", 4, {}, {}, &rr, 0, 1).ok());
+  EXPECT_FALSE(rr.applied());
+  ASSERT_TRUE(Push(*store, "mixed", 5, dense, 0, 0, &r, 0, 0).ok());
+  EXPECT_TRUE(r.applied());
+  ShardSpec ref2 = Spec("ref2", {6, 2}, Adam());
+  ref2.set_variable("mixed");
+  ASSERT_TRUE(Create(*store, {ref2}).ok());
+  ASSERT_TRUE(Push(*store, "ref2", 1, dense).ok());
+  EXPECT_EQ(Bytes(PullAll(*store, "mixed").data), Bytes(PullAll(*store, "ref2").data));
+
+  // A replica that began with dense chunks cannot switch to PushRows within a step.
+  ASSERT_TRUE(Push(*store, "mixed", 6, {1, 1}, 0, 1, &r, 1, 0).ok());
+  EXPECT_EQ(PushRows(*store, "mixed", 7, {2}, {1, 1}, &rr, 1, 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ShardStoreTest, AssignOverwritesAndResetsSlots) {
+  OptimizerSpec momentum;
+  momentum.set_type(OptimizerSpec::MOMENTUM);
+  momentum.set_learning_rate(1);
+  momentum.set_momentum(0.5);
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {2, 1}, momentum, Constant(0))}).ok());
+  ASSERT_TRUE(Push(*store, "w", 1, {1, 1}).ok());  // v = -1, p = -1
+  AssignRequest assign;
+  assign.set_request_id(2);
+  assign.set_shard("w");
+  assign.set_row_begin(1);
+  assign.set_data(Bytes({10}));
+  assign.set_reset_slots(true);
+  AssignResponse ar;
+  ASSERT_TRUE(store->Assign(assign, &ar).ok());
+  EXPECT_EQ(ar.version(), 1);
+  ASSERT_TRUE(Push(*store, "w", 3, {1, 1}).ok());
+  // Row 0 keeps its velocity: v = -1.5, p = -2.5. Row 1 starts over: v = -1, p = 9.
+  EXPECT_EQ(PullAll(*store, "w").data, (std::vector<float>{-2.5f, 9.0f}));
+}
+
+TEST(ShardStoreTest, ConcurrentPushesLoseNoUpdate) {
+  constexpr int kThreads = 8;
+  constexpr int kPushes = 400;
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {16, 4}, Sgd(), Constant(0))}).ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushes; ++i) {
+        const uint64_t id = 1 + static_cast<uint64_t>(t) * kPushes + i;
+        if (i % 2 == 0) {
+          EXPECT_TRUE(Push(*store, "w", id, std::vector<float>(64, 1.0f)).ok());
+        } else {
+          std::vector<int64_t> ids(16);
+          for (int r = 0; r < 16; ++r) ids[r] = r;
+          EXPECT_TRUE(PushRows(*store, "w", id, ids, std::vector<float>(64, 1.0f)).ok());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const Snapshot s = PullAll(*store, "w");
+  EXPECT_EQ(s.version, kThreads * kPushes);
+  for (float x : s.data) ASSERT_EQ(x, -static_cast<float>(kThreads * kPushes));
+}
+
+TEST(ShardStoreTest, PullsNeverSeeAHalfAppliedUpdate) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {256, 64}, Sgd(), Constant(0))}).ok());
+  std::atomic<bool> stop{false};
+  std::thread pusher([&] {
+    for (uint64_t id = 1; id <= 300; ++id) {
+      EXPECT_TRUE(Push(*store, "w", id, std::vector<float>(256 * 64, 1.0f)).ok());
+    }
+    stop = true;
+  });
+  int snapshots = 0;
+  while (!stop.load() || snapshots == 0) {
+    const Snapshot s = PullAll(*store, "w");
+    ++snapshots;
+    ASSERT_EQ(s.data.size(), 256u * 64u);
+    for (float x : s.data) ASSERT_EQ(x, -static_cast<float>(s.version));
+  }
+  pusher.join();
+  EXPECT_GT(snapshots, 0);
+}
+
+TEST(ShardStoreTest, ConcurrentWaitersAllComplete) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {2})}).ok());
+  constexpr int kWaiters = 50;
+  std::atomic<int> ok{0};
+  std::vector<PullResponse> responses(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    PullRequest request;
+    request.set_shard("w");
+    request.set_min_version(1 + i % 5);
+    request.set_wait_timeout_ms(i % 2 == 0 ? 60000 : 0);
+    store->Pull(request, &responses[i], [&](const absl::Status& s) {
+      EXPECT_TRUE(s.ok()) << s;
+      ++ok;
+    });
+  }
+  std::thread pusher([&] {
+    for (uint64_t id = 1; id <= 5; ++id) EXPECT_TRUE(Push(*store, "w", id, {1, 1}).ok());
+  });
+  pusher.join();
+  EXPECT_EQ(ok.load(), kWaiters);
+  for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(responses[i].version(), 1 + i % 5);
+}
+
+TEST(ShardStoreTest, HealthAndList) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("a", {10, 2}, Adam()), Spec("b", {3})}).ok());
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.status(), "SERVING");
+  EXPECT_EQ(health.task_type(), "ps");
+  EXPECT_EQ(health.task_index(), 2);
+  EXPECT_EQ(health.num_shards(), 2);
+  EXPECT_EQ(health.bytes(), 10 * 2 * 4 * 3 + 3 * 4);
+  EXPECT_GE(health.uptime_ms(), 0);
+  ListShardsRequest list;
+  list.set_variable("a");
+  ListShardsResponse listed;
+  ASSERT_TRUE(store->ListShards(list, &listed).ok());
+  ASSERT_EQ(listed.shards_size(), 1);
+  EXPECT_EQ(listed.shards(0).spec().name(), "a");
+  EXPECT_EQ(listed.shards(0).bytes(), 10 * 2 * 4 * 3);
+  EXPECT_EQ(listed.shards(0).version(), 0);
+}
+
+}  // namespace
+}  // namespace shardps
