@@ -1,0 +1,157 @@
+// PsClient against in-process ps tasks (ShardStore through LocalPsInterface): layout,
+// chunking, row routing, idempotency keys and input validation, without a network.
+#include "client/ps_client.h"
+
+#include <cstring>
+
+#include "client/local_ps_interface.h"
+#include "gtest/gtest.h"
+#include "ps_server/shard_store.h"
+
+namespace shardps {
+namespace {
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (int i = 0; i < 3; ++i) {
+      stores_.push_back(*ShardStore::Create({}));
+      ps.push_back(NewLocalPsInterface("ps:" + std::to_string(i), stores_.back().get()));
+    }
+    PsClient::Options options;
+    options.max_chunk_bytes = 256;  // many chunks
+    client_ = *PsClient::Create(std::move(ps), options);
+  }
+
+  VariableDef Def(const std::string& name, std::vector<int64_t> shape) {
+    VariableDef def;
+    def.name = name;
+    def.shape = std::move(shape);
+    def.initializer.set_type(InitializerSpec::ZEROS);
+    def.optimizer.set_type(OptimizerSpec::SGD);
+    def.optimizer.set_learning_rate(1.0);
+    return def;
+  }
+
+  std::vector<std::unique_ptr<ShardStore>> stores_;
+  std::unique_ptr<PsClient> client_;
+};
+
+TEST_F(PsClientTest, LayoutFollowsPartitionerAndRoundRobin) {
+  auto partitioner = *NewFixedShardsPartitioner(2);
+  auto placer = *NewRoundRobinPlacer(3);
+  ASSERT_TRUE(client_->CreateVariables({Def("a", {5, 3}), Def("b", {4}), Def("s", {})},
+                                       *partitioner, placer.get())
+                  .ok());
+  VariableLayout a = *client_->GetLayout("a");
+  ASSERT_EQ(a.shards.size(), 2u);
+  EXPECT_EQ(a.shards[0].spec.name(), "a/part_0");
+  EXPECT_EQ(a.shards[0].rows, 3);
+  EXPECT_EQ(a.shards[1].row_offset, 3);
+  EXPECT_EQ(a.shards[0].ps, 0);
+  EXPECT_EQ(a.shards[1].ps, 1);
+  VariableLayout b = *client_->GetLayout("b");
+  EXPECT_EQ(b.shards[0].ps, 2);  // the counter continues across variables
+  EXPECT_EQ(b.shards[1].ps, 0);
+  VariableLayout s = *client_->GetLayout("s");
+  EXPECT_EQ(s.num_elements, 1);
+  EXPECT_EQ(s.shards.size(), 1u);
+
+  // A client that did not create them rebuilds the same layout.
+  std::vector<std::unique_ptr<PsInterface>> ps;
+  for (int i = 0; i < 3; ++i) ps.push_back(NewLocalPsInterface("ps", stores_[i].get()));
+  auto other = *PsClient::Create(std::move(ps), {});
+  ASSERT_TRUE(other->Discover().ok());
+  VariableLayout a2 = *other->GetLayout("a");
+  EXPECT_EQ(a2.shards[1].ps, 1);
+  EXPECT_EQ(a2.shape, a.shape);
+  EXPECT_EQ(other->VariableNames().size(), 3u);
+}
+
+TEST_F(PsClientTest, ChunkedPushPullAndRows) {
+  auto partitioner = *NewFixedShardsPartitioner(3);
+  auto placer = *NewByBytesPlacer(3);
+  ASSERT_TRUE(client_->CreateVariables({Def("w", {50, 7})}, *partitioner, placer.get()).ok());
+  std::vector<float> values(350);
+  for (int i = 0; i < 350; ++i) values[i] = i * 0.5f;
+  ASSERT_TRUE(client_->Assign("w", values).ok());
+  std::vector<float> grad(350, 1.0f);
+  ASSERT_TRUE(client_->Push("w", grad).ok());
+  std::vector<float> got(350);
+  ASSERT_TRUE(client_->Pull("w", absl::MakeSpan(got)).ok());
+  for (int i = 0; i < 350; ++i) ASSERT_FLOAT_EQ(got[i], values[i] - 1.0f) << i;
+
+  std::vector<int64_t> ids = {49, 0, 17, 17};
+  std::vector<float> rows(4 * 7);
+  ASSERT_TRUE(client_->PullRows("w", ids, absl::MakeSpan(rows)).ok());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    EXPECT_EQ(0, std::memcmp(&rows[k * 7], &got[ids[k] * 7], 28));
+  }
+}
+
+TEST_F(PsClientTest, IdempotencyKeyAppliesAStepOnce) {
+  auto partitioner = *NewFixedShardsPartitioner(2);
+  auto placer = *NewRoundRobinPlacer(3);
+  ASSERT_TRUE(client_->CreateVariables({Def("v", {10, 4})}, *partitioner, placer.get()).ok());
+  std::vector<float> grad(40, 1.0f);
+  PushOptions options;
+  options.idempotency_key = 777;
+  ASSERT_TRUE(client_->Push("v", grad, options).ok());
+  ASSERT_TRUE(client_->Push("v", grad, options).ok());  // a re-run of the same step
+  options.idempotency_key = 778;
+  ASSERT_TRUE(client_->Push("v", grad, options).ok());
+  std::vector<float> got(40);
+  PullVersions versions;
+  ASSERT_TRUE(client_->Pull("v", absl::MakeSpan(got), {}, &versions).ok());
+  EXPECT_EQ(versions.max_version, 2);
+  for (float x : got) EXPECT_FLOAT_EQ(x, -2.0f);
+}
+
+TEST_F(PsClientTest, BadInputNamesVariable) {
+  auto partitioner = *NewFixedShardsPartitioner(2);
+  auto placer = *NewRoundRobinPlacer(3);
+  ASSERT_TRUE(client_->CreateVariables({Def("v", {10, 4})}, *partitioner, placer.get()).ok());
+  std::vector<float> small(39);
+  absl::Status s = client_->Push("v", small);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("\"v\""), std::string::npos) << s;
+  s = client_->Pull("nope", absl::MakeSpan(small));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  std::vector<float> row(4);
+  s = client_->PullRows("v", std::vector<int64_t>{-1}, absl::MakeSpan(row));
+  EXPECT_NE(s.message().find("row id -1"), std::string::npos) << s;
+  s = client_->CreateVariables({Def("bad", {3, 0})}, *partitioner, placer.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bad"), std::string::npos) << s;
+  EXPECT_FALSE(PsClient::Create({}, {}).ok());
+}
+
+TEST_F(PsClientTest, SyncPushesApplyOnceAllReplicasArrive) {
+  auto partitioner = *NewFixedShardsPartitioner(2);
+  auto placer = *NewRoundRobinPlacer(3);
+  VariableDef def = Def("s", {6, 2});
+  def.update.set_mode(UpdateSpec::SYNC);
+  def.update.set_num_replicas(2);
+  ASSERT_TRUE(client_->CreateVariables({def}, *partitioner, placer.get()).ok());
+  std::vector<float> g0(12, 1.0f), g1(12, 2.0f), got(12);
+  PushOptions r1;
+  r1.has_sync = true;
+  r1.sync.set_step(0);
+  r1.sync.set_replica(1);
+  ASSERT_TRUE(client_->Push("s", g1, r1).ok());
+  PullVersions versions;
+  ASSERT_TRUE(client_->Pull("s", absl::MakeSpan(got), {}, &versions).ok());
+  EXPECT_EQ(versions.max_version, 0);
+  PushOptions r0 = r1;
+  r0.sync.set_replica(0);
+  ASSERT_TRUE(client_->Push("s", g0, r0).ok());
+  PullOptions wait;
+  wait.min_version = 1;
+  ASSERT_TRUE(client_->Pull("s", absl::MakeSpan(got), wait, &versions).ok());
+  EXPECT_EQ(versions.min_version, 1);
+  for (float x : got) EXPECT_FLOAT_EQ(x, -3.0f);
+}
+
+}  // namespace
+}  // namespace shardps

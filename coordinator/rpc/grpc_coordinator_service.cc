@@ -1,0 +1,73 @@
+#include "coordinator/rpc/grpc_coordinator_service.h"
+
+#include <thread>
+
+#include "proto/coordinator.grpc.pb.h"
+#include "rpc/grpc_util.h"
+
+namespace shardps {
+namespace {
+
+class GrpcCoordinatorService : public CoordinatorService::CallbackService {
+ public:
+  explicit GrpcCoordinatorService(Chief* chief) : chief_(chief) {}
+
+  // Handlers return the context's default reactor, owned by gRPC and freed after Finish().
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const SubmitJobRequest* request,
+                                      SubmitJobResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    // Submission loads the dataset and creates variables: not on gRPC's thread.
+    std::thread([this, reactor, request, response] {
+      absl::StatusOr<SubmitJobResponse> r = chief_->Submit(request->job_json());
+      if (r.ok()) *response = *r;
+      reactor->Finish(ToGrpcStatus(r.status()));
+    }).detach();
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const GetStatusRequest*,
+                                      JobStatus* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    *response = chief_->Status();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* AddSteps(grpc::CallbackServerContext* ctx,
+                                     const AddStepsRequest* request,
+                                     AddStepsResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<int64_t> total = chief_->AddSteps(request->job_id(), request->steps());
+    if (total.ok()) response->set_total_steps(*total);
+    reactor->Finish(ToGrpcStatus(total.status()));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const CancelJobRequest* request,
+                                      CancelJobResponse*) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(chief_->Cancel(request->job_id())));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ReportEval(grpc::CallbackServerContext* ctx,
+                                       const ReportEvalRequest* request,
+                                       ReportEvalResponse*) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(chief_->ReportEval(*request)));
+    return reactor;
+  }
+
+ private:
+  Chief* const chief_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> NewGrpcCoordinatorService(Chief* chief) {
+  return std::make_unique<GrpcCoordinatorService>(chief);
+}
+
+}  // namespace shardps

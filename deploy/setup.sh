@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what shardps needs to build, test and run, from Debian 12's packages. Idempotent:
+# installs only what is missing, so it is cheap to call before every command.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-platforms bazel-skylib bazel-rules-java
+  g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libeigen3-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
+  iperf3 dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    "${missing[@]}" >&2
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: the CUDA toolkit is missing at /usr/local/cuda (nvcc, cuBLAS); shardps'" \
+       "GPU backend needs it to build. Install NVIDIA's CUDA toolkit there." >&2
+  exit 1
+fi
