@@ -1,0 +1,337 @@
+#include "coordinator/cli/progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace shardps {
+namespace {
+
+constexpr int kBarWidth = 10;
+
+bool TrainingFinishedAwaitingEval(const JobStatus& status) {
+  return status.state() == JobStatus::RUNNING && status.training_done();
+}
+
+std::string Percent(int64_t done, int64_t total) {
+  if (total <= 0) return "";
+  return absl::StrFormat(" (%.1f%%)", 100.0 * static_cast<double>(done) / total);
+}
+
+// "10 epochs", "1 epoch", "2.63 epochs"; "" when steps_per_epoch is unknown.
+std::string EpochsDone(const JobStatus& status) {
+  if (status.steps_per_epoch() <= 0) return "";
+  const int64_t spe = status.steps_per_epoch();
+  if (status.steps_done() % spe == 0) {
+    const int64_t n = status.steps_done() / spe;
+    return absl::StrCat(n, n == 1 ? " epoch" : " epochs");
+  }
+  return absl::StrFormat("%.2f epochs", static_cast<double>(status.steps_done()) / spe);
+}
+
+std::string ModeDetail(const JobStatus& status) {
+  std::string mode = ModeName(status);
+  if (!status.has_job()) return mode;
+  if (status.job().mode() == JobSpec::SYNC) {
+    absl::StrAppend(&mode, ", ", status.job().num_replicas(), " replicas per step");
+  } else if (status.job().mode() == JobSpec::STALE) {
+    absl::StrAppend(&mode, ", staleness ", status.job().staleness());
+  }
+  return mode;
+}
+
+std::string JobDetail(const JobSpec& job) {
+  std::string optimizer = absl::AsciiStrToLower(OptimizerSpec::Type_Name(job.optimizer().type()));
+  return absl::StrFormat("%s, batch %d, %s lr %g, %s, backend %s", job.model(), job.batch_size(),
+                         optimizer, job.optimizer().learning_rate(), job.dataset(), job.backend());
+}
+
+std::string WorkersTable(const JobStatus& status) {
+  if (status.workers().empty()) return "workers    none\n";
+  size_t address_width = std::string("ADDRESS").size();
+  size_t state_width = std::string("STATE").size();
+  size_t backend_width = std::string("BACKEND").size();
+  for (const WorkerInfo& w : status.workers()) {
+    address_width = std::max(address_width, w.address().size());
+    state_width = std::max(state_width, w.state().size());
+    backend_width = std::max(backend_width, w.backend().size());
+  }
+  const auto row = [&](absl::string_view index, absl::string_view address, absl::string_view state,
+                       absl::string_view backend, absl::string_view steps,
+                       absl::string_view failures) {
+    return absl::StrFormat("  %5s  %-*s  %-*s  %-*s  %10s  %8s\n", index, address_width, address,
+                           state_width, state, backend_width, backend, steps, failures);
+  };
+  std::string out = absl::StrCat("workers    ", status.workers_size(), "\n");
+  absl::StrAppend(&out, row("INDEX", "ADDRESS", "STATE", "BACKEND", "STEPS", "FAILURES"));
+  for (const WorkerInfo& w : status.workers()) {
+    absl::StrAppend(&out, row(absl::StrCat(w.index()), w.address(), w.state(),
+                              w.backend().empty() ? "-" : w.backend(), absl::StrCat(w.steps_done()),
+                              absl::StrCat(w.failures())));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string StateName(JobStatus::State state) {
+  const std::string& name = JobStatus::State_Name(state);
+  return name.empty() ? absl::StrCat("STATE_", static_cast<int>(state)) : name;
+}
+
+bool IsTerminal(JobStatus::State state) {
+  return state == JobStatus::SUCCEEDED || state == JobStatus::CANCELLED ||
+         state == JobStatus::FAILED;
+}
+
+int WatchExitCode(const JobStatus& status) {
+  switch (status.state()) {
+    case JobStatus::SUCCEEDED:
+      return 0;
+    case JobStatus::FAILED:
+    case JobStatus::CANCELLED:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
+std::string ModeName(const JobStatus& status) {
+  if (!status.mode().empty()) return absl::AsciiStrToLower(status.mode());
+  if (status.has_job()) return absl::AsciiStrToLower(JobSpec::Mode_Name(status.job().mode()));
+  return "";
+}
+
+std::optional<double> EtaSeconds(const JobStatus& status) {
+  if (status.state() != JobStatus::RUNNING) return std::nullopt;
+  const int64_t remaining = status.total_steps() - status.steps_done();
+  if (remaining <= 0) return 0.0;
+  if (!(status.steps_per_sec() > 0)) return std::nullopt;
+  return static_cast<double>(remaining) / status.steps_per_sec();
+}
+
+std::string FormatClock(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const int64_t total = static_cast<int64_t>(std::llround(seconds));
+  const int64_t h = total / 3600;
+  const int64_t m = (total / 60) % 60;
+  const int64_t s = total % 60;
+  if (h > 0) return absl::StrFormat("%d:%02d:%02d", h, m, s);
+  return absl::StrFormat("%d:%02d", m, s);
+}
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t total = static_cast<int64_t>(std::llround(seconds));
+  if (total < 60) return absl::StrCat(total, "s");
+  if (total < 3600) return absl::StrFormat("%dm%02ds", total / 60, total % 60);
+  return absl::StrFormat("%dh%02dm", total / 3600, (total / 60) % 60);
+}
+
+std::optional<EpochProgress> Epochs(const JobStatus& status) {
+  const int64_t spe = status.steps_per_epoch();
+  if (spe <= 0) return std::nullopt;
+  EpochProgress epochs;
+  epochs.total = std::max<int64_t>(1, (status.total_steps() + spe - 1) / spe);
+  epochs.current = std::clamp<int64_t>(status.steps_done() / spe + 1, 1, epochs.total);
+  return epochs;
+}
+
+std::string ProgressBar(int64_t done, int64_t total, int width) {
+  int filled = 0;
+  if (total > 0 && done > 0) {
+    filled = static_cast<int>(std::min<int64_t>(width, done * width / total));
+  }
+  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+}
+
+std::string TerminalProgressLine(const JobStatus& status, int max_width) {
+  // Each part with the order in which it is dropped to fit max_width (higher goes first).
+  std::vector<std::pair<int, std::string>> parts;
+  parts.emplace_back(
+      0, absl::StrCat(ProgressBar(status.steps_done(), status.total_steps(), kBarWidth), " ",
+                      status.steps_done(), "/", status.total_steps(), " steps"));
+  if (std::optional<EpochProgress> e = Epochs(status)) {
+    parts.emplace_back(3, absl::StrCat("epoch ", e->current, "/", e->total));
+  }
+  if (status.steps_per_sec() > 0) {
+    parts.emplace_back(4, absl::StrFormat("%.1f steps/s", status.steps_per_sec()));
+  }
+  if (status.steps_done() > 0) {
+    parts.emplace_back(5, absl::StrFormat("loss %.4f", status.loss()));
+    parts.emplace_back(6, absl::StrFormat("acc %.3f", status.accuracy()));
+  }
+  if (status.has_eval()) {
+    parts.emplace_back(2, absl::StrFormat("eval %.3f", status.last_eval().accuracy()));
+  }
+  if (TrainingFinishedAwaitingEval(status)) {
+    parts.emplace_back(1, "final eval...");
+  } else if (status.state() == JobStatus::RUNNING) {
+    std::optional<double> eta = EtaSeconds(status);
+    parts.emplace_back(1, absl::StrCat("ETA ", eta ? FormatClock(*eta) : "--:--"));
+  } else {
+    parts.emplace_back(1, StateName(status.state()));
+  }
+  const auto join = [&parts] {
+    std::vector<absl::string_view> texts;
+    for (const auto& part : parts) texts.push_back(part.second);
+    return absl::StrJoin(texts, "  ");
+  };
+  std::string line = join();
+  while (max_width > 0 && static_cast<int>(line.size()) > max_width && parts.size() > 1) {
+    auto first_to_drop = std::max_element(
+        parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    parts.erase(first_to_drop);
+    line = join();
+  }
+  if (max_width > 0 && static_cast<int>(line.size()) > max_width) line.resize(max_width);
+  return line;
+}
+
+std::string PlainProgressLine(const JobStatus& status) {
+  std::string line = absl::StrCat("step ", status.steps_done(), "/", status.total_steps());
+  if (std::optional<EpochProgress> e = Epochs(status)) {
+    absl::StrAppend(&line, " epoch ", e->current, "/", e->total);
+  }
+  absl::StrAppend(&line, absl::StrFormat(" steps/s %.1f", status.steps_per_sec()));
+  if (status.steps_done() > 0) {
+    absl::StrAppend(&line,
+                    absl::StrFormat(" loss %.4f acc %.3f", status.loss(), status.accuracy()));
+  }
+  if (status.has_eval()) {
+    absl::StrAppend(&line, absl::StrFormat(" eval_acc %.3f", status.last_eval().accuracy()));
+  }
+  if (TrainingFinishedAwaitingEval(status)) {
+    absl::StrAppend(&line, " training done, waiting for the final evaluation");
+  } else if (status.state() == JobStatus::RUNNING) {
+    std::optional<double> eta = EtaSeconds(status);
+    absl::StrAppend(&line, " eta ", eta ? FormatDuration(*eta) : "?");
+  } else {
+    absl::StrAppend(&line, " state ", StateName(status.state()));
+  }
+  return line;
+}
+
+std::string StatusText(const JobStatus& status) {
+  std::string out;
+  const auto field = [&out](absl::string_view label, absl::string_view value) {
+    absl::StrAppend(&out, absl::StrFormat("%-10s %s\n", label, value));
+  };
+  if (status.state() == JobStatus::NO_JOB) {
+    field("state", "NO_JOB (no job submitted yet)");
+    absl::StrAppend(&out, WorkersTable(status));
+    return out;
+  }
+  field("job", absl::StrCat(status.job_id(), " (\"", status.name(), "\")"));
+  field("state", StateName(status.state()));
+  if (!status.error().empty()) field("error", status.error());
+  field("mode", ModeDetail(status));
+  if (status.has_job()) field("model", JobDetail(status.job()));
+  std::string progress = absl::StrCat(status.steps_done(), "/", status.total_steps(), " steps",
+                                      Percent(status.steps_done(), status.total_steps()));
+  if (std::optional<EpochProgress> e = Epochs(status)) {
+    absl::StrAppend(&progress, ", epoch ", e->current, "/", e->total, " (",
+                    status.steps_per_epoch(), " steps each)");
+  }
+  if (TrainingFinishedAwaitingEval(status)) {
+    absl::StrAppend(&progress, ", training done, waiting for the final evaluation");
+  }
+  field("progress", progress);
+  field("speed", absl::StrFormat("%.1f steps/s, %.1f examples/s", status.steps_per_sec(),
+                                 status.examples_per_sec()));
+  std::string time = absl::StrCat(FormatClock(status.elapsed_s()), " elapsed");
+  if (status.state() == JobStatus::RUNNING && !status.training_done()) {
+    std::optional<double> eta = EtaSeconds(status);
+    absl::StrAppend(&time, ", ETA ", eta ? FormatClock(*eta) : "unknown");
+  }
+  field("time", time);
+  if (status.steps_done() > 0) {
+    field("training", absl::StrFormat("loss %.4f, accuracy %.4f (recent steps)", status.loss(),
+                                      status.accuracy()));
+  }
+  if (status.has_eval()) {
+    const EvalMetrics& eval = status.last_eval();
+    field("eval", absl::StrFormat("accuracy %.4f, loss %.4f at step %d (%d examples)",
+                                  eval.accuracy(), eval.loss(), eval.step(), eval.examples()));
+  } else {
+    field("eval", "none yet");
+  }
+  if (status.steps_requeued() > 0) {
+    field("requeued", absl::StrCat(status.steps_requeued(), " steps (after worker failures)"));
+  }
+  absl::StrAppend(&out, WorkersTable(status));
+  return out;
+}
+
+std::string FinalSummary(const JobStatus& status) {
+  std::string out = absl::StrCat("job ", status.job_id(), " ", StateName(status.state()));
+  if (!status.error().empty()) absl::StrAppend(&out, ": ", status.error());
+  absl::StrAppend(&out, "\n");
+
+  std::vector<std::string> clauses;
+  if (std::string epochs = EpochsDone(status); !epochs.empty()) clauses.push_back(epochs);
+  if (status.state() == JobStatus::SUCCEEDED) {
+    clauses.push_back(absl::StrCat(status.steps_done(), " steps"));
+  } else {
+    clauses.push_back(absl::StrCat(status.steps_done(), "/", status.total_steps(), " steps"));
+  }
+  clauses.push_back(absl::StrFormat("%.1f s", status.elapsed_s()));
+  if (std::string mode = ModeName(status); !mode.empty()) clauses.push_back("mode " + mode);
+  const std::string after = absl::StrCat("after ", absl::StrJoin(clauses, ", "));
+
+  const EvalMetrics& eval = status.last_eval();
+  if (status.state() == JobStatus::SUCCEEDED && status.has_eval()) {
+    absl::StrAppend(&out, absl::StrFormat("final test accuracy: %.4f (loss %.4f) %s\n",
+                                          eval.accuracy(), eval.loss(), after));
+  } else if (status.state() == JobStatus::SUCCEEDED) {
+    absl::StrAppend(&out, "no final evaluation reported; ",
+                    absl::StrFormat("training accuracy %.4f (loss %.4f) %s\n", status.accuracy(),
+                                    status.loss(), after));
+  } else {
+    absl::StrAppend(&out, "stopped ", after, "\n");
+    if (status.has_eval()) {
+      absl::StrAppend(&out, absl::StrFormat("last test accuracy: %.4f (loss %.4f) at step %d\n",
+                                            eval.accuracy(), eval.loss(), eval.step()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  const auto result = google::protobuf::util::MessageToJsonString(status, &out, options);
+  if (!result.ok()) {
+    return absl::InternalError(absl::StrCat("JobStatus to JSON: ", result.ToString()));
+  }
+  if (pretty && !out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+bool PlainProgressThrottle::Due(const JobStatus& status, double now_s) {
+  const bool new_eval = status.has_eval() != last_has_eval_ ||
+                        (status.has_eval() && (status.last_eval().step() != last_eval_step_ ||
+                                               status.last_eval().unix_time() != last_eval_time_));
+  const bool due = !printed_ || status.state() != last_state_ || new_eval ||
+                   now_s - last_print_s_ >= interval_s_;
+  if (!due) return false;
+  printed_ = true;
+  last_print_s_ = now_s;
+  last_state_ = status.state();
+  last_has_eval_ = status.has_eval();
+  last_eval_step_ = status.last_eval().step();
+  last_eval_time_ = status.last_eval().unix_time();
+  return true;
+}
+
+}  // namespace shardps

@@ -1,0 +1,269 @@
+#include "coordinator/cli/progress.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A sync job of 10 epochs of 469 steps, a quarter through, with an evaluation.
+JobStatus RunningJob() {
+  JobStatus s;
+  s.set_state(JobStatus::RUNNING);
+  s.set_job_id("fashion-mlp-17");
+  s.set_name("fashion-mlp");
+  s.set_steps_done(1234);
+  s.set_total_steps(4690);
+  s.set_steps_per_epoch(469);
+  s.set_elapsed_s(62.4);
+  s.set_steps_per_sec(312.4);
+  s.set_examples_per_sec(39987.2);
+  s.set_loss(0.41234);
+  s.set_accuracy(0.8614);
+  s.set_has_eval(true);
+  s.mutable_last_eval()->set_step(1200);
+  s.mutable_last_eval()->set_accuracy(0.8521);
+  s.mutable_last_eval()->set_loss(0.41);
+  s.mutable_last_eval()->set_examples(10000);
+  s.set_mode("SYNC");
+  s.mutable_job()->set_mode(JobSpec::SYNC);
+  s.mutable_job()->set_num_replicas(2);
+  s.mutable_job()->set_model("mlp:256,128");
+  s.mutable_job()->set_batch_size(128);
+  s.mutable_job()->set_dataset("fashion_mnist");
+  s.mutable_job()->set_backend("auto");
+  s.mutable_job()->mutable_optimizer()->set_type(OptimizerSpec::ADAM);
+  s.mutable_job()->mutable_optimizer()->set_learning_rate(0.001);
+  WorkerInfo* w0 = s.add_workers();
+  w0->set_index(0);
+  w0->set_address("localhost:2223");
+  w0->set_state("busy");
+  w0->set_backend("cpu");
+  w0->set_steps_done(617);
+  WorkerInfo* w1 = s.add_workers();
+  w1->set_index(1);
+  w1->set_address("worker-1.shardps.svc.cluster.local:2223");
+  w1->set_state("failed");
+  w1->set_steps_done(617);
+  w1->set_failures(2);
+  return s;
+}
+
+JobStatus SucceededJob() {
+  JobStatus s = RunningJob();
+  s.set_state(JobStatus::SUCCEEDED);
+  s.set_training_done(true);
+  s.set_steps_done(4690);
+  s.set_elapsed_s(95.34);
+  s.mutable_last_eval()->set_step(2345);
+  s.mutable_last_eval()->set_accuracy(0.89123);
+  s.mutable_last_eval()->set_loss(0.30512);
+  return s;
+}
+
+TEST(ProgressTest, StatesAndExitCodes) {
+  EXPECT_EQ(StateName(JobStatus::RUNNING), "RUNNING");
+  EXPECT_FALSE(IsTerminal(JobStatus::NO_JOB));
+  EXPECT_FALSE(IsTerminal(JobStatus::RUNNING));
+  EXPECT_TRUE(IsTerminal(JobStatus::SUCCEEDED));
+  EXPECT_TRUE(IsTerminal(JobStatus::CANCELLED));
+  EXPECT_TRUE(IsTerminal(JobStatus::FAILED));
+  JobStatus s;
+  EXPECT_EQ(WatchExitCode(s), 1);
+  s.set_state(JobStatus::SUCCEEDED);
+  EXPECT_EQ(WatchExitCode(s), 0);
+  s.set_state(JobStatus::FAILED);
+  EXPECT_EQ(WatchExitCode(s), 4);
+  s.set_state(JobStatus::CANCELLED);
+  EXPECT_EQ(WatchExitCode(s), 4);
+}
+
+TEST(ProgressTest, ModeName) {
+  JobStatus s = RunningJob();
+  EXPECT_EQ(ModeName(s), "sync");
+  s.clear_mode();
+  s.mutable_job()->set_mode(JobSpec::STALE);
+  EXPECT_EQ(ModeName(s), "stale");
+  EXPECT_EQ(ModeName(JobStatus()), "");
+}
+
+TEST(ProgressTest, Clock) {
+  EXPECT_EQ(FormatClock(0), "0:00");
+  EXPECT_EQ(FormatClock(11.4), "0:11");
+  EXPECT_EQ(FormatClock(725), "12:05");
+  EXPECT_EQ(FormatClock(3723), "1:02:03");
+  EXPECT_EQ(FormatClock(-1), "--:--");
+  EXPECT_EQ(FormatDuration(11), "11s");
+  EXPECT_EQ(FormatDuration(125), "2m05s");
+  EXPECT_EQ(FormatDuration(3723), "1h02m");
+  EXPECT_EQ(FormatDuration(-3), "?");
+}
+
+TEST(ProgressTest, Eta) {
+  JobStatus s = RunningJob();
+  ASSERT_TRUE(EtaSeconds(s).has_value());
+  EXPECT_NEAR(*EtaSeconds(s), (4690 - 1234) / 312.4, 1e-9);
+  s.set_steps_per_sec(0);
+  EXPECT_FALSE(EtaSeconds(s).has_value());
+  s.set_steps_done(4690);
+  EXPECT_EQ(EtaSeconds(s), 0.0);
+  EXPECT_FALSE(EtaSeconds(SucceededJob()).has_value());
+}
+
+TEST(ProgressTest, Epochs) {
+  JobStatus s = RunningJob();
+  ASSERT_TRUE(Epochs(s).has_value());
+  EXPECT_EQ(Epochs(s)->current, 3);
+  EXPECT_EQ(Epochs(s)->total, 10);
+  s.set_steps_done(0);
+  EXPECT_EQ(Epochs(s)->current, 1);
+  s.set_steps_done(4690);  // done: the last epoch, not an 11th
+  EXPECT_EQ(Epochs(s)->current, 10);
+  s.set_total_steps(4700);  // AddSteps: a partial 11th epoch
+  EXPECT_EQ(Epochs(s)->total, 11);
+  s.set_steps_per_epoch(0);
+  EXPECT_FALSE(Epochs(s).has_value());
+}
+
+TEST(ProgressTest, Bar) {
+  EXPECT_EQ(ProgressBar(0, 100, 10), "[..........]");
+  EXPECT_EQ(ProgressBar(50, 100, 10), "[#####.....]");
+  EXPECT_EQ(ProgressBar(99, 100, 10), "[#########.]");
+  EXPECT_EQ(ProgressBar(100, 100, 10), "[##########]");
+  EXPECT_EQ(ProgressBar(150, 100, 10), "[##########]");
+  EXPECT_EQ(ProgressBar(5, 0, 4), "[....]");
+}
+
+TEST(ProgressTest, TerminalLine) {
+  EXPECT_EQ(TerminalProgressLine(RunningJob()),
+            "[##........] 1234/4690 steps  epoch 3/10  312.4 steps/s  loss 0.4123  acc 0.861  "
+            "eval 0.852  ETA 0:11");
+  JobStatus fresh = RunningJob();
+  fresh.set_steps_done(0);
+  fresh.set_steps_per_sec(0);
+  fresh.set_has_eval(false);
+  EXPECT_EQ(TerminalProgressLine(fresh), "[..........] 0/4690 steps  epoch 1/10  ETA --:--");
+  JobStatus awaiting = RunningJob();
+  awaiting.set_steps_done(4690);
+  awaiting.set_training_done(true);
+  EXPECT_THAT(TerminalProgressLine(awaiting), HasSubstr("final eval..."));
+  EXPECT_THAT(TerminalProgressLine(SucceededJob()), HasSubstr("SUCCEEDED"));
+}
+
+TEST(ProgressTest, TerminalLineFitsWidth) {
+  const std::string line = TerminalProgressLine(RunningJob(), 60);
+  EXPECT_LE(line.size(), 60u);
+  EXPECT_THAT(line, HasSubstr("1234/4690 steps"));
+  EXPECT_THAT(line, HasSubstr("ETA 0:11"));
+  EXPECT_THAT(line, HasSubstr("eval 0.852"));
+  EXPECT_THAT(line, Not(HasSubstr("acc 0.861")));
+  EXPECT_EQ(TerminalProgressLine(RunningJob(), 10).size(), 10u);
+}
+
+TEST(ProgressTest, PlainLine) {
+  EXPECT_EQ(PlainProgressLine(RunningJob()),
+            "step 1234/4690 epoch 3/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.852 "
+            "eta 11s");
+  EXPECT_EQ(PlainProgressLine(SucceededJob()),
+            "step 4690/4690 epoch 10/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.891 "
+            "state SUCCEEDED");
+}
+
+TEST(ProgressTest, StatusText) {
+  const std::string text = StatusText(RunningJob());
+  EXPECT_THAT(text, HasSubstr("job        fashion-mlp-17 (\"fashion-mlp\")\n"));
+  EXPECT_THAT(text, HasSubstr("state      RUNNING\n"));
+  EXPECT_THAT(text, HasSubstr("mode       sync, 2 replicas per step\n"));
+  EXPECT_THAT(text, HasSubstr("mlp:256,128, batch 128, adam lr 0.001"));
+  EXPECT_THAT(text, HasSubstr("1234/4690 steps (26.3%), epoch 3/10 (469 steps each)"));
+  EXPECT_THAT(text, HasSubstr("312.4 steps/s"));
+  EXPECT_THAT(text, HasSubstr("1:02 elapsed, ETA 0:11"));
+  EXPECT_THAT(text, HasSubstr("accuracy 0.8521, loss 0.4100 at step 1200"));
+  EXPECT_THAT(text, HasSubstr("workers    2\n"));
+  EXPECT_THAT(text, HasSubstr("INDEX  ADDRESS"));
+  EXPECT_THAT(text, HasSubstr("FAILURES"));
+  // Rows: index, address, state, backend, steps, failures; columns sized to the widest.
+  EXPECT_THAT(text, HasSubstr("      1  worker-1.shardps.svc.cluster.local:2223  failed  -"));
+  EXPECT_THAT(text, HasSubstr("      0  localhost:2223                           busy    cpu"));
+  EXPECT_TRUE(absl::EndsWith(text, "\n"));
+
+  JobStatus failed = RunningJob();
+  failed.set_state(JobStatus::FAILED);
+  failed.set_error("worker 1 failed 3 times");
+  failed.set_steps_requeued(4);
+  const std::string failed_text = StatusText(failed);
+  EXPECT_THAT(failed_text, HasSubstr("error      worker 1 failed 3 times\n"));
+  EXPECT_THAT(failed_text, HasSubstr("requeued   4 steps"));
+  EXPECT_THAT(failed_text, Not(HasSubstr("ETA")));
+}
+
+TEST(ProgressTest, StatusTextWithoutJob) {
+  JobStatus s;
+  WorkerInfo* w = s.add_workers();
+  w->set_address("localhost:2223");
+  w->set_state("idle");
+  const std::string text = StatusText(s);
+  EXPECT_THAT(text, HasSubstr("NO_JOB"));
+  EXPECT_THAT(text, HasSubstr("localhost:2223"));
+  EXPECT_THAT(StatusText(JobStatus()), HasSubstr("workers    none"));
+}
+
+TEST(ProgressTest, FinalSummary) {
+  EXPECT_EQ(FinalSummary(SucceededJob()),
+            "job fashion-mlp-17 SUCCEEDED\n"
+            "final test accuracy: 0.8912 (loss 0.3051) after 10 epochs, 4690 steps, 95.3 s, "
+            "mode sync\n");
+
+  JobStatus no_eval = SucceededJob();
+  no_eval.set_has_eval(false);
+  no_eval.clear_last_eval();
+  EXPECT_THAT(FinalSummary(no_eval), HasSubstr("no final evaluation reported"));
+
+  JobStatus cancelled = RunningJob();
+  cancelled.set_state(JobStatus::CANCELLED);
+  EXPECT_EQ(FinalSummary(cancelled),
+            "job fashion-mlp-17 CANCELLED\n"
+            "stopped after 2.63 epochs, 1234/4690 steps, 62.4 s, mode sync\n"
+            "last test accuracy: 0.8521 (loss 0.4100) at step 1200\n");
+
+  JobStatus failed = RunningJob();
+  failed.set_state(JobStatus::FAILED);
+  failed.set_error("no workers left");
+  EXPECT_THAT(FinalSummary(failed), HasSubstr("job fashion-mlp-17 FAILED: no workers left\n"));
+}
+
+TEST(ProgressTest, Json) {
+  absl::StatusOr<std::string> json = StatusJson(RunningJob(), /*pretty=*/false);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"state\":\"RUNNING\""));
+  EXPECT_THAT(*json, HasSubstr("\"job_id\":\"fashion-mlp-17\""));
+  EXPECT_THAT(*json, HasSubstr("\"training_done\":false"));  // defaults are printed too
+  EXPECT_THAT(*json, Not(HasSubstr("\n")));
+  absl::StatusOr<std::string> pretty = StatusJson(RunningJob(), /*pretty=*/true);
+  ASSERT_TRUE(pretty.ok()) << pretty.status();
+  EXPECT_THAT(*pretty, HasSubstr("\n"));
+  EXPECT_FALSE(absl::EndsWith(*pretty, "\n"));
+}
+
+TEST(ProgressTest, Throttle) {
+  PlainProgressThrottle throttle(2.0);
+  JobStatus s = RunningJob();
+  EXPECT_TRUE(throttle.Due(s, 100.0));  // first
+  EXPECT_FALSE(throttle.Due(s, 100.5));
+  EXPECT_FALSE(throttle.Due(s, 101.9));
+  EXPECT_TRUE(throttle.Due(s, 102.0));  // interval
+  s.mutable_last_eval()->set_step(1300);
+  EXPECT_TRUE(throttle.Due(s, 102.5));  // new evaluation
+  EXPECT_FALSE(throttle.Due(s, 103.0));
+  s.set_state(JobStatus::SUCCEEDED);
+  EXPECT_TRUE(throttle.Due(s, 103.1));  // state change
+}
+
+}  // namespace
+}  // namespace shardps

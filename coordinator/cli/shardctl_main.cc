@@ -1,0 +1,562 @@
+// shardctl: the command-line client of the chief's CoordinatorService.
+//
+//   shardctl submit JOB.json [--watch]   shardctl status [--json]   shardctl watch
+//   shardctl add-steps N                 shardctl cancel            shardctl validate JOB.json
+//
+// The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
+// TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
+// invalid job file; 3 chief unreachable; 4 the watched job ended FAILED or CANCELLED.
+//
+// Formatting lives in progress.h; this file holds the command line and the RPCs.
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
+#include "common/tf_config.h"
+#include "coordinator/cli/progress.h"
+#include "coordinator/job_spec.h"
+#include "grpcpp/client_context.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "rpc/grpc_util.h"
+
+namespace shardps {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+constexpr int kExitInterrupted = 130;
+
+// Set by SIGINT while watching, so that the progress line is ended cleanly.
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+struct Options {
+  // Global.
+  std::string chief;
+  std::string tf_config;
+  bool json = false;
+  double timeout_s = 10;
+  // submit, watch.
+  bool watch = false;
+  double interval_s = 0.5;
+  // watch.
+  double job_wait_s = 120;
+  // add-steps, cancel.
+  std::string job_id;
+  // validate.
+  int64_t workers = 2;
+};
+
+struct Command {
+  const char* name;
+  const char* args;  // positional arguments, for usage
+  const char* summary;
+  bool watch_flags;  // --interval (and --watch for submit)
+  bool job_id_flag;
+  bool workers_flag;
+};
+
+constexpr Command kCommands[] = {
+    {"submit", "JOB.json", "submit a job file to the chief; --watch follows it to the end", true,
+     false, false},
+    {"status", "", "show the chief's job, its progress and its workers", false, false, false},
+    {"watch", "", "follow the current job until it ends, with a progress line", true, false, false},
+    {"add-steps", "N", "add N steps to the current job", false, true, false},
+    {"cancel", "", "cancel the current job", false, true, false},
+    {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
+     false, false, true},
+};
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : kCommands) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+// `command` null registers every flag, to find the command among the arguments.
+void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
+  parser.AddString("chief", &o.chief,
+                   "the chief's host:port; empty: the chief in --tf_config or $TF_CONFIG");
+  parser.AddString("tf_config", &o.tf_config,
+                   "TF_CONFIG JSON, or the path of a file holding it; empty: $TF_CONFIG");
+  parser.AddBool("json", &o.json, "machine-readable JSON output");
+  parser.AddDouble("timeout", &o.timeout_s, "seconds to wait for each RPC to the chief");
+  if (command == nullptr || command->watch_flags) {
+    parser.AddDouble("interval", &o.interval_s, "seconds between status polls while watching");
+  }
+  if (command == nullptr || std::string(command->name) == "watch") {
+    parser.AddDouble("job_wait", &o.job_wait_s,
+                     "seconds to wait for a job when the chief has none yet (a chief started "
+                     "with --job submits it once its ps tasks are up)");
+  }
+  if (command == nullptr || std::string(command->name) == "submit") {
+    parser.AddBool("watch", &o.watch, "follow the job until it ends, like `shardctl watch`");
+  }
+  if (command == nullptr || command->job_id_flag) {
+    parser.AddString("job_id", &o.job_id, "the job to act on (default: the current job)");
+  }
+  if (command == nullptr || command->workers_flag) {
+    parser.AddInt("workers", &o.workers,
+                  "number of workers to assume (the default of num_replicas in sync mode)");
+  }
+}
+
+// "shardctl submit JOB.json", for the command's usage line.
+std::string ProgramName(const Command& command) {
+  return absl::StrCat("shardctl ", command.name, command.args[0] ? " " : "", command.args);
+}
+
+std::string TopLevelUsage() {
+  std::string out =
+      "usage: shardctl COMMAND [ARGS] [flags]\n"
+      "Submits, follows and controls training jobs on a shardps chief.\n\n"
+      "commands:\n";
+  for (const Command& command : kCommands) {
+    std::string call = absl::StrCat(command.name, command.args[0] ? " " : "", command.args);
+    absl::StrAppend(&out, "  ", call, std::string(call.size() < 20 ? 20 - call.size() : 1, ' '),
+                    command.summary, "\n");
+  }
+  absl::StrAppend(
+      &out,
+      "  help [COMMAND]      show this help, or a command's\n\n"
+      "global flags:\n"
+      "  --chief=HOST:PORT   the chief (default: the chief in --tf_config or $TF_CONFIG)\n"
+      "  --tf_config=JSON|FILE  the cluster, in TF_CONFIG format (default: $TF_CONFIG)\n"
+      "  --json              machine-readable JSON output\n"
+      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10)\n\n"
+      "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file, 3 chief unreachable,\n"
+      "4 the watched job FAILED or was CANCELLED.\n\n"
+      "Run \"shardctl COMMAND --help\" for a command's flags.\n");
+  return out;
+}
+
+int UsageError(absl::string_view message) {
+  std::cerr << "shardctl: " << message << "\n(run \"shardctl --help\" for usage)\n";
+  return kExitUsage;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read job file \"", path, "\""));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading \"", path, "\""));
+  return text.str();
+}
+
+// host:port with a port in 1..65535 (IPv6 hosts in brackets).
+bool LooksLikeAddress(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  int port = 0;
+  return absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 1 && port <= 65535;
+}
+
+// The chief's address from the flags or TF_CONFIG; errors are configuration errors (exit 2).
+absl::StatusOr<std::string> ChiefAddress(const Options& o) {
+  if (!o.chief.empty()) {
+    if (!LooksLikeAddress(o.chief)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chief: \"", o.chief, "\" is not host:port with a port 1..65535"));
+    }
+    return o.chief;
+  }
+  const char* env = std::getenv("TF_CONFIG");
+  if (o.tf_config.empty() && (env == nullptr || env[0] == '\0')) {
+    return absl::InvalidArgumentError(
+        "no chief address: pass --chief=host:port, or --tf_config / TF_CONFIG with a chief");
+  }
+  absl::StatusOr<TfConfig> config = LoadTfConfig(o.tf_config, env);
+  if (!config.ok()) return absl::InvalidArgumentError(config.status().message());
+  absl::StatusOr<std::string> address = config->Address("chief", 0);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError("TF_CONFIG: cluster has no \"chief\"; pass --chief");
+  }
+  return *address;
+}
+
+// Prints a failed RPC and returns the exit code for it.
+int ReportRpcError(const absl::Status& status, const std::string& address, absl::string_view what,
+                   double timeout_s) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      std::cerr << "shardctl: cannot reach the chief at " << address << ": " << status.message()
+                << "\n(is the chief running there? set --chief or TF_CONFIG)\n";
+      return kExitUnreachable;
+    case absl::StatusCode::kDeadlineExceeded:
+      std::cerr << "shardctl: the chief at " << address << " did not answer " << what << " within "
+                << timeout_s << " s (--timeout)\n";
+      return kExitUnreachable;
+    case absl::StatusCode::kInvalidArgument:
+      std::cerr << "shardctl: " << status.message() << "\n";
+      return kExitUsage;
+    default:
+      std::cerr << "shardctl: " << what << " failed: " << absl::StatusCodeToString(status.code())
+                << ": " << status.message() << "\n";
+      return kExitError;
+  }
+}
+
+// Blocking calls to the chief, each bounded by the --timeout deadline.
+class ChiefClient {
+ public:
+  ChiefClient(std::string address, double timeout_s)
+      : address_(std::move(address)),
+        timeout_s_(timeout_s),
+        stub_(CoordinatorService::NewStub(NewChannel(address_))) {}
+
+  const std::string& address() const { return address_; }
+  double timeout_s() const { return timeout_s_; }
+
+  absl::Status Submit(const SubmitJobRequest& request, SubmitJobResponse* response) {
+    return Call(&CoordinatorService::Stub::SubmitJob, request, response);
+  }
+  absl::Status GetStatus(JobStatus* response) {
+    return Call(&CoordinatorService::Stub::GetStatus, GetStatusRequest(), response);
+  }
+  absl::Status AddSteps(const AddStepsRequest& request, AddStepsResponse* response) {
+    return Call(&CoordinatorService::Stub::AddSteps, request, response);
+  }
+  absl::Status Cancel(const CancelJobRequest& request, CancelJobResponse* response) {
+    return Call(&CoordinatorService::Stub::CancelJob, request, response);
+  }
+
+ private:
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (CoordinatorService::Stub::*method)(grpc::ClientContext*,
+                                                                     const Request&, Response*),
+                    const Request& request, Response* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
+    return FromGrpcStatus((stub_.get()->*method)(&context, request, response));
+  }
+
+  std::string address_;
+  double timeout_s_;
+  std::unique_ptr<CoordinatorService::Stub> stub_;
+};
+
+int TerminalWidth() {
+  winsize size{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 80;
+}
+
+// Sleeps `seconds`, waking early on SIGINT.
+void InterruptibleSleep(double seconds) {
+  const absl::Time end = absl::Now() + absl::Seconds(seconds);
+  while (!g_interrupted && absl::Now() < end) {
+    absl::SleepFor(std::min(absl::Milliseconds(50), end - absl::Now()));
+  }
+}
+
+// Polls the chief until the job ends. `job_id` empty: the chief's current job, waited for
+// up to --job_wait seconds when there is none yet.
+int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
+  const bool tty = isatty(STDOUT_FILENO) && !o.json;
+  PlainProgressThrottle throttle(2.0);
+  g_interrupted = 0;
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+
+  std::string watched = job_id;
+  const absl::Time job_deadline = absl::Now() + absl::Seconds(o.job_wait_s);
+  bool said_waiting = false;
+  bool reached = false;
+  absl::Time failing_since = absl::InfiniteFuture();
+  bool line_open = false;  // a progress line without its newline is on the terminal
+  const auto end_line = [&] {
+    if (line_open) std::cout << "\n" << std::flush;
+    line_open = false;
+  };
+  while (true) {
+    if (g_interrupted) {
+      end_line();
+      std::cerr << "shardctl: interrupted; the job goes on (\"shardctl cancel\" stops it)\n";
+      return kExitInterrupted;
+    }
+    JobStatus status;
+    absl::Status rpc = client.GetStatus(&status);
+    if (!rpc.ok()) {
+      // Once connected, ride out a short outage (a chief restarting, a network blip).
+      const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
+                             rpc.code() == absl::StatusCode::kDeadlineExceeded;
+      if (transient && reached) {
+        if (failing_since == absl::InfiniteFuture()) failing_since = absl::Now();
+        if (absl::Now() - failing_since < absl::Seconds(std::max(o.timeout_s, 10.0))) {
+          InterruptibleSleep(o.interval_s);
+          continue;
+        }
+      }
+      end_line();
+      return ReportRpcError(rpc, client.address(), "GetStatus", client.timeout_s());
+    }
+    reached = true;
+    failing_since = absl::InfiniteFuture();
+
+    if (status.state() == JobStatus::NO_JOB && watched.empty()) {
+      if (absl::Now() >= job_deadline) {
+        std::cerr << "shardctl: no job on the chief at " << client.address() << "\n";
+        return kExitError;
+      }
+      if (!said_waiting) {
+        std::cerr << "shardctl: waiting for a job on the chief at " << client.address() << "...\n";
+        said_waiting = true;
+      }
+      InterruptibleSleep(o.interval_s);
+      continue;
+    }
+    if (watched.empty()) watched = status.job_id();
+    if (status.job_id() != watched) {
+      end_line();
+      std::cerr << "shardctl: job " << watched << " is no longer the chief's job (now "
+                << (status.job_id().empty() ? "none" : status.job_id()) << ")\n";
+      return kExitError;
+    }
+    const double now_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+    if (tty) {
+      std::cout << "\r" << TerminalProgressLine(status, TerminalWidth() - 1) << "\x1b[K"
+                << std::flush;
+      line_open = true;
+    } else if (throttle.Due(status, now_s)) {
+      if (o.json) {
+        absl::StatusOr<std::string> json = StatusJson(status, /*pretty=*/false);
+        if (!json.ok()) {
+          std::cerr << "shardctl: " << json.status().message() << "\n";
+          return kExitError;
+        }
+        std::cout << *json << "\n" << std::flush;
+      } else {
+        std::cout << PlainProgressLine(status) << "\n" << std::flush;
+      }
+    }
+    if (IsTerminal(status.state())) {
+      end_line();
+      if (!o.json) std::cout << FinalSummary(status) << std::flush;
+      return WatchExitCode(status);
+    }
+    InterruptibleSleep(o.interval_s);
+  }
+}
+
+int RunValidate(const Options& o, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return UsageError(text.status().message());
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, static_cast<int>(o.workers));
+  if (!spec.ok()) {
+    std::cerr << "shardctl: " << path << ": " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (o.json) {
+    std::cout << JobSpecToJson(*spec) << "\n";
+  } else {
+    std::cout << path << ": valid job \"" << spec->name() << "\"; with defaults:\n"
+              << JobSpecToJson(*spec, 2) << "\n";
+  }
+  return kExitOk;
+}
+
+// The job file's text, validated locally so that a bad file fails fast, without a chief, on
+// what the chief would reject anyway. Returns an exit code on failure.
+absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    *exit_code = UsageError(text.status().message());
+    return text.status();
+  }
+  if (absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, 1); !spec.ok()) {
+    std::cerr << "shardctl: " << path << ": " << spec.status().message() << "\n";
+    *exit_code = kExitUsage;
+    return spec.status();
+  }
+  return text;
+}
+
+int RunSubmit(ChiefClient& client, const Options& o, const std::string& text) {
+  SubmitJobRequest request;
+  request.set_job_json(text);
+  SubmitJobResponse response;
+  if (absl::Status s = client.Submit(request, &response); !s.ok()) {
+    return ReportRpcError(s, client.address(), "SubmitJob", client.timeout_s());
+  }
+  if (o.json) {
+    nlohmann::json out = {{"job_id", response.job_id()}, {"total_steps", response.total_steps()}};
+    std::cout << out.dump() << "\n" << std::flush;
+  } else {
+    std::cout << "submitted job " << response.job_id() << " to " << client.address() << ": "
+              << response.total_steps() << " steps\n"
+              << std::flush;
+  }
+  if (!o.watch) return kExitOk;
+  return Watch(client, o, response.job_id());
+}
+
+int RunStatus(ChiefClient& client, const Options& o) {
+  JobStatus status;
+  if (absl::Status s = client.GetStatus(&status); !s.ok()) {
+    return ReportRpcError(s, client.address(), "GetStatus", client.timeout_s());
+  }
+  if (o.json) {
+    absl::StatusOr<std::string> json = StatusJson(status, /*pretty=*/true);
+    if (!json.ok()) {
+      std::cerr << "shardctl: " << json.status().message() << "\n";
+      return kExitError;
+    }
+    std::cout << *json << "\n";
+  } else {
+    std::cout << StatusText(status);
+  }
+  return kExitOk;
+}
+
+int RunAddSteps(ChiefClient& client, const Options& o, int64_t steps) {
+  AddStepsRequest request;
+  request.set_job_id(o.job_id);
+  request.set_steps(steps);
+  AddStepsResponse response;
+  if (absl::Status s = client.AddSteps(request, &response); !s.ok()) {
+    return ReportRpcError(s, client.address(), "AddSteps", client.timeout_s());
+  }
+  if (o.json) {
+    std::cout << nlohmann::json{{"total_steps", response.total_steps()}}.dump() << "\n";
+  } else {
+    std::cout << "added " << steps << " steps; the job now has " << response.total_steps()
+              << " steps\n";
+  }
+  return kExitOk;
+}
+
+int RunCancel(ChiefClient& client, const Options& o) {
+  CancelJobRequest request;
+  request.set_job_id(o.job_id);
+  CancelJobResponse response;
+  if (absl::Status s = client.Cancel(request, &response); !s.ok()) {
+    return ReportRpcError(s, client.address(), "CancelJob", client.timeout_s());
+  }
+  const std::string which = o.job_id.empty() ? "the current job" : "job " + o.job_id;
+  if (o.json) {
+    std::cout << nlohmann::json{{"cancelled", true}, {"job_id", o.job_id}}.dump() << "\n";
+  } else {
+    std::cout << "cancelled " << which << "\n";
+  }
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+
+  // First pass, with every flag known: find the command among the arguments.
+  Options scratch;
+  FlagParser finder("shardctl", "");
+  RegisterFlags(finder, scratch, nullptr);
+  std::vector<std::string> positional;
+  if (absl::Status s = finder.Parse(args, &positional); !s.ok()) return UsageError(s.message());
+  if (positional.empty()) {
+    if (finder.help_requested()) {
+      std::cout << TopLevelUsage();
+      return kExitOk;
+    }
+    std::cerr << TopLevelUsage();
+    return kExitUsage;
+  }
+  if (positional[0] == "help") {
+    if (positional.size() == 1) {
+      std::cout << TopLevelUsage();
+      return kExitOk;
+    }
+    const Command* command = FindCommand(positional[1]);
+    if (command == nullptr) {
+      return UsageError(absl::StrCat("unknown command \"", positional[1], "\""));
+    }
+    Options o;
+    FlagParser parser(ProgramName(*command), command->summary);
+    RegisterFlags(parser, o, command);
+    std::cout << parser.Usage();
+    return kExitOk;
+  }
+  const Command* command = FindCommand(positional[0]);
+  if (command == nullptr) {
+    std::vector<std::string> names;
+    for (const Command& c : kCommands) names.push_back(c.name);
+    return UsageError(absl::StrCat("unknown command \"", positional[0], "\" (expected ",
+                                   absl::StrJoin(names, ", "), ")"));
+  }
+
+  // Second pass: only the command's flags.
+  Options o;
+  FlagParser parser(ProgramName(*command), command->summary);
+  RegisterFlags(parser, o, command);
+  positional.clear();
+  const int parsed = HandleParseResult(parser, parser.Parse(args, &positional));
+  if (parsed >= 0) return parsed;
+  positional.erase(positional.begin());  // the command
+  const std::string name = command->name;
+  const size_t expected_args = command->args[0] ? 1 : 0;
+  if (positional.size() != expected_args) {
+    return UsageError(expected_args == 0
+                          ? absl::StrCat(name, ": unexpected argument \"", positional[0], "\"")
+                          : absl::StrCat(name, ": expected ", command->args, ", got ",
+                                         positional.size(), " arguments"));
+  }
+  if (!(o.timeout_s > 0)) return UsageError("--timeout must be > 0");
+  if (!(o.interval_s > 0)) return UsageError("--interval must be > 0");
+  if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
+  if (o.workers < 1 || o.workers > 1000000) return UsageError("--workers must be 1..1000000");
+
+  if (name == "validate") return RunValidate(o, positional[0]);
+  std::string job_text;
+  if (name == "submit") {
+    int exit_code = kExitError;
+    absl::StatusOr<std::string> text = ReadJobFile(positional[0], &exit_code);
+    if (!text.ok()) return exit_code;
+    job_text = *std::move(text);
+  }
+
+  int64_t steps = 0;
+  if (name == "add-steps" && (!absl::SimpleAtoi(positional[0], &steps) || steps <= 0)) {
+    return UsageError(
+        absl::StrCat("add-steps: N must be a positive integer, got \"", positional[0], "\""));
+  }
+  absl::StatusOr<std::string> address = ChiefAddress(o);
+  if (!address.ok()) return UsageError(address.status().message());
+  ChiefClient client(*address, o.timeout_s);
+  if (name == "submit") return RunSubmit(client, o, job_text);
+  if (name == "status") return RunStatus(client, o);
+  if (name == "watch") return Watch(client, o, /*job_id=*/"");
+  if (name == "add-steps") return RunAddSteps(client, o, steps);
+  if (name == "cancel") return RunCancel(client, o);
+  return UsageError(absl::StrCat("unknown command \"", name, "\""));
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::Main(argc, argv); }

@@ -1,0 +1,524 @@
+// shardctl as a process: its command line, exit codes and messages, without a chief and
+// against a scripted in-process CoordinatorService. Tests against the real chief live with the
+// chief's integration tests.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace shardps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string ShardctlPath() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/shardps/coordinator/cli/shardctl");
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(TempDir(), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Runs shardctl with `args` in an environment holding only PATH and `env` (so no TF_CONFIG
+// leaks in), and waits at most 60 s. With `tty`, its stdout is a pseudo-terminal.
+Result RunShardctl(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                   bool tty = false) {
+  static int run_count = 0;
+  const std::string base = absl::StrCat(TempDir(), "/shardctl_run_", ++run_count);
+  const std::string out_path = base + ".out";
+  const std::string err_path = base + ".err";
+  std::vector<std::string> argv_storage = {ShardctlPath()};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage = {"PATH=/usr/bin:/bin"};
+  env_storage.insert(env_storage.end(), env.begin(), env.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int pty_master = -1;
+  int pty_slave = -1;
+  if (tty && openpty(&pty_master, &pty_slave, nullptr, nullptr, nullptr) != 0) {
+    ADD_FAILURE() << "openpty failed";
+    return Result();
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = tty ? pty_slave : open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    if (out < 0 || err < 0 || in < 0) _exit(120);
+    dup2(in, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(121);
+  }
+  Result result;
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+    return result;
+  }
+  std::string tty_output;
+  if (tty) {
+    close(pty_slave);
+    fcntl(pty_master, F_SETFL, O_NONBLOCK);
+  }
+  const auto drain_tty = [&] {
+    char buffer[4096];
+    ssize_t n;
+    while (tty && (n = read(pty_master, buffer, sizeof(buffer))) > 0) tty_output.append(buffer, n);
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    drain_tty();
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "shardctl did not exit within 60 s";
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  drain_tty();
+  if (tty) close(pty_master);
+  result.out = tty ? tty_output : ReadAll(out_path);
+  result.err = ReadAll(err_path);
+  EXPECT_NE(result.exit_code, 121) << "cannot exec " << argv_storage[0];
+  return result;
+}
+
+// A port nothing listens on: bound, read back and closed.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string Describe(const Result& r) {
+  return absl::StrCat("exit ", r.exit_code, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
+}
+
+TEST(ShardctlTest, HelpListsCommands) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, std::vector<std::string>{"help"},
+        std::vector<std::string>{"-h"}}) {
+    Result r = RunShardctl(args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    for (const char* command : {"submit JOB.json", "status", "watch", "add-steps N", "cancel",
+                                "validate JOB.json", "--chief", "exit codes"}) {
+      EXPECT_THAT(r.out, HasSubstr(command)) << Describe(r);
+    }
+  }
+}
+
+TEST(ShardctlTest, EveryCommandHasHelp) {
+  for (const char* command : {"submit", "status", "watch", "add-steps", "cancel", "validate"}) {
+    Result r = RunShardctl({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("usage: shardctl ", command))) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("--chief")) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("--json")) << Describe(r);
+    Result h = RunShardctl({"help", command});
+    EXPECT_EQ(h.exit_code, 0) << Describe(h);
+    EXPECT_EQ(h.out, r.out);
+  }
+  EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--watch"));
+  EXPECT_THAT(RunShardctl({"validate", "--help"}).out, HasSubstr("--workers"));
+}
+
+TEST(ShardctlTest, BadCommandLinesExit2) {
+  Result none = RunShardctl({});
+  EXPECT_EQ(none.exit_code, 2) << Describe(none);
+  EXPECT_THAT(none.err, HasSubstr("usage: shardctl"));
+
+  Result unknown = RunShardctl({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2) << Describe(unknown);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command \"frobnicate\""));
+
+  Result flag = RunShardctl({"status", "--bogus"});
+  EXPECT_EQ(flag.exit_code, 2) << Describe(flag);
+  EXPECT_THAT(flag.err, HasSubstr("--bogus"));
+
+  // --watch belongs to submit only.
+  EXPECT_EQ(RunShardctl({"status", "--watch", "--chief=127.0.0.1:1"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"status", "extra", "--chief=127.0.0.1:1"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"submit"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"status", "--timeout=0", "--chief=127.0.0.1:1"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"status", "--timeout=abc", "--chief=127.0.0.1:1"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"status", "--chief=localhost"}).exit_code, 2);
+
+  Result steps = RunShardctl({"add-steps", "many", "--chief=127.0.0.1:1"});
+  EXPECT_EQ(steps.exit_code, 2) << Describe(steps);
+  EXPECT_THAT(steps.err, HasSubstr("positive integer"));
+  EXPECT_EQ(RunShardctl({"add-steps", "0", "--chief=127.0.0.1:1"}).exit_code, 2);
+}
+
+TEST(ShardctlTest, NoChiefAddressExits2) {
+  Result r = RunShardctl({"status"});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("--chief"));
+
+  Result bad = RunShardctl({"status"}, {"TF_CONFIG={\"cluster\": 3}"});
+  EXPECT_EQ(bad.exit_code, 2) << Describe(bad);
+  EXPECT_THAT(bad.err, HasSubstr("TF_CONFIG"));
+}
+
+TEST(ShardctlTest, ValidateBadJobExits2NamingTheField) {
+  const std::string path =
+      WriteFile("bad_job.json", R"({"model": "mlp:64", "optimizer": {"learning_rate": -1}})");
+  Result r = RunShardctl({"validate", path});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("\"optimizer.learning_rate\": must be > 0, got -1"));
+  EXPECT_THAT(r.err, HasSubstr(path));
+
+  const std::string typo = WriteFile("typo_job.json", R"({"model": "softmax", "epoch": 2})");
+  Result t = RunShardctl({"validate", typo});
+  EXPECT_EQ(t.exit_code, 2) << Describe(t);
+  EXPECT_THAT(t.err, HasSubstr("did you mean \"epochs\"?"));
+
+  const std::string broken = WriteFile("broken_job.json", "{\"model\": ");
+  Result b = RunShardctl({"validate", broken});
+  EXPECT_EQ(b.exit_code, 2) << Describe(b);
+  EXPECT_THAT(b.err, HasSubstr("invalid JSON"));
+
+  Result missing = RunShardctl({"validate", TempDir() + "/no_such_job.json"});
+  EXPECT_EQ(missing.exit_code, 2) << Describe(missing);
+  EXPECT_THAT(missing.err, HasSubstr("no_such_job.json"));
+}
+
+TEST(ShardctlTest, ValidateGoodJobPrintsDefaults) {
+  const std::string path =
+      WriteFile("good_job.json", R"({"name": "fm", "model": "mlp:64", "mode": "sync"})");
+  Result r = RunShardctl({"validate", path, "--workers=3"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("valid job \"fm\""));
+  EXPECT_THAT(r.out, HasSubstr("\"num_replicas\": 3"));
+  EXPECT_THAT(r.out, HasSubstr("\"batch_size\": 128"));
+
+  Result json = RunShardctl({"--json", "validate", path});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_THAT(json.out, HasSubstr(R"("mode":"sync","num_replicas":2,)"));
+}
+
+TEST(ShardctlTest, SubmitOfBadJobExits2WithoutAChief) {
+  const std::string path = WriteFile("bad_mode.json", R"({"model": "softmax", "mode": "syncc"})");
+  Result r = RunShardctl({"submit", path});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("\"mode\": unknown \"syncc\""));
+}
+
+TEST(ShardctlTest, UnreachableChiefExits3NamingTheAddress) {
+  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  Result status = RunShardctl({"status", "--chief=" + address, "--timeout=5"});
+  EXPECT_EQ(status.exit_code, 3) << Describe(status);
+  EXPECT_THAT(status.err, HasSubstr(address));
+  EXPECT_THAT(status.err, HasSubstr("cannot reach the chief"));
+
+  // Every command that talks to the chief.
+  const std::string job = WriteFile("ok_job.json", R"({"model": "softmax"})");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"watch"}, std::vector<std::string>{"submit", job, "--watch"},
+        std::vector<std::string>{"add-steps", "10"}, std::vector<std::string>{"cancel"},
+        std::vector<std::string>{"status", "--json"}}) {
+    std::vector<std::string> full = args;
+    full.push_back("--chief=" + address);
+    full.push_back("--timeout=5");
+    Result r = RunShardctl(full);
+    EXPECT_EQ(r.exit_code, 3) << args[0] << ": " << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr(address)) << Describe(r);
+    EXPECT_THAT(r.out, Not(HasSubstr("submitted")));
+  }
+}
+
+TEST(ShardctlTest, ChiefFromTfConfig) {
+  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string config =
+      absl::StrCat(R"({"cluster": {"chief": [")", address, R"("], "ps": ["127.0.0.1:1"]},)",
+                   R"( "task": {"type": "evaluator", "index": 0}})");
+  Result env = RunShardctl({"status", "--timeout=5"}, {"TF_CONFIG=" + config});
+  EXPECT_EQ(env.exit_code, 3) << Describe(env);
+  EXPECT_THAT(env.err, HasSubstr(address));
+
+  const std::string file = WriteFile("tf_config.json", config);
+  Result flag = RunShardctl({"status", "--timeout=5", "--tf_config=" + file});
+  EXPECT_EQ(flag.exit_code, 3) << Describe(flag);
+  EXPECT_THAT(flag.err, HasSubstr(address));
+
+  // --chief wins over TF_CONFIG.
+  const std::string other = absl::StrCat("127.0.0.1:", FreePort());
+  Result both = RunShardctl({"status", "--timeout=5", "--chief", other}, {"TF_CONFIG=" + config});
+  EXPECT_EQ(both.exit_code, 3) << Describe(both);
+  EXPECT_THAT(both.err, HasSubstr(other));
+}
+
+// A chief that answers from a script: GetStatus walks through `statuses` (repeating the last
+// one), SubmitJob rejects a job named "reject-me" as the real chief rejects a bad job.
+class FakeChief final : public CoordinatorService::Service {
+ public:
+  explicit FakeChief(std::vector<JobStatus> statuses) : statuses_(std::move(statuses)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeChief() override { server_->Shutdown(); }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string submitted() {
+    absl::MutexLock lock(&mu_);
+    return submitted_;
+  }
+  int cancels() {
+    absl::MutexLock lock(&mu_);
+    return cancels_;
+  }
+
+  grpc::Status SubmitJob(grpc::ServerContext*, const SubmitJobRequest* request,
+                         SubmitJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (request->job_json().find("reject-me") != std::string::npos) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "job: \"data_dir\": no such directory");
+    }
+    submitted_ = request->job_json();
+    response->set_job_id("fm-1");
+    response->set_total_steps(4690);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetStatus(grpc::ServerContext*, const GetStatusRequest*,
+                         JobStatus* response) override {
+    absl::MutexLock lock(&mu_);
+    *response = statuses_[std::min(next_, statuses_.size() - 1)];
+    ++next_;
+    return grpc::Status::OK;
+  }
+  grpc::Status AddSteps(grpc::ServerContext*, const AddStepsRequest* request,
+                        AddStepsResponse* response) override {
+    response->set_total_steps(4690 + request->steps());
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelJob(grpc::ServerContext*, const CancelJobRequest*,
+                         CancelJobResponse*) override {
+    absl::MutexLock lock(&mu_);
+    ++cancels_;
+    return grpc::Status::OK;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<JobStatus> statuses_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string submitted_ ABSL_GUARDED_BY(mu_);
+  int cancels_ ABSL_GUARDED_BY(mu_) = 0;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+JobStatus Status(JobStatus::State state, int64_t steps_done, bool with_eval) {
+  JobStatus s;
+  s.set_state(state);
+  s.set_job_id("fm-1");
+  s.set_name("fm");
+  s.set_steps_done(steps_done);
+  s.set_total_steps(4690);
+  s.set_steps_per_epoch(469);
+  s.set_elapsed_s(95.34);
+  s.set_steps_per_sec(312.4);
+  s.set_loss(0.4123);
+  s.set_accuracy(0.861);
+  s.set_mode("SYNC");
+  s.set_training_done(steps_done == 4690);
+  if (with_eval) {
+    s.set_has_eval(true);
+    s.mutable_last_eval()->set_step(steps_done);
+    s.mutable_last_eval()->set_accuracy(0.8912);
+    s.mutable_last_eval()->set_loss(0.3051);
+  }
+  WorkerInfo* w = s.add_workers();
+  w->set_address("localhost:2223");
+  w->set_state("busy");
+  w->set_backend("cpu");
+  w->set_steps_done(steps_done);
+  return s;
+}
+
+TEST(ShardctlTest, SubmitAndWatchToSuccess) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1234, false), Status(JobStatus::RUNNING, 3000, true),
+                   Status(JobStatus::RUNNING, 4690, true),
+                   Status(JobStatus::SUCCEEDED, 4690, true)});
+  const std::string job = WriteFile("watch_job.json", R"({"name": "fm", "model": "softmax"})");
+  Result r =
+      RunShardctl({"submit", job, "--watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(chief.submitted(), HasSubstr("\"name\": \"fm\""));
+  EXPECT_THAT(r.out, HasSubstr("submitted job fm-1 to " + chief.address() + ": 4690 steps\n"));
+  // Not a terminal: plain lines, no carriage returns.
+  EXPECT_THAT(r.out, HasSubstr("step 1234/4690 epoch 3/10 steps/s 312.4"));
+  EXPECT_THAT(r.out, HasSubstr("eval_acc 0.891"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\r")));
+  EXPECT_THAT(r.out, HasSubstr("job fm-1 SUCCEEDED\nfinal test accuracy: 0.8912 (loss 0.3051) "
+                               "after 10 epochs, 4690 steps, 95.3 s, mode sync\n"));
+}
+
+TEST(ShardctlTest, WatchOnATerminalRedrawsOneLine) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1234, false), Status(JobStatus::RUNNING, 3000, true),
+                   Status(JobStatus::SUCCEEDED, 4690, true)});
+  Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()}, {},
+                         /*tty=*/true);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("\r[##........] 1234/4690 steps  epoch 3/10"));
+  EXPECT_THAT(r.out, HasSubstr("\r[######....] 3000/4690 steps"));
+  EXPECT_THAT(r.out, HasSubstr("eval 0.891"));
+  EXPECT_THAT(r.out, Not(HasSubstr("step 1234/4690")));  // no plain lines
+  EXPECT_THAT(r.out, HasSubstr("final test accuracy: 0.8912"));
+}
+
+TEST(ShardctlTest, SubmitJsonPrintsIdAndSteps) {
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  const std::string job = WriteFile("json_job.json", R"({"model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "{\"job_id\":\"fm-1\",\"total_steps\":4690}\n");
+}
+
+TEST(ShardctlTest, JobRejectedByChiefExits2) {
+  FakeChief chief({Status(JobStatus::NO_JOB, 0, false)});
+  const std::string job =
+      WriteFile("reject_job.json", R"({"name": "reject-me", "model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("job: \"data_dir\": no such directory"));
+}
+
+TEST(ShardctlTest, WatchOfFailedOrCancelledJobExits4) {
+  for (JobStatus::State end : {JobStatus::FAILED, JobStatus::CANCELLED}) {
+    JobStatus last = Status(end, 1234, true);
+    last.set_error("worker 0 failed");
+    FakeChief chief({Status(JobStatus::RUNNING, 1000, false), last});
+    Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()});
+    EXPECT_EQ(r.exit_code, 4) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("job fm-1 ", JobStatus::State_Name(end),
+                                              ": worker 0 failed\n")));
+    EXPECT_THAT(r.out, HasSubstr("stopped after 2.63 epochs, 1234/4690 steps"));
+  }
+}
+
+TEST(ShardctlTest, WatchWaitsForAJob) {
+  // A chief started with --job serves before it has submitted the job.
+  FakeChief chief({Status(JobStatus::NO_JOB, 0, false), Status(JobStatus::NO_JOB, 0, false),
+                   Status(JobStatus::SUCCEEDED, 4690, true)});
+  Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("waiting for a job"));
+  EXPECT_THAT(r.out, HasSubstr("final test accuracy"));
+}
+
+TEST(ShardctlTest, WatchWithoutJobExits1) {
+  FakeChief chief({Status(JobStatus::NO_JOB, 0, false)});
+  Result r =
+      RunShardctl({"watch", "--interval=0.01", "--job_wait=0.2", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("no job on the chief at " + chief.address()));
+}
+
+TEST(ShardctlTest, WatchedJobReplacedExits1) {
+  JobStatus other = Status(JobStatus::RUNNING, 10, false);
+  other.set_job_id("fm-2");
+  FakeChief chief({Status(JobStatus::RUNNING, 1000, false), other});
+  Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("job fm-1 is no longer the chief's job (now fm-2)"));
+}
+
+TEST(ShardctlTest, WatchJsonPrintsStatusLines) {
+  FakeChief chief(
+      {Status(JobStatus::RUNNING, 100, false), Status(JobStatus::SUCCEEDED, 4690, true)});
+  Result r = RunShardctl({"watch", "--json", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("{\"state\":\"RUNNING\""));
+  EXPECT_THAT(r.out, HasSubstr("{\"state\":\"SUCCEEDED\""));
+  EXPECT_THAT(r.out, Not(HasSubstr("final test accuracy")));
+}
+
+TEST(ShardctlTest, StatusAddStepsAndCancel) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1234, true)});
+  Result text = RunShardctl({"status", "--chief=" + chief.address()});
+  EXPECT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("state      RUNNING\n"));
+  EXPECT_THAT(text.out, HasSubstr("localhost:2223"));
+
+  Result json = RunShardctl({"status", "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_THAT(json.out, HasSubstr("\"job_id\": \"fm-1\""));
+  EXPECT_THAT(json.out, HasSubstr("\"workers\": ["));
+
+  Result add = RunShardctl({"add-steps", "100", "--chief=" + chief.address()});
+  EXPECT_EQ(add.exit_code, 0) << Describe(add);
+  EXPECT_THAT(add.out, HasSubstr("4790 steps"));
+  Result add_json = RunShardctl({"add-steps", "10", "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(add_json.out, "{\"total_steps\":4700}\n");
+
+  Result cancel = RunShardctl({"cancel", "--chief=" + chief.address()});
+  EXPECT_EQ(cancel.exit_code, 0) << Describe(cancel);
+  EXPECT_EQ(chief.cancels(), 1);
+}
+
+}  // namespace
+}  // namespace shardps

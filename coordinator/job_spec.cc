@@ -1,0 +1,660 @@
+#include "coordinator/job_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+#include "partitioners/partitioner.h"
+#include "partitioners/placement.h"
+#include "worker/compute/model.h"
+
+namespace shardps {
+namespace {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr char kDefaultName[] = "job";
+constexpr int64_t kDefaultBatchSize = 128;
+constexpr int64_t kMaxBatchSize = 65536;
+constexpr double kDefaultLearningRate = 0.001;
+constexpr double kDefaultMomentum = 0.9;
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.999;
+constexpr double kDefaultEpsilon = 1e-7;
+constexpr double kDefaultInitialAccumulator = 0.1;
+constexpr int64_t kDefaultStaleness = 2;
+constexpr char kDefaultPartitioner[] = "min_size:262144:4";
+constexpr char kDefaultPlacement[] = "round_robin";
+constexpr uint64_t kDefaultSeed = 42;
+constexpr int64_t kDefaultStepTimeoutMs = 60000;
+constexpr char kDefaultBackend[] = "auto";
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr size_t kMaxShownChars = 64;
+
+// clang-format off
+constexpr absl::string_view kJobKeys[] = {
+    "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
+    "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
+    "eval_every_steps", "step_timeout_ms", "backend"};
+constexpr absl::string_view kOptimizerKeys[] = {
+    "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
+    "epsilon"};
+constexpr absl::string_view kInitializerKeys[] = {
+    "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
+// clang-format on
+
+// Enum names as they appear in a job file, in the order an error message lists them.
+template <typename E>
+struct EnumName {
+  absl::string_view name;
+  E value;
+};
+constexpr EnumName<JobSpec::Mode> kModes[] = {
+    {"async", JobSpec::ASYNC}, {"sync", JobSpec::SYNC}, {"stale", JobSpec::STALE}};
+constexpr EnumName<OptimizerSpec::Type> kOptimizers[] = {{"sgd", OptimizerSpec::SGD},
+                                                         {"momentum", OptimizerSpec::MOMENTUM},
+                                                         {"adagrad", OptimizerSpec::ADAGRAD},
+                                                         {"adam", OptimizerSpec::ADAM}};
+constexpr EnumName<InitializerSpec::Type> kInitializers[] = {
+    {"zeros", InitializerSpec::ZEROS},
+    {"constant", InitializerSpec::CONSTANT},
+    {"random_uniform", InitializerSpec::RANDOM_UNIFORM},
+    {"random_normal", InitializerSpec::RANDOM_NORMAL},
+    {"truncated_normal", InitializerSpec::TRUNCATED_NORMAL},
+    {"glorot_uniform", InitializerSpec::GLOROT_UNIFORM}};
+constexpr absl::string_view kBackends[] = {"auto", "cpu", "gpu"};
+constexpr absl::string_view kDatasets[] = {kFashionMnist};
+
+// Replaces control characters so that a message, ours or a library's, stays on one line.
+std::string OneLine(absl::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return out;
+}
+
+std::string Quote(absl::string_view s) {
+  if (s.size() > kMaxShownChars) {
+    return absl::StrCat("\"", absl::CHexEscape(s.substr(0, kMaxShownChars)), "...\"");
+  }
+  return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+}
+
+// "a, b or c".
+std::string OrList(absl::Span<const absl::string_view> names) {
+  if (names.size() <= 1) return absl::StrJoin(names, "");
+  return absl::StrCat(absl::StrJoin(names.subspan(0, names.size() - 1), ", "), " or ",
+                      names.back());
+}
+
+std::string Path(absl::string_view prefix, absl::string_view key) {
+  return prefix.empty() ? std::string(key) : absl::StrCat(prefix, ".", key);
+}
+
+absl::Status FieldError(absl::string_view path, absl::string_view message) {
+  return absl::InvalidArgumentError(OneLine(absl::StrCat("job: \"", path, "\": ", message)));
+}
+
+std::string Dump(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// A JSON value as the user wrote it, for "got ..." in messages.
+std::string Shown(const Json& value) {
+  if (value.is_string()) return Quote(value.get<std::string>());
+  std::string text = Dump(value);
+  if (text.size() > kMaxShownChars) text = absl::StrCat(text.substr(0, kMaxShownChars), "...");
+  return text;
+}
+
+// A JSON value with its type, for type errors: `string "128"`, `an object`.
+std::string Described(const Json& value) {
+  if (value.is_string()) return absl::StrCat("string ", Shown(value));
+  if (value.is_boolean()) return absl::StrCat("boolean ", Shown(value));
+  if (value.is_number()) return absl::StrCat("number ", Shown(value));
+  if (value.is_object()) return "an object";
+  if (value.is_array()) return "an array";
+  return "null";
+}
+
+// Lower case without separators, so that "batchSize" and "batch-size" match "batch_size".
+std::string Normalized(absl::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c != '_' && c != '-' && c != ' ') out.push_back(absl::ascii_tolower(c));
+  }
+  return out;
+}
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known key `key` was most likely meant as, or "" when none is close: a known alias
+// ("lr"), a near miss in spelling ("epoch", "batchSize"), or a part of exactly one known key
+// ("batch", "initializer").
+absl::string_view Suggestion(absl::string_view key, absl::Span<const absl::string_view> known) {
+  constexpr std::pair<absl::string_view, absl::string_view> kAliases[] = {
+      {"lr", "learning_rate"},
+      {"optimiser", "optimizer"},
+      {"numepochs", "epochs"},
+      {"numsteps", "steps"},
+      {"initialiser", "kernel_initializer"}};
+  const std::string normalized = Normalized(key);
+  for (const auto& [alias, target] : kAliases) {
+    if (normalized == alias && std::find(known.begin(), known.end(), target) != known.end()) {
+      return target;
+    }
+  }
+  const size_t limit = normalized.size() <= 4 ? 1 : 2;
+  absl::string_view best;
+  size_t best_distance = limit + 1;
+  absl::string_view containing;
+  int num_containing = 0;
+  for (absl::string_view candidate : known) {
+    const std::string normalized_candidate = Normalized(candidate);
+    const size_t distance = EditDistance(normalized, normalized_candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+    if (normalized.size() >= 4 && absl::StrContains(normalized_candidate, normalized)) {
+      containing = candidate;
+      ++num_containing;
+    }
+  }
+  if (!best.empty()) return best;
+  return num_containing == 1 ? containing : absl::string_view();
+}
+
+absl::Status CheckKeys(const Json& object, absl::string_view prefix,
+                       absl::Span<const absl::string_view> known) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const std::string& key = it.key();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const absl::string_view suggestion = Suggestion(key, known);
+    std::string hint = suggestion.empty()
+                           ? absl::StrCat("expected one of ", absl::StrJoin(known, ", "))
+                           : absl::StrCat("did you mean \"", Path(prefix, suggestion), "\"?");
+    return absl::InvalidArgumentError(
+        OneLine(absl::StrCat("job: unknown field ", Quote(Path(prefix, key)), " (", hint, ")")));
+  }
+  return absl::OkStatus();
+}
+
+// Typed access to the members of one JSON object; `prefix` is the object's path in the file
+// ("" for the top level, "optimizer"). A member that is absent or null leaves the output as
+// it is (the default) and reports present = false.
+class Fields {
+ public:
+  Fields(const Json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+  std::string PathOf(absl::string_view key) const { return Path(prefix_, key); }
+
+  const Json* Find(absl::string_view key) const {
+    auto it = object_.find(std::string(key));
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  bool Has(absl::string_view key) const { return Find(key) != nullptr; }
+
+  // "must be > 0, got -1" for the member `key`, quoting it as written.
+  absl::Status RangeError(absl::string_view key, absl::string_view requirement) const {
+    const Json* value = Find(key);
+    return FieldError(PathOf(key),
+                      absl::StrCat(requirement, ", got ", value ? Shown(*value) : "nothing"));
+  }
+
+  absl::Status String(absl::string_view key, std::string* out) const {
+    const Json* value = Find(key);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_string()) return TypeError(key, "a string", *value);
+    *out = value->get<std::string>();
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(absl::string_view key, bool* out) const {
+    const Json* value = Find(key);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_boolean()) return TypeError(key, "true or false", *value);
+    *out = value->get<bool>();
+    return absl::OkStatus();
+  }
+
+  absl::Status Double(absl::string_view key, double* out) const {
+    const Json* value = Find(key);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_number()) return TypeError(key, "a number", *value);
+    const double d = value->get<double>();
+    if (!std::isfinite(d)) return RangeError(key, "must be finite");
+    *out = d;
+    return absl::OkStatus();
+  }
+
+  // Integers may be written as integral floats (1e6), which JSON tools often produce.
+  absl::Status Int(absl::string_view key, int64_t* out) const {
+    const Json* value = Find(key);
+    if (value == nullptr) return absl::OkStatus();
+    if (value->is_number_unsigned()) {
+      const uint64_t u = value->get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return RangeError(key, "is too large");
+      }
+      *out = static_cast<int64_t>(u);
+      return absl::OkStatus();
+    }
+    if (value->is_number_integer()) {
+      *out = value->get<int64_t>();
+      return absl::OkStatus();
+    }
+    if (value->is_number_float()) {
+      const double d = value->get<double>();
+      if (!std::isfinite(d) || d != std::trunc(d)) return RangeError(key, "must be an integer");
+      if (std::fabs(d) >= 9.2e18) return RangeError(key, "is too large");
+      *out = static_cast<int64_t>(d);
+      return absl::OkStatus();
+    }
+    return TypeError(key, "an integer", *value);
+  }
+
+  absl::Status Uint64(absl::string_view key, uint64_t* out) const {
+    const Json* value = Find(key);
+    if (value == nullptr) return absl::OkStatus();
+    if (value->is_number_unsigned()) {
+      *out = value->get<uint64_t>();
+      return absl::OkStatus();
+    }
+    if (value->is_number_integer()) return RangeError(key, "must be >= 0");
+    if (value->is_number_float()) {
+      const double d = value->get<double>();
+      if (!std::isfinite(d) || d != std::trunc(d)) return RangeError(key, "must be an integer");
+      if (d < 0) return RangeError(key, "must be >= 0");
+      if (d >= 1.8e19) return RangeError(key, "is too large");
+      *out = static_cast<uint64_t>(d);
+      return absl::OkStatus();
+    }
+    return TypeError(key, "a non-negative integer", *value);
+  }
+
+  template <typename E, size_t N>
+  absl::Status Enum(absl::string_view key, const EnumName<E> (&names)[N], E* out) const {
+    std::string text;
+    RETURN_IF_ERROR(String(key, &text));
+    if (!Has(key)) return absl::OkStatus();
+    std::vector<absl::string_view> expected;
+    for (const EnumName<E>& entry : names) {
+      if (entry.name == text) {
+        *out = entry.value;
+        return absl::OkStatus();
+      }
+      expected.push_back(entry.name);
+    }
+    return FieldError(PathOf(key),
+                      absl::StrCat("unknown ", Quote(text), " (expected ", OrList(expected), ")"));
+  }
+
+  // A string that must be one of `names`.
+  absl::Status OneOf(absl::string_view key, absl::Span<const absl::string_view> names,
+                     absl::string_view list_word, std::string* out) const {
+    std::string text = *out;
+    RETURN_IF_ERROR(String(key, &text));
+    if (std::find(names.begin(), names.end(), text) == names.end()) {
+      return FieldError(PathOf(key), absl::StrCat("unknown ", Quote(text), " (", list_word, " ",
+                                                  OrList(names), ")"));
+    }
+    *out = std::move(text);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status TypeError(absl::string_view key, absl::string_view expected,
+                         const Json& value) const {
+    return FieldError(PathOf(key), absl::StrCat("expected ", expected, ", got ", Described(value)));
+  }
+
+  const Json& object_;
+  std::string prefix_;
+};
+
+template <typename E, size_t N>
+absl::string_view NameOf(const EnumName<E> (&names)[N], E value, absl::string_view unknown) {
+  for (const EnumName<E>& entry : names) {
+    if (entry.value == value) return entry.name;
+  }
+  return unknown;
+}
+
+// "optimizer": {...} or "optimizer": "adam". Also used for "kernel_initializer".
+absl::Status ObjectOrTypeName(const Json* value, absl::string_view field,
+                              absl::Span<const absl::string_view> keys, Json* object) {
+  if (value == nullptr) {
+    *object = Json::object();
+    return absl::OkStatus();
+  }
+  if (value->is_string()) {
+    *object = Json{{"type", *value}};
+    return absl::OkStatus();
+  }
+  if (!value->is_object()) {
+    return FieldError(field,
+                      absl::StrCat("expected an object or a type name, got ", Described(*value)));
+  }
+  RETURN_IF_ERROR(CheckKeys(*value, field, keys));
+  *object = *value;
+  return absl::OkStatus();
+}
+
+absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer) {
+  Json object;
+  RETURN_IF_ERROR(ObjectOrTypeName(value, "optimizer", kOptimizerKeys, &object));
+  Fields f(object, "optimizer");
+  OptimizerSpec::Type type = OptimizerSpec::ADAM;
+  RETURN_IF_ERROR(f.Enum("type", kOptimizers, &type));
+  optimizer->set_type(type);
+
+  double learning_rate = kDefaultLearningRate;
+  RETURN_IF_ERROR(f.Double("learning_rate", &learning_rate));
+  if (!(learning_rate > 0)) return f.RangeError("learning_rate", "must be > 0");
+  optimizer->set_learning_rate(learning_rate);
+
+  double momentum = type == OptimizerSpec::MOMENTUM ? kDefaultMomentum : 0.0;
+  RETURN_IF_ERROR(f.Double("momentum", &momentum));
+  if (momentum < 0 || momentum >= 1) return f.RangeError("momentum", "must be in [0, 1)");
+  optimizer->set_momentum(momentum);
+
+  bool nesterov = false;
+  RETURN_IF_ERROR(f.Bool("nesterov", &nesterov));
+  optimizer->set_nesterov(nesterov);
+
+  double accumulator = kDefaultInitialAccumulator;
+  RETURN_IF_ERROR(f.Double("initial_accumulator_value", &accumulator));
+  if (accumulator < 0) return f.RangeError("initial_accumulator_value", "must be >= 0");
+  optimizer->set_initial_accumulator_value(accumulator);
+
+  double beta1 = kDefaultBeta1;
+  RETURN_IF_ERROR(f.Double("beta1", &beta1));
+  if (beta1 < 0 || beta1 >= 1) return f.RangeError("beta1", "must be in [0, 1)");
+  optimizer->set_beta1(beta1);
+
+  double beta2 = kDefaultBeta2;
+  RETURN_IF_ERROR(f.Double("beta2", &beta2));
+  if (beta2 < 0 || beta2 >= 1) return f.RangeError("beta2", "must be in [0, 1)");
+  optimizer->set_beta2(beta2);
+
+  double epsilon = kDefaultEpsilon;
+  RETURN_IF_ERROR(f.Double("epsilon", &epsilon));
+  if (!(epsilon > 0)) return f.RangeError("epsilon", "must be > 0");
+  optimizer->set_epsilon(epsilon);
+  return absl::OkStatus();
+}
+
+absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerSpec* init) {
+  Json object;
+  RETURN_IF_ERROR(ObjectOrTypeName(value, "kernel_initializer", kInitializerKeys, &object));
+  Fields f(object, "kernel_initializer");
+  InitializerSpec::Type type = InitializerSpec::GLOROT_UNIFORM;
+  RETURN_IF_ERROR(f.Enum("type", kInitializers, &type));
+  init->set_type(type);
+
+  double number = 0;
+  RETURN_IF_ERROR(f.Double("value", &number));
+  init->set_value(number);
+
+  double minval = 0;
+  double maxval = 0;
+  RETURN_IF_ERROR(f.Double("minval", &minval));
+  RETURN_IF_ERROR(f.Double("maxval", &maxval));
+  // Both 0 means the Keras default range [-0.05, 0.05).
+  if (!(minval == 0 && maxval == 0) && minval >= maxval) {
+    return FieldError("kernel_initializer.maxval",
+                      absl::StrCat("must be > minval (", minval, "), got ", maxval));
+  }
+  init->set_minval(minval);
+  init->set_maxval(maxval);
+
+  double mean = 0;
+  RETURN_IF_ERROR(f.Double("mean", &mean));
+  init->set_mean(mean);
+
+  double stddev = 0;
+  RETURN_IF_ERROR(f.Double("stddev", &stddev));
+  if (stddev < 0) return f.RangeError("stddev", "must be >= 0");
+  init->set_stddev(stddev);
+
+  uint64_t seed = job_seed;
+  RETURN_IF_ERROR(f.Uint64("seed", &seed));
+  init->set_seed(seed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        OneLine(absl::StrCat("job: expected a JSON object, got ", Described(root))));
+  }
+  RETURN_IF_ERROR(CheckKeys(root, "", kJobKeys));
+  Fields f(root, "");
+  JobSpec spec;
+
+  std::string name = kDefaultName;
+  RETURN_IF_ERROR(f.String("name", &name));
+  if (name.empty()) return f.RangeError("name", "must not be empty");
+  spec.set_name(name);
+
+  if (!f.Has("model")) {
+    return FieldError("model", "is required, e.g. \"mlp:256,128\" or \"softmax\"");
+  }
+  std::string model;
+  RETURN_IF_ERROR(f.String("model", &model));
+  absl::StatusOr<ModelSpec> model_spec =
+      ParseModelSpec(model, kFashionMnistInputDim, kFashionMnistNumClasses);
+  if (!model_spec.ok()) return FieldError("model", model_spec.status().message());
+  spec.set_model(ModelSpecToString(*model_spec));
+
+  std::string dataset = kFashionMnist;
+  RETURN_IF_ERROR(f.OneOf("dataset", kDatasets, "supported:", &dataset));
+  spec.set_dataset(dataset);
+
+  std::string data_dir = kDefaultDataDir;
+  RETURN_IF_ERROR(f.String("data_dir", &data_dir));
+  if (data_dir.empty()) return f.RangeError("data_dir", "must not be empty");
+  spec.set_data_dir(data_dir);
+
+  int64_t batch_size = kDefaultBatchSize;
+  RETURN_IF_ERROR(f.Int("batch_size", &batch_size));
+  if (batch_size < 1 || batch_size > kMaxBatchSize) {
+    return f.RangeError("batch_size", absl::StrCat("must be 1..", kMaxBatchSize));
+  }
+  spec.set_batch_size(static_cast<int32_t>(batch_size));
+
+  // 0 counts as absent, so that a file may say "epochs": 10, "steps": 0.
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  RETURN_IF_ERROR(f.Int("epochs", &epochs));
+  if (epochs < 0) return f.RangeError("epochs", "must be > 0");
+  if (epochs > kMaxInt32) return f.RangeError("epochs", absl::StrCat("must be <= ", kMaxInt32));
+  RETURN_IF_ERROR(f.Int("steps", &steps));
+  if (steps < 0) return f.RangeError("steps", "must be > 0");
+  if (epochs > 0 && steps > 0) {
+    return FieldError("steps", absl::StrCat("give either \"epochs\" or \"steps\", not both (got "
+                                            "epochs ",
+                                            epochs, " and steps ", steps, ")"));
+  }
+  if (epochs == 0 && steps == 0) epochs = 1;
+  spec.set_epochs(static_cast<int32_t>(epochs));
+  spec.set_steps(steps);
+
+  RETURN_IF_ERROR(ParseOptimizer(f.Find("optimizer"), spec.mutable_optimizer()));
+
+  JobSpec::Mode mode = JobSpec::ASYNC;
+  RETURN_IF_ERROR(f.Enum("mode", kModes, &mode));
+  spec.set_mode(mode);
+
+  // Checked in every mode, kept only in the mode that uses it.
+  int64_t staleness = kDefaultStaleness;
+  RETURN_IF_ERROR(f.Int("staleness", &staleness));
+  if (staleness < 0) return f.RangeError("staleness", "must be >= 0");
+  if (staleness > kMaxInt32) {
+    return f.RangeError("staleness", absl::StrCat("must be <= ", kMaxInt32));
+  }
+  spec.set_staleness(mode == JobSpec::STALE ? static_cast<int32_t>(staleness) : 0);
+
+  int64_t num_replicas = 0;
+  RETURN_IF_ERROR(f.Int("num_replicas", &num_replicas));
+  if (num_replicas < 0) {
+    return f.RangeError("num_replicas", "must be >= 1 (or 0 for one per worker)");
+  }
+  if (num_replicas > kMaxInt32) {
+    return f.RangeError("num_replicas", absl::StrCat("must be <= ", kMaxInt32));
+  }
+  if (num_replicas == 0) num_replicas = std::max(num_workers, 1);
+  spec.set_num_replicas(mode == JobSpec::SYNC ? static_cast<int32_t>(num_replicas) : 0);
+
+  std::string partitioner = kDefaultPartitioner;
+  RETURN_IF_ERROR(f.String("partitioner", &partitioner));
+  if (auto parsed = ParsePartitioner(partitioner); !parsed.ok()) {
+    return FieldError("partitioner", parsed.status().message());
+  }
+  spec.set_partitioner(partitioner);
+
+  std::string placement = kDefaultPlacement;
+  RETURN_IF_ERROR(f.String("placement", &placement));
+  if (auto parsed = ParsePlacement(placement, 1); !parsed.ok()) {
+    return FieldError("placement", parsed.status().message());
+  }
+  spec.set_placement(placement);
+
+  uint64_t seed = kDefaultSeed;
+  RETURN_IF_ERROR(f.Uint64("seed", &seed));
+  spec.set_seed(seed);
+
+  RETURN_IF_ERROR(
+      ParseInitializer(f.Find("kernel_initializer"), seed, spec.mutable_kernel_initializer()));
+
+  int64_t eval_every_steps = 0;
+  RETURN_IF_ERROR(f.Int("eval_every_steps", &eval_every_steps));
+  if (eval_every_steps < 0) return f.RangeError("eval_every_steps", "must be >= 0");
+  spec.set_eval_every_steps(eval_every_steps);
+
+  int64_t step_timeout_ms = kDefaultStepTimeoutMs;
+  RETURN_IF_ERROR(f.Int("step_timeout_ms", &step_timeout_ms));
+  if (step_timeout_ms <= 0) return f.RangeError("step_timeout_ms", "must be > 0");
+  spec.set_step_timeout_ms(step_timeout_ms);
+
+  std::string backend = kDefaultBackend;
+  RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
+  spec.set_backend(backend);
+  return spec;
+}
+
+// nlohmann's what() starts with "[json.exception.parse_error.101] ", which says nothing to a
+// user.
+std::string WithoutExceptionId(const char* what) {
+  absl::string_view message(what);
+  if (absl::StartsWith(message, "[json.exception.")) {
+    const size_t end = message.find("] ");
+    if (end != absl::string_view::npos) message.remove_prefix(end + 2);
+  }
+  return std::string(message);
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers) {
+  Json root;
+  try {
+    root = Json::parse(json.begin(), json.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(
+        OneLine(absl::StrCat("job: invalid JSON: ", WithoutExceptionId(e.what()))));
+  }
+  try {
+    return ParseObject(root, num_workers);
+  } catch (const std::exception& e) {
+    // Not expected: every access above checks the type first.
+    return absl::InvalidArgumentError(OneLine(absl::StrCat("job: ", WithoutExceptionId(e.what()))));
+  }
+}
+
+std::string JobSpecToJson(const JobSpec& spec, int indent) {
+  OrderedJson out;
+  out["name"] = spec.name();
+  out["model"] = spec.model();
+  out["dataset"] = spec.dataset();
+  out["data_dir"] = spec.data_dir();
+  out["batch_size"] = spec.batch_size();
+  if (spec.epochs() > 0 || spec.steps() == 0) out["epochs"] = spec.epochs();
+  if (spec.steps() > 0) out["steps"] = spec.steps();
+
+  const OptimizerSpec& o = spec.optimizer();
+  OrderedJson optimizer;
+  optimizer["type"] = std::string(
+      o.type() == OptimizerSpec::NOOP ? "noop" : NameOf(kOptimizers, o.type(), "unknown"));
+  optimizer["learning_rate"] = o.learning_rate();
+  optimizer["momentum"] = o.momentum();
+  optimizer["nesterov"] = o.nesterov();
+  optimizer["initial_accumulator_value"] = o.initial_accumulator_value();
+  optimizer["beta1"] = o.beta1();
+  optimizer["beta2"] = o.beta2();
+  optimizer["epsilon"] = o.epsilon();
+  out["optimizer"] = std::move(optimizer);
+
+  out["mode"] = JobModeName(spec.mode());
+  if (spec.mode() == JobSpec::STALE) out["staleness"] = spec.staleness();
+  if (spec.mode() == JobSpec::SYNC) out["num_replicas"] = spec.num_replicas();
+  out["partitioner"] = spec.partitioner();
+  out["placement"] = spec.placement();
+  out["seed"] = spec.seed();
+
+  const InitializerSpec& i = spec.kernel_initializer();
+  OrderedJson init;
+  init["type"] = std::string(NameOf(kInitializers, i.type(), "unknown"));
+  init["value"] = i.value();
+  init["minval"] = i.minval();
+  init["maxval"] = i.maxval();
+  init["mean"] = i.mean();
+  init["stddev"] = i.stddev();
+  init["seed"] = i.seed();
+  out["kernel_initializer"] = std::move(init);
+
+  out["eval_every_steps"] = spec.eval_every_steps();
+  out["step_timeout_ms"] = spec.step_timeout_ms();
+  out["backend"] = spec.backend();
+  return out.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
+int64_t StepsPerEpoch(int64_t num_examples, int batch_size) {
+  if (num_examples <= 0 || batch_size <= 0) return 0;
+  return (num_examples + batch_size - 1) / batch_size;
+}
+
+std::string JobModeName(JobSpec::Mode mode) { return std::string(NameOf(kModes, mode, "unknown")); }
+
+}  // namespace shardps

@@ -1,0 +1,375 @@
+#include "coordinator/job_spec.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kFullJob[] = R"({
+  "name": "fashion-mlp", "model": "mlp:256,128", "dataset": "fashion_mnist",
+  "data_dir": "/data/fm",
+  "batch_size": 64, "epochs": 10, "steps": 0,
+  "optimizer": {"type": "adam", "learning_rate": 0.002, "beta1": 0.8, "beta2": 0.99,
+                "epsilon": 1e-8, "momentum": 0.5, "nesterov": true,
+                "initial_accumulator_value": 0.2},
+  "mode": "sync", "staleness": 3, "num_replicas": 0,
+  "partitioner": "fixed:2", "placement": "by_bytes", "seed": 7,
+  "kernel_initializer": {"type": "random_normal", "mean": 0.5, "stddev": 0.1},
+  "eval_every_steps": 200, "step_timeout_ms": 30000, "backend": "cpu"
+})";
+
+// A minimal job with one field replaced or added: `extra` is `"key": value`.
+std::string JobWith(const std::string& extra) {
+  return absl::StrCat(R"({"model": "mlp:32", )", extra, "}");
+}
+
+// Parses `json`, expecting INVALID_ARGUMENT; returns the message.
+std::string ErrorOf(const std::string& json, int num_workers = 2) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(json, num_workers);
+  EXPECT_FALSE(spec.ok()) << json;
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  EXPECT_THAT(std::string(spec.status().message()), Not(HasSubstr("\n")));
+  EXPECT_TRUE(absl::StartsWith(spec.status().message(), "job: ")) << spec.status();
+  return std::string(spec.status().message());
+}
+
+TEST(JobSpecTest, ParsesFullFile) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kFullJob, 3);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->job_id(), "");
+  EXPECT_EQ(spec->name(), "fashion-mlp");
+  EXPECT_EQ(spec->model(), "mlp:256,128");
+  EXPECT_EQ(spec->dataset(), "fashion_mnist");
+  EXPECT_EQ(spec->data_dir(), "/data/fm");
+  EXPECT_EQ(spec->batch_size(), 64);
+  EXPECT_EQ(spec->epochs(), 10);
+  EXPECT_EQ(spec->steps(), 0);
+  EXPECT_EQ(spec->optimizer().type(), OptimizerSpec::ADAM);
+  EXPECT_DOUBLE_EQ(spec->optimizer().learning_rate(), 0.002);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta1(), 0.8);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta2(), 0.99);
+  EXPECT_DOUBLE_EQ(spec->optimizer().epsilon(), 1e-8);
+  EXPECT_DOUBLE_EQ(spec->optimizer().momentum(), 0.5);
+  EXPECT_TRUE(spec->optimizer().nesterov());
+  EXPECT_DOUBLE_EQ(spec->optimizer().initial_accumulator_value(), 0.2);
+  EXPECT_EQ(spec->mode(), JobSpec::SYNC);
+  EXPECT_EQ(spec->staleness(), 0);     // only kept for stale
+  EXPECT_EQ(spec->num_replicas(), 3);  // 0: one per worker
+  EXPECT_EQ(spec->partitioner(), "fixed:2");
+  EXPECT_EQ(spec->placement(), "by_bytes");
+  EXPECT_EQ(spec->seed(), 7u);
+  EXPECT_EQ(spec->kernel_initializer().type(), InitializerSpec::RANDOM_NORMAL);
+  EXPECT_DOUBLE_EQ(spec->kernel_initializer().mean(), 0.5);
+  EXPECT_DOUBLE_EQ(spec->kernel_initializer().stddev(), 0.1);
+  EXPECT_EQ(spec->kernel_initializer().seed(), 7u);  // the job's seed
+  EXPECT_EQ(spec->eval_every_steps(), 200);
+  EXPECT_EQ(spec->step_timeout_ms(), 30000);
+  EXPECT_EQ(spec->backend(), "cpu");
+}
+
+TEST(JobSpecTest, ParsesTheDocumentedExample) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(R"({"name": "fashion-mlp", "model": "mlp:256,128",
+ "dataset": "fashion_mnist", "data_dir": "/usr/share/datasets/fashion-mnist",
+ "batch_size": 128, "epochs": 10, "steps": 0,
+ "optimizer": {"type": "adam", "learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999,
+   "epsilon": 1e-7, "momentum": 0.9, "nesterov": false, "initial_accumulator_value": 0.1},
+ "mode": "sync", "staleness": 2, "num_replicas": 0,
+ "partitioner": "min_size:262144:4", "placement": "by_bytes", "seed": 42,
+ "kernel_initializer": {"type": "glorot_uniform"}, "eval_every_steps": 200,
+ "step_timeout_ms": 60000, "backend": "auto"})",
+                                              2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->epochs(), 10);
+  EXPECT_EQ(spec->num_replicas(), 2);
+  EXPECT_EQ(spec->placement(), "by_bytes");
+}
+
+TEST(JobSpecTest, FillsDefaults) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(R"({"model": "softmax"})", 4);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "job");
+  EXPECT_EQ(spec->model(), "softmax");
+  EXPECT_EQ(spec->dataset(), "fashion_mnist");
+  EXPECT_EQ(spec->data_dir(), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(spec->batch_size(), 128);
+  EXPECT_EQ(spec->epochs(), 1);
+  EXPECT_EQ(spec->steps(), 0);
+  EXPECT_EQ(spec->optimizer().type(), OptimizerSpec::ADAM);
+  EXPECT_DOUBLE_EQ(spec->optimizer().learning_rate(), 0.001);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta1(), 0.9);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta2(), 0.999);
+  EXPECT_DOUBLE_EQ(spec->optimizer().epsilon(), 1e-7);
+  EXPECT_DOUBLE_EQ(spec->optimizer().initial_accumulator_value(), 0.1);
+  EXPECT_DOUBLE_EQ(spec->optimizer().momentum(), 0.0);
+  EXPECT_FALSE(spec->optimizer().nesterov());
+  EXPECT_EQ(spec->mode(), JobSpec::ASYNC);
+  EXPECT_EQ(spec->staleness(), 0);
+  EXPECT_EQ(spec->num_replicas(), 0);
+  EXPECT_EQ(spec->partitioner(), "min_size:262144:4");
+  EXPECT_EQ(spec->placement(), "round_robin");
+  EXPECT_EQ(spec->seed(), 42u);
+  EXPECT_EQ(spec->kernel_initializer().type(), InitializerSpec::GLOROT_UNIFORM);
+  EXPECT_EQ(spec->kernel_initializer().seed(), 42u);
+  EXPECT_EQ(spec->eval_every_steps(), 0);
+  EXPECT_EQ(spec->step_timeout_ms(), 60000);
+  EXPECT_EQ(spec->backend(), "auto");
+}
+
+TEST(JobSpecTest, ModeDefaults) {
+  absl::StatusOr<JobSpec> stale = ParseJobSpec(JobWith(R"("mode": "stale")"), 2);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->mode(), JobSpec::STALE);
+  EXPECT_EQ(stale->staleness(), 2);
+  EXPECT_EQ(stale->num_replicas(), 0);
+
+  absl::StatusOr<JobSpec> stale0 = ParseJobSpec(JobWith(R"("mode": "stale", "staleness": 0)"), 2);
+  ASSERT_TRUE(stale0.ok()) << stale0.status();
+  EXPECT_EQ(stale0->staleness(), 0);
+
+  absl::StatusOr<JobSpec> sync = ParseJobSpec(JobWith(R"("mode": "sync")"), 5);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  EXPECT_EQ(sync->num_replicas(), 5);
+
+  absl::StatusOr<JobSpec> sync_given =
+      ParseJobSpec(JobWith(R"("mode": "sync", "num_replicas": 2)"), 5);
+  ASSERT_TRUE(sync_given.ok()) << sync_given.status();
+  EXPECT_EQ(sync_given->num_replicas(), 2);
+
+  // A cluster without workers yet still gets a usable replica count.
+  absl::StatusOr<JobSpec> no_workers = ParseJobSpec(JobWith(R"("mode": "sync")"), 0);
+  ASSERT_TRUE(no_workers.ok()) << no_workers.status();
+  EXPECT_EQ(no_workers->num_replicas(), 1);
+}
+
+TEST(JobSpecTest, OptimizerAndInitializerDefaultsFollowType) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      JobWith(
+          R"("optimizer": {"type": "momentum"}, "kernel_initializer": {"type": "zeros", "seed": 9})"),
+      1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer().type(), OptimizerSpec::MOMENTUM);
+  EXPECT_DOUBLE_EQ(spec->optimizer().momentum(), 0.9);
+  EXPECT_DOUBLE_EQ(spec->optimizer().learning_rate(), 0.001);
+  EXPECT_EQ(spec->kernel_initializer().type(), InitializerSpec::ZEROS);
+  EXPECT_EQ(spec->kernel_initializer().seed(), 9u);
+}
+
+TEST(JobSpecTest, AcceptsTypeNamesAndNulls) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      JobWith(R"("optimizer": "sgd", "kernel_initializer": "truncated_normal", "steps": null,
+                 "epochs": 3)"),
+      1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer().type(), OptimizerSpec::SGD);
+  EXPECT_EQ(spec->kernel_initializer().type(), InitializerSpec::TRUNCATED_NORMAL);
+  EXPECT_EQ(spec->epochs(), 3);
+}
+
+TEST(JobSpecTest, StepsInsteadOfEpochs) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(JobWith(R"("steps": 1e4)"), 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->steps(), 10000);
+  EXPECT_EQ(spec->epochs(), 0);
+}
+
+TEST(JobSpecTest, NormalizesModel) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(R"({"model": "mlp:0256,128"})", 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model(), "mlp:256,128");
+}
+
+TEST(JobSpecTest, LargeSeed) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(JobWith(R"("seed": 18446744073709551615)"), 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->seed(), 18446744073709551615u);
+  EXPECT_EQ(spec->kernel_initializer().seed(), 18446744073709551615u);
+}
+
+TEST(JobSpecTest, RoundTripsThroughJson) {
+  for (const std::string& json :
+       {std::string(kFullJob), JobWith(R"("mode": "stale", "staleness": 5, "steps": 77)"),
+        JobWith(R"("optimizer": {"type": "momentum", "nesterov": true},
+                   "kernel_initializer": {"type": "random_uniform", "minval": -1, "maxval": 2}, "seed": 18446744073709551615)")}) {
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(json, 3);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const std::string text = JobSpecToJson(*spec);
+    EXPECT_THAT(text, Not(HasSubstr("\n")));
+    absl::StatusOr<JobSpec> again = ParseJobSpec(text, 1);
+    ASSERT_TRUE(again.ok()) << again.status() << " in " << text;
+    EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString()) << text;
+    absl::StatusOr<JobSpec> pretty = ParseJobSpec(JobSpecToJson(*spec, 2), 1);
+    ASSERT_TRUE(pretty.ok()) << pretty.status();
+    EXPECT_EQ(pretty->SerializeAsString(), spec->SerializeAsString());
+  }
+}
+
+TEST(JobSpecTest, JsonKeepsFileOrderAndLeavesOutJobId) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kFullJob, 3);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->set_job_id("job-7");
+  const std::string text = JobSpecToJson(*spec);
+  EXPECT_TRUE(absl::StartsWith(text, R"({"name":"fashion-mlp","model":"mlp:256,128",)")) << text;
+  EXPECT_THAT(text, Not(HasSubstr("job-7")));
+  EXPECT_THAT(text, HasSubstr(R"("mode":"sync","num_replicas":3,)"));
+  EXPECT_THAT(text, Not(HasSubstr("staleness")));
+}
+
+TEST(JobSpecTest, InvalidJson) {
+  EXPECT_THAT(ErrorOf(R"({"model": "softmax",)"), HasSubstr("job: invalid JSON: "));
+  EXPECT_THAT(ErrorOf(""), HasSubstr("invalid JSON"));
+  EXPECT_THAT(ErrorOf("{\"model\": \"softmax\"\n,,}"), HasSubstr("line 2"));
+  EXPECT_THAT(ErrorOf(R"(["model"])"), HasSubstr("job: expected a JSON object, got an array"));
+  EXPECT_THAT(ErrorOf("42"), HasSubstr("job: expected a JSON object, got number 42"));
+}
+
+TEST(JobSpecTest, UnknownFields) {
+  EXPECT_EQ(ErrorOf(JobWith(R"("epoch": 3)")),
+            R"(job: unknown field "epoch" (did you mean "epochs"?))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("batchSize": 3)")),
+            R"(job: unknown field "batchSize" (did you mean "batch_size"?))");
+  EXPECT_EQ(
+      ErrorOf(JobWith(R"("optimizer": {"learning_rat": 0.1})")),
+      R"(job: unknown field "optimizer.learning_rat" (did you mean "optimizer.learning_rate"?))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"lr": 0.1})")),
+            R"(job: unknown field "optimizer.lr" (did you mean "optimizer.learning_rate"?))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("initializer": "zeros")")),
+            R"(job: unknown field "initializer" (did you mean "kernel_initializer"?))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("replicas": 2)")),
+            R"(job: unknown field "replicas" (did you mean "num_replicas"?))");
+  EXPECT_THAT(ErrorOf(JobWith(R"("kernel_initializer": {"kind": "zeros"})")),
+              HasSubstr(R"(unknown field "kernel_initializer.kind" (expected one of type, )"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("job_id": "x")")), HasSubstr(R"(unknown field "job_id")"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("zzzzzzzz": 1)")), HasSubstr("expected one of name, model,"));
+}
+
+TEST(JobSpecTest, RejectsBadModelAndDataset) {
+  EXPECT_THAT(ErrorOf(R"({"name": "x"})"), HasSubstr(R"(job: "model": is required)"));
+  EXPECT_THAT(ErrorOf(R"({"model": null})"), HasSubstr(R"(job: "model": is required)"));
+  EXPECT_THAT(ErrorOf(R"({"model": "cnn"})"), HasSubstr(R"(job: "model": unknown model "cnn")"));
+  EXPECT_THAT(ErrorOf(R"({"model": "mlp:256,-1"})"), HasSubstr(R"(job: "model": )"));
+  EXPECT_THAT(ErrorOf(R"({"model": 5})"),
+              HasSubstr(R"(job: "model": expected a string, got number 5)"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("dataset": "mnist")")),
+            R"(job: "dataset": unknown "mnist" (supported: fashion_mnist))");
+  EXPECT_THAT(ErrorOf(JobWith(R"("data_dir": "")")), HasSubstr(R"(job: "data_dir": )"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("name": "")")), HasSubstr(R"(job: "name": must not be empty)"));
+}
+
+TEST(JobSpecTest, RejectsBadSchedule) {
+  EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 0)")),
+            R"(job: "batch_size": must be 1..65536, got 0)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 65537)")),
+            R"(job: "batch_size": must be 1..65536, got 65537)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": "128")")),
+            R"(job: "batch_size": expected an integer, got string "128")");
+  EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 12.5)")),
+            R"(job: "batch_size": must be an integer, got 12.5)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("epochs": -1)")), R"(job: "epochs": must be > 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("steps": -5)")), R"(job: "steps": must be > 0, got -5)");
+  EXPECT_THAT(ErrorOf(JobWith(R"("epochs": 2, "steps": 5)")),
+              HasSubstr(R"(job: "steps": give either "epochs" or "steps", not both)"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("epochs": 3000000000)")), HasSubstr(R"(job: "epochs": )"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("steps": 1e30)")), HasSubstr(R"(job: "steps": is too large)"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("eval_every_steps": -1)")),
+            R"(job: "eval_every_steps": must be >= 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("step_timeout_ms": 0)")),
+            R"(job: "step_timeout_ms": must be > 0, got 0)");
+}
+
+TEST(JobSpecTest, RejectsBadOptimizer) {
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"learning_rate": -1})")),
+            R"(job: "optimizer.learning_rate": must be > 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"learning_rate": 0})")),
+            R"(job: "optimizer.learning_rate": must be > 0, got 0)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"learning_rate": "fast"})")),
+            R"(job: "optimizer.learning_rate": expected a number, got string "fast")");
+  EXPECT_EQ(
+      ErrorOf(JobWith(R"("optimizer": {"type": "rmsprop"})")),
+      R"(job: "optimizer.type": unknown "rmsprop" (expected sgd, momentum, adagrad or adam))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "momentum", "momentum": 1})")),
+            R"(job: "optimizer.momentum": must be in [0, 1), got 1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"momentum": -0.1})")),
+            R"(job: "optimizer.momentum": must be in [0, 1), got -0.1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"beta1": 1.0})")),
+            R"(job: "optimizer.beta1": must be in [0, 1), got 1.0)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"beta2": 1.5})")),
+            R"(job: "optimizer.beta2": must be in [0, 1), got 1.5)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"epsilon": 0})")),
+            R"(job: "optimizer.epsilon": must be > 0, got 0)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"initial_accumulator_value": -1})")),
+            R"(job: "optimizer.initial_accumulator_value": must be >= 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"nesterov": 1})")),
+            R"(job: "optimizer.nesterov": expected true or false, got number 1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": 3)")),
+            R"(job: "optimizer": expected an object or a type name, got number 3)");
+  EXPECT_THAT(ErrorOf(JobWith(R"("optimizer": "adamw")")),
+              HasSubstr(R"(job: "optimizer.type": unknown "adamw")"));
+}
+
+TEST(JobSpecTest, RejectsBadModeAndDistribution) {
+  EXPECT_EQ(ErrorOf(JobWith(R"("mode": "syncc")")),
+            R"(job: "mode": unknown "syncc" (expected async, sync or stale))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("mode": 1)")), R"(job: "mode": expected a string, got number 1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("mode": "stale", "staleness": -1)")),
+            R"(job: "staleness": must be >= 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("mode": "sync", "num_replicas": -2)")),
+            R"(job: "num_replicas": must be >= 1 (or 0 for one per worker), got -2)");
+  EXPECT_THAT(ErrorOf(JobWith(R"("partitioner": "fixed:0")")),
+              HasSubstr(R"(job: "partitioner": )"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("partitioner": "even")")), HasSubstr(R"(job: "partitioner": )"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("placement": "random")")),
+              HasSubstr(R"(job: "placement": placement "random" is unknown)"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("seed": -1)")), R"(job: "seed": must be >= 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("seed": "42")")),
+            R"(job: "seed": expected a non-negative integer, got string "42")");
+  EXPECT_EQ(ErrorOf(JobWith(R"("backend": "tpu")")),
+            R"(job: "backend": unknown "tpu" (expected auto, cpu or gpu))");
+}
+
+TEST(JobSpecTest, RejectsBadInitializer) {
+  EXPECT_EQ(ErrorOf(JobWith(R"("kernel_initializer": {"type": "he_normal"})")),
+            R"(job: "kernel_initializer.type": unknown "he_normal" (expected zeros, constant, )"
+            R"(random_uniform, random_normal, truncated_normal or glorot_uniform))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("kernel_initializer": {"type": "random_normal", "stddev": -1})")),
+            R"(job: "kernel_initializer.stddev": must be >= 0, got -1)");
+  EXPECT_THAT(ErrorOf(JobWith(
+                  R"("kernel_initializer": {"type": "random_uniform", "minval": 1, "maxval": 1})")),
+              HasSubstr(R"(job: "kernel_initializer.maxval": must be > minval)"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("kernel_initializer": {"seed": -3})")),
+            R"(job: "kernel_initializer.seed": must be >= 0, got -3)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("kernel_initializer": [1])")),
+            R"(job: "kernel_initializer": expected an object or a type name, got an array)");
+}
+
+TEST(JobSpecTest, MessagesStayOnOneLine) {
+  const std::string message = ErrorOf(JobWith("\"mode\": \"a\\nb\""));
+  EXPECT_THAT(message, HasSubstr(R"(unknown "a\nb")"));
+  EXPECT_THAT(ErrorOf(JobWith("\"mode\": \"" + std::string(200, 'x') + "\"")), HasSubstr("...\""));
+}
+
+TEST(JobSpecTest, StepsPerEpoch) {
+  EXPECT_EQ(StepsPerEpoch(60000, 128), 469);
+  EXPECT_EQ(StepsPerEpoch(60000, 100), 600);
+  EXPECT_EQ(StepsPerEpoch(1, 128), 1);
+  EXPECT_EQ(StepsPerEpoch(0, 128), 0);
+  EXPECT_EQ(StepsPerEpoch(100, 0), 0);
+}
+
+TEST(JobSpecTest, ModeNames) {
+  EXPECT_EQ(JobModeName(JobSpec::ASYNC), "async");
+  EXPECT_EQ(JobModeName(JobSpec::SYNC), "sync");
+  EXPECT_EQ(JobModeName(JobSpec::STALE), "stale");
+}
+
+}  // namespace
+}  // namespace shardps
