@@ -21,6 +21,7 @@ namespace shardps {
 namespace {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 using MatrixMap = Eigen::Map<RowMatrix>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
@@ -33,9 +34,12 @@ constexpr int kMinRowsPerSlice = 32;
 struct Slice {
   int begin = 0;
   int rows = 0;
-  std::vector<float> acts;     // Every layer's output (post-ReLU; logits last), rows x width.
-  std::vector<float> dz[2];    // Ping-pong gradients w.r.t. a layer's pre-activation.
-  std::vector<float> grads;    // This slice's gradient partials (unused by slice 0).
+  // Aligned to Eigen's packet size: vectorized reductions peel an unaligned head, so the
+  // summation order (and the last bits of a sum) would otherwise depend on where malloc put
+  // a buffer, and two runs of one sync job would differ.
+  AlignedFloats acts;     // Every layer's output (post-ReLU; logits last), rows x width.
+  AlignedFloats dz[2];    // Ping-pong gradients w.r.t. a layer's pre-activation.
+  AlignedFloats grads;    // This slice's gradient partials (unused by slice 0).
   double loss_sum = 0;
   int64_t correct = 0;
 };
