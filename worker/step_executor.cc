@@ -1,0 +1,329 @@
+#include "worker/step_executor.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+#include "worker/compute/cuda_backend.h"
+#include "worker/compute/model.h"
+#include "worker/data/batcher.h"
+#include "worker/data/idx_reader.h"
+
+namespace shardps {
+namespace {
+
+// Same code, message prefixed with what was being done.
+absl::Status Annotate(const absl::Status& s, absl::string_view what) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+BackendKind Resolve(BackendKind kind) {
+  if (kind != BackendKind::kAuto) return kind;
+  return CudaDeviceCount() > 0 ? BackendKind::kGpu : BackendKind::kCpu;
+}
+
+double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
+
+// Everything a started job needs. Immutable after StartJob, except the step buffers, which
+// only the step holding StepExecutorImpl::step_mu_ touches.
+struct Job {
+  JobSpec spec;
+  ModelSpec model;
+  std::vector<std::string> variables;  // "{job name}/{param}", in Params(model) order
+  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<Batcher> batcher;
+  std::unique_ptr<PsClient> ps;
+  std::shared_ptr<ComputeBackend> backend;
+  std::string backend_name;
+
+  // Step buffers, sized once.
+  std::vector<std::vector<float>> params;
+  std::vector<std::vector<float>> grads;
+  std::vector<float> features;  // batch_size x feature_dim
+  std::vector<int32_t> labels;
+};
+
+class StepExecutorImpl : public StepExecutor {
+ public:
+  explicit StepExecutorImpl(Options options) : options_(std::move(options)) {}
+
+  // Creates the initial backend. REQUIRES: called once, before the object is shared.
+  absl::Status Init() {
+    absl::MutexLock start_lock(&start_mu_);
+    RETURN_IF_ERROR(EnsureBackend(options_.backend_override));
+    absl::MutexLock lock(&mu_);
+    backend_name_ = backend_->Name();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StartJobResponse> StartJob(const StartJobRequest& request) override {
+    const JobSpec& spec = request.job();
+    if (spec.job_id().empty()) {
+      return absl::InvalidArgumentError("StartJob: job.job_id is empty");
+    }
+    absl::MutexLock start_lock(&start_mu_);
+    StartJobResponse response;
+    {
+      absl::MutexLock lock(&mu_);
+      if (job_ != nullptr && job_->spec.job_id() == spec.job_id()) {
+        response.set_backend(job_->backend_name);
+        return response;
+      }
+    }
+    const std::string what = absl::StrCat("job \"", spec.job_id(), "\"");
+    if (spec.batch_size() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": batch_size must be positive, got ", spec.batch_size()));
+    }
+    if (!spec.dataset().empty() && spec.dataset() != "fashion_mnist") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": unknown dataset \"", spec.dataset(), "\": expected fashion_mnist"));
+    }
+    if (request.ps_addresses().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": no ps addresses"));
+    }
+    BackendKind kind = options_.backend_override;
+    if (kind == BackendKind::kAuto && !spec.backend().empty()) {
+      absl::StatusOr<BackendKind> parsed = ParseBackendKind(spec.backend());
+      if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat(what, ": backend"));
+      kind = *parsed;
+    }
+
+    auto job = std::make_shared<Job>();
+    job->spec = spec;
+    ASSIGN_OR_RETURN(job->data, LoadData(spec.data_dir()));
+    absl::StatusOr<ModelSpec> model = ParseModelSpec(
+        spec.model(), static_cast<int>(job->data->feature_dim), job->data->num_classes);
+    if (!model.ok()) return Annotate(model.status(), absl::StrCat(what, ": model"));
+    job->model = *std::move(model);
+
+    RETURN_IF_ERROR(EnsureBackend(kind));
+    job->backend = backend_;
+    job->backend_name = backend_->Name();
+
+    std::vector<std::string> addresses(request.ps_addresses().begin(),
+                                       request.ps_addresses().end());
+    absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
+    if (!ps.ok()) {
+      return Annotate(ps.status(),
+                      absl::StrCat(what, ": connecting to ps ", absl::StrJoin(addresses, ",")));
+    }
+    job->ps = *std::move(ps);
+    RETURN_IF_ERROR(
+        Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
+
+    for (const ParamInfo& param : Params(job->model)) {
+      std::string name = absl::StrCat(spec.name(), "/", param.name);
+      absl::StatusOr<VariableLayout> layout = job->ps->GetLayout(name);
+      if (!layout.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": variable \"", name, "\" of model \"", spec.model(),
+            "\" is not on the ps tasks (the chief creates it before it starts the job)"));
+      }
+      if (layout->shape != param.shape) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": variable \"", name, "\" has shape ", ShapeString(layout->shape),
+            " on the ps tasks; model \"", spec.model(), "\" needs ", ShapeString(param.shape)));
+      }
+      job->variables.push_back(std::move(name));
+      job->params.emplace_back(static_cast<size_t>(param.num_elements()));
+      job->grads.emplace_back(static_cast<size_t>(param.num_elements()));
+    }
+    job->batcher = std::make_unique<Batcher>(job->data->num_examples, spec.seed());
+    job->features.resize(static_cast<size_t>(spec.batch_size()) *
+                         static_cast<size_t>(job->data->feature_dim));
+    job->labels.resize(static_cast<size_t>(spec.batch_size()));
+
+    response.set_backend(job->backend_name);
+    absl::MutexLock lock(&mu_);
+    job_ = std::move(job);
+    backend_name_ = job_->backend_name;
+    steps_run_ = 0;
+    return response;
+  }
+
+  absl::StatusOr<StepResponse> RunStep(const StepRequest& request) override {
+    absl::MutexLock step_lock(&step_mu_);
+    std::shared_ptr<Job> job;
+    {
+      absl::MutexLock lock(&mu_);
+      if (job_ == nullptr || job_->spec.job_id() != request.job_id()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "unknown job \"", request.job_id(), "\": this worker ",
+            job_ == nullptr ? "has no job" : absl::StrCat("runs job \"", job_->spec.job_id(), "\""),
+            "; send StartJob first"));
+      }
+      job = job_;
+    }
+    const std::string what = absl::StrCat("step ", request.step_id(), " (epoch ", request.epoch(),
+                                          ", batch ", request.batch_index(), ")");
+
+    absl::StatusOr<std::vector<int64_t>> indices =
+        job->batcher->BatchIndices(request.epoch(), request.batch_index(), job->spec.batch_size());
+    if (!indices.ok()) return Annotate(indices.status(), what);
+    const int batch = static_cast<int>(indices->size());
+    RETURN_IF_ERROR(Annotate(
+        GatherBatch(*job->data, *indices, job->features.data(), job->labels.data()), what));
+
+    StepResponse response;
+    absl::Time start = absl::Now();
+    std::vector<PsClient::PullTarget> targets;
+    for (size_t i = 0; i < job->variables.size(); ++i) {
+      targets.push_back({job->variables[i], absl::MakeSpan(job->params[i])});
+    }
+    PullOptions pull_options;
+    pull_options.min_version = request.min_version();
+    pull_options.wait_timeout = options_.pull_wait_timeout;
+    PullVersions versions;
+    RETURN_IF_ERROR(Annotate(job->ps->PullMany(std::move(targets), pull_options, &versions),
+                             absl::StrCat(what, ": pull")));
+    response.set_version(versions.min_version);
+    response.set_pull_ms(MillisSince(start));
+
+    start = absl::Now();
+    std::vector<const float*> param_ptrs;
+    std::vector<float*> grad_ptrs;
+    for (size_t i = 0; i < job->params.size(); ++i) {
+      param_ptrs.push_back(job->params[i].data());
+      grad_ptrs.push_back(job->grads[i].data());
+    }
+    StepResult result;
+    RETURN_IF_ERROR(
+        Annotate(job->backend->ForwardBackward(job->model, param_ptrs, job->features.data(),
+                                               job->labels.data(), batch, &result, grad_ptrs),
+                 absl::StrCat(what, ": compute")));
+    response.set_compute_ms(MillisSince(start));
+
+    start = absl::Now();
+    std::vector<PsClient::PushSource> sources;
+    for (size_t i = 0; i < job->variables.size(); ++i) {
+      sources.push_back({job->variables[i], absl::MakeConstSpan(job->grads[i])});
+    }
+    PushOptions push_options;
+    push_options.idempotency_key = StepIdempotencyKey(request.job_id(), request.step_id());
+    if (request.sync()) {
+      push_options.has_sync = true;
+      push_options.sync.set_step(request.sync_step());
+      push_options.sync.set_replica(request.replica());
+    }
+    RETURN_IF_ERROR(Annotate(job->ps->PushMany(std::move(sources), push_options),
+                             absl::StrCat(what, ": push")));
+    response.set_push_ms(MillisSince(start));
+
+    response.set_loss(result.loss);
+    response.set_correct(result.correct);
+    response.set_examples(batch);
+    absl::MutexLock lock(&mu_);
+    if (job_ == job) ++steps_run_;
+    return response;
+  }
+
+  WorkerStatusResponse Status() override {
+    WorkerStatusResponse response;
+    response.set_task_index(options_.task_index);
+    absl::MutexLock lock(&mu_);
+    response.set_backend(backend_name_);
+    if (job_ != nullptr) response.set_job_id(job_->spec.job_id());
+    response.set_steps_run(steps_run_);
+    return response;
+  }
+
+  std::string BackendName() override {
+    absl::MutexLock lock(&mu_);
+    return backend_name_;
+  }
+
+ private:
+  // Makes backend_ one of kind `kind` (kAuto resolved), keeping the current one when it is of
+  // that kind already. REQUIRES: start_mu_ held.
+  absl::Status EnsureBackend(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
+    BackendKind resolved = Resolve(kind);
+    if (backend_ != nullptr && backend_kind_ == resolved) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+        ComputeBackend::Create(resolved, options_.num_threads);
+    if (!backend.ok()) return Annotate(backend.status(), "creating the compute backend");
+    backend_ = std::move(*backend);
+    backend_kind_ = resolved;
+    return absl::OkStatus();
+  }
+
+  // The training set in `dir` (empty: the default), from the cache when it was loaded last.
+  // REQUIRES: start_mu_ held.
+  absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir_flag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
+    std::string dir = dir_flag.empty() ? std::string(kDefaultFashionMnistDir) : dir_flag;
+    if (data_ != nullptr && data_dir_ == dir) return data_;
+    absl::StatusOr<Dataset> data = LoadFashionMnist(dir, Split::kTrain);
+    if (!data.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot load the training set from data_dir \"", dir, "\": ", data.status().message()));
+    }
+    data_ = std::make_shared<const Dataset>(*std::move(data));
+    data_dir_ = dir;
+    return data_;
+  }
+
+  const Options options_;
+
+  // Held for the whole of StartJob, so that two starts do not load and connect twice.
+  absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::shared_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(start_mu_);
+  BackendKind backend_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
+  std::shared_ptr<const Dataset> data_ ABSL_GUARDED_BY(start_mu_);
+  std::string data_dir_ ABSL_GUARDED_BY(start_mu_);
+
+  // Held for the whole of a step: one step at a time, and the job's step buffers are its own.
+  absl::Mutex step_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
+  // Short critical sections only: Status() takes it on gRPC's thread.
+  absl::Mutex mu_;
+  std::shared_ptr<Job> job_ ABSL_GUARDED_BY(mu_);
+  std::string backend_name_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_run_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(Options options) {
+  if (!options.connect) {
+    return absl::InvalidArgumentError("StepExecutor: options.connect is not set");
+  }
+  auto executor = std::make_unique<StepExecutorImpl>(std::move(options));
+  RETURN_IF_ERROR(executor->Init());
+  return std::unique_ptr<StepExecutor>(std::move(executor));
+}
+
+uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id) {
+  // FNV-1a over the job id and the step id's bytes, then SplitMix64's finalizer: unlike
+  // absl::Hash, the same in every process, so a step re-run by another worker (after a
+  // failure) carries the same key.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](unsigned char byte) {
+    h ^= byte;
+    h *= 0x100000001b3ULL;
+  };
+  for (char c : job_id) mix(static_cast<unsigned char>(c));
+  mix(0);  // separator: ("a", 1) and ("a\x01", ...) differ
+  uint64_t step = static_cast<uint64_t>(step_id);
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(step >> (8 * i)));
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace shardps

@@ -1,0 +1,80 @@
+// StepExecutor: the worker's domain. It accepts a job from the chief (loads the training set,
+// builds the model and its compute backend, connects to the ps tasks and checks that they
+// hold every parameter), then runs the steps it is given: gather the named batch, pull every
+// parameter, forward and backward, push every gradient, report loss and timings.
+//
+// A step is named by (epoch, batch index) and its pushes carry an idempotency key derived
+// from (job id, step id), so any worker can run any step and a re-run of a step the ps has
+// already applied is not applied twice.
+//
+// Knows nothing of gRPC (worker/rpc/ adapts it to WorkerService); the ps is reached through
+// the `connect` function, so tests run it against in-process ps tasks.
+//
+// Thread-safety: thread-safe. Steps run one at a time (a second waits for the first);
+// StartJob calls run one at a time too; Status never waits for either.
+#ifndef SHARDPS_WORKER_STEP_EXECUTOR_H_
+#define SHARDPS_WORKER_STEP_EXECUTOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/ps_client.h"
+#include "proto/worker.pb.h"
+#include "worker/compute/backend.h"
+
+namespace shardps {
+
+class StepExecutor {
+ public:
+  using ConnectFn = std::function<absl::StatusOr<std::unique_ptr<PsClient>>(
+      const std::vector<std::string>& ps_addresses)>;
+
+  struct Options {
+    int task_index = 0;
+    // kAuto: each job's JobSpec.backend decides. kCpu / kGpu: the daemon's --backend, which
+    // overrides every job's choice.
+    BackendKind backend_override = BackendKind::kAuto;
+    // Compute threads of the CPU backend (<= 0: one per hardware thread).
+    int num_threads = 0;
+    // A client to the ps tasks of a job, given their addresses in task order.
+    ConnectFn connect;
+    // How long a pull may wait for the step's min_version before the step fails.
+    absl::Duration pull_wait_timeout = absl::Seconds(30);
+  };
+
+  // Creates the compute backend for options.backend_override at once (kAuto: the GPU when
+  // there is one), so that a daemon reports its backend, and fails, at startup.
+  static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(Options options);
+  virtual ~StepExecutor() = default;
+
+  // Starts job request.job(), replacing the current one. Idempotent for the current job id:
+  // returns the backend's name again and changes nothing. Errors (nothing changes):
+  // INVALID_ARGUMENT for a bad request (empty job id, batch size <= 0, bad model or backend
+  // text, no ps addresses); FAILED_PRECONDITION when the data cannot be loaded (naming the
+  // data_dir), a parameter is missing on the ps or has another shape (naming the variable
+  // "{job name}/{param}"), or the backend cannot be created; the connect error otherwise.
+  virtual absl::StatusOr<StartJobResponse> StartJob(const StartJobRequest& request) = 0;
+
+  // Runs one step of the current job. FAILED_PRECONDITION "unknown job ..." when
+  // request.job_id() is not the current job (say, this worker restarted): the chief then sends
+  // StartJob again. Otherwise the batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad
+  // epoch or batch index), or the pull's, compute's or push's, annotated with the step.
+  virtual absl::StatusOr<StepResponse> RunStep(const StepRequest& request) = 0;
+
+  // Task index, backend name, current job id and the steps it has completed here.
+  virtual WorkerStatusResponse Status() = 0;
+
+  // The current backend's name, e.g. "cpu (Eigen, 2 threads)".
+  virtual std::string BackendName() = 0;
+};
+
+// The idempotency key of step `step_id`'s pushes in job `job_id`: a stable hash (the same in
+// every process and build), never zero.
+uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_STEP_EXECUTOR_H_

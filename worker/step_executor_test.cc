@@ -1,0 +1,342 @@
+#include "worker/step_executor.h"
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "client/local_ps_interface.h"
+#include "client/ps_client.h"
+#include "gtest/gtest.h"
+#include "partitioners/partitioner.h"
+#include "partitioners/placement.h"
+#include "ps_server/shard_store.h"
+#include "worker/data/idx_reader.h"
+
+namespace shardps {
+namespace {
+
+constexpr int kNumPs = 2;
+constexpr int kBatch = 64;
+
+// Two in-process ps tasks; the "chief" creates variables on them the way coordinator/chief.cc
+// does, and every worker connects to them through LocalPsInterface.
+class StepExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int p = 0; p < kNumPs; ++p) {
+      ShardStore::Options options;
+      options.task_index = p;
+      auto store = ShardStore::Create(options);
+      ASSERT_TRUE(store.ok()) << store.status();
+      stores_.push_back(*std::move(store));
+    }
+    auto chief = Connect({"ps0", "ps1"});
+    ASSERT_TRUE(chief.ok()) << chief.status();
+    chief_ = *std::move(chief);
+  }
+
+  void TearDown() override {
+    for (auto& store : stores_) store->Shutdown();
+  }
+
+  absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::vector<std::string>& addresses) {
+    if (addresses.size() != stores_.size()) {
+      return absl::InvalidArgumentError("test: expected one address per store");
+    }
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (size_t p = 0; p < stores_.size(); ++p) {
+      ps.push_back(NewLocalPsInterface(addresses[p], stores_[p].get()));
+    }
+    return PsClient::Create(std::move(ps), PsClient::Options());
+  }
+
+  std::unique_ptr<StepExecutor> NewExecutor(int task_index = 0,
+                                            absl::Duration pull_wait = absl::Seconds(30)) {
+    StepExecutor::Options options;
+    options.task_index = task_index;
+    options.backend_override = BackendKind::kCpu;
+    options.num_threads = 2;
+    options.pull_wait_timeout = pull_wait;
+    options.connect = [this](const std::vector<std::string>& addresses) {
+      return Connect(addresses);
+    };
+    auto executor = StepExecutor::Create(options);
+    EXPECT_TRUE(executor.ok()) << executor.status();
+    return executor.ok() ? *std::move(executor) : nullptr;
+  }
+
+  // A softmax model's variables for job `name`: kernel [784,10] glorot_uniform and bias [10]
+  // zeros, SGD, split in two and placed round robin.
+  void CreateVariables(const std::string& name, int sync_replicas = 0) {
+    std::vector<VariableDef> defs(2);
+    defs[0].name = name + "/dense_0/kernel";
+    defs[0].shape = {784, 10};
+    defs[0].initializer.set_type(InitializerSpec::GLOROT_UNIFORM);
+    defs[0].initializer.set_seed(7);
+    defs[1].name = name + "/dense_0/bias";
+    defs[1].shape = {10};
+    defs[1].initializer.set_type(InitializerSpec::ZEROS);
+    for (VariableDef& def : defs) {
+      def.optimizer.set_type(OptimizerSpec::SGD);
+      def.optimizer.set_learning_rate(0.1);
+      if (sync_replicas > 0) {
+        def.update.set_mode(UpdateSpec::SYNC);
+        def.update.set_num_replicas(sync_replicas);
+      }
+    }
+    auto partitioner = ParsePartitioner("fixed:2");
+    ASSERT_TRUE(partitioner.ok()) << partitioner.status();
+    auto placer = NewRoundRobinPlacer(kNumPs);
+    ASSERT_TRUE(placer.ok()) << placer.status();
+    ASSERT_TRUE(chief_->CreateVariables(defs, **partitioner, placer->get()).ok());
+  }
+
+  static StartJobRequest Start(const std::string& job_id, const std::string& name = "fm") {
+    StartJobRequest request;
+    JobSpec* job = request.mutable_job();
+    job->set_job_id(job_id);
+    job->set_name(name);
+    job->set_model("softmax");
+    job->set_dataset("fashion_mnist");
+    job->set_data_dir(std::string(kDefaultFashionMnistDir));
+    job->set_batch_size(kBatch);
+    job->set_seed(42);
+    job->mutable_optimizer()->set_type(OptimizerSpec::SGD);
+    job->mutable_optimizer()->set_learning_rate(0.1);
+    job->set_backend("cpu");
+    request.add_ps_addresses("ps0");
+    request.add_ps_addresses("ps1");
+    return request;
+  }
+
+  static StepRequest Step(const std::string& job_id, int64_t step_id, int64_t batch_index) {
+    StepRequest request;
+    request.set_job_id(job_id);
+    request.set_step_id(step_id);
+    request.set_epoch(0);
+    request.set_batch_index(batch_index);
+    return request;
+  }
+
+  // The versions of the kernel's shards, read through the chief's client.
+  PullVersions KernelVersions(const std::string& name) {
+    std::vector<float> kernel(784 * 10);
+    PullVersions versions;
+    EXPECT_TRUE(chief_->Pull(name + "/dense_0/kernel", absl::MakeSpan(kernel), {}, &versions).ok());
+    return versions;
+  }
+
+  std::vector<std::unique_ptr<ShardStore>> stores_;
+  std::unique_ptr<PsClient> chief_;
+};
+
+TEST_F(StepExecutorTest, LossDecreasesOverThirtyStepsOfFashionMnist) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  auto started = worker->StartJob(Start("job-1"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_TRUE(absl::StartsWith(started->backend(), "cpu")) << started->backend();
+
+  std::vector<double> losses;
+  for (int i = 0; i < 30; ++i) {
+    auto step = worker->RunStep(Step("job-1", i, i));
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->examples(), kBatch);
+    EXPECT_GE(step->correct(), 0);
+    EXPECT_LE(step->correct(), kBatch);
+    // Async, one worker: every earlier step has been applied once to every shard.
+    EXPECT_EQ(step->version(), i);
+    EXPECT_GE(step->pull_ms(), 0);
+    EXPECT_GE(step->compute_ms(), 0);
+    EXPECT_GE(step->push_ms(), 0);
+    losses.push_back(step->loss());
+  }
+  double first = std::accumulate(losses.begin(), losses.begin() + 5, 0.0) / 5;
+  double last = std::accumulate(losses.end() - 5, losses.end(), 0.0) / 5;
+  EXPECT_GT(first, 1.5);  // about ln(10) from a random start
+  EXPECT_LT(last, first - 0.4) << "first 5 steps " << first << ", last 5 steps " << last;
+
+  WorkerStatusResponse status = worker->Status();
+  EXPECT_EQ(status.job_id(), "job-1");
+  EXPECT_EQ(status.steps_run(), 30);
+  EXPECT_EQ(status.backend(), started->backend());
+  EXPECT_EQ(KernelVersions("fm").min_version, 30);
+}
+
+TEST_F(StepExecutorTest, StartJobIsIdempotentForTheSameJobId) {
+  CreateVariables("fm");
+  auto worker = NewExecutor(3);
+  ASSERT_NE(worker, nullptr);
+  auto first = worker->StartJob(Start("job-1"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(worker->RunStep(Step("job-1", 0, 0)).ok());
+  auto again = worker->StartJob(Start("job-1"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->backend(), first->backend());
+  WorkerStatusResponse status = worker->Status();
+  EXPECT_EQ(status.task_index(), 3);
+  EXPECT_EQ(status.steps_run(), 1);  // the job was not restarted
+}
+
+TEST_F(StepExecutorTest, UnknownJobIsFailedPrecondition) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  auto step = worker->RunStep(Step("job-1", 0, 0));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(step.status().message(), "unknown job")) << step.status();
+
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  step = worker->RunStep(Step("job-0", 0, 0));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(step.status().message(), "unknown job \"job-0\"")) << step.status();
+}
+
+TEST_F(StepExecutorTest, MissingDataDirIsFailedPreconditionNamingTheDir) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  StartJobRequest request = Start("job-1");
+  request.mutable_job()->set_data_dir("/nonexistent/fashion-mnist");
+  auto started = worker->StartJob(request);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "/nonexistent/fashion-mnist"))
+      << started.status();
+  // Nothing was started.
+  EXPECT_EQ(worker->Status().job_id(), "");
+}
+
+TEST_F(StepExecutorTest, MissingVariableIsFailedPreconditionNamingIt) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  auto started = worker->StartJob(Start("job-1", "other"));
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "\"other/dense_0/kernel\""))
+      << started.status();
+  EXPECT_EQ(worker->Status().job_id(), "");
+}
+
+TEST_F(StepExecutorTest, WrongVariableShapeIsFailedPreconditionNamingIt) {
+  CreateVariables("fm");  // softmax: kernel [784,10]
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  StartJobRequest request = Start("job-1");
+  request.mutable_job()->set_model("mlp:32");
+  auto started = worker->StartJob(request);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "\"fm/dense_0/kernel\""))
+      << started.status();
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "[784,32]")) << started.status();
+}
+
+TEST_F(StepExecutorTest, BadRequestsAreRejected) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  StartJobRequest request = Start("job-1");
+  request.mutable_job()->set_batch_size(0);
+  EXPECT_EQ(worker->StartJob(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request = Start("job-1");
+  request.mutable_job()->set_model("cnn");
+  EXPECT_EQ(worker->StartJob(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request = Start("");
+  EXPECT_EQ(worker->StartJob(request).status().code(), absl::StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  // 60000 / 64 rounds up to 938 batches per epoch.
+  EXPECT_TRUE(worker->RunStep(Step("job-1", 0, 937)).ok());
+  EXPECT_EQ(worker->RunStep(Step("job-1", 1, 938)).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(StepExecutorTest, SyncStepIsAppliedOnlyAfterEveryReplicaPushed) {
+  CreateVariables("fm", /*sync_replicas=*/2);
+  auto worker0 = NewExecutor(0);
+  auto worker1 = NewExecutor(1);
+  ASSERT_NE(worker0, nullptr);
+  ASSERT_NE(worker1, nullptr);
+  ASSERT_TRUE(worker0->StartJob(Start("job-1")).ok());
+  ASSERT_TRUE(worker1->StartJob(Start("job-1")).ok());
+
+  // Sync step 0 is made of steps 0 and 1 (replicas 0 and 1), pulled at version 0.
+  StepRequest r0 = Step("job-1", 0, 0);
+  r0.set_sync(true);
+  r0.set_sync_step(0);
+  r0.set_replica(0);
+  auto s0 = worker0->RunStep(r0);
+  ASSERT_TRUE(s0.ok()) << s0.status();
+  EXPECT_EQ(s0->version(), 0);
+  EXPECT_EQ(KernelVersions("fm").max_version, 0);  // waits for replica 1
+
+  StepRequest r1 = Step("job-1", 1, 1);
+  r1.set_sync(true);
+  r1.set_sync_step(0);
+  r1.set_replica(1);
+  auto s1 = worker1->RunStep(r1);
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->version(), 0);
+  PullVersions versions = KernelVersions("fm");
+  EXPECT_EQ(versions.min_version, 1);
+  EXPECT_EQ(versions.max_version, 1);
+
+  // Sync step 1 pulls at version 1.
+  StepRequest r2 = Step("job-1", 2, 2);
+  r2.set_sync(true);
+  r2.set_sync_step(1);
+  r2.set_replica(0);
+  r2.set_min_version(1);
+  auto s2 = worker0->RunStep(r2);
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  EXPECT_EQ(s2->version(), 1);
+}
+
+TEST_F(StepExecutorTest, PullWaitsForMinVersionThenTimesOut) {
+  CreateVariables("fm");
+  auto worker = NewExecutor(0, absl::Milliseconds(200));
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  StepRequest request = Step("job-1", 0, 0);
+  request.set_min_version(5);
+  auto step = worker->RunStep(request);
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kDeadlineExceeded) << step.status();
+  EXPECT_EQ(KernelVersions("fm").max_version, 0);  // nothing was pushed
+  EXPECT_EQ(worker->Status().steps_run(), 0);
+}
+
+TEST_F(StepExecutorTest, AsyncStepRunTwiceIsAppliedOnce) {
+  CreateVariables("fm");
+  auto worker0 = NewExecutor(0);
+  auto worker1 = NewExecutor(1);
+  ASSERT_NE(worker0, nullptr);
+  ASSERT_NE(worker1, nullptr);
+  ASSERT_TRUE(worker0->StartJob(Start("job-1")).ok());
+  ASSERT_TRUE(worker1->StartJob(Start("job-1")).ok());
+
+  ASSERT_TRUE(worker0->RunStep(Step("job-1", 7, 3)).ok());
+  EXPECT_EQ(KernelVersions("fm").min_version, 1);
+  // The same step again, here and on another worker (as after a lost reply): not applied.
+  auto again = worker0->RunStep(Step("job-1", 7, 3));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->version(), 1);
+  ASSERT_TRUE(worker1->RunStep(Step("job-1", 7, 3)).ok());
+  PullVersions versions = KernelVersions("fm");
+  EXPECT_EQ(versions.min_version, 1);
+  EXPECT_EQ(versions.max_version, 1);
+  // Another step is applied.
+  ASSERT_TRUE(worker0->RunStep(Step("job-1", 8, 4)).ok());
+  EXPECT_EQ(KernelVersions("fm").min_version, 2);
+}
+
+TEST(StepIdempotencyKeyTest, StableNonZeroAndDistinct) {
+  EXPECT_EQ(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-1", 7));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7), 0u);
+  EXPECT_NE(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-1", 8));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-2", 7));
+  EXPECT_NE(StepIdempotencyKey("", 0), 0u);
+}
+
+}  // namespace
+}  // namespace shardps
