@@ -155,3 +155,41 @@ TEST_F(PsClientTest, SyncPushesApplyOnceAllReplicasArrive) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Request ids derived from an idempotency key must be the same in every process: a step
+// re-run by another worker has to be recognised by the ps. Two clients in one process stand in
+// for two processes here (each has its own random base for fresh ids).
+TEST(PsClientIdempotencyTest, KeyedRequestIdsDoNotDependOnTheClient) {
+  auto store = *ShardStore::Create({});
+  auto make_client = [&] {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    ps.push_back(NewLocalPsInterface("ps:0", store.get()));
+    return *PsClient::Create(std::move(ps), {});
+  };
+  auto a = make_client();
+  auto b = make_client();
+  VariableDef def;
+  def.name = "v";
+  def.shape = {4};
+  def.optimizer.set_type(OptimizerSpec::SGD);
+  def.optimizer.set_learning_rate(1.0);
+  auto partitioner = *NewFixedShardsPartitioner(1);
+  auto placer = *NewRoundRobinPlacer(1);
+  ASSERT_TRUE(a->CreateVariables({def}, *partitioner, placer.get()).ok());
+  ASSERT_TRUE(b->Discover().ok());
+  std::vector<float> g(4, 1.0f);
+  PushOptions options;
+  options.idempotency_key = 99;
+  ASSERT_TRUE(a->Push("v", g, options).ok());
+  ASSERT_TRUE(b->Push("v", g, options).ok());
+  std::vector<float> got(4);
+  PullVersions versions;
+  ASSERT_TRUE(a->Pull("v", absl::MakeSpan(got), {}, &versions).ok());
+  EXPECT_EQ(versions.max_version, 1);
+}
+
+}  // namespace
+}  // namespace shardps

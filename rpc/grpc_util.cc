@@ -1,15 +1,97 @@
 #include "rpc/grpc_util.h"
 
+#include <algorithm>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream.h"
+#include "grpc/slice.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace shardps {
+namespace {
+
+// A ZeroCopyOutputStream that builds gRPC slices: small fields are written into slices it
+// allocates (growing blocks, as gRPC's ProtoBufferWriter does); a large string that protobuf
+// offers for aliasing (WriteAliasedRaw) becomes a slice of its own that points at the
+// string's bytes and holds a reference to `keep_alive`.
+class SliceWriter final : public google::protobuf::io::ZeroCopyOutputStream {
+ public:
+  explicit SliceWriter(std::shared_ptr<const void> keep_alive)
+      : keep_alive_(std::move(keep_alive)) {}
+  ~SliceWriter() override { Seal(); }
+
+  bool Next(void** data, int* size) override {
+    Seal();
+    const size_t length = next_block_;
+    next_block_ = std::min(next_block_ * 2, kMaxBlock);
+    block_ = grpc_slice_malloc(length);
+    has_block_ = true;
+    used_ = length;
+    byte_count_ += static_cast<int64_t>(length);
+    *data = GRPC_SLICE_START_PTR(block_);
+    *size = static_cast<int>(length);
+    return true;
+  }
+
+  void BackUp(int count) override {
+    used_ -= static_cast<size_t>(count);
+    byte_count_ -= count;
+  }
+
+  int64_t ByteCount() const override { return byte_count_; }
+
+  bool AllowsAliasing() const override { return true; }
+
+  bool WriteAliasedRaw(const void* data, int size) override {
+    Seal();
+    // The slice's destructor drops this reference: gRPC may hold the slice past the call.
+    auto* ref = new std::shared_ptr<const void>(keep_alive_);
+    slices_.emplace_back(
+        const_cast<void*>(data), static_cast<size_t>(size),
+        [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, ref);
+    byte_count_ += size;
+    return true;
+  }
+
+  void Finish(grpc::ByteBuffer* out) {
+    Seal();
+    grpc::ByteBuffer buffer(slices_.data(), slices_.size());
+    out->Swap(&buffer);
+  }
+
+ private:
+  // Blocks never fall under gRPC's inlined size, so their bytes do not move when copied.
+  static constexpr size_t kMinBlock = 1024;
+  static constexpr size_t kMaxBlock = 1024 * 1024;
+
+  void Seal() {
+    if (!has_block_) return;
+    has_block_ = false;
+    if (used_ == 0) {
+      grpc_slice_unref(block_);
+      return;
+    }
+    slices_.emplace_back(grpc_slice_sub_no_ref(block_, 0, used_), grpc::Slice::STEAL_REF);
+  }
+
+  const std::shared_ptr<const void> keep_alive_;
+  std::vector<grpc::Slice> slices_;
+  grpc_slice block_;
+  bool has_block_ = false;
+  size_t used_ = 0;
+  size_t next_block_ = kMinBlock;
+  int64_t byte_count_ = 0;
+};
+
+}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -47,7 +129,25 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   builder->SetMaxSendMessageSize(std::numeric_limits<int>::max());
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC sets SO_REUSEPORT by default, so a second daemon on a taken port would "serve" too;
+  // without it, binding fails and the daemon exits 1.
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+}
+
+grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
+                               std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+  SliceWriter writer(std::move(keep_alive));
+  {
+    google::protobuf::io::CodedOutputStream out(&writer);
+    out.EnableAliasing(true);
+    if (!message.SerializeToCodedStream(&out) || out.HadError()) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("cannot serialize a ", message.GetTypeName()));
+    }
+  }  // `out` hands back the unused end of its last block here.
+  writer.Finish(buffer);
+  return grpc::Status::OK;
 }
 
 absl::StatusOr<std::string> ListenAddress(absl::string_view address,

@@ -119,10 +119,7 @@ int Main(int argc, char** argv) {
       NewGrpcWorkerService(step_executor->get(), executor.get(), service_options);
 
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(&builder);
-  // gRPC sets SO_REUSEPORT by default, which lets a second daemon bind a port already in use
-  // (and share its traffic) instead of failing.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ConfigureServerBuilder(&builder);  // also turns SO_REUSEPORT off: a taken port fails
   int bound_port = 0;
   builder.AddListeningPort(*listen, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(service.get());

@@ -226,9 +226,20 @@ class CpuBackend final : public ComputeBackend {
       ConstMatrixMap a(a_prev, rows, dims[l]);
       ConstMatrixMap dz(slice->dz[cur].data(), rows, dims[l + 1]);
       MatrixMap dw(grads[2 * l], dims[l], dims[l + 1]);
-      RowVectorMap db(grads[2 * l + 1], dims[l + 1]);
       dw.noalias() = a.transpose() * dz;
-      db.noalias() = dz.colwise().sum();
+      // Column sums row by row, in a fixed order: Eigen's colwise().sum() groups the
+      // additions by the output buffer's alignment, which made sync runs differ in the last
+      // bits. This loop vectorizes across columns and adds rows in order.
+      {
+        float* out = grads[2 * l + 1];
+        const int width = dims[l + 1];
+        const float* dzp = slice->dz[cur].data();
+        std::fill(out, out + width, 0.0f);
+        for (int r = 0; r < rows; ++r) {
+          const float* row = dzp + static_cast<int64_t>(r) * width;
+          for (int c = 0; c < width; ++c) out[c] += row[c];
+        }
+      }
       if (l == 0) break;
       ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
       MatrixMap da(slice->dz[1 - cur].data(), rows, dims[l]);

@@ -244,3 +244,62 @@ TEST(CpuBackendTest, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Copies `src` into a buffer whose data starts `offset` floats past a 64-byte boundary.
+struct Shifted {
+  std::vector<float> storage;
+  float* data;
+  Shifted(const std::vector<float>& src, int offset) : storage(src.size() + 32) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(storage.data());
+    uintptr_t aligned = (p + 63) & ~uintptr_t{63};
+    data = reinterpret_cast<float*>(aligned) + offset;
+    std::copy(src.begin(), src.end(), data);
+  }
+};
+
+// Sync training is reproducible only if a step's result does not depend on where the
+// caller's buffers happen to sit in memory.
+TEST(CpuBackendDeterminismTest, ResultsDoNotDependOnBufferAlignment) {
+  ModelSpec spec{784, {128}, 10};
+  Problem problem(spec, 64, 5);
+  auto backend = NewCpuBackend(1);
+  std::vector<std::vector<float>> reference;
+  float reference_loss = 0;
+  for (int offset = 0; offset < 8; ++offset) {
+    std::vector<Shifted> params, grads;
+    std::vector<const float*> param_ptrs;
+    std::vector<float*> grad_ptrs;
+    for (size_t i = 0; i < problem.params.size(); ++i) {
+      params.emplace_back(problem.params[i], offset);
+      grads.emplace_back(problem.grads[i], (offset + 3) % 8);
+    }
+    for (auto& p : params) param_ptrs.push_back(p.data);
+    for (auto& g : grads) grad_ptrs.push_back(g.data);
+    Shifted features(problem.features, (offset + 5) % 8);
+    StepResult result;
+    ASSERT_TRUE(backend
+                    ->ForwardBackward(spec, param_ptrs, features.data, problem.labels.data(),
+                                      problem.batch, &result, grad_ptrs)
+                    .ok());
+    std::vector<std::vector<float>> got;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      got.emplace_back(grads[i].data, grads[i].data + problem.grads[i].size());
+    }
+    if (offset == 0) {
+      reference = got;
+      reference_loss = result.loss;
+      continue;
+    }
+    EXPECT_EQ(result.loss, reference_loss) << "offset " << offset;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(got[i].data(), reference[i].data(), got[i].size() * 4))
+          << "gradient " << i << " differs at offset " << offset;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardps

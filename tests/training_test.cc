@@ -1,0 +1,177 @@
+// End-to-end training on a real local cluster (chief, 2 ps, 2 workers, evaluator as
+// processes) on the real Fashion-MNIST from Debian's dataset-fashion-mnist.
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "tests/training_cluster.h"
+
+namespace shardps {
+namespace testing {
+namespace {
+
+std::string Job(const std::string& name, const std::string& mode, const std::string& extra) {
+  return absl::StrCat(R"({"name": ")", name, R"(", "model": "mlp:128", "batch_size": 64, )",
+                      R"("optimizer": {"type": "adam", "learning_rate": 0.002}, "mode": ")", mode,
+                      R"(", "partitioner": "min_size:65536:3", "seed": 7, "backend": "cpu")",
+                      extra, "}");
+}
+
+// Every parameter of the job, pulled after training (the chief is long-lived).
+std::vector<std::vector<float>> PullAll(TrainingCluster* cluster) {
+  auto client = *cluster->NewPsClient();
+  EXPECT_TRUE(client->Discover().ok());
+  std::vector<std::vector<float>> out;
+  for (const std::string& name : client->VariableNames()) {
+    VariableLayout layout = *client->GetLayout(name);
+    out.emplace_back(layout.num_elements);
+    EXPECT_TRUE(client->Pull(name, absl::MakeSpan(out.back())).ok());
+  }
+  return out;
+}
+
+void TrainToAccuracy(const std::string& mode) {
+  std::string job = WriteTempFile(mode + ".json", Job("t" + mode, mode, R"(, "epochs": 4)"));
+  TrainingCluster::Options options;
+  options.evaluator = true;
+  options.job_file = job;
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(8));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->steps_done(), status->total_steps());
+  ASSERT_TRUE(status->has_eval()) << (*cluster)->Logs();
+  EXPECT_EQ(status->last_eval().examples(), 10000);
+  EXPECT_GE(status->last_eval().accuracy(), 0.85) << mode;
+  // The chief ends the job and every daemon exits 0.
+  EXPECT_EQ(*(*cluster)->chief()->Wait(absl::Seconds(60)), 0) << (*cluster)->Logs();
+  EXPECT_EQ(*(*cluster)->worker(0)->Wait(absl::Seconds(30)), 0);
+  EXPECT_EQ(*(*cluster)->evaluator()->Wait(absl::Seconds(30)), 0);
+  std::ifstream metrics((*cluster)->metrics_file());
+  std::string line, last;
+  int lines = 0;
+  while (std::getline(metrics, line)) {
+    last = line;
+    ++lines;
+  }
+  EXPECT_GE(lines, 1);
+  EXPECT_NE(last.find("\"final\": true"), std::string::npos) << last;
+}
+
+TEST(TrainingTest, AsyncReachesAccuracy) { TrainToAccuracy("async"); }
+
+TEST(TrainingTest, SyncReachesAccuracy) { TrainToAccuracy("sync"); }
+
+// Same seed, same number of replicas: the same parameters to the last bit, whichever worker
+// ran which replica and in whatever order the pushes arrived.
+TEST(TrainingTest, SyncRunsAreBitIdentical) {
+  std::vector<std::vector<float>> runs[2];
+  for (int r = 0; r < 2; ++r) {
+    TrainingCluster::Options options;
+    options.long_lived = true;
+    options.job_file = WriteTempFile("det.json", Job("det", "sync", R"(, "steps": 60)"));
+    auto cluster = TrainingCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+    ASSERT_TRUE(status.ok()) << status.status();
+    runs[r] = PullAll(cluster->get());
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  ASSERT_FALSE(runs[0].empty());
+  for (size_t v = 0; v < runs[0].size(); ++v) {
+    ASSERT_EQ(runs[0][v].size(), runs[1][v].size());
+    size_t differ = 0;
+    float max_diff = 0;
+    for (size_t i = 0; i < runs[0][v].size(); ++i) {
+      if (runs[0][v][i] != runs[1][v][i]) {
+        ++differ;
+        max_diff = std::max(max_diff, std::abs(runs[0][v][i] - runs[1][v][i]));
+      }
+    }
+    EXPECT_EQ(differ, 0u) << "variable " << v << ": max difference " << max_diff;
+  }
+}
+
+TEST(TrainingTest, KilledWorkerStepsAreCountedOnce) {
+  TrainingCluster::Options options;
+  options.job_file = WriteTempFile("kill.json", Job("kill", "async", R"(, "steps": 3000)"));
+  options.long_lived = true;
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::Time deadline = absl::Now() + absl::Minutes(2);
+  while (absl::Now() < deadline) {
+    auto s = (*cluster)->Status();
+    if (s.ok() && s->steps_done() >= 60) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  auto before = (*cluster)->Status();
+  ASSERT_TRUE(before.ok());
+  ASSERT_LT(before->steps_done(), 2500) << "the job ran too fast to kill a worker mid-job";
+  (*cluster)->worker(1)->Signal(SIGKILL);
+  auto killed = (*cluster)->worker(1)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(*killed, 128 + SIGKILL);
+  auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->steps_done(), 3000);
+  int64_t by_workers = 0;
+  for (const WorkerInfo& w : status->workers()) by_workers += w.steps_done();
+  EXPECT_EQ(by_workers, 3000) << "each step counted exactly once";
+  EXPECT_EQ(status->workers(1).state(), "failed");
+  EXPECT_GE(status->workers(1).failures(), 1) << (*cluster)->Logs();
+  // Version = distinct steps applied: re-run steps were not applied twice.
+  auto client = *(*cluster)->NewPsClient();
+  ASSERT_TRUE(client->Discover().ok());
+  for (const std::string& name : client->VariableNames()) {
+    VariableLayout layout = *client->GetLayout(name);
+    std::vector<float> values(layout.num_elements);
+    PullVersions versions;
+    ASSERT_TRUE(client->Pull(name, absl::MakeSpan(values), {}, &versions).ok());
+    EXPECT_EQ(versions.max_version, 3000) << name;
+  }
+}
+
+TEST(TrainingTest, BadJobsAndMissingDatasetAreRejected) {
+  std::string output;
+  // A bad job file makes the chief exit 2 naming the field.
+  {
+    TrainingCluster::Options options;
+    options.num_workers = 1;
+    options.job_file = WriteTempFile("bad.json", R"({"model": "mlp:128", "mode": "syncc"})");
+    auto cluster = TrainingCluster::Start(options);
+    if (cluster.ok()) {
+      auto code = (*cluster)->chief()->Wait(absl::Seconds(30));
+      ASSERT_TRUE(code.ok());
+      EXPECT_EQ(*code, 2);
+      EXPECT_NE((*cluster)->chief()->Log().find("mode"), std::string::npos)
+          << (*cluster)->chief()->Log();
+    } else {
+      EXPECT_NE(cluster.status().message().find("mode"), std::string::npos) << cluster.status();
+    }
+  }
+  {
+    TrainingCluster::Options options;
+    options.num_workers = 1;
+    options.job_file = WriteTempFile(
+        "nodata.json", Job("nodata", "async", R"(, "steps": 5, "data_dir": "/nonexistent/fm")"));
+    auto cluster = TrainingCluster::Start(options);
+    if (cluster.ok()) {
+      auto code = (*cluster)->chief()->Wait(absl::Seconds(30));
+      ASSERT_TRUE(code.ok());
+      EXPECT_NE(*code, 0);
+      EXPECT_NE((*cluster)->chief()->Log().find("/nonexistent/fm"), std::string::npos)
+          << (*cluster)->chief()->Log();
+    } else {
+      EXPECT_NE(cluster.status().message().find("/nonexistent/fm"), std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace shardps
