@@ -1,6 +1,7 @@
 // The edge between gRPC and the rest of shardps: status conversion (the only place that
-// translates grpc::Status <-> absl::Status), and channel / server settings shared by every
-// daemon and client (unlimited message sizes, separate TCP connections per channel).
+// translates grpc::Status <-> absl::Status), channel / server settings shared by every
+// daemon and client (unlimited message sizes, separate TCP connections per channel), and a
+// serializer that hands large tensors to gRPC without copying them.
 //
 // Thread-safety: all functions are thread-safe.
 #ifndef SHARDPS_RPC_GRPC_UTIL_H_
@@ -12,8 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message_lite.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 
 namespace shardps {
@@ -28,6 +31,15 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connec
 
 // Applies shardps' server settings (no message size limit, keepalive) to a builder.
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
+
+// Serializes `message` into `buffer` as gRPC's own serializer would, except that every bytes
+// field larger than a few KiB is not copied: the buffer's slices point into the message's own
+// strings. `keep_alive` must keep `message` alive and unchanged; the buffer holds a reference
+// to it until gRPC releases the last slice that points into the message, which may be after
+// the call has completed (a cancelled write still in the transport), so the message must not
+// be reused or freed before `keep_alive`'s last reference goes.
+grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
+                               std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer);
 
 // The address a daemon listens on for the TF_CONFIG address `address`: "0.0.0.0:PORT" (or
 // "[::]:PORT"), unless `bind_host` overrides the host. Fails when the port cannot be parsed.
