@@ -140,6 +140,12 @@ std::optional<EpochProgress> Epochs(const JobStatus& status) {
   if (spe <= 0) return std::nullopt;
   EpochProgress epochs;
   epochs.total = std::max<int64_t>(1, (status.total_steps() + spe - 1) / spe);
+  // A sync job rounds its steps up to whole sync steps, which can spill one step into an
+  // epoch that the job file did not ask for; show the epochs asked for (until steps are added).
+  if (status.job().epochs() > 0 && status.total_steps() - status.job().epochs() * spe <
+                                       std::max(1, status.job().num_replicas())) {
+    epochs.total = status.job().epochs();
+  }
   epochs.current = std::clamp<int64_t>(status.steps_done() / spe + 1, 1, epochs.total);
   return epochs;
 }

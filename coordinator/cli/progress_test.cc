@@ -267,3 +267,24 @@ TEST(ProgressTest, Throttle) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST(ProgressEpochsTest, SyncRoundingDoesNotAddAnEpoch) {
+  JobStatus status;
+  status.set_steps_per_epoch(469);
+  status.set_total_steps(7036);  // 15 epochs of 469, rounded up to whole sync steps of 2
+  status.set_steps_done(7036);
+  status.mutable_job()->set_epochs(15);
+  status.mutable_job()->set_num_replicas(2);
+  auto epochs = Epochs(status);
+  ASSERT_TRUE(epochs.has_value());
+  EXPECT_EQ(epochs->total, 15);
+  EXPECT_EQ(epochs->current, 15);
+  status.set_total_steps(7036 + 469 * 2);  // steps added: the real count shows
+  EXPECT_EQ(Epochs(status)->total, 18);  // 17 epochs and one step
+}
+
+}  // namespace
+}  // namespace shardps
