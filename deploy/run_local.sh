@@ -5,6 +5,7 @@
 # process at the end or on Ctrl-C.
 #
 #   deploy/run_local.sh [JOB.json] [--workers N] [--ps N]
+#   SHARDPS_BIN=DIR deploy/run_local.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,18 +16,23 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
     --ps) NUM_PS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     -*) echo "run_local.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 
-deploy/setup.sh || exit 1
-echo "building shardps (the first build takes a few minutes)..." >&2
-bazel build //ps_server:ps //worker:worker //coordinator:chief //evaluator:evaluator \
-  //coordinator/cli:shardctl >&2 || exit 1
-BIN=bazel-bin
+if [ -n "${SHARDPS_BIN:-}" ]; then
+  # Prebuilt binaries (a container image, a copy on a GPU host): no setup, no build.
+  BIN="$SHARDPS_BIN"
+else
+  deploy/setup.sh || exit 1
+  echo "building shardps (the first build takes a few minutes)..." >&2
+  bazel build //ps_server:ps //worker:worker //coordinator:chief //evaluator:evaluator \
+    //coordinator/cli:shardctl >&2 || exit 1
+  BIN=bazel-bin
+fi
 
 RUN_DIR="runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$RUN_DIR"
