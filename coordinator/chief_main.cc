@@ -4,56 +4,33 @@
 // tells every worker and ps to shut down and exits: 0 if the job succeeded, 4 if it failed
 // or was cancelled; 2 for a bad command line, configuration or job file. With --long_lived
 // it keeps serving and accepts the next job instead.
-#include <signal.h>
-
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
-#include "common/daemon_config.h"
 #include "common/flags.h"
-#include "common/tf_config.h"
 #include "coordinator/chief.h"
 #include "coordinator/rpc/grpc_coordinator_service.h"
 #include "coordinator/rpc/grpc_worker_interface.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
-#include "rpc/grpc_util.h"
+#include "rpc/daemon.h"
 
 namespace shardps {
 namespace {
 
 int Main(int argc, char** argv) {
-  std::string tf_config_flag, bind_host, job_file;
-  bool validate_only = false, long_lived = false;
+  FlagParser flags("chief",
+                   "shardps chief (coordinator) daemon; the cluster comes from TF_CONFIG.");
+  Daemon daemon("chief", &flags);
+  std::string job_file;
   int64_t final_eval_timeout_s = 120;
-  FlagParser flags("chief", "shardps chief (coordinator) daemon; the cluster comes from TF_CONFIG.");
-  flags.AddString("tf_config", &tf_config_flag,
-                  "cluster config: inline JSON or a file path (default: $TF_CONFIG)");
-  flags.AddBool("validate_config", &validate_only,
-                "only validate the configuration: print the task and address, exit 0 or 2");
-  flags.AddString("bind_host", &bind_host, "host to listen on (default: all interfaces)");
   flags.AddString("job", &job_file, "run this job file at once (else wait for shardctl submit)");
-  flags.AddBool("long_lived", &long_lived,
-                "after a job, keep serving and leave the ps and workers running");
   flags.AddInt("final_eval_timeout_s", &final_eval_timeout_s,
                "seconds to wait for the evaluator's final evaluation after training");
-  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
-  if (rc >= 0) return rc;
-  if (validate_only) {
-    return ValidateConfigMain(LoadTfConfig(tf_config_flag, std::getenv("TF_CONFIG")), "chief",
-                              std::cout, std::cerr);
-  }
-  absl::StatusOr<TfConfig> config =
-      LoadDaemonConfig(tf_config_flag, std::getenv("TF_CONFIG"), "chief");
-  if (!config.ok()) {
-    std::cerr << "error: " << config.status().message() << "\n";
-    return 2;
-  }
+  if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
+  const TfConfig& config = daemon.config();
+  const bool long_lived = daemon.long_lived();
   std::string job_json;
   if (!job_file.empty()) {
     std::ifstream in(job_file);
@@ -67,18 +44,18 @@ int Main(int argc, char** argv) {
   }
 
   absl::StatusOr<std::unique_ptr<PsClient>> ps =
-      NewGrpcPsClient(config->Tasks("ps"), PsClient::Options());
+      NewGrpcPsClient(config.Tasks("ps"), PsClient::Options());
   if (!ps.ok()) {
     std::cerr << "error: " << ps.status() << "\n";
     return 1;
   }
   Chief::Options options;
-  options.ps_addresses = config->Tasks("ps");
-  for (const std::string& address : config->Tasks("worker")) {
+  options.ps_addresses = config.Tasks("ps");
+  for (const std::string& address : config.Tasks("worker")) {
     options.workers.push_back(NewGrpcWorkerInterface(address));
   }
   options.ps = ps->get();
-  options.has_evaluator = config->NumTasks("evaluator") > 0;
+  options.has_evaluator = config.NumTasks("evaluator") > 0;
   options.final_eval_timeout = absl::Seconds(final_eval_timeout_s);
   absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(options));
   if (!chief.ok()) {
@@ -86,37 +63,11 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::unique_ptr<grpc::Service> service = NewGrpcCoordinatorService(chief->get());
-  absl::StatusOr<std::string> listen = ListenAddress(config->TaskAddress(), bind_host);
-  if (!listen.ok()) {
-    std::cerr << "error: " << listen.status().message() << "\n";
-    return 2;
-  }
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(&builder);
-  int bound_port = 0;
-  builder.AddListeningPort(*listen, grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(service.get());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    std::cerr << "error: chief: cannot listen on " << *listen << " (port in use?)\n";
-    return 1;
-  }
-  std::cerr << "chief: " << config->DebugString() << " serving on " << *listen << " ("
-            << config->NumTasks("ps") << " ps, " << config->NumTasks("worker") << " workers)\n";
-
-  absl::Notification interrupted;
-  std::thread signals([&interrupted] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    if (sigwait(&set, &sig) == 0 && sig != SIGUSR1) {
-      std::cerr << "chief: signal " << sig << ", shutting down\n";
-    }
-    interrupted.Notify();
-  });
-  signals.detach();
+  std::unique_ptr<grpc::Server> server = daemon.Serve({service.get()});
+  if (server == nullptr) return 1;
+  std::cerr << "chief: " << config.DebugString() << " serving on " << daemon.listen_address()
+            << " (" << config.NumTasks("ps") << " ps, " << config.NumTasks("worker")
+            << " workers)\n";
 
   if (!job_json.empty()) {
     // The ps tasks may still be starting: wait for them before creating variables.
@@ -124,7 +75,7 @@ int Main(int argc, char** argv) {
     std::vector<HealthResponse> health;
     absl::Status ps_health;
     while (!(ps_health = (*ps)->Health(&health)).ok() && absl::Now() < deadline &&
-           !interrupted.HasBeenNotified()) {
+           !daemon.stop_requested()) {
       absl::SleepFor(absl::Milliseconds(200));
     }
     if (!ps_health.ok()) {
@@ -143,11 +94,11 @@ int Main(int argc, char** argv) {
   }
 
   int exit_code = 0;
-  while (!interrupted.HasBeenNotified()) {
+  while (!daemon.stop_requested()) {
     JobStatus status = (*chief)->Status();
     if (status.state() == JobStatus::NO_JOB || status.state() == JobStatus::RUNNING ||
         !(*chief)->WaitForJobEnd(absl::ZeroDuration())) {
-      interrupted.WaitForNotificationWithTimeout(absl::Milliseconds(200));
+      daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
       continue;
     }
     std::cerr << "chief: job " << status.job_id() << " "
@@ -156,8 +107,8 @@ int Main(int argc, char** argv) {
     exit_code = status.state() == JobStatus::SUCCEEDED ? 0 : 4;
     if (long_lived) {
       // Keep the cluster; wait for the next job.
-      while (!interrupted.HasBeenNotified() && (*chief)->Status().job_id() == status.job_id()) {
-        interrupted.WaitForNotificationWithTimeout(absl::Milliseconds(200));
+      while (!daemon.stop_requested() && (*chief)->Status().job_id() == status.job_id()) {
+        daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
       }
       continue;
     }
@@ -176,11 +127,6 @@ int Main(int argc, char** argv) {
 }  // namespace shardps
 
 int main(int argc, char** argv) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  shardps::Daemon::BlockTerminationSignals();
   return shardps::Main(argc, argv);
 }

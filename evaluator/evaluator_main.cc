@@ -3,22 +3,16 @@
 // often as it can), reports each result to the chief (shown by `shardctl status`) and appends
 // it to the metrics file (JSON lines). After training it runs a final evaluation, reports it,
 // and exits 0.
-#include <signal.h>
-
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "client/ps_client.h"
-#include "common/daemon_config.h"
 #include "common/flags.h"
-#include "common/tf_config.h"
 #include "evaluator/evaluator.h"
 #include "grpcpp/client_context.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/daemon.h"
 #include "rpc/grpc_util.h"
 #include "worker/compute/backend.h"
 
@@ -47,32 +41,18 @@ absl::Status Report(CoordinatorService::Stub* chief, const std::string& job_id,
 }
 
 int Main(int argc, char** argv) {
-  std::string tf_config_flag, metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu";
-  bool validate_only = false;
-  int64_t threads = 1, chief_timeout_s = 60;
   FlagParser flags("evaluator",
                    "shardps evaluator daemon: evaluates the chief's job on held-out data.");
-  flags.AddString("tf_config", &tf_config_flag,
-                  "cluster config: inline JSON or a file path (default: $TF_CONFIG)");
-  flags.AddBool("validate_config", &validate_only,
-                "only validate the configuration: print the task and address, exit 0 or 2");
+  Daemon daemon("evaluator", &flags, /*serves=*/false);
+  std::string metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu";
+  int64_t threads = 1, chief_timeout_s = 60;
   flags.AddString("metrics_file", &metrics_file, "append evaluations here as JSON lines");
   flags.AddString("backend", &backend_flag, "compute backend: auto, cpu or gpu");
   flags.AddInt("threads", &threads, "CPU compute threads");
   flags.AddInt("chief_timeout_s", &chief_timeout_s,
                "exit 1 when the chief stays unreachable this long during a job");
-  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
-  if (rc >= 0) return rc;
-  if (validate_only) {
-    return ValidateConfigMain(LoadTfConfig(tf_config_flag, std::getenv("TF_CONFIG")),
-                              "evaluator", std::cout, std::cerr);
-  }
-  absl::StatusOr<TfConfig> config =
-      LoadDaemonConfig(tf_config_flag, std::getenv("TF_CONFIG"), "evaluator");
-  if (!config.ok()) {
-    std::cerr << "error: " << config.status().message() << "\n";
-    return 2;
-  }
+  if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
+  const TfConfig* config = &daemon.config();
   if (config->NumTasks("chief") != 1) {
     std::cerr << "error: TF_CONFIG: cluster.chief: the evaluator needs the chief's address\n";
     return 2;
@@ -98,23 +78,11 @@ int Main(int argc, char** argv) {
   std::cerr << "evaluator: " << config->DebugString() << ", chief at " << chief_address
             << ", backend " << (*backend)->Name() << ", metrics to " << metrics_file << "\n";
 
-  absl::Notification stop;
-  std::thread signals([&stop] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
-    stop.Notify();
-  });
-  signals.detach();
-
   std::unique_ptr<PsClient> ps;
   std::unique_ptr<Evaluator> evaluator;
   int64_t last_eval_steps = -1;
   absl::Time last_contact = absl::Now();
-  while (!stop.HasBeenNotified()) {
+  while (!daemon.stop_requested()) {
     absl::StatusOr<JobStatus> status = GetStatus(chief.get());
     if (!status.ok()) {
       if (evaluator != nullptr && absl::Now() - last_contact > absl::Seconds(chief_timeout_s)) {
@@ -122,7 +90,7 @@ int Main(int argc, char** argv) {
                   << status.status() << "\n";
         return 1;
       }
-      stop.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+      daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
       continue;
     }
     last_contact = absl::Now();
@@ -130,7 +98,7 @@ int Main(int argc, char** argv) {
     if (evaluator == nullptr || evaluator->job_id() != status->job_id()) {
       if (!running || status->training_done()) {
         if (evaluator != nullptr) return 0;  // our job ended and another is not running
-        stop.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+        daemon.WaitForStopWithTimeout(absl::Milliseconds(300));
         continue;
       }
       auto client = NewGrpcPsClient(config->Tasks("ps"), PsClient::Options());
@@ -142,7 +110,7 @@ int Main(int argc, char** argv) {
       auto created = Evaluator::Create(status->job(), ps.get(), backend->get());
       if (!created.ok()) {
         std::cerr << "evaluator: " << created.status() << "\n";
-        stop.WaitForNotificationWithTimeout(absl::Seconds(1));
+        daemon.WaitForStopWithTimeout(absl::Seconds(1));
         continue;
       }
       evaluator = std::move(*created);
@@ -157,14 +125,14 @@ int Main(int argc, char** argv) {
     bool final = status->training_done();
     int64_t every = std::max<int64_t>(1, status->job().eval_every_steps());
     if (!final && last_eval_steps >= 0 && status->steps_done() - last_eval_steps < every) {
-      stop.WaitForNotificationWithTimeout(absl::Milliseconds(200));
+      daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
       continue;
     }
     bool consistent = false;
     absl::StatusOr<EvalMetrics> result = evaluator->Evaluate(50, &consistent);
     if (!result.ok()) {
       std::cerr << "evaluator: evaluation failed: " << result.status() << "\n";
-      stop.WaitForNotificationWithTimeout(absl::Seconds(1));
+      daemon.WaitForStopWithTimeout(absl::Seconds(1));
       continue;
     }
     last_eval_steps = status->steps_done();
@@ -185,11 +153,6 @@ int Main(int argc, char** argv) {
 }  // namespace shardps
 
 int main(int argc, char** argv) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  shardps::Daemon::BlockTerminationSignals();
   return shardps::Main(argc, argv);
 }
