@@ -1,0 +1,785 @@
+// training_bench: the training throughput of local shardps clusters against one process that
+// trains the same model on the same batches with no network, measured in one run.
+//
+//   bazel run //bench:training_bench -- [--json] [--steps N]
+//
+// The job: Fashion-MNIST, MLP 784-256-128-10, Adam (learning rate 0.001), batch 256 per
+// worker, CPU backend, seed 42. One job file drives both sides: the single process takes its
+// optimizer, initializer and seed from ParseJobSpec, with the defaults the chief fills in.
+//
+// (a) Single process: LoadFashionMnist, Batcher + GatherBatch, ComputeBackend (CPU) on 1 and
+//     on 2 threads, and Adam applied in-process by the ps' own Optimizer (ApplyDense) on the
+//     step's thread. No network, no chief, no partitioning.
+// (b) Local clusters (tests/training_cluster.h: a chief, 2 ps and the workers as real
+//     processes on localhost ports): 1 and 2 workers, async and sync. Each worker computes on
+//     1 thread (the harness starts workers with --threads=1); the ps and the chief share the
+//     machine's cores with them. The job file's text is submitted to the (long-lived) chief
+//     once it answers, as `shardctl submit` would; no evaluator runs.
+//
+// Every figure is examples/s over steps [warmup, steps) of a run. The single process times
+// its own loop. A cluster's rate comes from the chief's steps_done, sampled every 50 ms while
+// the job runs, so start-up (processes, data loading, variable creation) and the first steps
+// are left out; the whole-run rate (over the chief's elapsed_s) is shown beside it. A
+// cluster is compared with the single process at the same compute threads per worker (1),
+// and at the cluster's total compute threads (workers x 1).
+//
+// Where the time goes: the CPU time the workers, the ps and the chief used per measured
+// step (from /proc), and "other", the cores that processes outside the benchmark used
+// meanwhile on this shared machine (figures taken while it is well above 0 are low).
+//
+// The table goes to stdout; with --json it goes to stderr and stdout carries one JSON object.
+#include <dirent.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/types/span.h"
+#include "bench/training_throughput.h"
+#include "common/flags.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/job.pb.h"
+#include "ps_server/initializer.h"
+#include "ps_server/optimizer.h"
+#include "rpc/grpc_util.h"
+#include "tests/training_cluster.h"
+#include "worker/compute/backend.h"
+#include "worker/compute/model.h"
+#include "worker/data/batcher.h"
+#include "worker/data/idx_reader.h"
+
+namespace shardps {
+namespace bench {
+namespace {
+
+using testing::TrainingCluster;
+
+constexpr int kBatchSize = 256;
+constexpr int kNumPs = 2;
+constexpr int kWorkerThreads = 1;  // what TrainingCluster passes to every worker
+constexpr double kTargetRatio = 0.8;
+constexpr int kLossWindow = 50;  // steps in the loss shown, as the chief's JobStatus.loss
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Config {
+  bool json = false;
+  int64_t steps = 600;
+  int64_t warmup_steps = 0;  // 0: steps / 10
+  std::string data_dir = std::string(kDefaultFashionMnistDir);
+  double cluster_timeout_s = 120;
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------------------------------
+// CPU accounting from /proc
+
+double TicksPerSecond() { return static_cast<double>(sysconf(_SC_CLK_TCK)); }
+
+struct ProcStat {
+  char state = '?';
+  pid_t ppid = 0;
+  double cpu_s = 0;  // user + system
+};
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  // The fields after the parenthesized command name: state, ppid, ..., utime and stime are
+  // the 12th and 13th.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) return std::nullopt;
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
+  if (fields.size() < 13 || fields[0].empty()) return std::nullopt;
+  ProcStat stat;
+  stat.state = fields[0][0];
+  int64_t ppid = 0;
+  double utime = 0, stime = 0;
+  if (!absl::SimpleAtoi(fields[1], &ppid) || !absl::SimpleAtod(fields[11], &utime) ||
+      !absl::SimpleAtod(fields[12], &stime)) {
+    return std::nullopt;
+  }
+  stat.ppid = static_cast<pid_t>(ppid);
+  stat.cpu_s = (utime + stime) / TicksPerSecond();
+  return stat;
+}
+
+// This process' live children.
+std::vector<pid_t> ChildPids() {
+  std::vector<pid_t> out;
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return out;
+  const pid_t self = getpid();
+  while (dirent* entry = readdir(dir)) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    std::optional<ProcStat> stat = ReadProcStat(static_cast<pid_t>(pid));
+    if (stat.has_value() && stat->ppid == self && stat->state != 'Z') {
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+// CPU-seconds all cores of the machine spent busy since boot (the "cpu" line of /proc/stat).
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("cpu ", 0) != 0) return kNaN;
+  std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  // cpu user nice system idle iowait irq softirq steal ...
+  double busy = 0;
+  for (size_t i = 1; i < fields.size() && i <= 8; ++i) {
+    if (i == 4 || i == 5) continue;  // idle, iowait
+    double v = 0;
+    if (absl::SimpleAtod(fields[i], &v)) busy += v;
+  }
+  return busy / TicksPerSecond();
+}
+
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double load = kNaN;
+  in >> load;
+  return load;
+}
+
+// The processes whose CPU time is attributed to each role.
+struct Roles {
+  std::vector<pid_t> workers;
+  std::vector<pid_t> ps;
+  std::vector<pid_t> chief;
+};
+
+struct CpuSnapshot {
+  double workers = 0;
+  double ps = 0;
+  double chief = 0;
+  double self = 0;     // this process
+  double machine = 0;  // everything on the machine
+  double ours() const { return workers + ps + chief + self; }
+};
+
+CpuSnapshot TakeCpu(const Roles& roles) {
+  auto sum = [](const std::vector<pid_t>& pids) {
+    double s = 0;
+    for (pid_t pid : pids) {
+      std::optional<ProcStat> stat = ReadProcStat(pid);
+      if (stat.has_value()) s += stat->cpu_s;
+    }
+    return s;
+  };
+  CpuSnapshot snap;
+  snap.workers = sum(roles.workers);
+  snap.ps = sum(roles.ps);
+  snap.chief = sum(roles.chief);
+  snap.self = sum({getpid()});
+  snap.machine = MachineBusySeconds();
+  return snap;
+}
+
+// ---------------------------------------------------------------------------------------
+// Results
+
+struct Result {
+  std::string key;  // JSON key: "single_1thread", "cluster_async_1worker", ...
+  std::string label;
+  bool cluster = false;
+  std::string mode;  // cluster: "async" or "sync"
+  int workers = 0;   // cluster
+  int threads_per_worker = 0;
+  int total_threads = 0;
+  double examples_per_s = kNaN;
+  int64_t measured_steps = 0;
+  double measured_s = kNaN;
+  double ratio_same_threads = kNaN;        // to the single process at threads_per_worker threads
+  double ratio_same_total = kNaN;          // to the single process at total_threads threads
+  double whole_run_examples_per_s = kNaN;  // cluster: all steps over the chief's elapsed_s
+  double cluster_start_s = kNaN;  // cluster: starting the processes until the chief answers
+  double startup_s = kNaN;        // cluster: from submitting the job to its first step done
+  double loss = kNaN;             // mean training loss of the last kLossWindow steps
+  double accuracy = kNaN;
+  int64_t steps_requeued = 0;
+  // CPU milliseconds per measured step.
+  double worker_cpu_ms = kNaN;
+  double ps_cpu_ms = kNaN;
+  double chief_cpu_ms = kNaN;
+  double other_cores = kNaN;  // CPU of processes outside the benchmark per wall-second
+  // Single process: wall milliseconds per step of each phase.
+  double gather_ms = kNaN;
+  double compute_ms = kNaN;
+  double adam_ms = kNaN;
+};
+
+void SetCpu(const CpuSnapshot& a, const CpuSnapshot& b, int64_t steps, double seconds, bool cluster,
+            Result* r) {
+  if (steps <= 0 || seconds <= 0) return;
+  const double per_step_ms = 1e3 / static_cast<double>(steps);
+  if (cluster) {
+    r->worker_cpu_ms = (b.workers - a.workers) * per_step_ms;
+    r->ps_cpu_ms = (b.ps - a.ps) * per_step_ms;
+    r->chief_cpu_ms = (b.chief - a.chief) * per_step_ms;
+  } else {
+    // The single process is its own worker and ps.
+    r->worker_cpu_ms = (b.self - a.self) * per_step_ms;
+  }
+  const double other = (b.machine - a.machine) - (b.ours() - a.ours());
+  r->other_cores = std::max(0.0, other / seconds);
+}
+
+// ---------------------------------------------------------------------------------------
+// The job
+
+std::string JobJson(const Config& config, const std::string& mode) {
+  nlohmann::json job = {
+      {"name", "training-bench"},
+      {"model", "mlp:256,128"},
+      {"dataset", "fashion_mnist"},
+      {"data_dir", config.data_dir},
+      {"batch_size", kBatchSize},
+      {"steps", config.steps},
+      {"optimizer", {{"type", "adam"}, {"learning_rate", 0.001}}},
+      {"mode", mode},
+      {"partitioner", "min_size:262144:4"},
+      {"placement", "by_bytes"},
+      {"seed", 42},
+      {"backend", "cpu"},
+  };
+  return job.dump();
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) The single process
+
+absl::StatusOr<Result> MeasureSingleProcess(const Config& config, const JobSpec& job,
+                                            const Dataset& data, int threads) {
+  ASSIGN_OR_RETURN(ModelSpec model, ParseModelSpec(job.model(), static_cast<int>(data.feature_dim),
+                                                   data.num_classes));
+  ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
+                   ComputeBackend::Create(BackendKind::kCpu, threads));
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer()));
+
+  // Parameters initialized as the chief creates them: kernels from the job's initializer,
+  // biases zero. Slots as a shard starts them.
+  const std::vector<ParamInfo> infos = Params(model);
+  std::vector<std::vector<float>> params, grads;
+  std::vector<std::vector<std::vector<float>>> slots(infos.size());
+  std::vector<std::vector<float*>> slot_ptrs(infos.size());
+  std::vector<const float*> param_ptrs;
+  std::vector<float*> grad_ptrs;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const ParamInfo& info = infos[i];
+    const size_t n = static_cast<size_t>(info.num_elements());
+    params.emplace_back(n, 0.0f);
+    grads.emplace_back(n, 0.0f);
+    if (info.shape.size() == 2) {
+      RETURN_IF_ERROR(InitializeRows(job.kernel_initializer(),
+                                     absl::StrCat(job.name(), "/", info.name), info.shape, 0,
+                                     absl::MakeSpan(params.back())));
+    }
+    for (int s = 0; s < optimizer->num_slots(); ++s) {
+      slots[i].emplace_back(n, optimizer->initial_slot_value(s));
+    }
+  }
+  for (size_t i = 0; i < infos.size(); ++i) {
+    param_ptrs.push_back(params[i].data());
+    grad_ptrs.push_back(grads[i].data());
+    for (auto& slot : slots[i]) slot_ptrs[i].push_back(slot.data());
+  }
+
+  const int64_t batch_size = job.batch_size();
+  Batcher batcher(data.num_examples, job.seed());
+  const int64_t steps_per_epoch = batcher.NumBatches(batch_size);
+  std::vector<float> features(static_cast<size_t>(batch_size * data.feature_dim));
+  std::vector<int32_t> labels(static_cast<size_t>(batch_size));
+  std::deque<std::pair<double, int64_t>> recent;  // (loss x examples, correct), per step
+  std::deque<int64_t> recent_examples;
+
+  const Roles self_only;
+  CpuSnapshot cpu0;
+  double t0 = 0, gather_s = 0, compute_s = 0, adam_s = 0;
+  for (int64_t s = 0; s < config.steps; ++s) {
+    if (s == config.warmup_steps) {
+      cpu0 = TakeCpu(self_only);
+      t0 = Now();
+    }
+    const double ta = Now();
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
+                     batcher.BatchIndices(s / steps_per_epoch, s % steps_per_epoch, batch_size));
+    const int batch = static_cast<int>(indices.size());
+    RETURN_IF_ERROR(GatherBatch(data, indices, features.data(), labels.data()));
+    const double tb = Now();
+    StepResult result;
+    RETURN_IF_ERROR(backend->ForwardBackward(model, param_ptrs, features.data(), labels.data(),
+                                             batch, &result, grad_ptrs));
+    const double tc = Now();
+    for (size_t i = 0; i < infos.size(); ++i) {
+      optimizer->ApplyDense(s + 1, grads[i], params[i].data(), slot_ptrs[i]);
+    }
+    const double td = Now();
+    if (s >= config.warmup_steps) {
+      gather_s += tb - ta;
+      compute_s += tc - tb;
+      adam_s += td - tc;
+    }
+    recent.emplace_back(static_cast<double>(result.loss) * batch, result.correct);
+    recent_examples.push_back(batch);
+    if (recent.size() > static_cast<size_t>(kLossWindow)) {
+      recent.pop_front();
+      recent_examples.pop_front();
+    }
+  }
+  const double t1 = Now();
+  const CpuSnapshot cpu1 = TakeCpu(self_only);
+
+  Result r;
+  r.key = absl::StrCat("single_", threads, threads == 1 ? "thread" : "threads");
+  r.label = absl::StrCat("single process, ", threads, threads == 1 ? " thread" : " threads");
+  r.threads_per_worker = threads;
+  r.total_threads = threads;
+  r.measured_steps = config.steps - config.warmup_steps;
+  r.measured_s = t1 - t0;
+  const int64_t examples = ExamplesInSteps(config.steps, data.num_examples, batch_size) -
+                           ExamplesInSteps(config.warmup_steps, data.num_examples, batch_size);
+  r.examples_per_s = static_cast<double>(examples) / r.measured_s;
+  const double per_step_ms = 1e3 / static_cast<double>(r.measured_steps);
+  r.gather_ms = gather_s * per_step_ms;
+  r.compute_ms = compute_s * per_step_ms;
+  r.adam_ms = adam_s * per_step_ms;
+  double loss = 0, correct = 0, n = 0;
+  for (size_t i = 0; i < recent.size(); ++i) {
+    loss += recent[i].first;
+    correct += static_cast<double>(recent[i].second);
+    n += static_cast<double>(recent_examples[i]);
+  }
+  r.loss = loss / n;
+  r.accuracy = correct / n;
+  SetCpu(cpu0, cpu1, r.measured_steps, r.measured_s, /*cluster=*/false, &r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) A local cluster
+
+// Submits the job text to the chief, as `shardctl submit` does. The chief answers once it has
+// created the variables on the ps tasks and started the job.
+absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std::string& job_json) {
+  std::unique_ptr<CoordinatorService::Stub> stub = CoordinatorService::NewStub(NewChannel(chief));
+  SubmitJobRequest request;
+  request.set_job_json(job_json);
+  absl::Status status;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    SubmitJobResponse response;
+    status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));
+    if (status.ok()) return response;
+    // The ps tasks may still be starting.
+    if (status.code() != absl::StatusCode::kUnavailable) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return status;
+}
+
+absl::StatusOr<Result> MeasureCluster(const Config& config, const std::string& mode,
+                                      int num_workers, int64_t num_examples) {
+  // The chief is long-lived and gets the job once it is up, so that every step of the job is
+  // seen in the samples (a chief started with --job may run a short job to its end before
+  // its first status call is answered).
+  const std::string job_json = JobJson(config, mode);
+  testing::WriteTempFile(absl::StrCat("job_", mode, "_", num_workers, "w.json"), job_json);
+  TrainingCluster::Options options;
+  options.num_ps = kNumPs;
+  options.num_workers = num_workers;
+  options.evaluator = false;
+  options.long_lived = true;
+  const double t_start = Now();
+  ASSIGN_OR_RETURN(std::unique_ptr<TrainingCluster> cluster, TrainingCluster::Start(options));
+  const double t_submit = Now();
+  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_address(), job_json);
+  if (!submitted.ok()) {
+    return absl::Status(
+        submitted.status().code(),
+        absl::StrCat("submit: ", submitted.status().message(), "\n", cluster->Logs()));
+  }
+
+  Roles roles;
+  roles.chief.push_back(cluster->chief()->pid());
+  for (int i = 0; i < num_workers; ++i) roles.workers.push_back(cluster->worker(i)->pid());
+  for (pid_t pid : ChildPids()) {
+    const bool known =
+        std::find(roles.chief.begin(), roles.chief.end(), pid) != roles.chief.end() ||
+        std::find(roles.workers.begin(), roles.workers.end(), pid) != roles.workers.end();
+    if (!known) roles.ps.push_back(pid);
+  }
+
+  std::vector<ProgressSample> samples;
+  std::vector<CpuSnapshot> cpu;
+  JobStatus last;
+  double startup_s = kNaN;
+  int failed_polls = 0;
+  const double deadline = t_submit + config.cluster_timeout_s;
+  while (true) {
+    absl::StatusOr<JobStatus> status = cluster->Status();
+    const double t = Now();
+    if (!status.ok()) {
+      // The chief may be busy for a moment; give up once it has gone or stayed silent.
+      if (!cluster->chief()->Running() || ++failed_polls > 40) {
+        return absl::UnavailableError(
+            absl::StrCat("chief status: ", status.status().ToString(), "\n", cluster->Logs()));
+      }
+    } else {
+      failed_polls = 0;
+      samples.push_back({t, status->steps_done()});
+      cpu.push_back(TakeCpu(roles));
+      if (std::isnan(startup_s) && status->steps_done() > 0) startup_s = t - t_submit;
+      last = *status;
+      if (status->job_id() != submitted->job_id()) {
+        return absl::InternalError(absl::StrCat("the chief runs job \"", status->job_id(),
+                                                "\", not the one submitted (\"",
+                                                submitted->job_id(), "\")"));
+      }
+      if (status->state() == JobStatus::SUCCEEDED) break;
+      if (status->state() == JobStatus::CANCELLED || status->state() == JobStatus::FAILED) {
+        return absl::InternalError(absl::StrCat("job ended as ",
+                                                JobStatus::State_Name(status->state()), ": ",
+                                                status->error(), "\n", cluster->Logs()));
+      }
+    }
+    if (t > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          mode, " job with ", num_workers, " workers not done after ", config.cluster_timeout_s,
+          " s (", last.steps_done(), "/", last.total_steps(), " steps)\n", cluster->Logs()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  const int64_t total_steps = last.total_steps();
+  std::optional<Window> window =
+      SteadyWindow(samples, config.warmup_steps, total_steps, num_examples, kBatchSize);
+  if (!window.has_value()) {
+    return absl::InternalError(absl::StrCat("no measurable window in ", samples.size(),
+                                            " samples of the ", mode, " job with ", num_workers,
+                                            " workers; run more --steps"));
+  }
+  Result r;
+  r.key = absl::StrCat("cluster_", mode, "_", num_workers, num_workers == 1 ? "worker" : "workers");
+  r.label = absl::StrCat(kNumPs, " ps, ", num_workers,
+                         num_workers == 1 ? " worker, " : " workers, ", mode);
+  r.cluster = true;
+  r.mode = mode;
+  r.workers = num_workers;
+  r.threads_per_worker = kWorkerThreads;
+  r.total_threads = num_workers * kWorkerThreads;
+  r.examples_per_s = window->examples_per_s;
+  r.measured_steps = window->steps;
+  r.measured_s = window->seconds;
+  if (last.elapsed_s() > 0) {
+    r.whole_run_examples_per_s =
+        static_cast<double>(ExamplesInSteps(last.steps_done(), num_examples, kBatchSize)) /
+        last.elapsed_s();
+  }
+  r.cluster_start_s = t_submit - t_start;
+  r.startup_s = startup_s;
+  r.loss = last.loss();
+  r.accuracy = last.accuracy();
+  r.steps_requeued = last.steps_requeued();
+  SetCpu(cpu[window->begin], cpu[window->end], window->steps, window->seconds,
+         /*cluster=*/true, &r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+std::string Num(double v, const char* fmt) {
+  if (std::isnan(v)) return "-";
+  return absl::StrFormat(fmt, v);
+}
+
+const Result* Find(const std::vector<Result>& results, const std::string& key) {
+  for (const Result& r : results) {
+    if (r.key == key) return &r;
+  }
+  return nullptr;
+}
+
+const Result* SingleAt(const std::vector<Result>& results, int threads) {
+  for (const Result& r : results) {
+    if (!r.cluster && r.total_threads == threads) return &r;
+  }
+  return nullptr;
+}
+
+void SetRatios(std::vector<Result>* results) {
+  for (Result& r : *results) {
+    const Result* same_threads = SingleAt(*results, r.threads_per_worker);
+    const Result* same_total = SingleAt(*results, r.total_threads);
+    if (same_threads != nullptr) {
+      r.ratio_same_threads = r.examples_per_s / same_threads->examples_per_s;
+    }
+    if (same_total != nullptr) {
+      r.ratio_same_total = r.examples_per_s / same_total->examples_per_s;
+    }
+  }
+}
+
+struct Target {
+  double ratio = kNaN;
+  bool met = false;
+};
+
+Target TargetOf(const std::vector<Result>& results) {
+  Target t;
+  if (const Result* r = Find(results, "cluster_async_1worker")) {
+    t.ratio = r->ratio_same_threads;
+    t.met = !std::isnan(t.ratio) && t.ratio >= kTargetRatio;
+  }
+  return t;
+}
+
+const char kThreadsNote[] =
+    "each cluster worker computes on 1 thread (the harness starts workers with --threads=1); "
+    "the single process is measured on 1 thread (the same compute threads per worker) and on "
+    "2 (the same total as 2 workers). The single process also applies Adam on its one "
+    "thread; in a cluster the 2 ps and the chief share the machine's cores with the workers.";
+
+void PrintTable(std::ostream& out, const Config& config, const std::vector<Result>& results,
+                double load_before, double load_after) {
+  out << "training_bench: Fashion-MNIST, MLP 784-256-128-10, Adam (lr 0.001), batch " << kBatchSize
+      << " per worker, cpu backend; " << config.steps << " steps per run, examples/s over steps ["
+      << config.warmup_steps << ", " << config.steps << ")\n";
+  out << "machine: " << std::thread::hardware_concurrency() << " cores; 1-min load average "
+      << Num(load_before, "%.2f") << " before, " << Num(load_after, "%.2f") << " after\n";
+  out << "threads: " << kThreadsNote << "\n\n";
+  const std::string header =
+      absl::StrFormat("%-28s %7s %10s %8s %8s %10s %7s %6s %6s | %7s %6s %6s %6s", "configuration",
+                      "threads", "examples/s", "vs 1thr", "vs same", "whole run", "1st step",
+                      "loss", "acc", "cpu ms/step:", "ps", "chief", "other");
+  out << header << "\n";
+  out << absl::StrFormat("%-28s %7s %10s %8s %8s %10s %7s %6s %6s | %12s %6s %6s %6s\n", "", "", "",
+                         "", "total", "ex/s", "s", "", "", "worker", "", "", "cores");
+  out << std::string(header.size(), '-') << "\n";
+  for (const Result& r : results) {
+    const std::string threads = r.cluster ? absl::StrCat(r.workers, "x", r.threads_per_worker)
+                                          : absl::StrCat(r.total_threads);
+    out << absl::StrFormat("%-28s %7s %10s %8s %8s %10s %7s %6s %6s | %12s %6s %6s %6s\n", r.label,
+                           threads, Num(r.examples_per_s, "%.0f"),
+                           Num(r.ratio_same_threads, "%.2f"), Num(r.ratio_same_total, "%.2f"),
+                           Num(r.whole_run_examples_per_s, "%.0f"), Num(r.startup_s, "%.1f"),
+                           Num(r.loss, "%.3f"), Num(r.accuracy, "%.3f"),
+                           Num(r.worker_cpu_ms, "%.2f"), Num(r.ps_cpu_ms, "%.2f"),
+                           Num(r.chief_cpu_ms, "%.2f"), Num(r.other_cores, "%.2f"));
+  }
+  out << "\nvs 1thr: ratio to the single process at the same compute threads per worker (1); "
+         "vs same total: to the single process at the cluster's total compute threads.\n"
+         "whole run: all steps over the chief's elapsed time (workers starting the job and "
+         "warm-up included); 1st step s: from submitting the job to its first step done.\n";
+  for (const Result& r : results) {
+    if (r.cluster) continue;
+    out << absl::StrFormat(
+        "%s, wall ms per step: gather %.2f, forward+backward %.2f, Adam %.2f (total %.2f)\n",
+        r.label, r.gather_ms, r.compute_ms, r.adam_ms, r.gather_ms + r.compute_ms + r.adam_ms);
+  }
+  for (const Result& r : results) {
+    if (r.cluster && r.steps_requeued > 0) {
+      out << r.label << ": " << r.steps_requeued << " steps re-queued (worker failures)\n";
+    }
+  }
+  const Target target = TargetOf(results);
+  out << absl::StrFormat(
+      "\ntarget: 1 worker async >= %.1f x single process (1 thread) at batch %d: %s (%s)\n",
+      kTargetRatio, kBatchSize, Num(target.ratio, "%.2f"), target.met ? "met" : "NOT MET");
+}
+
+nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vector<Result>& results,
+                      double load_before, double load_after) {
+  auto num = [](double v) -> nlohmann::json {
+    if (std::isnan(v)) return nullptr;
+    return v;
+  };
+  nlohmann::json out;
+  out["bench"] = "training_bench";
+  out["job"] = nlohmann::json::parse(JobSpecToJson(job));
+  out["job"].erase("mode");  // each cluster result names its own
+  out["steps"] = config.steps;
+  out["warmup_steps"] = config.warmup_steps;
+  out["num_ps"] = kNumPs;
+  out["machine"] = {{"cores", std::thread::hardware_concurrency()},
+                    {"load_average_1m_before", num(load_before)},
+                    {"load_average_1m_after", num(load_after)}};
+  out["threads"] = kThreadsNote;
+  nlohmann::json list = nlohmann::json::array();
+  for (const Result& r : results) {
+    nlohmann::json j = {
+        {"key", r.key},
+        {"label", r.label},
+        {"kind", r.cluster ? "cluster" : "single_process"},
+        {"threads_per_worker", r.threads_per_worker},
+        {"total_threads", r.total_threads},
+        {"examples_per_s", num(r.examples_per_s)},
+        {"measured_steps", r.measured_steps},
+        {"measured_s", num(r.measured_s)},
+        {"ratio_vs_single_same_threads_per_worker", num(r.ratio_same_threads)},
+        {"ratio_vs_single_same_total_threads", num(r.ratio_same_total)},
+        {"train_loss", num(r.loss)},
+        {"train_accuracy", num(r.accuracy)},
+        {"cpu_ms_per_step", {{"worker", num(r.worker_cpu_ms)}}},
+        {"other_cores", num(r.other_cores)},
+    };
+    if (r.cluster) {
+      j["mode"] = r.mode;
+      j["workers"] = r.workers;
+      j["whole_run_examples_per_s"] = num(r.whole_run_examples_per_s);
+      j["cluster_start_s"] = num(r.cluster_start_s);
+      j["submit_to_first_step_s"] = num(r.startup_s);
+      j["steps_requeued"] = r.steps_requeued;
+      j["cpu_ms_per_step"]["ps"] = num(r.ps_cpu_ms);
+      j["cpu_ms_per_step"]["chief"] = num(r.chief_cpu_ms);
+    } else {
+      j["wall_ms_per_step"] = {{"gather", num(r.gather_ms)},
+                               {"forward_backward", num(r.compute_ms)},
+                               {"adam", num(r.adam_ms)}};
+    }
+    list.push_back(std::move(j));
+  }
+  out["results"] = std::move(list);
+  const Target target = TargetOf(results);
+  out["target"] = {
+      {"what", absl::StrFormat("1 worker async >= %.1f x single process (1 thread) at batch %d",
+                               kTargetRatio, kBatchSize)},
+      {"threshold", kTargetRatio},
+      {"ratio", num(target.ratio)},
+      {"met", target.met}};
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::string SelfPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Points tests/process.h' BinaryPath at this binary's runfiles (under `bazel run` there is no
+// TEST_SRCDIR), and gives the daemons' logs and job files a scratch directory.
+void SetUpRunfiles(const char* argv0) {
+  if (std::getenv("TEST_SRCDIR") == nullptr) {
+    std::vector<std::string> candidates;
+    if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(dir);
+    candidates.push_back(absl::StrCat(argv0, ".runfiles"));
+    candidates.push_back(absl::StrCat(SelfPath(), ".runfiles"));
+    for (const std::string& dir : candidates) {
+      if (access(absl::StrCat(dir, "/shardps/coordinator/chief").c_str(), X_OK) == 0) {
+        setenv("TEST_SRCDIR", dir.c_str(), 1);
+        setenv("TEST_WORKSPACE", "shardps", 1);
+        break;
+      }
+    }
+  }
+  if (std::getenv("TEST_TMPDIR") == nullptr) {
+    char tmpl[] = "/tmp/training_bench.XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) setenv("TEST_TMPDIR", tmpl, 1);
+  }
+}
+
+int Main(int argc, char** argv) {
+  Config config;
+  FlagParser flags("training_bench",
+                   "Training examples/s of local shardps clusters (2 ps; 1 and 2 workers; async "
+                   "and sync) against one process training the same model with no network.");
+  flags.AddBool("json", &config.json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddInt("steps", &config.steps,
+               "training steps per run (each run: the single process "
+               "and every cluster configuration)");
+  flags.AddInt("warmup_steps", &config.warmup_steps,
+               "steps left out at the start of each run (0: steps / 10)");
+  flags.AddString("data_dir", &config.data_dir, "where Fashion-MNIST's IDX files are");
+  flags.AddDouble("cluster_timeout_s", &config.cluster_timeout_s,
+                  "give up on a cluster run after this long");
+  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  if (config.warmup_steps <= 0) config.warmup_steps = config.steps / 10;
+  if (config.steps < 2 || config.warmup_steps >= config.steps) {
+    std::cerr << "training_bench: --steps must be >= 2 and above --warmup_steps\n";
+    return 2;
+  }
+  SetUpRunfiles(argv[0]);
+  std::ostream& log = std::cerr;
+  const double load_before = LoadAverage1m();
+
+  absl::StatusOr<JobSpec> job = ParseJobSpec(JobJson(config, "async"), /*num_workers=*/1);
+  if (!job.ok()) {
+    std::cerr << "training_bench: " << job.status().message() << "\n";
+    return 1;
+  }
+  log << "loading Fashion-MNIST from " << config.data_dir << "...\n";
+  absl::StatusOr<Dataset> data = LoadFashionMnist(config.data_dir, Split::kTrain);
+  if (!data.ok()) {
+    std::cerr << "training_bench: " << data.status() << "\n";
+    return 1;
+  }
+
+  std::vector<Result> results;
+  for (int threads : {1, 2}) {
+    log << "single process, " << threads << " thread(s)...\n";
+    absl::StatusOr<Result> r = MeasureSingleProcess(config, *job, *data, threads);
+    if (!r.ok()) {
+      std::cerr << "training_bench: single process: " << r.status() << "\n";
+      return 1;
+    }
+    results.push_back(*std::move(r));
+  }
+  for (int workers : {1, 2}) {
+    for (const char* mode : {"async", "sync"}) {
+      log << "cluster: " << kNumPs << " ps, " << workers << " worker(s), " << mode << "...\n";
+      absl::StatusOr<Result> r = MeasureCluster(config, mode, workers, data->num_examples);
+      if (!r.ok()) {
+        std::cerr << "training_bench: cluster (" << workers << " workers, " << mode
+                  << "): " << r.status() << "\n";
+        return 1;
+      }
+      results.push_back(*std::move(r));
+    }
+  }
+  SetRatios(&results);
+  const double load_after = LoadAverage1m();
+  PrintTable(config.json ? std::cerr : std::cout, config, results, load_before, load_after);
+  if (config.json) {
+    std::cout << ToJson(config, *job, results, load_before, load_after).dump(2) << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::bench::Main(argc, argv); }
