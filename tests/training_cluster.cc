@@ -1,6 +1,12 @@
 #include "tests/training_cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <fstream>
 
@@ -10,6 +16,22 @@
 
 namespace shardps {
 namespace testing {
+namespace {
+
+bool PortAcceptsConnections(const std::string& address) {
+  size_t colon = address.rfind(':');
+  int port = std::atoi(address.c_str() + colon + 1);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Options& options) {
   static int generation = 0;
@@ -55,11 +77,22 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
   auto chief = start("coordinator/chief", "chief", 0, chief_args);
   if (!chief.ok()) return chief.status();
   c->chief_ = std::move(*chief);
-  c->stub_ = CoordinatorService::NewStub(NewChannel(c->chief_address_));
   absl::Time deadline = absl::Now() + absl::Seconds(60);
+  // A channel whose first connection is refused backs off for seconds before it tries again:
+  // make it only once the chief's port accepts connections.
+  while (absl::Now() < deadline && !PortAcceptsConnections(c->chief_address_) &&
+         c->chief_->Running()) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  c->stub_ = CoordinatorService::NewStub(NewChannel(c->chief_address_));
   while (absl::Now() < deadline) {
-    if (c->Status().ok()) return c;
+    // Short deadlines: a call made while the first connection attempt is still pending would
+    // otherwise wait out a long one.
+    if (c->Status(absl::Milliseconds(250)).ok()) return c;
     if (!c->chief_->Running()) {
+      // A chief given a short --job may finish it and exit before the first status answer;
+      // that is a start, not a failure, when it exited 0.
+      if (c->chief_->Wait(absl::ZeroDuration()).value_or(-1) == 0) return c;
       return absl::InternalError(absl::StrCat("chief exited at start:\n", c->Logs()));
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -77,9 +110,9 @@ TrainingCluster::~TrainingCluster() {
   for (Process* p : all) (void)p->Wait(absl::Seconds(10));
 }
 
-absl::StatusOr<JobStatus> TrainingCluster::Status() {
+absl::StatusOr<JobStatus> TrainingCluster::Status(absl::Duration timeout) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   JobStatus status;
   grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);
   if (!s.ok()) return FromGrpcStatus(s);

@@ -35,7 +35,7 @@ class TrainingCluster {
   Process* evaluator() { return evaluator_.get(); }
   const std::string& metrics_file() const { return metrics_file_; }
 
-  absl::StatusOr<JobStatus> Status();
+  absl::StatusOr<JobStatus> Status(absl::Duration timeout = absl::Seconds(5));
   // Polls until the job's state is terminal (and the chief reports the job ended).
   absl::StatusOr<JobStatus> WaitForState(JobStatus::State state, absl::Duration timeout);
   absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient() const;
