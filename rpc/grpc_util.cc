@@ -121,6 +121,10 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connec
   // Reconnect quickly after a ps restarts.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // After a refused connection the channel asks its resolver again, which by default may not
+  // happen for seconds: a task that starts after its client (or restarts) would stay
+  // unreachable that long. Measured: first answer 5 s -> 0.1 s after the server came up.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
