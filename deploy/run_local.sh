@@ -96,6 +96,10 @@ for _ in $(seq 100); do
 done
 "$BIN/coordinator/cli/shardctl" --chief="127.0.0.1:$CHIEF_PORT" watch
 rc=$?
+if [ "$rc" -eq 130 ]; then
+  echo "interrupted: stopping the cluster" >&2
+  exit 130  # the EXIT trap stops every process
+fi
 wait "$CHIEF_PID" 2>/dev/null
 echo "metrics: $RUN_DIR/metrics.jsonl; logs: $RUN_DIR/*.log" >&2
 exit $rc
