@@ -97,6 +97,44 @@ TEST(TrainingTest, SyncRunsAreBitIdentical) {
   }
 }
 
+// Bounded staleness 0 applies steps one after another, each computed on all earlier steps:
+// exactly a sync job of one replica per step, to the last bit.
+TEST(TrainingTest, StalenessZeroBehavesAsSync) {
+  std::vector<std::vector<float>> runs[2];
+  const std::string jobs[2] = {
+      Job("k0", "stale", R"(, "steps": 40, "staleness": 0)"),
+      Job("k0", "sync", R"(, "steps": 40, "num_replicas": 1)")};
+  for (int r = 0; r < 2; ++r) {
+    TrainingCluster::Options options;
+    options.long_lived = true;
+    options.job_file = WriteTempFile("k0.json", jobs[r]);
+    auto cluster = TrainingCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->steps_done(), 40);
+    runs[r] = PullAll(cluster->get());
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t v = 0; v < runs[0].size(); ++v) {
+    EXPECT_EQ(runs[0][v], runs[1][v]) << "variable " << v;
+  }
+}
+
+// Bounded staleness 2 with two workers trains and counts every step.
+TEST(TrainingTest, BoundedStalenessTrains) {
+  TrainingCluster::Options options;
+  options.evaluator = true;
+  options.job_file = WriteTempFile("stale.json", Job("st", "stale", R"(, "epochs": 1, "staleness": 2)"));
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(8));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->steps_done(), status->total_steps());
+  ASSERT_TRUE(status->has_eval());
+  EXPECT_GE(status->last_eval().accuracy(), 0.8);
+}
+
 TEST(TrainingTest, KilledWorkerStepsAreCountedOnce) {
   TrainingCluster::Options options;
   options.job_file = WriteTempFile("kill.json", Job("kill", "async", R"(, "steps": 3000)"));
