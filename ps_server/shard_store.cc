@@ -342,8 +342,20 @@ void CollectReady(Shard& shard, std::vector<std::shared_ptr<Waiter>>* ready)
 }
 
 // Pull responses are filled in two halves so that the shard's lock covers only the memcpy:
-// the caller sizes `data` first (outside the lock on the immediate path), then CopyRange or
-// CopyRows copies under the lock and the filled string is swapped into the response.
+// the caller sizes `data` first (outside the lock), then CopyRange or CopyRows copies under
+// the lock and the filled string is swapped into the response. `data` starts as the
+// response's own string, so a caller that recycles responses (the gRPC service pools them)
+// lends its buffer: a pull of the same size then neither allocates nor zero-fills anything.
+// A pull that fails leaves the response's data empty.
+
+// The buffer a pull fills: the response's own string (its capacity, and its size when a
+// recycled response last carried as many bytes), sized to `bytes` outside any lock.
+std::string TakeBuffer(std::string* response_data, size_t bytes) {
+  std::string data;
+  data.swap(*response_data);
+  data.resize(bytes);
+  return data;
+}
 
 // REQUIRES: data holds range.size() * width floats.
 void CopyRange(Shard& shard, RowRange range, std::string* data, PullResponse* response)
@@ -662,17 +674,16 @@ class ShardStoreImpl final : public ShardStore {
     }
     Shard* s = shard.get();
     const size_t bytes = static_cast<size_t>(range.size() * s->width) * sizeof(float);
-    std::string data(bytes, '\0');  // sized before the lock is taken
+    std::string data = TakeBuffer(response->mutable_data(), bytes);
     FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
         [s, range, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           CopyRange(*s, range, &data, response);
         },
-        [s, range, response, bytes]() -> std::function<void()> {
-          return [s, range, response, bytes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            std::string late(bytes, '\0');
-            CopyRange(*s, range, &late, response);
-          };
+        // A deferred fill takes the sized buffer along (only one of the two ever runs).
+        [s, range, response, &data]() -> std::function<void()> {
+          return [s, range, response, late = std::move(data)]() mutable
+                 ABSL_NO_THREAD_SAFETY_ANALYSIS { CopyRange(*s, range, &late, response); };
         },
         std::move(done));
   }
@@ -696,17 +707,17 @@ class ShardStoreImpl final : public ShardStore {
     }
     Shard* s = shard.get();
     const size_t bytes = ids.size() * static_cast<size_t>(s->width) * sizeof(float);
-    std::string data(bytes, '\0');  // sized before the lock is taken
+    std::string data = TakeBuffer(response->mutable_data(), bytes);
     FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
         [s, ids, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           CopyRows(*s, ids, &data, response);
         },
-        // A deferred fill owns a copy of the ids: the request need not outlive this call.
-        [s, ids, response, bytes]() -> std::function<void()> {
+        // A deferred fill owns a copy of the ids (the request need not outlive this call)
+        // and takes the sized buffer along.
+        [s, ids, response, &data]() -> std::function<void()> {
           return [s, owned = std::vector<int64_t>(ids.begin(), ids.end()), response,
-                  bytes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            std::string late(bytes, '\0');
+                  late = std::move(data)]() mutable ABSL_NO_THREAD_SAFETY_ANALYSIS {
             CopyRows(*s, owned, &late, response);
           };
         },

@@ -1,7 +1,13 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
-#include <thread>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/message_allocator.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
 
@@ -11,10 +17,115 @@ namespace {
 // Rows or ids up to this count are treated as a small request (see PsServiceOptions).
 constexpr int64_t kInlineRows = 64;
 
-class GrpcPsService : public PsService::CallbackService {
+// Recycles messages so that their `data` strings keep their capacity from call to call: a
+// 4 MiB chunk is then received into, or pulled into, memory that is already allocated and
+// faulted in, rather than a fresh allocation that the kernel zeroes page by page (the largest
+// single cost of a bulk transfer before pooling). Keeps at most kMaxBytes of capacity and
+// kMaxMessages messages; the rest are freed.
+//
+// Thread-safety: thread-safe.
+template <typename T>
+class MessagePool {
+ public:
+  std::unique_ptr<T> Get() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!free_.empty()) {
+        std::unique_ptr<T> message = std::move(free_.back());
+        free_.pop_back();
+        bytes_ -= message->data().capacity();
+        return message;
+      }
+    }
+    return std::make_unique<T>();
+  }
+
+  // Clears every field but `data`, whose size and capacity stay, so that a pull of the same
+  // size neither reallocates nor zero-fills (the store overwrites every byte).
+  void Put(std::unique_ptr<T> message) {
+    std::string data;
+    data.swap(*message->mutable_data());
+    message->Clear();
+    message->mutable_data()->swap(data);
+    const size_t capacity = message->data().capacity();
+    absl::MutexLock lock(&mu_);
+    if (free_.size() < kMaxMessages && bytes_ + capacity <= kMaxBytes) {
+      bytes_ += capacity;
+      free_.push_back(std::move(message));
+    }
+  }  // A message the pool does not keep is freed here, after the lock is released.
+
+ private:
+  static constexpr size_t kMaxMessages = 64;
+  static constexpr size_t kMaxBytes = size_t{96} << 20;
+
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<T>> free_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// gRPC allocates the request and response of Push, PushRows and Assign through this, so that
+// large requests are parsed into pooled messages (protobuf's parser clears a string but keeps
+// its capacity).
+template <typename Request, typename Response>
+class PooledAllocator final : public grpc::MessageAllocator<Request, Response> {
+ public:
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
+    return new Holder(pool_, pool_->Get());
+  }
+
+ private:
+  // Owned by gRPC's call from AllocateMessages until it calls Release(), once, after the
+  // reactor has finished; Release returns the request to the pool and deletes the holder.
+  class Holder final : public grpc::MessageHolder<Request, Response> {
+   public:
+    Holder(std::shared_ptr<MessagePool<Request>> pool, std::unique_ptr<Request> request)
+        : pool_(std::move(pool)), request_(std::move(request)) {
+      this->set_request(request_.get());
+      this->set_response(&response_);
+    }
+    void Release() override {
+      pool_->Put(std::move(request_));
+      delete this;
+    }
+
+   private:
+    const std::shared_ptr<MessagePool<Request>> pool_;
+    std::unique_ptr<Request> request_;
+    Response response_;
+  };
+
+  const std::shared_ptr<MessagePool<Request>> pool_ = std::make_shared<MessagePool<Request>>();
+};
+
+// A Pull or PullRows in progress: the parsed request and a pooled response. Shared by the
+// handler, the store's completion and every slice of the serialized response that points into
+// response->data(); the last of them returns the response to the pool.
+template <typename Request, typename Response>
+struct PullCall {
+  PullCall(std::shared_ptr<MessagePool<Response>> response_pool)
+      : pool(std::move(response_pool)), response(pool->Get()) {}
+  ~PullCall() { pool->Put(std::move(response)); }
+
+  const std::shared_ptr<MessagePool<Response>> pool;
+  Request request;
+  std::unique_ptr<Response> response;
+};
+
+// Pull and PullRows are raw methods: their responses are serialized by SerializeZeroCopy, so a
+// pulled tensor goes from the shard to the socket with one copy (into the pooled response)
+// instead of three (a zeroed string, the copy into it, protobuf's copy into gRPC's slices).
+using PsServiceBase = PsService::WithRawCallbackMethod_Pull<
+    PsService::WithRawCallbackMethod_PullRows<PsService::CallbackService>>;
+
+class GrpcPsService : public PsServiceBase {
  public:
   GrpcPsService(ShardStore* store, Executor* executor, PsServiceOptions options)
-      : store_(store), executor_(executor), options_(std::move(options)) {}
+      : store_(store), executor_(executor), options_(std::move(options)) {
+    SetMessageAllocatorFor_Push(&push_allocator_);
+    SetMessageAllocatorFor_PushRows(&push_rows_allocator_);
+    SetMessageAllocatorFor_Assign(&assign_allocator_);
+  }
 
   // Each handler returns the context's default reactor; gRPC owns it and frees it after
   // Finish(). Work scheduled on the executor captures raw pointers to the request and
@@ -36,14 +147,24 @@ class GrpcPsService : public PsService::CallbackService {
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx, const PullRequest* request,
-                                 PullResponse* response) override {
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
+                                 const grpc::ByteBuffer* request_buffer,
+                                 grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    int64_t rows = request->row_end() - request->row_begin();
-    bool large = request->row_end() == 0 || rows > kInlineRows;
+    auto call = std::make_shared<PullCall<PullRequest, PullResponse>>(pull_pool_);
+    grpc::Status parsed = Parse(request_buffer, &call->request);
+    if (!parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    const PullRequest& request = call->request;
+    int64_t rows = request.row_end() - request.row_begin();
+    bool large = request.row_end() == 0 || rows > kInlineRows;
     Run(large, [=] {
-      store_->Pull(*request, response,
-                   [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); });
+      store_->Pull(call->request, call->response.get(),
+                   [reactor, call, response_buffer](const absl::Status& s) {
+                     Reply(reactor, s, *call->response, call, response_buffer);
+                   });
     });
     return reactor;
   }
@@ -57,12 +178,20 @@ class GrpcPsService : public PsService::CallbackService {
   }
 
   grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* ctx,
-                                     const PullRowsRequest* request,
-                                     PullRowsResponse* response) override {
+                                     const grpc::ByteBuffer* request_buffer,
+                                     grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    Run(request->ids_size() > kInlineRows, [=] {
-      store_->PullRows(*request, response,
-                       [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); });
+    auto call = std::make_shared<PullCall<PullRowsRequest, PullRowsResponse>>(pull_rows_pool_);
+    grpc::Status parsed = Parse(request_buffer, &call->request);
+    if (!parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    Run(call->request.ids_size() > kInlineRows, [=] {
+      store_->PullRows(call->request, call->response.get(),
+                       [reactor, call, response_buffer](const absl::Status& s) {
+                         Reply(reactor, s, *call->response, call, response_buffer);
+                       });
     });
     return reactor;
   }
@@ -108,6 +237,31 @@ class GrpcPsService : public PsService::CallbackService {
   }
 
  private:
+  // Parses a raw request as gRPC's own deserializer would.
+  static grpc::Status Parse(const grpc::ByteBuffer* buffer,
+                            google::protobuf::MessageLite* message) {
+    // The reader only reads; it takes a non-const pointer for gRPC's C API.
+    grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(buffer));
+    if (!reader.status().ok()) return reader.status();
+    if (!message->ParseFromZeroCopyStream(&reader)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "cannot parse the request as a " + message->GetTypeName());
+    }
+    return grpc::Status::OK;
+  }
+
+  // Finishes a raw call: on success the response's bytes go out without a copy, and `call`
+  // (which owns the response) lives until gRPC lets go of them.
+  static void Reply(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
+                    const google::protobuf::MessageLite& response,
+                    std::shared_ptr<const void> call, grpc::ByteBuffer* response_buffer) {
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return;
+    }
+    reactor->Finish(SerializeZeroCopy(response, std::move(call), response_buffer));
+  }
+
   bool Large(const std::string& data) const {
     return static_cast<int64_t>(data.size()) > options_.inline_bytes;
   }
@@ -124,6 +278,14 @@ class GrpcPsService : public PsService::CallbackService {
   ShardStore* const store_;
   Executor* const executor_;
   const PsServiceOptions options_;
+  // Shared with calls in flight (and their slices), which may outlive the service.
+  const std::shared_ptr<MessagePool<PullResponse>> pull_pool_ =
+      std::make_shared<MessagePool<PullResponse>>();
+  const std::shared_ptr<MessagePool<PullRowsResponse>> pull_rows_pool_ =
+      std::make_shared<MessagePool<PullRowsResponse>>();
+  PooledAllocator<PushRequest, PushResponse> push_allocator_;
+  PooledAllocator<PushRowsRequest, PushRowsResponse> push_rows_allocator_;
+  PooledAllocator<AssignRequest, AssignResponse> assign_allocator_;
 };
 
 }  // namespace
