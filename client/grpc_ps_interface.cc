@@ -1,14 +1,32 @@
 #include "client/grpc_ps_interface.h"
 
 #include <atomic>
+#include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
 
 namespace shardps {
 namespace {
+
+// Requests whose tensor bytes reach this size are sent without copying them (see RawCall).
+constexpr size_t kZeroCopyBytes = 32 << 10;
+
+// The full name gRPC routes a raw call by ("/shardps.PsService/Push"). gRPC keeps a pointer
+// to it for the call's lifetime, so each is made once and never freed.
+const std::string* NewMethodName(const char* method) {
+  return new std::string(absl::StrCat("/", PsService::service_full_name(), "/", method));
+}
+
+// Set while a raw call's completion callback runs on this thread (see RawCall::Release).
+thread_local bool in_raw_completion = false;
 
 class GrpcPsInterface : public PsInterface {
  public:
@@ -16,7 +34,8 @@ class GrpcPsInterface : public PsInterface {
       : name_(name) {
     if (num_connections < 1) num_connections = 1;
     for (int i = 0; i < num_connections; ++i) {
-      stubs_.push_back(PsService::NewStub(NewChannel(address, i)));
+      std::shared_ptr<grpc::Channel> channel = NewChannel(address, i);
+      stubs_.push_back({PsService::NewStub(channel), std::make_unique<grpc::GenericStub>(channel)});
     }
   }
 
@@ -26,38 +45,146 @@ class GrpcPsInterface : public PsInterface {
   void Method##Async(const Method##Request* request, Method##Response* response,        \
                      absl::Time deadline, StatusCallback done) override {               \
     auto* ctx = NewContext(deadline);                                                    \
-    NextStub()->async()->Method(ctx, request, response,                                  \
-                                [ctx, done = std::move(done)](grpc::Status s) {          \
-                                  delete ctx;                                            \
-                                  done(FromGrpcStatus(s));                               \
-                                });                                                      \
+    NextStub().typed->async()->Method(ctx, request, response,                            \
+                                      [ctx, done = std::move(done)](grpc::Status s) {    \
+                                        delete ctx;                                      \
+                                        done(FromGrpcStatus(s));                         \
+                                      });                                                \
   }
 
   SHARDPS_GRPC_METHOD(CreateShards)
   SHARDPS_GRPC_METHOD(ListShards)
   SHARDPS_GRPC_METHOD(Pull)
-  SHARDPS_GRPC_METHOD(Push)
   SHARDPS_GRPC_METHOD(PullRows)
-  SHARDPS_GRPC_METHOD(PushRows)
-  SHARDPS_GRPC_METHOD(Assign)
   SHARDPS_GRPC_METHOD(Health)
   SHARDPS_GRPC_METHOD(Shutdown)
 #undef SHARDPS_GRPC_METHOD
 
+  // Requests that carry tensors: large ones go out without a copy.
+#define SHARDPS_GRPC_ZERO_COPY_METHOD(Method)                                            \
+  void Method##Async(const Method##Request* request, Method##Response* response,        \
+                     absl::Time deadline, StatusCallback done) override {               \
+    if (request->data().size() >= kZeroCopyBytes) {                                     \
+      static const std::string* const method = NewMethodName(#Method);                   \
+      RawCall::Start(NextStub().generic.get(), *method, *request, response, deadline,    \
+                     std::move(done));                                                   \
+      return;                                                                            \
+    }                                                                                    \
+    auto* ctx = NewContext(deadline);                                                    \
+    NextStub().typed->async()->Method(ctx, request, response,                            \
+                                      [ctx, done = std::move(done)](grpc::Status s) {    \
+                                        delete ctx;                                      \
+                                        done(FromGrpcStatus(s));                         \
+                                      });                                                \
+  }
+
+  SHARDPS_GRPC_ZERO_COPY_METHOD(Push)
+  SHARDPS_GRPC_ZERO_COPY_METHOD(PushRows)
+  SHARDPS_GRPC_ZERO_COPY_METHOD(Assign)
+#undef SHARDPS_GRPC_ZERO_COPY_METHOD
+
  private:
-  // Owned by the call: deleted in its completion callback.
+  struct Stubs {
+    std::unique_ptr<PsService::Stub> typed;
+    std::unique_ptr<grpc::GenericStub> generic;
+  };
+
+  // A call whose request is serialized by SerializeZeroCopy: the request's tensor bytes are
+  // sent from the request's own string, saving a copy into gRPC's slices (and their
+  // allocation). Those slices may outlive the call's completion (a write cancelled while it
+  // is still in the transport), and the caller may free the request as soon as `done` runs,
+  // so `done` waits for both: the call's completion and the release of the last slice.
+  //
+  // Owned jointly by the completion callback and the slices, through `keep_alive`; the last
+  // to let go runs Release(), which deletes it and calls `done`.
+  class RawCall {
+   public:
+    template <typename Response>
+    static void Start(grpc::GenericStub* stub, const std::string& method,
+                      const google::protobuf::MessageLite& request, Response* response,
+                      absl::Time deadline, StatusCallback done) {
+      auto* call = new RawCall(std::move(done), NewContext(deadline));
+      std::shared_ptr<const void> keep_alive(call, [](const void* p) {
+        Release(static_cast<RawCall*>(const_cast<void*>(p)));
+      });
+      grpc::Status serialized = SerializeZeroCopy(request, keep_alive, &call->request_);
+      if (!serialized.ok()) {
+        call->status_ = FromGrpcStatus(serialized);
+        Complete(std::move(keep_alive));
+        return;
+      }
+      stub->UnaryCall(call->ctx_.get(), method, grpc::StubOptions(), &call->request_,
+                      &call->response_,
+                      [call, response, keep_alive = std::move(keep_alive)](grpc::Status s) mutable {
+                        call->status_ = FromGrpcStatus(s);
+                        if (s.ok()) {
+                          grpc::ProtoBufferReader reader(&call->response_);
+                          if (!response->ParseFromZeroCopyStream(&reader)) {
+                            call->status_ = absl::InternalError(absl::StrCat(
+                                "cannot parse the response as a ", response->GetTypeName()));
+                          }
+                        }
+                        Complete(std::move(keep_alive));
+                      });
+    }
+
+   private:
+    RawCall(StatusCallback done, grpc::ClientContext* ctx) : ctx_(ctx), done_(std::move(done)) {}
+
+    // The call has completed: frees the context, and with it gRPC's call and the copy of the
+    // request it kept, drops this side's buffers, then the completion's own reference.
+    static void Complete(std::shared_ptr<const void> keep_alive) {
+      auto* call = static_cast<RawCall*>(const_cast<void*>(keep_alive.get()));
+      call->ctx_.reset();
+      call->request_.Clear();
+      call->response_.Clear();
+      const bool outer = in_raw_completion;
+      in_raw_completion = true;
+      keep_alive.reset();
+      in_raw_completion = outer;
+    }
+
+    // The last reference is gone. Usually that is the completion callback above, a thread on
+    // which gRPC runs user callbacks. Otherwise it is a slice released deep inside gRPC's
+    // transport, where neither user code nor the call's destruction may run: both move to a
+    // thread of their own (a rare path: only calls that ended with their request unsent).
+    static void Release(RawCall* call) {
+      if (in_raw_completion) {
+        StatusCallback done = std::move(call->done_);
+        absl::Status status = call->status_;
+        delete call;
+        done(status);
+        return;
+      }
+      std::thread([call] {
+        StatusCallback done = std::move(call->done_);
+        absl::Status status = call->status_;
+        delete call;
+        done(status);
+      }).detach();
+    }
+
+    std::unique_ptr<grpc::ClientContext> ctx_;
+    grpc::ByteBuffer request_;
+    grpc::ByteBuffer response_;
+    absl::Status status_;
+    StatusCallback done_;
+  };
+
+  // Owned by the call: deleted in its completion callback (RawCall: owned by it, freed when
+  // it completes).
   static grpc::ClientContext* NewContext(absl::Time deadline) {
     auto* ctx = new grpc::ClientContext;
     if (deadline != absl::InfiniteFuture()) ctx->set_deadline(absl::ToChronoTime(deadline));
     return ctx;
   }
 
-  PsService::Stub* NextStub() {
-    return stubs_[next_.fetch_add(1, std::memory_order_relaxed) % stubs_.size()].get();
+  const Stubs& NextStub() {
+    return stubs_[next_.fetch_add(1, std::memory_order_relaxed) % stubs_.size()];
   }
 
   const std::string name_;
-  std::vector<std::unique_ptr<PsService::Stub>> stubs_;
+  std::vector<Stubs> stubs_;
   std::atomic<uint64_t> next_{0};
 };
 

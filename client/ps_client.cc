@@ -83,6 +83,43 @@ class DelayQueue {
   std::thread thread_;
 };
 
+// Recycles the byte buffers that carry tensors in chunk messages (pulled and pushed bytes), so
+// that repeated transfers reuse memory that is already allocated and faulted in: a fresh
+// multi-MiB allocation per chunk costs the kernel a page fault and a page zeroing per 4 KiB,
+// more than the copy into it. A pulled chunk is parsed into a recycled string (protobuf's
+// parser keeps a string's capacity), a pushed chunk is copied into one. Keeps at most
+// kMaxBytes of capacity; buffers too small to matter are not kept.
+//
+// Thread-safety: thread-safe.
+class BufferPool {
+ public:
+  std::string Get() {
+    absl::MutexLock lock(&mu_);
+    if (free_.empty()) return std::string();
+    std::string buffer = std::move(free_.back());
+    free_.pop_back();
+    bytes_ -= buffer.capacity();
+    return buffer;
+  }
+
+  void Put(std::string buffer) {
+    const size_t capacity = buffer.capacity();
+    if (capacity < kMinBytes) return;
+    absl::MutexLock lock(&mu_);
+    if (bytes_ + capacity > kMaxBytes) return;  // freed after the lock is released
+    bytes_ += capacity;
+    free_.push_back(std::move(buffer));
+  }
+
+ private:
+  static constexpr size_t kMinBytes = 64 << 10;
+  static constexpr size_t kMaxBytes = size_t{128} << 20;
+
+  absl::Mutex mu_;
+  std::vector<std::string> free_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // Joins many sub-calls into one completion: `done` runs once, after the last sub-call,
 // with the first error seen (annotated with where it happened) or OK.
 class Fanout {
@@ -300,6 +337,7 @@ class PsClientImpl : public PsClient {
         chunk->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
         chunk->out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
         chunk->floats = (end - begin) * layout->row_width;
+        *chunk->response.mutable_data() = buffers_.Get();
         chunks.emplace_back(shard.ps, std::move(chunk));
       });
     }
@@ -331,6 +369,7 @@ class PsClientImpl : public PsClient {
                 AtomicMax(&seen->second, chunk->response.version());
               }
             }
+            buffers_.Put(std::move(*chunk->response.mutable_data()));
             delete chunk;
             fan->Finish(status);
           });
@@ -358,7 +397,9 @@ class PsClientImpl : public PsClient {
         chunk->request.set_row_begin(begin);
         chunk->request.set_row_end(end);
         const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
-        chunk->request.set_data(src, (end - begin) * layout->row_width * 4);
+        std::string* data = chunk->request.mutable_data();
+        *data = buffers_.Get();
+        data->assign(reinterpret_cast<const char*>(src), (end - begin) * layout->row_width * 4);
         if (options.has_sync) *chunk->request.mutable_sync() = options.sync;
         chunks.emplace_back(shard.ps, std::move(chunk));
       });
@@ -368,7 +409,8 @@ class PsClientImpl : public PsClient {
       Chunk* chunk = chunk_ptr.release();
       Call<PushRequest, PushResponse>(ps, &PsInterface::PushAsync, &chunk->request,
                                       &chunk->response, Deadline(),
-                                      [chunk, fan](const absl::Status& s) {
+                                      [this, chunk, fan](const absl::Status& s) {
+                                        buffers_.Put(std::move(*chunk->request.mutable_data()));
                                         delete chunk;
                                         fan->Finish(s);
                                       });
@@ -401,6 +443,7 @@ class PsClientImpl : public PsClient {
       part->request.set_min_version(options.min_version);
       part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
       part->positions = std::move(positions);
+      *part->response.mutable_data() = buffers_.Get();
       parts.push_back(std::move(part));
     });
     if (!routed.ok()) return done(routed);
@@ -412,7 +455,7 @@ class PsClientImpl : public PsClient {
       int ps = ShardPs(*layout, part->request.shard());
       Call<PullRowsRequest, PullRowsResponse>(
           ps, &PsInterface::PullRowsAsync, &part->request, &part->response, deadline,
-          [part, fan, out, width](const absl::Status& s) {
+          [this, part, fan, out, width](const absl::Status& s) {
             absl::Status status = s;
             const std::string& data = part->response.data();
             if (status.ok() &&
@@ -428,6 +471,7 @@ class PsClientImpl : public PsClient {
                             width * sizeof(float));
               }
             }
+            buffers_.Put(std::move(*part->response.mutable_data()));
             delete part;
             fan->Finish(status);
           });
@@ -457,6 +501,7 @@ class PsClientImpl : public PsClient {
       part->request.set_shard(layout->shards[shard].spec.name());
       *part->request.mutable_ids() = {local.begin(), local.end()};
       std::string* data = part->request.mutable_data();
+      *data = buffers_.Get();
       data->resize(positions.size() * width * sizeof(float));
       for (size_t i = 0; i < positions.size(); ++i) {
         std::memcpy(&(*data)[i * width * sizeof(float)], grads.data() + positions[i] * width,
@@ -472,7 +517,9 @@ class PsClientImpl : public PsClient {
       int ps = ShardPs(*layout, part->request.shard());
       Call<PushRowsRequest, PushRowsResponse>(ps, &PsInterface::PushRowsAsync,
                                               &part->request, &part->response, Deadline(),
-                                              [part, fan](const absl::Status& s) {
+                                              [this, part, fan](const absl::Status& s) {
+                                                buffers_.Put(
+                                                    std::move(*part->request.mutable_data()));
                                                 delete part;
                                                 fan->Finish(s);
                                               });
@@ -498,8 +545,11 @@ class PsClientImpl : public PsClient {
       chunk->request.set_shard(shard.spec.name());
       chunk->request.set_row_begin(begin);
       chunk->request.set_row_end(end);
-      chunk->request.set_data(values.data() + (shard.row_offset + begin) * layout->row_width,
-                              (end - begin) * layout->row_width * 4);
+      std::string* data = chunk->request.mutable_data();
+      *data = buffers_.Get();
+      data->assign(reinterpret_cast<const char*>(values.data() +
+                                                 (shard.row_offset + begin) * layout->row_width),
+                   (end - begin) * layout->row_width * 4);
       chunks.emplace_back(shard.ps, std::move(chunk));
     });
     auto fan = Fanout::Make(chunks.size(), std::move(done));
@@ -507,7 +557,9 @@ class PsClientImpl : public PsClient {
       Chunk* chunk = chunk_ptr.release();
       Call<AssignRequest, AssignResponse>(ps, &PsInterface::AssignAsync, &chunk->request,
                                           &chunk->response, Deadline(),
-                                          [chunk, fan](const absl::Status& s) {
+                                          [this, chunk, fan](const absl::Status& s) {
+                                            buffers_.Put(
+                                                std::move(*chunk->request.mutable_data()));
                                             delete chunk;
                                             fan->Finish(s);
                                           });
@@ -693,6 +745,7 @@ class PsClientImpl : public PsClient {
   std::atomic<uint64_t> next_request_{0};
   mutable absl::Mutex mu_;
   std::map<std::string, VariableLayout> layouts_ ABSL_GUARDED_BY(mu_);
+  BufferPool buffers_;
   DelayQueue retries_;  // last: destroyed first, flushing pending retries
 };
 
