@@ -1,0 +1,858 @@
+// transport_bench: how close shardps' data path comes to what this machine's loopback and a
+// bare gRPC unary call can do, measured in one run.
+//
+//   bazel run //bench:transport_bench -- [--json] [--quick]
+//
+// 1. Baselines: iperf3's single-stream loopback TCP goodput; a bare gRPC echo service
+//    (bench/echo.proto, served by this binary re-executed as a second process): the p50/p99
+//    of a 4-byte round trip and unary goodput of 16 and 64 MiB `bytes` payloads.
+// 2. shardps: two real ps daemons and one PsClient: dense Pull/Push of 1, 16 and 64 MiB
+//    variables (one shard on each ps), the latency of a 4-byte pull, PullRows/PushRows of
+//    65 536 random ids at 64 and 1 floats per row, and Adam vs NOOP pushes at 16 MiB.
+// 3. Each figure as a ratio to its baseline, beside the target from the issue, met or not.
+//
+// Every figure is the median of several timed repetitions after warm-up. The table goes to
+// stdout; with --json it goes to stderr and stdout carries one JSON object. The "cpu" column
+// is CPU-seconds used by the client and both ps processes per wall-second of the operation
+// (this machine's ceiling is its core count).
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "bench/echo.grpc.pb.h"
+#include "bench/stats.h"
+#include "client/ps_client.h"
+#include "common/flags.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "partitioners/partitioner.h"
+#include "partitioners/placement.h"
+#include "tests/process.h"
+#include "tests/ps_cluster.h"
+
+namespace shardps {
+namespace bench {
+namespace {
+
+using testing::Process;
+using testing::PsCluster;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Config {
+  bool json = false;
+  bool quick = false;
+  int64_t max_chunk_bytes = 0;     // 0: PsClient::Options' default
+  int64_t connections_per_ps = 0;  // 0: NewGrpcPsClient's default
+  int warmup = 2;
+  int reps = 10;
+  int latency_samples = 3000;
+  // Sections to measure (iperf3, grpc, dense, small, rows, optimizer); empty: all. Figures
+  // whose baseline was skipped show no ratio.
+  std::vector<std::string> only;
+  bool Wants(const std::string& section) const {
+    return only.empty() || std::find(only.begin(), only.end(), section) != only.end();
+  }
+};
+
+// CPUs this process may run on (what a `taskset` leaves, not the machine's count).
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return static_cast<int>(std::thread::hardware_concurrency());
+  }
+  return CPU_COUNT(&set);
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// CPU seconds (user + system) a process has used so far; 0 when it cannot be read.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // Fields after the parenthesized command name; utime and stime are fields 14 and 15.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
+  if (fields.size() < 13) return 0;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return (std::atof(fields[11].c_str()) + std::atof(fields[12].c_str())) / ticks;
+}
+
+// Wall time and the CPU time of a set of processes over a measured operation.
+class CpuMeter {
+ public:
+  explicit CpuMeter(std::vector<pid_t> pids) : pids_(std::move(pids)) {}
+  double Total() const {
+    double s = 0;
+    for (pid_t p : pids_) s += ProcessCpuSeconds(p);
+    return s;
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// Median seconds per call of `fn` over `reps` timed calls after `warmup` untimed ones, and
+// the CPU-seconds per wall-second that the metered processes used meanwhile.
+struct Timing {
+  double median_s = kNaN;
+  double p50_s = kNaN;
+  double p99_s = kNaN;
+  double cpu_per_wall = kNaN;
+};
+
+absl::StatusOr<Timing> TimeCalls(int warmup, int reps, const CpuMeter& meter,
+                                 const std::function<absl::Status()>& fn) {
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(fn());
+  std::vector<double> samples;
+  samples.reserve(reps);
+  const double cpu0 = meter.Total();
+  const double wall0 = Now();
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = Now();
+    RETURN_IF_ERROR(fn());
+    samples.push_back(Now() - t0);
+  }
+  const double wall = Now() - wall0;
+  Timing t;
+  t.cpu_per_wall = wall > 0 ? (meter.Total() - cpu0) / wall : kNaN;
+  t.median_s = Median(samples);
+  t.p50_s = Percentile(samples, 0.5);
+  t.p99_s = Percentile(samples, 0.99);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+struct Figure {
+  std::string section;
+  std::string key;    // JSON key
+  std::string label;  // table label
+  double value = kNaN;
+  std::string unit;
+  double bytes_per_s = kNaN;  // goodput figures: also shown in Gbit/s
+  double rows_per_s = kNaN;
+  double ratio = kNaN;  // to `ratio_of`
+  std::string ratio_of;
+  double grpc_ratio = kNaN;  // goodput figures: to the same transfer over bare gRPC
+  std::string target_op;     // ">=" or "<=", empty: no target
+  double target = kNaN;
+  double cpu_per_wall = kNaN;
+
+  bool has_target() const { return !target_op.empty(); }
+  bool met() const {
+    if (!has_target() || std::isnan(ratio)) return false;
+    return target_op == ">=" ? ratio >= target : ratio <= target;
+  }
+};
+
+double MiBps(double bytes_per_s) { return bytes_per_s / kMiB; }
+double Gbps(double bytes_per_s) { return bytes_per_s * 8 / 1e9; }
+
+std::string Num(double v, const char* fmt = "%.3g") {
+  if (std::isnan(v)) return "-";
+  return absl::StrFormat(fmt, v);
+}
+
+void PrintTable(std::ostream& out, const std::vector<Figure>& figures, const Config& config) {
+  std::string section;
+  const std::string header = absl::StrFormat("%-34s %12s %-6s %8s %7s %-20s %7s %-8s %7s %5s",
+                                             "figure", "value", "unit", "Gbit/s", "ratio",
+                                             "(of)", "target", "met", "vs gRPC", "cpu");
+  out << header << "\n" << std::string(header.size(), '-') << "\n";
+  for (const Figure& f : figures) {
+    if (f.section != section) {
+      section = f.section;
+      out << "[" << section << "]\n";
+    }
+    std::string target = f.has_target() ? absl::StrCat(f.target_op, Num(f.target, "%.2g")) : "";
+    std::string met = f.has_target() ? (f.met() ? "met" : "NOT MET") : "";
+    out << absl::StrFormat("%-34s %12s %-6s %8s %7s %-20s %7s %-8s %7s %5s\n", f.label,
+                           Num(f.value, f.value >= 1e5 ? "%.4g" : "%.1f"), f.unit,
+                           Num(Gbps(f.bytes_per_s), "%.2f"), Num(f.ratio, "%.2f"),
+                           f.ratio_of.empty() ? "" : absl::StrCat("(", f.ratio_of, ")"),
+                           target, met, Num(f.grpc_ratio, "%.2f"),
+                           Num(f.cpu_per_wall, "%.2f"));
+  }
+  int met = 0, total = 0;
+  for (const Figure& f : figures) {
+    if (!f.has_target()) continue;
+    ++total;
+    if (f.met()) ++met;
+  }
+  out << absl::StrFormat("targets met: %d of %d   (%s; %d cores; median of %d reps after %d "
+                         "warm-up)\n",
+                         met, total, config.quick ? "quick run" : "full run", UsableCores(),
+                         config.reps, config.warmup);
+}
+
+nlohmann::json JsonNumber(double v) {
+  if (std::isnan(v)) return nullptr;
+  return v;
+}
+
+nlohmann::json ToJson(const std::vector<Figure>& figures, const Config& config) {
+  nlohmann::json out;
+  out["config"] = {{"quick", config.quick},
+                   {"warmup", config.warmup},
+                   {"reps", config.reps},
+                   {"latency_samples", config.latency_samples},
+                   {"max_chunk_bytes", config.max_chunk_bytes},
+                   {"connections_per_ps", config.connections_per_ps},
+                   {"cores", UsableCores()}};
+  nlohmann::json list = nlohmann::json::array();
+  int met = 0, total = 0;
+  for (const Figure& f : figures) {
+    nlohmann::json j;
+    j["key"] = f.key;
+    j["section"] = f.section;
+    j["label"] = f.label;
+    j["value"] = JsonNumber(f.value);
+    j["unit"] = f.unit;
+    if (!std::isnan(f.bytes_per_s)) {
+      j["mib_per_s"] = MiBps(f.bytes_per_s);
+      j["gbit_per_s"] = Gbps(f.bytes_per_s);
+    }
+    if (!std::isnan(f.rows_per_s)) j["rows_per_s"] = f.rows_per_s;
+    if (!std::isnan(f.ratio)) {
+      j["ratio"] = f.ratio;
+      j["ratio_of"] = f.ratio_of;
+    }
+    if (!std::isnan(f.grpc_ratio)) j["ratio_to_bare_grpc"] = f.grpc_ratio;
+    if (f.has_target()) {
+      j["target"] = absl::StrCat(f.target_op, " ", f.target);
+      j["met"] = f.met();
+      ++total;
+      if (f.met()) ++met;
+    }
+    j["cpu_per_wall"] = JsonNumber(f.cpu_per_wall);
+    list.push_back(std::move(j));
+  }
+  out["figures"] = std::move(list);
+  out["targets_met"] = met;
+  out["targets_total"] = total;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Baseline 1: iperf3
+
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::vector<std::string> dirs =
+      absl::StrSplit(path != nullptr ? path : "", ':', absl::SkipEmpty());
+  dirs.push_back("/usr/bin");
+  dirs.push_back("/usr/local/bin");
+  for (const std::string& dir : dirs) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Single-stream loopback TCP goodput in bytes per second, from iperf3's receiver side.
+absl::StatusOr<double> MeasureIperf3(const std::string& iperf3, int seconds) {
+  const int port = testing::PickFreePort();
+  const std::string dir = testing::TempDir();
+  ASSIGN_OR_RETURN(std::unique_ptr<Process> server,
+                   Process::Start(iperf3, {"-s", "-1", "-p", absl::StrCat(port)}, {},
+                                  absl::StrCat(dir, "/iperf3_server.log")));
+  // The one-off server accepts exactly one client, so it is not probed: the client retries
+  // while the server is still starting.
+  std::string output;
+  int code = -1;
+  for (int attempt = 0; attempt < 50 && code != 0; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(100));
+    ASSIGN_OR_RETURN(code, testing::RunCommand(
+                               iperf3,
+                               {"-c", "127.0.0.1", "-p", absl::StrCat(port), "-l", "1M", "-t",
+                                absl::StrCat(seconds), "-J"},
+                               {}, &output, absl::Seconds(seconds + 30)));
+    if (!server->Running()) break;
+  }
+  if (code != 0) {
+    return absl::InternalError(absl::StrCat("iperf3 client exited with ", code, ":\n", output,
+                                            "\nserver:\n", server->Log()));
+  }
+  // stdout and stderr share the log: the JSON report is the outermost {...}.
+  const size_t open = output.find('{');
+  const size_t close = output.rfind('}');
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    return absl::InternalError(absl::StrCat("iperf3 printed no JSON report:\n", output));
+  }
+  nlohmann::json report = nlohmann::json::parse(output.substr(open, close - open + 1), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (report.is_discarded()) {
+    return absl::InternalError(absl::StrCat("iperf3's JSON report does not parse:\n", output));
+  }
+  const nlohmann::json* node = &report;
+  for (const char* key : {"end", "sum_received", "bits_per_second"}) {
+    if (!node->is_object() || !node->contains(key)) {
+      return absl::InternalError(
+          absl::StrCat("iperf3's report has no end.sum_received.bits_per_second:\n", output));
+    }
+    node = &(*node)[key];
+  }
+  if (!node->is_number()) {
+    return absl::InternalError("iperf3's end.sum_received.bits_per_second is not a number");
+  }
+  (void)server->Wait(absl::Seconds(5));
+  return node->get<double>() / 8;
+}
+
+// ---------------------------------------------------------------------------------------
+// Baseline 2: a bare gRPC echo service, in a second process (this binary, re-executed).
+
+class EchoServiceImpl final : public EchoService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* ctx, const Payload* request,
+                                 Payload* response) override {
+    response->set_data(request->data());
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const GetRequest* request,
+                                Payload* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (request->size() < 0 || request->size() > static_cast<int64_t>(payload_.size())) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "size out of range"));
+    } else {
+      response->set_data(payload_.data(), static_cast<size_t>(request->size()));
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* ctx, const Payload* request,
+                                PutResponse* response) override {
+    response->set_size(static_cast<int64_t>(request->data().size()));
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  const std::string payload_ = std::string(64 * kMiB, 'x');
+};
+
+int RunEchoServer(int64_t port) {
+  EchoServiceImpl service;
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
+  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  int bound = 0;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                           &bound);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) {
+    std::cerr << "echo server: cannot listen on port " << port << "\n";
+    return 1;
+  }
+  server->Wait();  // until SIGTERM ends the process
+  return 0;
+}
+
+struct GrpcBaseline {
+  Timing echo_sync;      // 4-byte echo, blocking stub
+  Timing echo_callback;  // 4-byte echo, callback stub (the API shardps' client uses)
+  double get_bytes_per_s[2] = {kNaN, kNaN};  // 16, 64 MiB
+  double put_bytes_per_s[2] = {kNaN, kNaN};
+  double get_cpu[2] = {kNaN, kNaN};
+  double put_cpu[2] = {kNaN, kNaN};
+};
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+absl::StatusOr<GrpcBaseline> MeasureBareGrpc(const Config& config) {
+  const int port = testing::PickFreePort();
+  ASSIGN_OR_RETURN(std::unique_ptr<Process> server,
+                   Process::Start(SelfPath(), {absl::StrCat("--echo_server_port=", port)}, {},
+                                  absl::StrCat(testing::TempDir(), "/echo_server.log")));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = EchoService::NewStub(channel);
+
+  Payload tiny;
+  tiny.set_data("abcd");
+  auto echo_sync = [&]() -> absl::Status {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    Payload reply;
+    grpc::Status s = stub->Echo(&ctx, tiny, &reply);
+    if (!s.ok()) return absl::UnavailableError(absl::StrCat("echo: ", s.error_message()));
+    return absl::OkStatus();
+  };
+  absl::Status up;
+  for (int i = 0; i < 100; ++i) {
+    up = echo_sync();
+    if (up.ok()) break;
+    if (!server->Running()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (!up.ok()) {
+    return absl::InternalError(absl::StrCat("echo server did not answer: ", up.message(),
+                                            "\n", server->Log()));
+  }
+  const CpuMeter meter({getpid(), server->pid()});
+  GrpcBaseline b;
+  const int n = config.latency_samples;
+  ASSIGN_OR_RETURN(b.echo_sync, TimeCalls(n / 10, n, meter, echo_sync));
+  ASSIGN_OR_RETURN(b.echo_callback, TimeCalls(n / 10, n, meter, [&]() -> absl::Status {
+                     grpc::ClientContext ctx;
+                     Payload reply;
+                     absl::Notification done;
+                     grpc::Status status;
+                     stub->async()->Echo(&ctx, &tiny, &reply, [&](grpc::Status s) {
+                       status = std::move(s);
+                       done.Notify();
+                     });
+                     done.WaitForNotification();
+                     if (!status.ok()) return absl::UnavailableError(status.error_message());
+                     return absl::OkStatus();
+                   }));
+  const int64_t sizes[2] = {16 * kMiB, 64 * kMiB};
+  for (int i = 0; i < 2; ++i) {
+    GetRequest get;
+    get.set_size(sizes[i]);
+    ASSIGN_OR_RETURN(Timing t, TimeCalls(config.warmup, config.reps, meter, [&]() -> absl::Status {
+                       grpc::ClientContext ctx;
+                       Payload reply;
+                       grpc::Status s = stub->Get(&ctx, get, &reply);
+                       if (!s.ok()) return absl::UnavailableError(s.error_message());
+                       if (static_cast<int64_t>(reply.data().size()) != sizes[i]) {
+                         return absl::InternalError("short Get reply");
+                       }
+                       return absl::OkStatus();
+                     }));
+    b.get_bytes_per_s[i] = sizes[i] / t.median_s;
+    b.get_cpu[i] = t.cpu_per_wall;
+    Payload put;
+    put.set_data(std::string(static_cast<size_t>(sizes[i]), 'y'));
+    ASSIGN_OR_RETURN(t, TimeCalls(config.warmup, config.reps, meter, [&]() -> absl::Status {
+                       grpc::ClientContext ctx;
+                       PutResponse reply;
+                       grpc::Status s = stub->Put(&ctx, put, &reply);
+                       if (!s.ok()) return absl::UnavailableError(s.error_message());
+                       if (reply.size() != sizes[i]) return absl::InternalError("short Put");
+                       return absl::OkStatus();
+                     }));
+    b.put_bytes_per_s[i] = sizes[i] / t.median_s;
+    b.put_cpu[i] = t.cpu_per_wall;
+  }
+  server->Signal(SIGTERM);
+  (void)server->Wait(absl::Seconds(5));
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------
+// shardps: two ps daemons, one PsClient.
+
+struct ShardpsResults {
+  double pull_bytes_per_s[3] = {kNaN, kNaN, kNaN};  // 1, 16, 64 MiB
+  double push_bytes_per_s[3] = {kNaN, kNaN, kNaN};
+  double pull_cpu[3] = {kNaN, kNaN, kNaN};
+  double push_cpu[3] = {kNaN, kNaN, kNaN};
+  Timing tiny_pull;
+  struct Rows {
+    int64_t width = 0;
+    Timing pull;
+    Timing push;
+  };
+  Rows rows[2];
+  Timing adam_push;
+  Timing noop_push;
+};
+
+constexpr int64_t kDenseMiB[3] = {1, 16, 64};
+constexpr int64_t kDenseWidth = 1024;  // floats per row: 4 KiB rows
+constexpr int64_t kNumIds = 65536;
+constexpr int64_t kTableRows = int64_t{1} << 20;
+constexpr int64_t kRowWidths[2] = {64, 1};
+
+VariableDef Def(const std::string& name, std::vector<int64_t> shape, OptimizerSpec::Type type,
+                double lr) {
+  VariableDef def;
+  def.name = name;
+  def.shape = std::move(shape);
+  def.optimizer.set_type(type);
+  def.optimizer.set_learning_rate(lr);
+  return def;
+}
+
+absl::StatusOr<ShardpsResults> MeasureShardps(const Config& config) {
+  std::cerr << "starting 2 ps daemons...\n";
+  ASSIGN_OR_RETURN(std::unique_ptr<PsCluster> cluster, PsCluster::Start(2));
+  PsClient::Options options;
+  if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
+  std::unique_ptr<PsClient> client;
+  if (config.connections_per_ps > 0) {
+    ASSIGN_OR_RETURN(client, NewGrpcPsClient(cluster->addresses(), options,
+                                             static_cast<int>(config.connections_per_ps)));
+  } else {
+    ASSIGN_OR_RETURN(client, NewGrpcPsClient(cluster->addresses(), options));
+  }
+  const CpuMeter meter({getpid(), cluster->ps(0)->pid(), cluster->ps(1)->pid()});
+
+  std::vector<VariableDef> defs;
+  for (int64_t mib : kDenseMiB) {
+    defs.push_back(Def(absl::StrCat("dense_", mib, "MiB"), {mib * kMiB / 4 / kDenseWidth, kDenseWidth},
+                       OptimizerSpec::SGD, 1e-3));
+  }
+  defs.push_back(Def("tiny", {1}, OptimizerSpec::SGD, 1e-3));
+  for (int64_t width : kRowWidths) {
+    defs.push_back(
+        Def(absl::StrCat("table_w", width), {kTableRows, width}, OptimizerSpec::SGD, 1e-3));
+  }
+  defs.push_back(Def("adam_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
+                     OptimizerSpec::ADAM, 1e-3));
+  defs.push_back(Def("noop_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
+                     OptimizerSpec::NOOP, 1e-3));
+  ASSIGN_OR_RETURN(std::unique_ptr<Partitioner> partitioner, NewFixedShardsPartitioner(2));
+  ASSIGN_OR_RETURN(std::unique_ptr<Placer> placer, NewRoundRobinPlacer(2));
+  std::cerr << "creating variables...\n";
+  RETURN_IF_ERROR(client->CreateVariables(defs, *partitioner, placer.get()));
+  for (const VariableDef& def : defs) {
+    ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(def.name));
+    if (def.shape[0] > 1 && (layout.shards.size() != 2 || layout.shards[0].ps == layout.shards[1].ps)) {
+      return absl::InternalError(absl::StrCat(def.name, " is not split over both ps tasks"));
+    }
+  }
+
+  ShardpsResults r;
+  for (int i = 0; i < 3 && config.Wants("dense"); ++i) {
+    const int64_t bytes = kDenseMiB[i] * kMiB;
+    const std::string name = absl::StrCat("dense_", kDenseMiB[i], "MiB");
+    std::cerr << "dense " << kDenseMiB[i] << " MiB...\n";
+    std::vector<float> buffer(static_cast<size_t>(bytes / 4), 1e-3f);
+    ASSIGN_OR_RETURN(Timing pull, TimeCalls(config.warmup, config.reps, meter, [&] {
+                       return client->Pull(name, absl::MakeSpan(buffer));
+                     }));
+    std::fill(buffer.begin(), buffer.end(), 1e-3f);
+    ASSIGN_OR_RETURN(Timing push, TimeCalls(config.warmup, config.reps, meter,
+                                            [&] { return client->Push(name, buffer); }));
+    r.pull_bytes_per_s[i] = bytes / pull.median_s;
+    r.push_bytes_per_s[i] = bytes / push.median_s;
+    r.pull_cpu[i] = pull.cpu_per_wall;
+    r.push_cpu[i] = push.cpu_per_wall;
+  }
+
+  if (config.Wants("small")) {
+    std::cerr << "4-byte pull latency...\n";
+    float one = 0;
+    const int n = config.latency_samples;
+    ASSIGN_OR_RETURN(r.tiny_pull, TimeCalls(n / 10, n, meter, [&] {
+                       return client->Pull("tiny", absl::MakeSpan(&one, 1));
+                     }));
+  }
+
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int64_t> pick(0, kTableRows - 1);
+  std::vector<int64_t> ids(kNumIds);
+  for (int64_t& id : ids) id = pick(rng);  // duplicates allowed, as in a real batch
+  for (int w = 0; w < 2 && config.Wants("rows"); ++w) {
+    const int64_t width = kRowWidths[w];
+    const std::string name = absl::StrCat("table_w", width);
+    std::cerr << "rows of width " << width << "...\n";
+    std::vector<float> rows(static_cast<size_t>(kNumIds * width), 1e-3f);
+    r.rows[w].width = width;
+    ASSIGN_OR_RETURN(r.rows[w].pull, TimeCalls(config.warmup, config.reps, meter, [&] {
+                       return client->PullRows(name, ids, absl::MakeSpan(rows));
+                     }));
+    std::fill(rows.begin(), rows.end(), 1e-3f);
+    ASSIGN_OR_RETURN(r.rows[w].push, TimeCalls(config.warmup, config.reps, meter,
+                                               [&] { return client->PushRows(name, ids, rows); }));
+  }
+
+  if (!config.Wants("optimizer")) return r;
+  std::cerr << "Adam vs NOOP pushes...\n";
+  std::vector<float> grad(static_cast<size_t>(16 * kMiB / 4), 1e-3f);
+  // Interleaved, so that both see the same machine state.
+  std::vector<double> adam, noop;
+  double adam_wall = 0, noop_wall = 0, adam_cpu = 0, noop_cpu = 0;
+  for (int i = 0; i < config.warmup + config.reps; ++i) {
+    for (int which = 0; which < 2; ++which) {
+      const double c0 = meter.Total();
+      const double t0 = Now();
+      RETURN_IF_ERROR(client->Push(which == 0 ? "adam_16MiB" : "noop_16MiB", grad));
+      const double dt = Now() - t0;
+      const double dc = meter.Total() - c0;
+      if (i < config.warmup) continue;
+      (which == 0 ? adam : noop).push_back(dt);
+      (which == 0 ? adam_wall : noop_wall) += dt;
+      (which == 0 ? adam_cpu : noop_cpu) += dc;
+    }
+  }
+  r.adam_push.median_s = Median(adam);
+  r.noop_push.median_s = Median(noop);
+  r.adam_push.cpu_per_wall = adam_cpu / adam_wall;
+  r.noop_push.cpu_per_wall = noop_cpu / noop_wall;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::vector<Figure> BuildFigures(const Config& config, double loopback, const GrpcBaseline& g,
+                                 const ShardpsResults& r) {
+  std::vector<Figure> out;
+  const std::string base = "baselines", dense = "shardps dense (2 ps, FixedShards(2))",
+                    small = "shardps small", rows = "shardps rows (65536 random ids)",
+                    opt = "shardps optimizer (16 MiB push)";
+  auto goodput = [](std::string section, std::string key, std::string label, double bps) {
+    Figure f;
+    f.section = std::move(section);
+    f.key = std::move(key);
+    f.label = std::move(label);
+    f.value = MiBps(bps);
+    f.unit = "MiB/s";
+    f.bytes_per_s = bps;
+    return f;
+  };
+  if (config.Wants("iperf3")) {
+    out.push_back(goodput(base, "iperf3_loopback", "iperf3 loopback TCP, 1 stream", loopback));
+  }
+  auto latency = [](std::string section, std::string key, std::string label, double s) {
+    Figure f;
+    f.section = std::move(section);
+    f.key = std::move(key);
+    f.label = std::move(label);
+    f.value = s * 1e6;
+    f.unit = "us";
+    return f;
+  };
+  if (config.Wants("grpc")) {
+    Figure f = latency(base, "grpc_echo_p50", "bare gRPC 4 B echo p50", g.echo_sync.p50_s);
+    f.cpu_per_wall = g.echo_sync.cpu_per_wall;
+    out.push_back(f);
+    out.push_back(latency(base, "grpc_echo_p99", "bare gRPC 4 B echo p99", g.echo_sync.p99_s));
+    f = latency(base, "grpc_echo_callback_p50", "bare gRPC 4 B echo p50 (callback)",
+                g.echo_callback.p50_s);
+    f.cpu_per_wall = g.echo_callback.cpu_per_wall;
+    out.push_back(f);
+    out.push_back(latency(base, "grpc_echo_callback_p99", "bare gRPC 4 B echo p99 (callback)",
+                          g.echo_callback.p99_s));
+  }
+  const char* size_names[2] = {"16MiB", "64MiB"};
+  for (int i = 0; i < 2 && config.Wants("grpc"); ++i) {
+    Figure f = goodput(base, absl::StrCat("grpc_get_", size_names[i]),
+                       absl::StrCat("bare gRPC unary ", size_names[i], " server->client"),
+                       g.get_bytes_per_s[i]);
+    f.ratio = g.get_bytes_per_s[i] / loopback;
+    f.ratio_of = "iperf3";
+    f.cpu_per_wall = g.get_cpu[i];
+    out.push_back(f);
+    f = goodput(base, absl::StrCat("grpc_put_", size_names[i]),
+                absl::StrCat("bare gRPC unary ", size_names[i], " client->server"),
+                g.put_bytes_per_s[i]);
+    f.ratio = g.put_bytes_per_s[i] / loopback;
+    f.ratio_of = "iperf3";
+    f.cpu_per_wall = g.put_cpu[i];
+    out.push_back(f);
+  }
+  for (int dir = 0; dir < 2 && config.Wants("dense"); ++dir) {
+    for (int i = 0; i < 3; ++i) {
+      const double bps = dir == 0 ? r.pull_bytes_per_s[i] : r.push_bytes_per_s[i];
+      const char* what = dir == 0 ? "pull" : "push";
+      Figure f = goodput(dense, absl::StrCat(what, "_", kDenseMiB[i], "MiB"),
+                         absl::StrCat("dense ", what, " ", kDenseMiB[i], " MiB"), bps);
+      f.ratio = bps / loopback;
+      f.ratio_of = "iperf3";
+      f.cpu_per_wall = dir == 0 ? r.pull_cpu[i] : r.push_cpu[i];
+      if (kDenseMiB[i] >= 16) {
+        f.target_op = ">=";
+        f.target = 0.6;
+        const int k = kDenseMiB[i] == 16 ? 0 : 1;
+        f.grpc_ratio = bps / (dir == 0 ? g.get_bytes_per_s[k] : g.put_bytes_per_s[k]);
+      }
+      out.push_back(f);
+    }
+  }
+  if (config.Wants("small")) {
+    Figure f = latency(small, "pull_4B_p50", "pull 4 B p50", r.tiny_pull.p50_s);
+    f.ratio = r.tiny_pull.p50_s / g.echo_sync.p50_s;
+    f.ratio_of = "bare gRPC p50";
+    f.target_op = "<=";
+    f.target = 1.2;
+    f.cpu_per_wall = r.tiny_pull.cpu_per_wall;
+    out.push_back(f);
+    f = latency(small, "pull_4B_p99", "pull 4 B p99", r.tiny_pull.p99_s);
+    f.ratio = r.tiny_pull.p99_s / g.echo_sync.p99_s;
+    f.ratio_of = "bare gRPC p99";
+    out.push_back(f);
+  }
+  for (const auto& rw : r.rows) {
+    if (!config.Wants("rows")) break;
+    for (int dir = 0; dir < 2; ++dir) {
+      const Timing& t = dir == 0 ? rw.pull : rw.push;
+      const char* what = dir == 0 ? "pull_rows" : "push_rows";
+      Figure f;
+      f.section = rows;
+      f.key = absl::StrCat(what, "_w", rw.width);
+      f.label = absl::StrCat(dir == 0 ? "PullRows" : "PushRows", " width ", rw.width);
+      f.rows_per_s = kNumIds / t.median_s;
+      f.value = f.rows_per_s;
+      f.unit = "rows/s";
+      f.bytes_per_s = kNumIds * rw.width * 4 / t.median_s;  // row payload only
+      f.ratio = f.bytes_per_s / loopback;
+      f.ratio_of = "iperf3";
+      f.cpu_per_wall = t.cpu_per_wall;
+      out.push_back(f);
+    }
+  }
+  if (config.Wants("optimizer")) {
+    const double noop = 16 * kMiB / r.noop_push.median_s;
+    const double adam = 16 * kMiB / r.adam_push.median_s;
+    Figure f = goodput(opt, "push_noop_16MiB", "push 16 MiB, NOOP", noop);
+    f.ratio = noop / loopback;
+    f.ratio_of = "iperf3";
+    f.cpu_per_wall = r.noop_push.cpu_per_wall;
+    out.push_back(f);
+    f = goodput(opt, "push_adam_16MiB", "push 16 MiB, Adam", adam);
+    f.ratio = adam / noop;
+    f.ratio_of = "NOOP push";
+    f.target_op = ">=";
+    f.target = 0.9;
+    f.cpu_per_wall = r.adam_push.cpu_per_wall;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// Points tests/process.h' BinaryPath at this binary's runfiles (under `bazel run` there is
+// no TEST_SRCDIR), and gives the daemons' logs a scratch directory.
+void SetUpRunfiles(const char* argv0) {
+  if (std::getenv("TEST_SRCDIR") == nullptr) {
+    std::vector<std::string> candidates;
+    if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(dir);
+    candidates.push_back(absl::StrCat(argv0, ".runfiles"));
+    candidates.push_back(absl::StrCat(SelfPath(), ".runfiles"));
+    for (const std::string& dir : candidates) {
+      if (access(absl::StrCat(dir, "/shardps/ps_server/ps").c_str(), X_OK) == 0) {
+        setenv("TEST_SRCDIR", dir.c_str(), 1);
+        setenv("TEST_WORKSPACE", "shardps", 1);
+        break;
+      }
+    }
+  }
+  if (std::getenv("TEST_TMPDIR") == nullptr) {
+    char tmpl[] = "/tmp/transport_bench.XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) setenv("TEST_TMPDIR", tmpl, 1);
+  }
+}
+
+int Main(int argc, char** argv) {
+  Config config;
+  int64_t echo_server_port = 0;
+  int64_t reps = 0, latency_samples = 0;
+  std::string only;
+  FlagParser flags("transport_bench",
+                   "shardps' data path against loopback TCP (iperf3) and bare gRPC.");
+  flags.AddBool("json", &config.json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddBool("quick", &config.quick, "a short run: fewer repetitions");
+  flags.AddInt("max_chunk_bytes", &config.max_chunk_bytes,
+               "PsClient::Options.max_chunk_bytes (0: the library default)");
+  flags.AddInt("connections_per_ps", &config.connections_per_ps,
+               "TCP connections from the client to each ps (0: the library default)");
+  flags.AddInt("reps", &reps, "timed repetitions per bulk figure (0: 10, or 3 with --quick)");
+  flags.AddInt("latency_samples", &latency_samples,
+               "timed calls per latency figure (0: 3000, or 300 with --quick)");
+  flags.AddString("only", &only,
+                  "comma-separated sections to run: iperf3,grpc,dense,small,rows,optimizer "
+                  "(default: all; for profiling one part)");
+  flags.AddInt("echo_server_port", &echo_server_port,
+               "internal: serve the bare gRPC echo service on this port");
+  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  if (echo_server_port > 0) return RunEchoServer(echo_server_port);
+
+  if (config.quick) {
+    config.warmup = 1;
+    config.reps = 3;
+    config.latency_samples = 300;
+  }
+  config.only = absl::StrSplit(only, ',', absl::SkipEmpty());
+  if (reps > 0) config.reps = static_cast<int>(reps);
+  if (latency_samples > 0) config.latency_samples = static_cast<int>(latency_samples);
+  SetUpRunfiles(argv[0]);
+
+  const std::string iperf3 = FindInPath("iperf3");
+  if (iperf3.empty()) {
+    std::cerr << "transport_bench: iperf3 not found: install iperf3 (deploy/setup.sh does)\n";
+    return 1;
+  }
+  absl::StatusOr<double> loopback = kNaN;
+  if (config.Wants("iperf3")) {
+    std::cerr << "iperf3 loopback...\n";
+    loopback = MeasureIperf3(iperf3, 3);
+    if (!loopback.ok()) {
+      std::cerr << "transport_bench: " << loopback.status() << "\n";
+      return 1;
+    }
+  }
+  absl::StatusOr<GrpcBaseline> grpc_baseline = GrpcBaseline();
+  if (config.Wants("grpc")) {
+    std::cerr << "bare gRPC...\n";
+    grpc_baseline = MeasureBareGrpc(config);
+    if (!grpc_baseline.ok()) {
+      std::cerr << "transport_bench: " << grpc_baseline.status() << "\n";
+      return 1;
+    }
+  }
+  absl::StatusOr<ShardpsResults> shardps = MeasureShardps(config);
+  if (!shardps.ok()) {
+    std::cerr << "transport_bench: " << shardps.status() << "\n";
+    return 1;
+  }
+  std::vector<Figure> figures = BuildFigures(config, *loopback, *grpc_baseline, *shardps);
+  PrintTable(config.json ? std::cerr : std::cout, figures, config);
+  if (config.json) std::cout << ToJson(figures, config).dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::bench::Main(argc, argv); }
