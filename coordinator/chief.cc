@@ -282,12 +282,18 @@ class ChiefImpl : public Chief {
       }
     }
     if (!recent_.empty()) {
-      double loss = 0, correct = 0, examples = 0;
+      double loss = 0, correct = 0, examples = 0, pull = 0, compute = 0, push = 0;
       for (const StepResponse& r : recent_) {
         loss += r.loss() * r.examples();
         correct += r.correct();
         examples += r.examples();
+        pull += r.pull_ms();
+        compute += r.compute_ms();
+        push += r.push_ms();
       }
+      s.set_pull_ms(pull / recent_.size());
+      s.set_compute_ms(compute / recent_.size());
+      s.set_push_ms(push / recent_.size());
       if (examples > 0) {
         s.set_loss(loss / examples);
         s.set_accuracy(correct / examples);

@@ -252,6 +252,11 @@ std::string StatusText(const JobStatus& status) {
   field("progress", progress);
   field("speed", absl::StrFormat("%.1f steps/s, %.1f examples/s", status.steps_per_sec(),
                                  status.examples_per_sec()));
+  if (status.pull_ms() + status.compute_ms() + status.push_ms() > 0) {
+    field("step time", absl::StrFormat("pull %.2f ms, compute %.2f ms, push %.2f ms (workers)",
+                                       status.pull_ms(), status.compute_ms(),
+                                       status.push_ms()));
+  }
   std::string time = absl::StrCat(FormatClock(status.elapsed_s()), " elapsed");
   if (status.state() == JobStatus::RUNNING && !status.training_done()) {
     std::optional<double> eta = EtaSeconds(status);

@@ -288,3 +288,21 @@ TEST(ProgressEpochsTest, SyncRoundingDoesNotAddAnEpoch) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST(StatusTextTest, ShowsStepPhases) {
+  JobStatus status;
+  status.set_state(JobStatus::RUNNING);
+  status.set_steps_done(10);
+  status.set_total_steps(100);
+  status.set_pull_ms(1.25);
+  status.set_compute_ms(3.5);
+  status.set_push_ms(0.75);
+  std::string text = StatusText(status);
+  EXPECT_NE(text.find("pull 1.25 ms, compute 3.50 ms, push 0.75 ms"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace shardps
