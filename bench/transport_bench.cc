@@ -538,8 +538,8 @@ absl::StatusOr<ShardpsResults> MeasureShardps(const Config& config) {
 
   std::vector<VariableDef> defs;
   for (int64_t mib : kDenseMiB) {
-    defs.push_back(Def(absl::StrCat("dense_", mib, "MiB"), {mib * kMiB / 4 / kDenseWidth, kDenseWidth},
-                       OptimizerSpec::SGD, 1e-3));
+    defs.push_back(Def(absl::StrCat("dense_", mib, "MiB"),
+                       {mib * kMiB / 4 / kDenseWidth, kDenseWidth}, OptimizerSpec::SGD, 1e-3));
   }
   defs.push_back(Def("tiny", {1}, OptimizerSpec::SGD, 1e-3));
   for (int64_t width : kRowWidths) {
@@ -556,7 +556,8 @@ absl::StatusOr<ShardpsResults> MeasureShardps(const Config& config) {
   RETURN_IF_ERROR(client->CreateVariables(defs, *partitioner, placer.get()));
   for (const VariableDef& def : defs) {
     ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(def.name));
-    if (def.shape[0] > 1 && (layout.shards.size() != 2 || layout.shards[0].ps == layout.shards[1].ps)) {
+    const bool split = layout.shards.size() == 2 && layout.shards[0].ps != layout.shards[1].ps;
+    if (def.shape[0] > 1 && !split) {
       return absl::InternalError(absl::StrCat(def.name, " is not split over both ps tasks"));
     }
   }

@@ -1,5 +1,7 @@
 #include "ps_server/shard_store.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -54,6 +56,109 @@ absl::Status Annotate(const absl::Status& status, absl::string_view prefix) {
 }
 
 std::string Quoted(absl::string_view shard) { return absl::StrCat("shard '", shard, "'"); }
+
+// Runs large optimizer updates on several threads. An update is elementwise (dense) or
+// row-wise over unique rows (sparse), and every piece is computed by the same correctly
+// rounded loop with the same per-update coefficients, so a split update is bit-identical to
+// an unsplit one. The caller claims pieces too, so it never waits behind another caller's
+// work: at worst it computes every piece itself.
+//
+// Thread-safety: Run may be called from any number of threads at once.
+class ParallelFor {
+ public:
+  explicit ParallelFor(int helpers) {
+    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~ParallelFor() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // Calls fn(begin, end) for consecutive pieces covering [0, n), each at least `grain` long
+  // (one piece, on this thread, when n < 2 * grain); returns when all have run. Inner
+  // boundaries are multiples of `align` (pieces that write floats then do not share cache
+  // lines).
+  void Run(int64_t n, int64_t grain, int64_t align,
+           absl::FunctionRef<void(int64_t, int64_t)> fn) {
+    const int64_t pieces = std::min<int64_t>(static_cast<int64_t>(threads_.size()) + 1,
+                                             n / std::max<int64_t>(grain, 1));
+    if (pieces <= 1) {
+      fn(0, n);
+      return;
+    }
+    Job job(fn, n, pieces, align);
+    {
+      absl::MutexLock lock(&mu_);
+      for (int64_t i = 1; i < pieces; ++i) queue_.push_back(&job);
+    }
+    job.Work();
+    absl::MutexLock lock(&mu_);
+    // Every piece is claimed; helpers that have not picked the job up never will.
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), &job), queue_.end());
+    auto idle = [&job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job.users == 0; };
+    mu_.Await(absl::Condition(&idle));
+  }
+
+ private:
+  // One Run's pieces, on the caller's stack until every helper that took it has let go.
+  struct Job {
+    Job(absl::FunctionRef<void(int64_t, int64_t)> f, int64_t size, int64_t count, int64_t a)
+        : fn(f), n(size), pieces(count), align(std::max<int64_t>(a, 1)) {}
+    int64_t Boundary(int64_t i) const {
+      return i == pieces ? n : n * i / pieces / align * align;
+    }
+    void Work() {
+      for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
+        fn(Boundary(i), Boundary(i + 1));
+      }
+    }
+    const absl::FunctionRef<void(int64_t, int64_t)> fn;
+    const int64_t n;
+    const int64_t pieces;
+    const int64_t align;
+    std::atomic<int64_t> next{0};
+    int users = 0;  // helpers inside Work(); guarded by ParallelFor::mu_
+  };
+
+  void Loop() {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      Job* job = queue_.front();
+      queue_.pop_front();
+      ++job->users;
+      mu_.Unlock();
+      job->Work();
+      mu_.Lock();
+      --job->users;
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);  // one entry per helper a job asks for
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// CPUs this process may run on (what an affinity mask leaves of the machine).
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// Updates smaller than this many floats per piece are not split: waking a helper costs more.
+constexpr int64_t kParallelGrain = int64_t{1} << 17;
 
 // Remembers the last `capacity` request ids of a shard, evicting the oldest first
 // (TensorFlow's RecentRequestIds). Not thread-safe: guarded by the shard's mutex.
@@ -165,21 +270,33 @@ struct Shard {
     return absl::Span<float* const>(p.data(), static_cast<size_t>(optimizer->num_slots()));
   }
 
-  // Applies a dense gradient to `range` now, as one update.
-  void ApplyDense(RowRange range, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // Applies a dense gradient to `range` now, as one update, split over `parallel`'s threads
+  // when large.
+  void ApplyDense(RowRange range, const float* grad, ParallelFor* parallel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const int64_t offset = range.begin * width;
-    const auto s = SlotsAt(offset);
-    optimizer->ApplyDense(version + 1,
-                          absl::MakeConstSpan(grad, static_cast<size_t>(range.size() * width)),
-                          params.data() + offset, SlotSpan(s));
+    const int64_t step = version + 1;
+    parallel->Run(range.size() * width, kParallelGrain, /*align=*/16,
+                  [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    const auto s = SlotsAt(offset + begin);
+                    optimizer->ApplyDense(
+                        step, absl::MakeConstSpan(grad + begin, static_cast<size_t>(end - begin)),
+                        params.data() + offset + begin, SlotSpan(s));
+                  });
     ++version;
   }
 
-  // Applies row gradients (unique ids) now, as one update.
-  void ApplyRows(absl::Span<const int64_t> ids, const float* grad)
+  // Applies row gradients (unique ids) now, as one update, split over `parallel`'s threads
+  // when large.
+  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const auto s = SlotsAt(0);
-    optimizer->ApplyRows(version + 1, width, ids, grad, params.data(), SlotSpan(s));
+    const int64_t step = version + 1;
+    parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width),
+                  /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    optimizer->ApplyRows(step, width, ids.subspan(begin, end - begin),
+                                         grad + begin * width, params.data(), SlotSpan(s));
+                  });
     ++version;
   }
 
@@ -748,7 +865,7 @@ class ShardStoreImpl final : public ShardStore {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
         result = shard->AddDense(request.sync().replica(), range, grad);
       } else {
-        shard->ApplyDense(range, grad);
+        shard->ApplyDense(range, grad, &parallel_);
         result.applied = true;
       }
       shard->recent_ids.Insert(request.request_id());
@@ -822,9 +939,9 @@ class ShardStoreImpl final : public ShardStore {
                                                 std::move(summed)));
       } else if (!ids.empty()) {
         if (has_duplicates) {
-          shard->ApplyRows(unique_ids, summed.data());
+          shard->ApplyRows(unique_ids, summed.data(), &parallel_);
         } else {
-          shard->ApplyRows(ids, grad);
+          shard->ApplyRows(ids, grad, &parallel_);
         }
         result.applied = true;
       }
@@ -1039,6 +1156,9 @@ class ShardStoreImpl final : public ShardStore {
   const Options options_;
   const absl::Time start_;
   std::atomic<bool> shutdown_{false};
+  // Helpers for large updates: one per further core, so that an update finishes sooner when
+  // cores are idle (the end of a push, when the client only waits).
+  ParallelFor parallel_{std::min(7, UsableCores() - 1)};
 
   mutable absl::Mutex map_mu_;
   std::map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(map_mu_);

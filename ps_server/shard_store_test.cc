@@ -296,6 +296,60 @@ TEST(ShardStoreTest, ShardsOfAVariableMatchTheWholeVariable) {
   EXPECT_EQ(listed.shards(0).bytes(), 5 * 7 * 4);  // SGD: no slots
 }
 
+// Updates of a million floats are split over helper threads; small shards never are. The
+// same pushes to a whole variable and to its 16 small shards must give the same bits.
+TEST(ShardStoreTest, LargeUpdatesSplitOverThreadsAreBitIdentical) {
+  constexpr int64_t kRows = 2048, kWidth = 512, kParts = 16, kPartRows = kRows / kParts;
+  auto store = NewStore();
+  OptimizerSpec adam = Adam();
+  ShardSpec whole = Spec("whole", {kRows, kWidth}, adam);
+  whole.set_variable("v");
+  std::vector<ShardSpec> specs = {whole};
+  for (int p = 0; p < kParts; ++p) {
+    ShardSpec s = Spec("v/part_" + std::to_string(p), {kPartRows, kWidth}, adam);
+    s.set_variable("v");
+    s.set_part(p);
+    s.set_num_parts(kParts);
+    s.set_row_offset(p * kPartRows);
+    s.mutable_full_shape()->set_dim(0, kRows);
+    specs.push_back(s);
+  }
+  ASSERT_TRUE(Create(*store, specs).ok());
+  uint64_t id = 0;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> grad = Ramp(kRows * kWidth, 0.1f, step);
+    ASSERT_TRUE(Push(*store, "whole", ++id, grad).ok());
+    for (int p = 0; p < kParts; ++p) {
+      std::vector<float> part(grad.begin() + p * kPartRows * kWidth,
+                              grad.begin() + (p + 1) * kPartRows * kWidth);
+      ASSERT_TRUE(Push(*store, "v/part_" + std::to_string(p), id, part).ok());
+    }
+  }
+  // Row pushes: every other row, in descending order.
+  std::vector<int64_t> ids;
+  for (int64_t r = kRows - 1; r >= 0; r -= 2) ids.push_back(r);
+  const std::vector<float> rows = Ramp(ids.size() * kWidth, 0.2f, 9);
+  ASSERT_TRUE(PushRows(*store, "whole", ++id, ids, rows).ok());
+  for (int p = 0; p < kParts; ++p) {
+    std::vector<int64_t> local;
+    std::vector<float> part;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (ids[k] / kPartRows != p) continue;
+      local.push_back(ids[k] - p * kPartRows);
+      part.insert(part.end(), rows.begin() + k * kWidth, rows.begin() + (k + 1) * kWidth);
+    }
+    ASSERT_TRUE(PushRows(*store, "v/part_" + std::to_string(p), id, local, part).ok());
+  }
+  std::vector<float> joined;
+  for (int p = 0; p < kParts; ++p) {
+    const Snapshot s = PullAll(*store, "v/part_" + std::to_string(p));
+    joined.insert(joined.end(), s.data.begin(), s.data.end());
+  }
+  const Snapshot w = PullAll(*store, "whole");
+  EXPECT_EQ(w.version, 4);
+  EXPECT_TRUE(Bytes(joined) == Bytes(w.data)) << "split updates differ from unsplit ones";
+}
+
 TEST(ShardStoreTest, RankZeroVariableIsOneValue) {
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {Spec("step", {}, Sgd(), Constant(3))}).ok());
