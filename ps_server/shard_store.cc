@@ -512,6 +512,61 @@ absl::StatusOr<RowRange> ResolveRange(const Shard& shard, int64_t begin, int64_t
   return RowRange{begin, resolved_end};
 }
 
+// Numbers the distinct ids in order of first appearance: (*unique)[slot[k]] == ids[k].
+// Returns whether any id repeats. REQUIRES: every id is in [0, rows).
+//
+// A row push of tens of thousands of random ids spent most of the ps' time in a hash map of
+// every id (a fresh multi-MiB table per request, one cache miss per probe). When the shard's
+// rows are few enough for a bitmap of them to be small next to the ids themselves, a bitmap
+// finds the repeated ids instead, and only those go into a (small) hash map.
+bool UniqueIds(absl::Span<const int64_t> ids, int64_t rows, std::vector<int64_t>* unique,
+               std::vector<uint32_t>* slot) {
+  const size_t n = ids.size();
+  unique->clear();
+  unique->reserve(n);
+  slot->resize(n);
+  auto number = [&](absl::flat_hash_map<int64_t, uint32_t>* first, size_t k) {
+    const auto [it, inserted] =
+        first->try_emplace(ids[k], static_cast<uint32_t>(unique->size()));
+    if (inserted) unique->push_back(ids[k]);
+    (*slot)[k] = it->second;
+  };
+  if (rows / 8 > static_cast<int64_t>(n * sizeof(int64_t)) * 8) {
+    absl::flat_hash_map<int64_t, uint32_t> first;
+    first.reserve(n);
+    for (size_t k = 0; k < n; ++k) number(&first, k);
+    return unique->size() < n;
+  }
+  std::vector<uint64_t> bits(static_cast<size_t>((rows + 63) / 64), 0);
+  std::vector<int64_t> repeated;
+  for (int64_t id : ids) {
+    uint64_t& word = bits[static_cast<size_t>(id >> 6)];
+    const uint64_t bit = uint64_t{1} << (id & 63);
+    if (word & bit) repeated.push_back(id);
+    word |= bit;
+  }
+  if (repeated.empty()) {
+    unique->assign(ids.begin(), ids.end());
+    for (size_t k = 0; k < n; ++k) (*slot)[k] = static_cast<uint32_t>(k);
+    return false;
+  }
+  // Second pass: ids that never repeat are numbered directly, repeated ones through a map.
+  std::fill(bits.begin(), bits.end(), 0);
+  for (int64_t id : repeated) bits[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
+  absl::flat_hash_map<int64_t, uint32_t> first;
+  first.reserve(repeated.size());
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t id = ids[k];
+    if (bits[static_cast<size_t>(id >> 6)] & (uint64_t{1} << (id & 63))) {
+      number(&first, k);
+    } else {
+      (*slot)[k] = static_cast<uint32_t>(unique->size());
+      unique->push_back(id);
+    }
+  }
+  return true;
+}
+
 absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::string_view what) {
   for (size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || ids[k] >= shard.rows) {
@@ -898,24 +953,17 @@ class ShardStoreImpl final : public ShardStore {
     std::vector<float> summed;
     bool has_duplicates = false;
     {
-      absl::flat_hash_map<int64_t, int64_t> position;
-      position.reserve(ids.size());
-      for (size_t k = 0; k < ids.size(); ++k) {
-        if (!position.emplace(ids[k], static_cast<int64_t>(position.size())).second) {
-          has_duplicates = true;
-        }
-      }
+      std::vector<uint32_t> slot;
+      has_duplicates = UniqueIds(ids, shard->rows, &unique_ids, &slot);
       if (has_duplicates || shard->sync) {
-        unique_ids.resize(position.size());
-        summed.resize(position.size() * static_cast<size_t>(width));
-        std::vector<uint8_t> seen(position.size(), 0);
+        summed.resize(unique_ids.size() * static_cast<size_t>(width));
+        std::vector<uint8_t> seen(unique_ids.size(), 0);
         for (size_t k = 0; k < ids.size(); ++k) {
-          const int64_t p = position[ids[k]];
+          const int64_t p = slot[k];
           float* row = summed.data() + p * width;
           const float* g = grad + static_cast<int64_t>(k) * width;
           if (!seen[p]) {
             seen[p] = 1;
-            unique_ids[p] = ids[k];
             std::memcpy(row, g, static_cast<size_t>(width) * sizeof(float));
           } else {
             FloatArray(row, width) += ConstFloatArray(g, width);

@@ -572,6 +572,42 @@ TEST(ShardStoreTest, PushRowsSumsDuplicateIdsBeforeOneUpdate) {
   EXPECT_EQ(e.version, 1);
 }
 
+// The same on a shard whose rows are many next to the ids (duplicates then go through a hash
+// map rather than a bitmap of the rows), and with many ids, most of them unique.
+TEST(ShardStoreTest, PushRowsSumsDuplicatesOnLargeAndSmallShards) {
+  OptimizerSpec adagrad;
+  adagrad.set_type(OptimizerSpec::ADAGRAD);
+  adagrad.set_learning_rate(0.5);
+  for (int64_t rows : {int64_t{1} << 20, int64_t{4096}}) {
+    SCOPED_TRACE(rows);
+    auto store = NewStore();
+    ASSERT_TRUE(Create(*store, {Spec("e", {rows, 2}, adagrad, Constant(1)),
+                                Spec("ref", {rows, 2}, adagrad, Constant(1))})
+                    .ok());
+    std::vector<int64_t> ids = {7, rows - 1, 7, 3, rows - 1, 7};
+    for (int64_t i = 0; i < 300; ++i) ids.push_back((i * 37) % 1000 + 10);  // some repeat
+    const std::vector<float> grad = Ramp(ids.size() * 2);
+    ASSERT_TRUE(PushRows(*store, "e", 1, ids, grad).ok());
+    // By hand: each distinct id once, its rows summed in order of appearance.
+    std::vector<int64_t> unique;
+    std::vector<float> summed;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto it = std::find(unique.begin(), unique.end(), ids[k]);
+      const size_t p = it - unique.begin();
+      if (it == unique.end()) {
+        unique.push_back(ids[k]);
+        summed.push_back(grad[2 * k]);
+        summed.push_back(grad[2 * k + 1]);
+      } else {
+        summed[2 * p] += grad[2 * k];
+        summed[2 * p + 1] += grad[2 * k + 1];
+      }
+    }
+    ASSERT_TRUE(PushRows(*store, "ref", 1, unique, summed).ok());
+    EXPECT_TRUE(Bytes(PullAll(*store, "e").data) == Bytes(PullAll(*store, "ref").data));
+  }
+}
+
 TEST(ShardStoreTest, MinVersionWaitsForAPushFromAnotherThread) {
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {Spec("w", {3}, Sgd(), Constant(0))}).ok());
