@@ -53,7 +53,7 @@ constexpr absl::string_view kJobKeys[] = {
     "eval_every_steps", "step_timeout_ms", "backend"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
-    "epsilon"};
+    "epsilon", "decay_rate", "decay_steps", "staircase"};
 constexpr absl::string_view kInitializerKeys[] = {
     "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
 // clang-format on
@@ -412,6 +412,22 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer) {
   RETURN_IF_ERROR(f.Double("epsilon", &epsilon));
   if (!(epsilon > 0)) return f.RangeError("epsilon", "must be > 0");
   optimizer->set_epsilon(epsilon);
+
+  double decay_rate = 0;
+  RETURN_IF_ERROR(f.Double("decay_rate", &decay_rate));
+  int64_t decay_steps = 0;
+  RETURN_IF_ERROR(f.Int("decay_steps", &decay_steps));
+  bool staircase = false;
+  RETURN_IF_ERROR(f.Bool("staircase", &staircase));
+  if (decay_rate != 0 || decay_steps != 0) {
+    if (!(decay_rate > 0 && decay_rate <= 1)) {
+      return f.RangeError("decay_rate", "must be in (0, 1]");
+    }
+    if (decay_steps <= 0) return f.RangeError("decay_steps", "must be > 0 with decay_rate");
+  }
+  optimizer->set_decay_rate(decay_rate);
+  optimizer->set_decay_steps(decay_steps);
+  optimizer->set_staircase(staircase);
   return absl::OkStatus();
 }
 
@@ -624,6 +640,11 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   optimizer["beta1"] = o.beta1();
   optimizer["beta2"] = o.beta2();
   optimizer["epsilon"] = o.epsilon();
+  if (o.decay_rate() != 0) {
+    optimizer["decay_rate"] = o.decay_rate();
+    optimizer["decay_steps"] = o.decay_steps();
+    optimizer["staircase"] = o.staircase();
+  }
   out["optimizer"] = std::move(optimizer);
 
   out["mode"] = JobModeName(spec.mode());

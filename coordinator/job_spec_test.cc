@@ -373,3 +373,29 @@ TEST(JobSpecTest, ModeNames) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST(JobSpecDecayTest, ParsesAndValidatesLearningRateDecay) {
+  auto spec = ParseJobSpec(
+      R"({"model": "softmax", "optimizer": {"type": "adam", "decay_rate": 0.5,
+          "decay_steps": 1000, "staircase": true}})",
+      2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->optimizer().decay_rate(), 0.5);
+  EXPECT_EQ(spec->optimizer().decay_steps(), 1000);
+  EXPECT_TRUE(spec->optimizer().staircase());
+  auto round_trip = ParseJobSpec(JobSpecToJson(*spec), 2);
+  ASSERT_TRUE(round_trip.ok()) << round_trip.status();
+  EXPECT_EQ(round_trip->optimizer().decay_steps(), 1000);
+
+  auto bad = ParseJobSpec(R"({"model": "softmax", "optimizer": {"decay_rate": 1.5,
+                              "decay_steps": 10}})", 2);
+  EXPECT_NE(bad.status().message().find("decay_rate"), std::string::npos) << bad.status();
+  bad = ParseJobSpec(R"({"model": "softmax", "optimizer": {"decay_rate": 0.9}})", 2);
+  EXPECT_NE(bad.status().message().find("decay_steps"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace shardps

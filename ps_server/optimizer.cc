@@ -36,10 +36,26 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 //   Coefficients Prepare(int64_t step) const;
 //   void Update(const Coefficients&, int64_t n, const float* g, float* p,
 //               float* const* slots) const;    n contiguous elements
+// Keras' ExponentialDecay: lr * decay_rate ^ ((step - 1) / decay_steps), the exponent
+// floored when `staircase`; no decay when decay_rate is 0 (unset). `step` counts the shard's
+// updates from 1, so in sync mode the rate decays per sync step.
+struct LearningRateDecay {
+  double rate = 0;
+  int64_t steps = 0;
+  bool staircase = false;
+  double Scale(int64_t step) const {
+    if (rate == 0 || steps <= 0) return 1.0;
+    double exponent = static_cast<double>(step - 1) / static_cast<double>(steps);
+    if (staircase) exponent = std::floor(exponent);
+    return std::pow(rate, exponent);
+  }
+};
+
 template <typename Kernel, int kSlots>
 class KernelOptimizer final : public Optimizer {
  public:
-  explicit KernelOptimizer(Kernel kernel) : kernel_(std::move(kernel)) {}
+  KernelOptimizer(Kernel kernel, LearningRateDecay decay)
+      : kernel_(std::move(kernel)), decay_(decay) {}
 
   int num_slots() const override { return kSlots; }
   float initial_slot_value(int slot) const override {
@@ -48,13 +64,13 @@ class KernelOptimizer final : public Optimizer {
 
   void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
                   absl::Span<float* const> slots) const override {
-    const auto c = kernel_.Prepare(step);
+    const auto c = kernel_.Prepare(step, decay_.Scale(step));
     kernel_.Update(c, static_cast<int64_t>(grad.size()), grad.data(), params, slots.data());
   }
 
   void ApplyRows(int64_t step, int64_t width, absl::Span<const int64_t> rows, const float* grad,
                  float* params, absl::Span<float* const> slots) const override {
-    const auto c = kernel_.Prepare(step);
+    const auto c = kernel_.Prepare(step, decay_.Scale(step));
     float* row_slots[kMaxSlots];
     for (size_t k = 0; k < rows.size(); ++k) {
       const int64_t offset = rows[k] * width;
@@ -66,9 +82,13 @@ class KernelOptimizer final : public Optimizer {
 
  private:
   const Kernel kernel_;
+  const LearningRateDecay decay_;
 };
 
-struct NoCoefficients {};
+// The learning rate of one update, after decay.
+struct LrCoefficients {
+  float lr;
+};
 
 // The kernels are plain loops over contiguous floats with restrict pointers, which GCC turns
 // into SIMD code (the BUILD file adds -fno-math-errno so that sqrt vectorizes, and
@@ -80,17 +100,19 @@ struct NoCoefficients {};
 
 struct NoopKernel {
   float initial_slot_value(int) const { return 0.0f; }
-  NoCoefficients Prepare(int64_t) const { return {}; }
-  void Update(const NoCoefficients&, int64_t, const float*, float*, float* const*) const {}
+  LrCoefficients Prepare(int64_t, double) const { return {0.0f}; }
+  void Update(const LrCoefficients&, int64_t, const float*, float*, float* const*) const {}
 };
 
 struct SgdKernel {
   float lr;
   float initial_slot_value(int) const { return 0.0f; }
-  NoCoefficients Prepare(int64_t) const { return {}; }
-  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+  LrCoefficients Prepare(int64_t, double scale) const {
+    return {static_cast<float>(lr * scale)};
+  }
+  void Update(const LrCoefficients& c, int64_t n, const float* __restrict g,
               float* __restrict p, float* const*) const {
-    const float lr_ = lr;
+    const float lr_ = c.lr;
     for (int64_t i = 0; i < n; ++i) p[i] -= lr_ * g[i];
   }
 };
@@ -100,11 +122,13 @@ struct MomentumKernel {
   float momentum;
   bool nesterov;
   float initial_slot_value(int) const { return 0.0f; }
-  NoCoefficients Prepare(int64_t) const { return {}; }
-  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+  LrCoefficients Prepare(int64_t, double scale) const {
+    return {static_cast<float>(lr * scale)};
+  }
+  void Update(const LrCoefficients& c, int64_t n, const float* __restrict g,
               float* __restrict p, float* const* slots) const {
     float* __restrict v = slots[0];
-    const float lr_ = lr;
+    const float lr_ = c.lr;
     const float m = momentum;
     if (nesterov) {
       for (int64_t i = 0; i < n; ++i) {
@@ -127,11 +151,13 @@ struct AdagradKernel {
   float epsilon;
   float initial_accumulator;
   float initial_slot_value(int) const { return initial_accumulator; }
-  NoCoefficients Prepare(int64_t) const { return {}; }
-  void Update(const NoCoefficients&, int64_t n, const float* __restrict g,
+  LrCoefficients Prepare(int64_t, double scale) const {
+    return {static_cast<float>(lr * scale)};
+  }
+  void Update(const LrCoefficients& c, int64_t n, const float* __restrict g,
               float* __restrict p, float* const* slots) const {
     float* __restrict acc = slots[0];
-    const float lr_ = lr;
+    const float lr_ = c.lr;
     const float eps = epsilon;
     for (int64_t i = 0; i < n; ++i) {
       const float a = acc[i] + g[i] * g[i];
@@ -150,10 +176,10 @@ struct AdamKernel {
     float lr_t;
   };
   float initial_slot_value(int) const { return 0.0f; }
-  Coefficients Prepare(int64_t step) const {
+  Coefficients Prepare(int64_t step, double scale) const {
     const double t = static_cast<double>(step);
     const double lr_t =
-        lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
+        lr * scale * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
     return {static_cast<float>(lr_t)};
   }
   void Update(const Coefficients& c, int64_t n, const float* __restrict g,
@@ -191,6 +217,13 @@ absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
           absl::StrCat("optimizer.type ", static_cast<int>(spec.type()), " is unknown"));
   }
   RETURN_IF_ERROR(CheckRange(spec.learning_rate(), "learning_rate", 0, true, kInf, true));
+  if (spec.decay_rate() != 0 || spec.decay_steps() != 0) {
+    RETURN_IF_ERROR(CheckRange(spec.decay_rate(), "decay_rate", 0, true, 1, false));
+    if (spec.decay_steps() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer.decay_steps must be > 0 with decay_rate, got ", spec.decay_steps()));
+    }
+  }
   switch (spec.type()) {
     case OptimizerSpec::MOMENTUM:
       RETURN_IF_ERROR(CheckRange(spec.momentum(), "momentum", 0, false, 1, true));
@@ -219,23 +252,26 @@ absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerSpec& spec) {
   RETURN_IF_ERROR(Validate(spec));
   const float lr = static_cast<float>(spec.learning_rate());
+  const LearningRateDecay decay{spec.decay_rate(), spec.decay_steps(), spec.staircase()};
   switch (spec.type()) {
     case OptimizerSpec::SGD:
-      return std::unique_ptr<Optimizer>(new KernelOptimizer<SgdKernel, 0>(SgdKernel{lr}));
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<SgdKernel, 0>(SgdKernel{lr}, decay));
     case OptimizerSpec::MOMENTUM:
       return std::unique_ptr<Optimizer>(new KernelOptimizer<MomentumKernel, 1>(
-          MomentumKernel{lr, static_cast<float>(spec.momentum()), spec.nesterov()}));
+          MomentumKernel{lr, static_cast<float>(spec.momentum()), spec.nesterov()}, decay));
     case OptimizerSpec::ADAGRAD:
       return std::unique_ptr<Optimizer>(new KernelOptimizer<AdagradKernel, 1>(AdagradKernel{
           lr, static_cast<float>(OrDefault(spec.epsilon(), kDefaultEpsilon)),
           static_cast<float>(
-              OrDefault(spec.initial_accumulator_value(), kDefaultInitialAccumulator))}));
+              OrDefault(spec.initial_accumulator_value(), kDefaultInitialAccumulator))},
+          decay));
     case OptimizerSpec::ADAM:
       return std::unique_ptr<Optimizer>(new KernelOptimizer<AdamKernel, 2>(AdamKernel{
           lr, OrDefault(spec.beta1(), kDefaultBeta1), OrDefault(spec.beta2(), kDefaultBeta2),
-          static_cast<float>(OrDefault(spec.epsilon(), kDefaultEpsilon))}));
+          static_cast<float>(OrDefault(spec.epsilon(), kDefaultEpsilon))},
+          decay));
     case OptimizerSpec::NOOP:
-      return std::unique_ptr<Optimizer>(new KernelOptimizer<NoopKernel, 0>(NoopKernel{}));
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<NoopKernel, 0>(NoopKernel{}, decay));
     default:
       return absl::InvalidArgumentError("unreachable: optimizer.type validated above");
   }

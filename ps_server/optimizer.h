@@ -12,6 +12,9 @@
 //             (Keras' epsilon is the paper's "epsilon hat", added to sqrt(v) as is.)
 //   NOOP      validates the spec and leaves everything unchanged.
 //
+// Every rule may decay its lr (Keras' ExponentialDecay): update t uses
+// lr * decay_rate ^ ((t - 1) / decay_steps), the exponent floored when staircase.
+//
 // Defaults: a field that is 0 takes TF's default: ADAGRAD initial_accumulator_value 0.1,
 // epsilon 1e-7 (ADAGRAD, ADAM), ADAM beta1 0.9 and beta2 0.999. So an exact 0 cannot be asked
 // for in those fields. momentum 0 means plain SGD steps (Keras' default).

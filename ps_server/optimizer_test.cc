@@ -259,3 +259,45 @@ TEST(OptimizerTest, RejectsInvalidHyperparameters) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Keras' ExponentialDecay on top of any optimizer: SGD's step t moves by
+// lr * rate^((t-1)/steps) * g, floored exponent when staircase.
+TEST(OptimizerDecayTest, ExponentialDecayScalesTheLearningRate) {
+  for (bool staircase : {false, true}) {
+    OptimizerSpec spec;
+    spec.set_type(OptimizerSpec::SGD);
+    spec.set_learning_rate(0.5);
+    spec.set_decay_rate(0.25);
+    spec.set_decay_steps(2);
+    spec.set_staircase(staircase);
+    auto opt = Optimizer::Create(spec);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    float p = 0.0f;
+    double expected = 0.0;
+    std::vector<float> g = {1.0f};
+    for (int t = 1; t <= 5; ++t) {
+      (*opt)->ApplyDense(t, g, &p, {});
+      double exponent = (t - 1) / 2.0;
+      if (staircase) exponent = std::floor(exponent);
+      expected -= 0.5 * std::pow(0.25, exponent);
+      EXPECT_NEAR(p, expected, 1e-6) << "t=" << t << " staircase=" << staircase;
+    }
+  }
+}
+
+TEST(OptimizerDecayTest, RejectsBadDecay) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAM);
+  spec.set_learning_rate(0.1);
+  spec.set_decay_rate(0.5);
+  EXPECT_NE(Optimizer::Create(spec).status().message().find("decay_steps"), std::string::npos);
+  spec.set_decay_steps(10);
+  spec.set_decay_rate(2.0);
+  EXPECT_NE(Optimizer::Create(spec).status().message().find("decay_rate"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardps
