@@ -682,34 +682,6 @@ nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vecto
 
 // ---------------------------------------------------------------------------------------
 
-std::string SelfPath() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-// Points tests/process.h' BinaryPath at this binary's runfiles (under `bazel run` there is no
-// TEST_SRCDIR), and gives the daemons' logs and job files a scratch directory.
-void SetUpRunfiles(const char* argv0) {
-  if (std::getenv("TEST_SRCDIR") == nullptr) {
-    std::vector<std::string> candidates;
-    if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(dir);
-    candidates.push_back(absl::StrCat(argv0, ".runfiles"));
-    candidates.push_back(absl::StrCat(SelfPath(), ".runfiles"));
-    for (const std::string& dir : candidates) {
-      if (access(absl::StrCat(dir, "/shardps/coordinator/chief").c_str(), X_OK) == 0) {
-        setenv("TEST_SRCDIR", dir.c_str(), 1);
-        setenv("TEST_WORKSPACE", "shardps", 1);
-        break;
-      }
-    }
-  }
-  if (std::getenv("TEST_TMPDIR") == nullptr) {
-    char tmpl[] = "/tmp/training_bench.XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) setenv("TEST_TMPDIR", tmpl, 1);
-  }
-}
-
 int Main(int argc, char** argv) {
   Config config;
   FlagParser flags("training_bench",
@@ -731,7 +703,7 @@ int Main(int argc, char** argv) {
     std::cerr << "training_bench: --steps must be >= 2 and above --warmup_steps\n";
     return 2;
   }
-  SetUpRunfiles(argv[0]);
+  testing::SetUpRunfilesForBazelRun(argv[0], "coordinator/chief", "training_bench");
   std::ostream& log = std::cerr;
   const double load_before = LoadAverage1m();
 

@@ -412,13 +412,6 @@ struct GrpcBaseline {
   double put_cpu[2] = {kNaN, kNaN};
 };
 
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // The bare gRPC echo server (this binary re-executed as a second process) and a client of it
 // over a plain channel, kept for the whole run so that its latency can be sampled interleaved
 // with shardps' (both then see the same machine load). Stops the server when destroyed.
@@ -428,7 +421,7 @@ class EchoPeer {
     auto peer = std::unique_ptr<EchoPeer>(new EchoPeer);
     const int port = testing::PickFreePort();
     ASSIGN_OR_RETURN(peer->server_,
-                     Process::Start(SelfPath(), {absl::StrCat("--echo_server_port=", port)}, {},
+                     Process::Start(testing::SelfPath(), {absl::StrCat("--echo_server_port=", port)}, {},
                                     absl::StrCat(testing::TempDir(), "/echo_server.log")));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
@@ -835,28 +828,6 @@ std::vector<Figure> BuildFigures(const Config& config, double loopback, const Gr
   return out;
 }
 
-// Points tests/process.h' BinaryPath at this binary's runfiles (under `bazel run` there is
-// no TEST_SRCDIR), and gives the daemons' logs a scratch directory.
-void SetUpRunfiles(const char* argv0) {
-  if (std::getenv("TEST_SRCDIR") == nullptr) {
-    std::vector<std::string> candidates;
-    if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(dir);
-    candidates.push_back(absl::StrCat(argv0, ".runfiles"));
-    candidates.push_back(absl::StrCat(SelfPath(), ".runfiles"));
-    for (const std::string& dir : candidates) {
-      if (access(absl::StrCat(dir, "/shardps/ps_server/ps").c_str(), X_OK) == 0) {
-        setenv("TEST_SRCDIR", dir.c_str(), 1);
-        setenv("TEST_WORKSPACE", "shardps", 1);
-        break;
-      }
-    }
-  }
-  if (std::getenv("TEST_TMPDIR") == nullptr) {
-    char tmpl[] = "/tmp/transport_bench.XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) setenv("TEST_TMPDIR", tmpl, 1);
-  }
-}
-
 int Main(int argc, char** argv) {
   Config config;
   int64_t echo_server_port = 0;
@@ -890,7 +861,7 @@ int Main(int argc, char** argv) {
   config.only = absl::StrSplit(only, ',', absl::SkipEmpty());
   if (reps > 0) config.reps = static_cast<int>(reps);
   if (latency_samples > 0) config.latency_samples = static_cast<int>(latency_samples);
-  SetUpRunfiles(argv[0]);
+  testing::SetUpRunfilesForBazelRun(argv[0], "ps_server/ps", "transport_bench");
 
   const std::string iperf3 = FindInPath("iperf3");
   if (iperf3.empty()) {

@@ -141,6 +141,33 @@ std::string TempDir() {
   return dir != nullptr ? dir : "/tmp";
 }
 
+std::string SelfPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+void SetUpRunfilesForBazelRun(const char* argv0, const std::string& probe,
+                              const std::string& tmp_prefix) {
+  if (std::getenv("TEST_SRCDIR") == nullptr) {
+    std::vector<std::string> candidates;
+    if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(dir);
+    candidates.push_back(absl::StrCat(argv0, ".runfiles"));
+    candidates.push_back(absl::StrCat(SelfPath(), ".runfiles"));
+    for (const std::string& dir : candidates) {
+      if (access(absl::StrCat(dir, "/shardps/", probe).c_str(), X_OK) == 0) {
+        setenv("TEST_SRCDIR", dir.c_str(), 1);
+        setenv("TEST_WORKSPACE", "shardps", 1);
+        break;
+      }
+    }
+  }
+  if (std::getenv("TEST_TMPDIR") == nullptr) {
+    std::string tmpl = absl::StrCat("/tmp/", tmp_prefix, ".XXXXXX");
+    if (mkdtemp(tmpl.data()) != nullptr) setenv("TEST_TMPDIR", tmpl.c_str(), 1);
+  }
+}
+
 std::string MakeTfConfig(const std::map<std::string, std::vector<std::string>>& cluster,
                          const std::string& type, int index) {
   std::vector<std::string> jobs;

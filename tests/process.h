@@ -59,6 +59,15 @@ std::string BinaryPath(const std::string& target_path);
 // A scratch directory for this test.
 std::string TempDir();
 
+// This process's executable (from /proc/self/exe).
+std::string SelfPath();
+
+// For binaries started by `bazel run` (benchmarks), which get no TEST_SRCDIR or TEST_TMPDIR:
+// points BinaryPath at this binary's runfiles (the first candidate holding `probe`, e.g.
+// "ps_server/ps") and TempDir at a fresh directory named after `tmp_prefix`.
+void SetUpRunfilesForBazelRun(const char* argv0, const std::string& probe,
+                              const std::string& tmp_prefix);
+
 // A TF_CONFIG JSON for `cluster` with this task.
 std::string MakeTfConfig(const std::map<std::string, std::vector<std::string>>& cluster,
                          const std::string& type, int index);
