@@ -322,11 +322,8 @@ class PsClientImpl : public PsClient {
     };
     std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
     for (const PullTarget& target : targets) {
-      absl::StatusOr<VariableLayout> layout = GetLayout(target.name);
+      absl::StatusOr<VariableLayout> layout = DenseLayout(target.name, "pull", target.out.size());
       if (!layout.ok()) return done(layout.status());
-      if (static_cast<int64_t>(target.out.size()) != layout->num_elements) {
-        return done(SizeError("pull", *layout, target.out.size()));
-      }
       ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
                                 int64_t end) {
         auto chunk = std::make_unique<Chunk>();
@@ -384,11 +381,8 @@ class PsClientImpl : public PsClient {
     };
     std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
     for (const PushSource& source : sources) {
-      absl::StatusOr<VariableLayout> layout = GetLayout(source.name);
+      absl::StatusOr<VariableLayout> layout = DenseLayout(source.name, "push", source.grad.size());
       if (!layout.ok()) return done(layout.status());
-      if (static_cast<int64_t>(source.grad.size()) != layout->num_elements) {
-        return done(SizeError("push", *layout, source.grad.size()));
-      }
       ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
                                 int64_t end) {
         auto chunk = std::make_unique<Chunk>();
@@ -528,11 +522,8 @@ class PsClientImpl : public PsClient {
 
   void AssignAsync(const std::string& name, absl::Span<const float> values,
                    StatusCallback done) override {
-    absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    absl::StatusOr<VariableLayout> layout = DenseLayout(name, "assign", values.size());
     if (!layout.ok()) return done(layout.status());
-    if (static_cast<int64_t>(values.size()) != layout->num_elements) {
-      return done(SizeError("assign", *layout, values.size()));
-    }
     struct Chunk {
       AssignRequest request;
       AssignResponse response;
@@ -692,10 +683,17 @@ class PsClientImpl : public PsClient {
     return 0;
   }
 
-  static absl::Status SizeError(const char* what, const VariableLayout& layout, size_t got) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "variable \"", layout.name, "\": ", what, " needs ", layout.num_elements,
-        " floats (shape [", absl::StrJoin(layout.shape, ","), "]), got ", got));
+  // The layout of a variable for a whole-variable `what` (pull, push, assign) of `floats`
+  // values; NOT_FOUND for an unknown variable, INVALID_ARGUMENT for a wrong size.
+  absl::StatusOr<VariableLayout> DenseLayout(const std::string& name, const char* what,
+                                             size_t floats) const {
+    absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    if (layout.ok() && static_cast<int64_t>(floats) != layout->num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", layout->name, "\": ", what, " needs ", layout->num_elements,
+          " floats (shape [", absl::StrJoin(layout->shape, ","), "]), got ", floats));
+    }
+    return layout;
   }
 
   static void AtomicMin(std::atomic<int64_t>* a, int64_t v) {
