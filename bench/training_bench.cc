@@ -55,6 +55,7 @@
 #include "absl/types/span.h"
 #include "bench/training_throughput.h"
 #include "common/flags.h"
+#include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 #include "grpcpp/grpcpp.h"
@@ -683,6 +684,8 @@ nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vecto
 // ---------------------------------------------------------------------------------------
 
 int Main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // as the daemons do
+  DisableMutexDeadlockDetection();
   Config config;
   FlagParser flags("training_bench",
                    "Training examples/s of local shardps clusters (2 ps; 1 and 2 workers; async "

@@ -52,6 +52,7 @@
 #include "bench/stats.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
+#include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -829,6 +830,8 @@ std::vector<Figure> BuildFigures(const Config& config, double loopback, const Gr
 }
 
 int Main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // as the daemons do
+  DisableMutexDeadlockDetection();
   Config config;
   int64_t echo_server_port = 0;
   int64_t reps = 0, latency_samples = 0;

@@ -1,6 +1,7 @@
 #include "client/grpc_ps_interface.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -66,8 +67,12 @@ class GrpcPsInterface : public PsInterface {
                      absl::Time deadline, StatusCallback done) override {               \
     if (request->data().size() >= kZeroCopyBytes) {                                     \
       static const std::string* const method = NewMethodName(#Method);                   \
-      RawCall::Start(NextStub().generic.get(), *method, *request, response, deadline,    \
-                     std::move(done));                                                   \
+      RawCall::Start(                                                                    \
+          NextStub().generic.get(), *method,                                             \
+          [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {  \
+            return SerializeZeroCopy(*request, std::move(keep_alive), buffer);           \
+          },                                                                             \
+          RawCall::ParseAs(response), deadline, std::move(done));                        \
       return;                                                                            \
     }                                                                                    \
     auto* ctx = NewContext(deadline);                                                    \
@@ -83,15 +88,54 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_ZERO_COPY_METHOD(Assign)
 #undef SHARDPS_GRPC_ZERO_COPY_METHOD
 
+  // The pulled bytes go from gRPC's receive slices straight into `out`: one copy on this
+  // side instead of three (into the response's string, then out of it).
+  void PullIntoAsync(const PullRequest* request, PullResponse* response, absl::Span<char> out,
+                     absl::Time deadline, StatusCallback done) override {
+    static const std::string* const method = NewMethodName("Pull");
+    RawCall::Start(
+        NextStub().generic.get(), *method,
+        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
+        },
+        [request, response, out](grpc::ByteBuffer* buffer) -> absl::Status {
+          absl::StatusOr<int64_t> got =
+              ParseWithBytesInto(*buffer, PullResponse::kDataFieldNumber, out, response);
+          if (!got.ok()) return got.status();
+          if (*got != static_cast<int64_t>(out.size())) {
+            return PulledSizeError(*request, *got, static_cast<int64_t>(out.size()));
+          }
+          return absl::OkStatus();
+        },
+        deadline, std::move(done));
+  }
+
+  // The gradient is sent from the caller's memory; small ones are copied, which is cheaper
+  // than a slice of their own.
+  void PushFromAsync(const PushRequest* request, absl::Span<const char> data,
+                     PushResponse* response, absl::Time deadline, StatusCallback done) override {
+    static const std::string* const method = NewMethodName("Push");
+    RawCall::Start(
+        NextStub().generic.get(), *method,
+        [request, data](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+          return SerializeZeroCopyWithBytes(*request, PushRequest::kDataFieldNumber,
+                                            absl::string_view(data.data(), data.size()),
+                                            std::move(keep_alive), buffer);
+        },
+        RawCall::ParseAs(response), deadline, std::move(done));
+  }
+
  private:
   struct Stubs {
     std::unique_ptr<PsService::Stub> typed;
     std::unique_ptr<grpc::GenericStub> generic;
   };
 
-  // A call whose request is serialized by SerializeZeroCopy: the request's tensor bytes are
-  // sent from the request's own string, saving a copy into gRPC's slices (and their
-  // allocation). Those slices may outlive the call's completion (a write cancelled while it
+  // A call on raw bytes, serialized and parsed by the caller's functions: the request's
+  // tensor bytes are sent from where they lie (the request's own string, or the caller's
+  // gradient), saving a copy into gRPC's slices (and their allocation), and a pulled tensor
+  // can be parsed straight into its destination. Slices that point into caller memory may
+  // outlive the call's completion (a write cancelled while it
   // is still in the transport), and the caller may free the request as soon as `done` runs,
   // so `done` waits for both: the call's completion and the release of the last slice.
   //
@@ -99,15 +143,20 @@ class GrpcPsInterface : public PsInterface {
   // to let go runs Release(), which deletes it and calls `done`.
   class RawCall {
    public:
-    template <typename Response>
+    // Writes the request into a buffer; slices pointing into caller memory hold keep_alive.
+    using Serializer = std::function<grpc::Status(std::shared_ptr<const void> keep_alive,
+                                                  grpc::ByteBuffer* buffer)>;
+    // Reads a successful call's response.
+    using Parser = std::function<absl::Status(grpc::ByteBuffer* buffer)>;
+
     static void Start(grpc::GenericStub* stub, const std::string& method,
-                      const google::protobuf::MessageLite& request, Response* response,
-                      absl::Time deadline, StatusCallback done) {
+                      const Serializer& serialize, Parser parse, absl::Time deadline,
+                      StatusCallback done) {
       auto* call = new RawCall(std::move(done), NewContext(deadline));
       std::shared_ptr<const void> keep_alive(call, [](const void* p) {
         Release(static_cast<RawCall*>(const_cast<void*>(p)));
       });
-      grpc::Status serialized = SerializeZeroCopy(request, keep_alive, &call->request_);
+      grpc::Status serialized = serialize(keep_alive, &call->request_);
       if (!serialized.ok()) {
         call->status_ = FromGrpcStatus(serialized);
         Complete(std::move(keep_alive));
@@ -115,17 +164,25 @@ class GrpcPsInterface : public PsInterface {
       }
       stub->UnaryCall(call->ctx_.get(), method, grpc::StubOptions(), &call->request_,
                       &call->response_,
-                      [call, response, keep_alive = std::move(keep_alive)](grpc::Status s) mutable {
+                      [call, parse = std::move(parse),
+                       keep_alive = std::move(keep_alive)](grpc::Status s) mutable {
                         call->status_ = FromGrpcStatus(s);
-                        if (s.ok()) {
-                          grpc::ProtoBufferReader reader(&call->response_);
-                          if (!response->ParseFromZeroCopyStream(&reader)) {
-                            call->status_ = absl::InternalError(absl::StrCat(
-                                "cannot parse the response as a ", response->GetTypeName()));
-                          }
-                        }
+                        if (s.ok()) call->status_ = parse(&call->response_);
                         Complete(std::move(keep_alive));
                       });
+    }
+
+    // Parses the whole response as a `Response`.
+    template <typename Response>
+    static Parser ParseAs(Response* response) {
+      return [response](grpc::ByteBuffer* buffer) {
+        grpc::ProtoBufferReader reader(buffer);
+        if (!response->ParseFromZeroCopyStream(&reader)) {
+          return absl::InternalError(
+              absl::StrCat("cannot parse the response as a ", response->GetTypeName()));
+        }
+        return absl::OkStatus();
+      };
     }
 
    private:

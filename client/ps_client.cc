@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <queue>
 #include <thread>
@@ -317,8 +318,7 @@ class PsClientImpl : public PsClient {
     struct Chunk {
       PullRequest request;
       PullResponse response;
-      float* out;
-      int64_t floats;
+      absl::Span<char> out;
     };
     std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
     for (const PullTarget& target : targets) {
@@ -332,9 +332,9 @@ class PsClientImpl : public PsClient {
         chunk->request.set_row_end(end);
         chunk->request.set_min_version(options.min_version);
         chunk->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
-        chunk->out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
-        chunk->floats = (end - begin) * layout->row_width;
-        *chunk->response.mutable_data() = buffers_.Get();
+        float* out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
+        chunk->out = absl::MakeSpan(reinterpret_cast<char*>(out),
+                                    (end - begin) * layout->row_width * sizeof(float));
         chunks.emplace_back(shard.ps, std::move(chunk));
       });
     }
@@ -350,25 +350,20 @@ class PsClientImpl : public PsClient {
     absl::Time deadline = Deadline() + options.wait_timeout;
     for (auto& [ps, chunk_ptr] : chunks) {
       Chunk* chunk = chunk_ptr.release();
-      Call<PullRequest, PullResponse>(
-          ps, &PsInterface::PullAsync, &chunk->request, &chunk->response, deadline,
-          [this, chunk, fan, seen, ps = ps](const absl::Status& s) {
-            absl::Status status = s;
-            if (status.ok()) {
-              const std::string& data = chunk->response.data();
-              if (static_cast<int64_t>(data.size()) != chunk->floats * 4) {
-                status = absl::InternalError(absl::StrCat(
-                    ps_[ps]->name(), ": pull of \"", chunk->request.shard(), "\" returned ",
-                    data.size(), " bytes, expected ", chunk->floats * 4));
-              } else {
-                std::memcpy(chunk->out, data.data(), data.size());
-                AtomicMin(&seen->first, chunk->response.version());
-                AtomicMax(&seen->second, chunk->response.version());
-              }
+      CallWithRetries(
+          ps,
+          [chunk](PsInterface* target, absl::Time deadline, StatusCallback done) {
+            target->PullIntoAsync(&chunk->request, &chunk->response, chunk->out, deadline,
+                                  std::move(done));
+          },
+          deadline,
+          [chunk, fan, seen](const absl::Status& s) {
+            if (s.ok()) {
+              AtomicMin(&seen->first, chunk->response.version());
+              AtomicMax(&seen->second, chunk->response.version());
             }
-            buffers_.Put(std::move(*chunk->response.mutable_data()));
             delete chunk;
-            fan->Finish(status);
+            fan->Finish(s);
           });
     }
   }
@@ -378,6 +373,7 @@ class PsClientImpl : public PsClient {
     struct Chunk {
       PushRequest request;
       PushResponse response;
+      absl::Span<const char> data;  // in the caller's gradient, sent from there
     };
     std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
     for (const PushSource& source : sources) {
@@ -391,9 +387,8 @@ class PsClientImpl : public PsClient {
         chunk->request.set_row_begin(begin);
         chunk->request.set_row_end(end);
         const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
-        std::string* data = chunk->request.mutable_data();
-        *data = buffers_.Get();
-        data->assign(reinterpret_cast<const char*>(src), (end - begin) * layout->row_width * 4);
+        chunk->data = absl::MakeConstSpan(reinterpret_cast<const char*>(src),
+                                          (end - begin) * layout->row_width * sizeof(float));
         if (options.has_sync) *chunk->request.mutable_sync() = options.sync;
         chunks.emplace_back(shard.ps, std::move(chunk));
       });
@@ -401,13 +396,17 @@ class PsClientImpl : public PsClient {
     auto fan = Fanout::Make(chunks.size(), std::move(done));
     for (auto& [ps, chunk_ptr] : chunks) {
       Chunk* chunk = chunk_ptr.release();
-      Call<PushRequest, PushResponse>(ps, &PsInterface::PushAsync, &chunk->request,
-                                      &chunk->response, Deadline(),
-                                      [this, chunk, fan](const absl::Status& s) {
-                                        buffers_.Put(std::move(*chunk->request.mutable_data()));
-                                        delete chunk;
-                                        fan->Finish(s);
-                                      });
+      CallWithRetries(
+          ps,
+          [chunk](PsInterface* target, absl::Time deadline, StatusCallback done) {
+            target->PushFromAsync(&chunk->request, chunk->data, &chunk->response, deadline,
+                                  std::move(done));
+          },
+          Deadline(),
+          [chunk, fan](const absl::Status& s) {
+            delete chunk;
+            fan->Finish(s);
+          });
     }
   }
 
@@ -576,37 +575,50 @@ class PsClientImpl : public PsClient {
   template <typename Req, typename Resp>
   using Method = void (PsInterface::*)(const Req*, Resp*, absl::Time, StatusCallback);
 
+  // Issues one RPC to a ps task: issue(target, deadline, done).
+  using Issue = std::function<void(PsInterface* target, absl::Time deadline, StatusCallback done)>;
+
   // Issues one RPC to ps `ps`, retrying UNAVAILABLE with exponential backoff (same request,
   // so the same request id) until max_attempts or the deadline. Errors name the ps task.
+  void CallWithRetries(int ps, Issue issue, absl::Time deadline, StatusCallback done,
+                       int attempt = 1) {
+    PsInterface* target = ps_[ps].get();
+    Issue again = issue;  // kept for a retry
+    issue(target, deadline,
+          [this, ps, issue = std::move(again), deadline, done = std::move(done),
+           attempt](const absl::Status& s) mutable {
+            if (s.code() == absl::StatusCode::kUnavailable && attempt < options_.max_attempts) {
+              absl::Duration backoff = options_.initial_backoff;
+              for (int i = 1; i < attempt && backoff < options_.max_backoff; ++i) backoff *= 2;
+              backoff = std::min(backoff, options_.max_backoff);
+              absl::Time when = absl::Now() + backoff;
+              if (when < deadline) {
+                retries_.RunAt(when, [this, ps, issue = std::move(issue), deadline,
+                                      done = std::move(done), attempt](bool cancelled) mutable {
+                  if (cancelled) {
+                    done(absl::CancelledError(
+                        absl::StrCat(ps_[ps]->name(), ": client shut down during retry")));
+                    return;
+                  }
+                  CallWithRetries(ps, std::move(issue), deadline, std::move(done), attempt + 1);
+                });
+                return;
+              }
+            }
+            done(Annotate(s, ps_[ps]->name()));
+          });
+  }
+
   template <typename Req, typename Resp>
   void Call(int ps, Method<Req, Resp> method, const Req* request, Resp* response,
-            absl::Time deadline, StatusCallback done, int attempt = 1) {
-    PsInterface* target = ps_[ps].get();
-    (target->*method)(
-        request, response, deadline,
-        [this, ps, method, request, response, deadline, done = std::move(done),
-         attempt](const absl::Status& s) mutable {
-          if (s.code() == absl::StatusCode::kUnavailable && attempt < options_.max_attempts) {
-            absl::Duration backoff = options_.initial_backoff;
-            for (int i = 1; i < attempt && backoff < options_.max_backoff; ++i) backoff *= 2;
-            backoff = std::min(backoff, options_.max_backoff);
-            absl::Time when = absl::Now() + backoff;
-            if (when < deadline) {
-              retries_.RunAt(when, [this, ps, method, request, response, deadline,
-                                    done = std::move(done), attempt](bool cancelled) mutable {
-                if (cancelled) {
-                  done(absl::CancelledError(
-                      absl::StrCat(ps_[ps]->name(), ": client shut down during retry")));
-                  return;
-                }
-                Call<Req, Resp>(ps, method, request, response, deadline, std::move(done),
-                                attempt + 1);
-              });
-              return;
-            }
-          }
-          done(Annotate(s, ps_[ps]->name()));
-        });
+            absl::Time deadline, StatusCallback done) {
+    CallWithRetries(
+        ps,
+        [method, request, response](PsInterface* target, absl::Time deadline,
+                                    StatusCallback done) {
+          (target->*method)(request, response, deadline, std::move(done));
+        },
+        deadline, std::move(done));
   }
 
   template <typename Req, typename Resp>

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "proto/ps.pb.h"
 
 namespace shardps {
@@ -47,7 +48,24 @@ class PsInterface {
                            absl::Time deadline, StatusCallback done) = 0;
   virtual void ShutdownAsync(const ShutdownRequest* request, ShutdownResponse* response,
                              absl::Time deadline, StatusCallback done) = 0;
+
+  // The data path without intermediate copies. An implementation may move the tensor bytes
+  // between the wire and the caller's memory directly; these defaults go through the
+  // messages (and copy).
+  //
+  // Pull, with the pulled bytes written into `out` instead of response->data() (which stays
+  // empty). `out` must be exactly as large as the rows pulled: a reply of any other size
+  // fails with INTERNAL, naming both sizes. `out` must stay alive until `done` runs.
+  virtual void PullIntoAsync(const PullRequest* request, PullResponse* response,
+                             absl::Span<char> out, absl::Time deadline, StatusCallback done);
+  // Push, with the gradient bytes taken from `data` instead of request->data(), which must
+  // be empty. `data` must stay alive and unchanged until `done` runs.
+  virtual void PushFromAsync(const PushRequest* request, absl::Span<const char> data,
+                             PushResponse* response, absl::Time deadline, StatusCallback done);
 };
+
+// The error PullIntoAsync reports for a reply of the wrong size.
+absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected);
 
 }  // namespace shardps
 

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/finite.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "ps_server/initializer.h"
@@ -595,13 +596,10 @@ absl::StatusOr<const float*> CheckedFloats(const std::string& data, int64_t floa
     if (floats > 0) std::memcpy(scratch->data(), data.data(), data.size());
     values = scratch->data();
   }
-  if (floats > 0 && !ConstFloatArray(values, floats).allFinite()) {
-    for (int64_t i = 0; i < floats; ++i) {
-      if (!std::isfinite(values[i])) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "[", i, "] is ",
-                                                       values[i], "; values must be finite"));
-      }
-    }
+  const int64_t bad = FirstNonFinite(values, floats);
+  if (bad < floats) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "[", bad, "] is ",
+                                                   values[bad], "; values must be finite"));
   }
   return values;
 }

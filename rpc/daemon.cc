@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/daemon_config.h"
+#include "common/process_tuning.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/grpc_util.h"
@@ -43,6 +44,8 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
 Daemon::~Daemon() = default;
 
 int Daemon::Init(int argc, char** argv) {
+  TuneMallocForBulkTransfers();
+  DisableMutexDeadlockDetection();
   int rc = HandleParseResult(*flags_, flags_->Parse(argc, argv));
   if (rc >= 0) return rc;
   if (validate_only_) {

@@ -1,6 +1,7 @@
 #include "rpc/grpc_util.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -91,6 +92,76 @@ class SliceWriter final : public google::protobuf::io::ZeroCopyOutputStream {
   int64_t byte_count_ = 0;
 };
 
+// Reads a serialized message out of gRPC's slices, without copying except where asked.
+class SliceReader {
+ public:
+  explicit SliceReader(std::vector<grpc::Slice> slices) : slices_(std::move(slices)) {
+    SkipEmpty();
+  }
+
+  bool AtEnd() const { return index_ == slices_.size(); }
+
+  bool ReadByte(uint8_t* byte) {
+    if (AtEnd()) return false;
+    *byte = slices_[index_].begin()[offset_];
+    Advance(1);
+    return true;
+  }
+
+  // A base-128 varint of at most 10 bytes.
+  bool ReadVarint(uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+
+  // Calls sink(pointer, length) for each contiguous run of the next `n` bytes.
+  template <typename Sink>
+  bool Consume(uint64_t n, Sink sink) {
+    while (n > 0) {
+      if (AtEnd()) return false;
+      const grpc::Slice& slice = slices_[index_];
+      const size_t run = std::min<uint64_t>(n, slice.size() - offset_);
+      sink(reinterpret_cast<const char*>(slice.begin()) + offset_, run);
+      Advance(run);
+      n -= run;
+    }
+    return true;
+  }
+
+ private:
+  void Advance(size_t n) {
+    offset_ += n;
+    if (offset_ == slices_[index_].size()) {
+      ++index_;
+      offset_ = 0;
+      SkipEmpty();
+    }
+  }
+
+  void SkipEmpty() {
+    while (index_ < slices_.size() && slices_[index_].size() == 0) ++index_;
+  }
+
+  std::vector<grpc::Slice> slices_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+};
+
+// Appends `value` as a base-128 varint.
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -152,6 +223,102 @@ grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
   }  // `out` hands back the unused end of its last block here.
   writer.Finish(buffer);
   return grpc::Status::OK;
+}
+
+grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& message, int field,
+                                        absl::string_view bytes,
+                                        std::shared_ptr<const void> keep_alive,
+                                        grpc::ByteBuffer* buffer) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("a bytes field of ", bytes.size(),
+                                     " bytes is too large for one message"));
+  }
+  SliceWriter writer(std::move(keep_alive));
+  {
+    google::protobuf::io::CodedOutputStream out(&writer);
+    out.EnableAliasing(true);
+    if (!message.SerializeToCodedStream(&out)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("cannot serialize a ", message.GetTypeName()));
+    }
+    out.WriteTag((static_cast<uint32_t>(field) << 3) | 2);  // wire type 2: length-delimited
+    out.WriteVarint64(bytes.size());
+    out.WriteRawMaybeAliased(bytes.data(), static_cast<int>(bytes.size()));
+    if (out.HadError()) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("cannot serialize a ", message.GetTypeName()));
+    }
+  }
+  writer.Finish(buffer);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
+                                           absl::Span<char> out,
+                                           google::protobuf::MessageLite* message) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) {
+    return absl::InternalError(absl::StrCat("cannot read the ", message->GetTypeName()));
+  }
+  SliceReader reader(std::move(slices));
+  auto malformed = [&](absl::string_view why) {
+    return absl::InternalError(
+        absl::StrCat("cannot parse the response as a ", message->GetTypeName(), ": ", why));
+  };
+  std::string rest;  // every other field, re-encoded for protobuf's parser
+  int64_t found = 0;
+  bool seen = false;
+  while (!reader.AtEnd()) {
+    uint64_t tag;
+    if (!reader.ReadVarint(&tag)) return malformed("truncated tag");
+    const uint64_t number = tag >> 3;
+    const int wire_type = static_cast<int>(tag & 7);
+    if (number == static_cast<uint64_t>(field) && wire_type == 2) {
+      uint64_t length;
+      if (!reader.ReadVarint(&length)) return malformed("truncated length");
+      if (seen) return malformed(absl::StrCat("field ", field, " appears twice"));
+      seen = true;
+      found = static_cast<int64_t>(length);
+      char* dst = length == out.size() ? out.data() : nullptr;
+      if (!reader.Consume(length, [&dst](const char* p, size_t n) {
+            if (dst != nullptr) {
+              std::memcpy(dst, p, n);
+              dst += n;
+            }
+          })) {
+        return malformed("truncated bytes field");
+      }
+      continue;
+    }
+    AppendVarint(tag, &rest);
+    auto keep = [&rest](const char* p, size_t n) { rest.append(p, n); };
+    switch (wire_type) {
+      case 0: {  // varint
+        uint64_t value;
+        if (!reader.ReadVarint(&value)) return malformed("truncated varint");
+        AppendVarint(value, &rest);
+        break;
+      }
+      case 1:  // fixed64
+        if (!reader.Consume(8, keep)) return malformed("truncated fixed64");
+        break;
+      case 2: {  // length-delimited
+        uint64_t length;
+        if (!reader.ReadVarint(&length)) return malformed("truncated length");
+        AppendVarint(length, &rest);
+        if (!reader.Consume(length, keep)) return malformed("truncated field");
+        break;
+      }
+      case 5:  // fixed32
+        if (!reader.Consume(4, keep)) return malformed("truncated fixed32");
+        break;
+      default:
+        return malformed(absl::StrCat("unsupported wire type ", wire_type));
+    }
+  }
+  if (!message->ParseFromString(rest)) return malformed("bad fields");
+  return found;
 }
 
 absl::StatusOr<std::string> ListenAddress(absl::string_view address,

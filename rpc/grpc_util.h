@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/server_builder.h"
@@ -40,6 +41,26 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 // be reused or freed before `keep_alive`'s last reference goes.
 grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
                                std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer);
+
+// As SerializeZeroCopy, with one more length-delimited field appended: field number `field`
+// holding `bytes`, which are not copied either (they are sent from where they lie). Lets a
+// caller send a tensor straight from its own memory, without first copying it into the
+// message; `message` must not set that field itself. `keep_alive` must keep both `message`
+// and `bytes` alive and unchanged, as for SerializeZeroCopy.
+grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& message, int field,
+                                        absl::string_view bytes,
+                                        std::shared_ptr<const void> keep_alive,
+                                        grpc::ByteBuffer* buffer);
+
+// Parses `buffer`, a serialized message, into `message`, except for the top-level bytes
+// field number `field`, whose contents are copied from gRPC's slices straight into `out`
+// instead of into the message (saving the copy into a string and the copy out of it). Returns
+// the length the field had on the wire (0 when absent); `out` is written only when that
+// length is exactly out.size(), so a caller compares the two to detect a short or long reply.
+// Fails on a malformed message.
+absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
+                                           absl::Span<char> out,
+                                           google::protobuf::MessageLite* message);
 
 // The address a daemon listens on for the TF_CONFIG address `address`: "0.0.0.0:PORT" (or
 // "[::]:PORT"), unless `bind_host` overrides the host. Fails when the port cannot be parsed.

@@ -6,6 +6,7 @@
 #include "google/protobuf/wrappers.pb.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "gtest/gtest.h"
+#include "proto/ps.pb.h"
 
 namespace shardps {
 namespace {
@@ -67,6 +68,121 @@ TEST(GrpcUtilTest, SerializeZeroCopyCopiesSmallMessages) {
   grpc::ProtoBufferReader reader(&buffer);
   ASSERT_TRUE(back.ParseFromZeroCopyStream(&reader));
   EXPECT_EQ(back.value(), "abc");
+}
+
+// The bytes of `buffer` cut into slices of `piece` bytes (the last may be shorter), so that
+// varints, tags and the bytes field straddle slice boundaries.
+grpc::ByteBuffer Recut(const grpc::ByteBuffer& buffer, size_t piece) {
+  grpc::Slice whole;
+  EXPECT_TRUE(buffer.DumpToSingleSlice(&whole).ok());
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < whole.size(); at += piece) {
+    slices.emplace_back(whole.begin() + at, std::min(piece, whole.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+TEST(GrpcUtilTest, SerializeZeroCopyWithBytesSendsFromTheCallersMemory) {
+  auto payload = std::make_shared<std::string>(300000, '\0');
+  for (size_t i = 0; i < payload->size(); ++i) (*payload)[i] = static_cast<char>(i * 7);
+  PushRequest request;
+  request.set_request_id(99);
+  request.set_shard("w/part_1");
+  request.set_row_end(12);
+  request.mutable_sync()->set_step(5);
+  grpc::ByteBuffer buffer;
+  ASSERT_TRUE(SerializeZeroCopyWithBytes(request, 5, *payload, payload, &buffer).ok());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(buffer.Dump(&slices).ok());
+  bool aliased = false;
+  for (const grpc::Slice& slice : slices) {
+    if (static_cast<const void*>(slice.begin()) == payload->data()) aliased = true;
+  }
+  EXPECT_TRUE(aliased) << "the payload was copied";
+  slices.clear();
+  PushRequest back;
+  {
+    grpc::ProtoBufferReader reader(&buffer);
+    ASSERT_TRUE(back.ParseFromZeroCopyStream(&reader));
+  }
+  EXPECT_EQ(back.data(), *payload);
+  back.clear_data();
+  EXPECT_EQ(back.SerializeAsString(), request.SerializeAsString());
+  buffer.Clear();
+  EXPECT_EQ(payload.use_count(), 1);
+}
+
+TEST(GrpcUtilTest, ParseWithBytesIntoCopiesTheFieldStraightOut) {
+  PullResponse response;
+  std::string data(70001, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + 1);
+  response.set_data(data);
+  response.set_version(123456789012);
+  response.mutable_shape()->add_dim(7);
+  grpc::ByteBuffer serialized(nullptr, 0);
+  {
+    grpc::Slice slice(response.SerializeAsString());
+    serialized = grpc::ByteBuffer(&slice, 1);
+  }
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{4096}, size_t{1} << 20}) {
+    grpc::ByteBuffer buffer = Recut(serialized, piece);
+    std::string out(data.size(), 'z');
+    PullResponse rest;
+    absl::StatusOr<int64_t> found =
+        ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(*found, static_cast<int64_t>(data.size()));
+    EXPECT_EQ(out, data) << "piece " << piece;
+    EXPECT_TRUE(rest.data().empty());
+    EXPECT_EQ(rest.version(), 123456789012);
+    ASSERT_EQ(rest.shape().dim_size(), 1);
+    EXPECT_EQ(rest.shape().dim(0), 7);
+  }
+}
+
+TEST(GrpcUtilTest, ParseWithBytesIntoLeavesTheOutputAloneOnALengthMismatch) {
+  PullResponse response;
+  response.set_data(std::string(10, 'a'));
+  response.set_version(3);
+  grpc::Slice slice(response.SerializeAsString());
+  grpc::ByteBuffer buffer(&slice, 1);
+  std::string out(12, 'z');
+  PullResponse rest;
+  absl::StatusOr<int64_t> found =
+      ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, 10);
+  EXPECT_EQ(out, std::string(12, 'z'));
+  EXPECT_EQ(rest.version(), 3);
+
+  // An absent field reads as length 0.
+  PullResponse empty;
+  empty.set_version(4);
+  grpc::Slice empty_slice(empty.SerializeAsString());
+  grpc::ByteBuffer empty_buffer(&empty_slice, 1);
+  found = ParseWithBytesInto(empty_buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, 0);
+  EXPECT_EQ(rest.version(), 4);
+}
+
+TEST(GrpcUtilTest, ParseWithBytesIntoRejectsMalformedMessages) {
+  PullResponse response;
+  response.set_data(std::string(100, 'a'));
+  response.set_version(3);
+  const std::string wire = response.SerializeAsString();
+  std::string out(100, 'z');
+  PullResponse rest;
+  // Cut short inside the bytes field, and a tag with wire type 7.
+  for (const std::string& bad : {wire.substr(0, 50), std::string("\x0f\x01")}) {
+    grpc::Slice slice(bad);
+    grpc::ByteBuffer buffer(&slice, 1);
+    absl::StatusOr<int64_t> found =
+        ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+    EXPECT_FALSE(found.ok());
+    EXPECT_NE(found.status().message().find("PullResponse"), std::string::npos)
+        << found.status();
+  }
 }
 
 }  // namespace
