@@ -88,39 +88,71 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_ZERO_COPY_METHOD(Assign)
 #undef SHARDPS_GRPC_ZERO_COPY_METHOD
 
-  // The pulled bytes go from gRPC's receive slices straight into `out`: one copy on this
-  // side instead of three (into the response's string, then out of it).
-  void PullIntoAsync(const PullRequest* request, PullResponse* response, absl::Span<char> out,
-                     absl::Time deadline, StatusCallback done) override {
-    static const std::string* const method = NewMethodName("Pull");
+  // The pulled bytes go from gRPC's receive slices straight into `outs`: one copy on this
+  // side instead of three (into a response string, then out of it).
+  void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
+                      absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                      StatusCallback done) override {
+    if (static_cast<size_t>(request->pulls_size()) != outs.size()) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "pull batch of ", request->pulls_size(), " items has ", outs.size(), " outputs")));
+    }
+    static const std::string* const method = NewMethodName("PullBatch");
     RawCall::Start(
         NextStub().generic.get(), *method,
         [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
           return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
         },
-        [request, response, out](grpc::ByteBuffer* buffer) -> absl::Status {
-          absl::StatusOr<int64_t> got =
-              ParseWithBytesInto(*buffer, PullResponse::kDataFieldNumber, out, response);
+        [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
+          int64_t expected = 0;
+          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          absl::StatusOr<int64_t> got = ParseWithBytesInto(
+              *buffer, PullBatchResponse::kDataFieldNumber, outs, response);
           if (!got.ok()) return got.status();
-          if (*got != static_cast<int64_t>(out.size())) {
-            return PulledSizeError(*request, *got, static_cast<int64_t>(out.size()));
+          if (*got != expected || response->pulls_size() != request->pulls_size()) {
+            // Name the item that does not fit, when the ps says how much each one held.
+            for (int i = 0; i < request->pulls_size() && i < response->pulls_size(); ++i) {
+              const TensorShape& shape = response->pulls(i).shape();
+              int64_t bytes = sizeof(float);
+              for (int64_t d : shape.dim()) bytes *= d;
+              if (bytes != static_cast<int64_t>(outs[i].size())) {
+                return PulledSizeError(request->pulls(i), bytes,
+                                       static_cast<int64_t>(outs[i].size()));
+              }
+            }
+            return absl::InternalError(absl::StrCat(
+                "pull batch of ", request->pulls_size(), " items returned ",
+                response->pulls_size(), " items and ", *got, " bytes, expected ", expected));
           }
           return absl::OkStatus();
         },
         deadline, std::move(done));
   }
 
-  // The gradient is sent from the caller's memory; small ones are copied, which is cheaper
+  // The gradients are sent from the caller's memory; small ones are copied, which is cheaper
   // than a slice of their own.
-  void PushFromAsync(const PushRequest* request, absl::Span<const char> data,
-                     PushResponse* response, absl::Time deadline, StatusCallback done) override {
-    static const std::string* const method = NewMethodName("Push");
+  void PushBatchAsync(const PushBatchRequest* request,
+                      absl::Span<const absl::Span<const char>> data, PushBatchResponse* response,
+                      absl::Time deadline, StatusCallback done) override {
+    if (static_cast<size_t>(request->pushes_size()) != data.size()) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "push batch of ", request->pushes_size(), " items has ", data.size(), " gradients")));
+    }
+    static const std::string* const method = NewMethodName("PushBatch");
     RawCall::Start(
         NextStub().generic.get(), *method,
         [request, data](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
-          return SerializeZeroCopyWithBytes(*request, PushRequest::kDataFieldNumber,
-                                            absl::string_view(data.data(), data.size()),
-                                            std::move(keep_alive), buffer);
+          // The header names each item's length; the bytes follow as one field.
+          PushBatchRequest header;
+          *header.mutable_pushes() = request->pushes();
+          std::vector<absl::string_view> segments;
+          segments.reserve(data.size());
+          for (absl::Span<const char> d : data) {
+            header.add_data_bytes(static_cast<int64_t>(d.size()));
+            segments.emplace_back(d.data(), d.size());
+          }
+          return SerializeZeroCopyWithBytes(header, PushBatchRequest::kDataFieldNumber,
+                                            segments, std::move(keep_alive), buffer);
         },
         RawCall::ParseAs(response), deadline, std::move(done));
   }

@@ -155,6 +155,40 @@ class Fanout {
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
+// Groups the chunks of a pull or push by ps into batches of at most `max_bytes` (and at
+// least one chunk) each: one call per ps for a step's many small shards, several calls in
+// parallel for a large transfer. `Batch` has a `bytes` member.
+template <typename Batch>
+class Batches {
+ public:
+  Batches(int num_ps, int64_t max_bytes) : open_(static_cast<size_t>(num_ps)), max_(max_bytes) {}
+
+  // The batch for a chunk of `bytes` bound for ps `ps`.
+  Batch* For(int ps, int64_t bytes) {
+    Batch*& open = open_[static_cast<size_t>(ps)];
+    if (open == nullptr || (open->bytes > 0 && open->bytes + bytes > max_)) {
+      all_.emplace_back(ps, std::make_unique<Batch>());
+      open = all_.back().second.get();
+    }
+    open->bytes += bytes;
+    return open;
+  }
+
+  size_t size() const { return all_.size(); }
+
+  // Calls fn(ps, batch) for each batch, handing over its ownership.
+  template <typename Fn>
+  void ForEach(Fn fn) {
+    for (auto& [ps, batch] : all_) fn(ps, batch.release());
+    all_.clear();
+  }
+
+ private:
+  std::vector<Batch*> open_;
+  std::vector<std::pair<int, std::unique_ptr<Batch>>> all_;
+  const int64_t max_;
+};
+
 absl::Status Annotate(const absl::Status& s, const std::string& where) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
@@ -315,32 +349,33 @@ class PsClientImpl : public PsClient {
 
   void PullAsync(std::vector<PullTarget> targets, const PullOptions& options,
                  PullVersions* versions, StatusCallback done) override {
-    struct Chunk {
-      PullRequest request;
-      PullResponse response;
-      absl::Span<char> out;
+    struct Batch {
+      PullBatchRequest request;
+      PullBatchResponse response;
+      std::vector<absl::Span<char>> outs;
+      int64_t bytes = 0;
     };
-    std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
+    Batches<Batch> batches(num_ps(), options_.max_chunk_bytes);
     for (const PullTarget& target : targets) {
       absl::StatusOr<VariableLayout> layout = DenseLayout(target.name, "pull", target.out.size());
       if (!layout.ok()) return done(layout.status());
       ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
                                 int64_t end) {
-        auto chunk = std::make_unique<Chunk>();
-        chunk->request.set_shard(shard.spec.name());
-        chunk->request.set_row_begin(begin);
-        chunk->request.set_row_end(end);
-        chunk->request.set_min_version(options.min_version);
-        chunk->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+        const int64_t bytes = (end - begin) * layout->row_width * sizeof(float);
+        Batch* batch = batches.For(shard.ps, bytes);
+        PullRequest* item = batch->request.add_pulls();
+        item->set_shard(shard.spec.name());
+        item->set_row_begin(begin);
+        item->set_row_end(end);
+        item->set_min_version(options.min_version);
+        item->set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
         float* out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
-        chunk->out = absl::MakeSpan(reinterpret_cast<char*>(out),
-                                    (end - begin) * layout->row_width * sizeof(float));
-        chunks.emplace_back(shard.ps, std::move(chunk));
+        batch->outs.push_back(absl::MakeSpan(reinterpret_cast<char*>(out), bytes));
       });
     }
     auto seen = std::make_shared<std::pair<std::atomic<int64_t>, std::atomic<int64_t>>>(
         INT64_MAX, INT64_MIN);
-    auto fan = Fanout::Make(chunks.size(), [versions, seen, done](const absl::Status& s) {
+    auto fan = Fanout::Make(batches.size(), [versions, seen, done](const absl::Status& s) {
       if (s.ok() && versions != nullptr) {
         versions->min_version = seen->first.load();
         versions->max_version = seen->second.load();
@@ -348,66 +383,67 @@ class PsClientImpl : public PsClient {
       done(s);
     });
     absl::Time deadline = Deadline() + options.wait_timeout;
-    for (auto& [ps, chunk_ptr] : chunks) {
-      Chunk* chunk = chunk_ptr.release();
+    batches.ForEach([&](int ps, Batch* batch) {
       CallWithRetries(
           ps,
-          [chunk](PsInterface* target, absl::Time deadline, StatusCallback done) {
-            target->PullIntoAsync(&chunk->request, &chunk->response, chunk->out, deadline,
-                                  std::move(done));
+          [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
+            target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
+                                   std::move(done));
           },
           deadline,
-          [chunk, fan, seen](const absl::Status& s) {
+          [batch, fan, seen](const absl::Status& s) {
             if (s.ok()) {
-              AtomicMin(&seen->first, chunk->response.version());
-              AtomicMax(&seen->second, chunk->response.version());
+              for (const PullResponse& item : batch->response.pulls()) {
+                AtomicMin(&seen->first, item.version());
+                AtomicMax(&seen->second, item.version());
+              }
             }
-            delete chunk;
+            delete batch;
             fan->Finish(s);
           });
-    }
+    });
   }
 
   void PushAsync(std::vector<PushSource> sources, const PushOptions& options,
                  StatusCallback done) override {
-    struct Chunk {
-      PushRequest request;
-      PushResponse response;
-      absl::Span<const char> data;  // in the caller's gradient, sent from there
+    struct Batch {
+      PushBatchRequest request;
+      PushBatchResponse response;
+      std::vector<absl::Span<const char>> data;  // in the caller's gradients, sent from there
+      int64_t bytes = 0;
     };
-    std::vector<std::pair<int, std::unique_ptr<Chunk>>> chunks;
+    Batches<Batch> batches(num_ps(), options_.max_chunk_bytes);
     for (const PushSource& source : sources) {
       absl::StatusOr<VariableLayout> layout = DenseLayout(source.name, "push", source.grad.size());
       if (!layout.ok()) return done(layout.status());
       ForEachChunk(*layout, [&](const VariableLayout::Shard& shard, int64_t begin,
                                 int64_t end) {
-        auto chunk = std::make_unique<Chunk>();
-        chunk->request.set_request_id(RequestId(options, source.name, shard.spec.name(), begin));
-        chunk->request.set_shard(shard.spec.name());
-        chunk->request.set_row_begin(begin);
-        chunk->request.set_row_end(end);
+        const int64_t bytes = (end - begin) * layout->row_width * sizeof(float);
+        Batch* batch = batches.For(shard.ps, bytes);
+        PushRequest* item = batch->request.add_pushes();
+        item->set_request_id(RequestId(options, source.name, shard.spec.name(), begin));
+        item->set_shard(shard.spec.name());
+        item->set_row_begin(begin);
+        item->set_row_end(end);
+        if (options.has_sync) *item->mutable_sync() = options.sync;
         const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
-        chunk->data = absl::MakeConstSpan(reinterpret_cast<const char*>(src),
-                                          (end - begin) * layout->row_width * sizeof(float));
-        if (options.has_sync) *chunk->request.mutable_sync() = options.sync;
-        chunks.emplace_back(shard.ps, std::move(chunk));
+        batch->data.push_back(absl::MakeConstSpan(reinterpret_cast<const char*>(src), bytes));
       });
     }
-    auto fan = Fanout::Make(chunks.size(), std::move(done));
-    for (auto& [ps, chunk_ptr] : chunks) {
-      Chunk* chunk = chunk_ptr.release();
+    auto fan = Fanout::Make(batches.size(), std::move(done));
+    batches.ForEach([&](int ps, Batch* batch) {
       CallWithRetries(
           ps,
-          [chunk](PsInterface* target, absl::Time deadline, StatusCallback done) {
-            target->PushFromAsync(&chunk->request, chunk->data, &chunk->response, deadline,
-                                  std::move(done));
+          [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
+            target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
+                                   std::move(done));
           },
           Deadline(),
-          [chunk, fan](const absl::Status& s) {
-            delete chunk;
+          [batch, fan](const absl::Status& s) {
+            delete batch;
             fan->Finish(s);
           });
-    }
+    });
   }
 
   void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,

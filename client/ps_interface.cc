@@ -1,12 +1,57 @@
 #include "client/ps_interface.h"
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shardps {
+namespace {
+
+// Runs `done` once, after `count` parts finished, with the first error.
+class Join {
+ public:
+  Join(size_t count, StatusCallback done) : remaining_(count), done_(std::move(done)) {}
+  void Finish(const absl::Status& s) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (first_error_.ok() && !s.ok()) first_error_ = s;
+    }
+    if (remaining_.fetch_sub(1) == 1) done_(first_error_);
+  }
+
+ private:
+  std::atomic<size_t> remaining_;
+  StatusCallback done_;
+  absl::Mutex mu_;
+  absl::Status first_error_;
+};
+
+// A batch's pushes, issued in order, one at a time, as the ps applies a batch; stops at the
+// first failure.
+struct PushChain {
+  PsInterface* ps = nullptr;
+  std::vector<PushRequest> items;
+  PushBatchResponse* response = nullptr;
+  absl::Time deadline;
+  StatusCallback done;
+
+  static void Run(std::shared_ptr<PushChain> chain, int i) {
+    if (i == static_cast<int>(chain->items.size())) return chain->done(absl::OkStatus());
+    PushChain* c = chain.get();
+    c->ps->PushAsync(&c->items[i], c->response->mutable_pushes(i), c->deadline,
+                     [chain = std::move(chain), i](const absl::Status& s) {
+                       if (!s.ok()) return chain->done(s);
+                       Run(chain, i + 1);
+                     });
+  }
+};
+
+}  // namespace
 
 absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected) {
   return absl::InternalError(absl::StrCat("pull of \"", request.shard(), "\" rows [",
@@ -14,30 +59,56 @@ absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t ex
                                           ") returned ", got, " bytes, expected ", expected));
 }
 
-void PsInterface::PullIntoAsync(const PullRequest* request, PullResponse* response,
-                                absl::Span<char> out, absl::Time deadline,
-                                StatusCallback done) {
-  PullAsync(request, response, deadline,
-            [request, response, out, done = std::move(done)](const absl::Status& s) {
-              if (!s.ok()) return done(s);
-              const std::string& data = response->data();
-              if (data.size() != out.size()) {
-                return done(PulledSizeError(*request, static_cast<int64_t>(data.size()),
-                                            static_cast<int64_t>(out.size())));
-              }
-              if (!out.empty()) std::memcpy(out.data(), data.data(), data.size());
-              response->clear_data();
-              done(absl::OkStatus());
-            });
+void PsInterface::PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
+                                 absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                                 StatusCallback done) {
+  const int n = request->pulls_size();
+  if (static_cast<size_t>(n) != outs.size()) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("pull batch of ", n, " items has ", outs.size(), " outputs")));
+  }
+  response->Clear();
+  for (int i = 0; i < n; ++i) response->add_pulls();
+  if (n == 0) return done(absl::OkStatus());
+  auto join = std::make_shared<Join>(n, std::move(done));
+  for (int i = 0; i < n; ++i) {
+    const PullRequest* item = &request->pulls(i);
+    PullResponse* reply = response->mutable_pulls(i);
+    absl::Span<char> out = outs[i];
+    PullAsync(item, reply, deadline, [item, reply, out, join](const absl::Status& s) {
+      absl::Status status = s;
+      if (status.ok() && reply->data().size() != out.size()) {
+        status = PulledSizeError(*item, static_cast<int64_t>(reply->data().size()),
+                                 static_cast<int64_t>(out.size()));
+      }
+      if (status.ok() && !out.empty()) {
+        std::memcpy(out.data(), reply->data().data(), out.size());
+      }
+      reply->clear_data();
+      join->Finish(status);
+    });
+  }
 }
 
-void PsInterface::PushFromAsync(const PushRequest* request, absl::Span<const char> data,
-                                PushResponse* response, absl::Time deadline,
-                                StatusCallback done) {
-  auto copy = std::make_shared<PushRequest>(*request);
-  copy->set_data(data.data(), data.size());
-  PushAsync(copy.get(), response, deadline,
-            [copy, done = std::move(done)](const absl::Status& s) { done(s); });
+void PsInterface::PushBatchAsync(const PushBatchRequest* request,
+                                 absl::Span<const absl::Span<const char>> data,
+                                 PushBatchResponse* response, absl::Time deadline,
+                                 StatusCallback done) {
+  const int n = request->pushes_size();
+  if (static_cast<size_t>(n) != data.size()) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("push batch of ", n, " items has ", data.size(), " gradients")));
+  }
+  auto chain = std::make_shared<PushChain>();
+  chain->ps = this;
+  chain->items.assign(request->pushes().begin(), request->pushes().end());
+  for (int i = 0; i < n; ++i) chain->items[i].set_data(data[i].data(), data[i].size());
+  chain->response = response;
+  chain->deadline = deadline;
+  chain->done = std::move(done);
+  response->Clear();
+  for (int i = 0; i < n; ++i) response->add_pushes();
+  PushChain::Run(std::move(chain), 0);
 }
 
 }  // namespace shardps

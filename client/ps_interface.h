@@ -49,22 +49,27 @@ class PsInterface {
   virtual void ShutdownAsync(const ShutdownRequest* request, ShutdownResponse* response,
                              absl::Time deadline, StatusCallback done) = 0;
 
-  // The data path without intermediate copies. An implementation may move the tensor bytes
-  // between the wire and the caller's memory directly; these defaults go through the
-  // messages (and copy).
+  // The data path: several shards' chunks per call, without intermediate copies. An
+  // implementation may move the tensor bytes between the wire and the caller's memory
+  // directly; these defaults issue one Pull or Push per item and copy.
   //
-  // Pull, with the pulled bytes written into `out` instead of response->data() (which stays
-  // empty). `out` must be exactly as large as the rows pulled: a reply of any other size
-  // fails with INTERNAL, naming both sizes. `out` must stay alive until `done` runs.
-  virtual void PullIntoAsync(const PullRequest* request, PullResponse* response,
-                             absl::Span<char> out, absl::Time deadline, StatusCallback done);
-  // Push, with the gradient bytes taken from `data` instead of request->data(), which must
-  // be empty. `data` must stay alive and unchanged until `done` runs.
-  virtual void PushFromAsync(const PushRequest* request, absl::Span<const char> data,
-                             PushResponse* response, absl::Time deadline, StatusCallback done);
+  // Pulls every item of `request`, writing item i's bytes into outs[i] (response->data()
+  // stays empty) and its version and shape into response->pulls(i). Each outs[i] must be
+  // exactly as large as the rows item i pulls: a reply of any other size fails with INTERNAL,
+  // naming both sizes. `outs` (the spans and their memory) must stay alive until `done` runs.
+  virtual void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
+                              absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                              StatusCallback done);
+  // Pushes every item of `request` (whose data and data_bytes are left empty), item i's
+  // gradient bytes taken from data[i]. `data` (the spans and their memory) must stay alive
+  // and unchanged until `done` runs.
+  virtual void PushBatchAsync(const PushBatchRequest* request,
+                              absl::Span<const absl::Span<const char>> data,
+                              PushBatchResponse* response, absl::Time deadline,
+                              StatusCallback done);
 };
 
-// The error PullIntoAsync reports for a reply of the wrong size.
+// The error PullBatchAsync reports for a reply of the wrong size.
 absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected);
 
 }  // namespace shardps

@@ -581,7 +581,7 @@ absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::s
 
 // Checks that `data` holds exactly `floats` finite float32 values and returns them, viewed in
 // place when aligned (the usual case) or copied into `scratch`.
-absl::StatusOr<const float*> CheckedFloats(const std::string& data, int64_t floats,
+absl::StatusOr<const float*> CheckedFloats(absl::string_view data, int64_t floats,
                                            absl::string_view what, absl::string_view field,
                                            std::vector<float>* scratch) {
   const int64_t expected = floats * static_cast<int64_t>(sizeof(float));
@@ -895,14 +895,56 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   absl::Status Push(const PushRequest& request, PushResponse* response) override {
+    return Push(request, request.data(), response);
+  }
+
+  absl::Status PushBatch(const PushBatchRequest& request,
+                         PushBatchResponse* response) override {
+    if (request.data_bytes_size() != request.pushes_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push batch: data_bytes has ", request.data_bytes_size(), " entries for ",
+          request.pushes_size(), " pushes"));
+    }
+    int64_t total = 0;
+    for (int i = 0; i < request.pushes_size(); ++i) {
+      const int64_t bytes = request.data_bytes(i);
+      if (bytes < 0 || bytes > static_cast<int64_t>(request.data().size()) - total) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "push batch: data_bytes[", i, "] = ", bytes, " overruns data (", request.data().size(),
+            " bytes, ", total, " used by the items before)"));
+      }
+      if (!request.pushes(i).data().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "push batch: pushes[", i, "].data must be empty (the bytes go in data)"));
+      }
+      total += bytes;
+    }
+    if (total != static_cast<int64_t>(request.data().size())) {
+      return absl::InvalidArgumentError(absl::StrCat("push batch: data_bytes sum to ", total,
+                                                     ", data has ", request.data().size(),
+                                                     " bytes"));
+    }
+    response->Clear();
+    const absl::string_view data = request.data();
+    int64_t offset = 0;
+    for (int i = 0; i < request.pushes_size(); ++i) {
+      const int64_t bytes = request.data_bytes(i);
+      RETURN_IF_ERROR(Push(request.pushes(i), data.substr(offset, bytes), response->add_pushes()));
+      offset += bytes;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Push(const PushRequest& request, absl::string_view data,
+                    PushResponse* response) override {
     const std::string what = absl::StrCat("push to ", Quoted(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     ASSIGN_OR_RETURN(RowRange range,
                      ResolveRange(*shard, request.row_begin(), request.row_end(), what));
     std::vector<float> scratch;
-    ASSIGN_OR_RETURN(const float* grad, CheckedFloats(request.data(), range.size() * shard->width,
-                                                      what, "data", &scratch));
+    ASSIGN_OR_RETURN(const float* grad,
+                     CheckedFloats(data, range.size() * shard->width, what, "data", &scratch));
     if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
     std::vector<std::shared_ptr<Waiter>> ready;

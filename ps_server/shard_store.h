@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
 
@@ -75,6 +76,16 @@ class ShardStore {
   // replica order 0..n-1 (bit-reproducible whatever the arrival order), applied once, and
   // the version advances; `applied` tells the push that completed the step.
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
+  // The same, with the gradient bytes in `data` instead of request.data() (which is ignored):
+  // a batch's items point into the batch's one buffer.
+  virtual absl::Status Push(const PushRequest& request, absl::string_view data,
+                            PushResponse* response) = 0;
+  // A batch of pushes: item i's gradient is the next data_bytes[i] bytes of request.data().
+  // Applied in order; stops at the first failure and returns it (items before it stay
+  // applied, and their request ids make a retry of the batch apply each once). Fails without
+  // applying anything when data_bytes does not match the items or the data.
+  virtual absl::Status PushBatch(const PushBatchRequest& request,
+                                 PushBatchResponse* response) = 0;
   // Row gradients; duplicate ids are summed (in order of appearance) before a lazy row-sparse
   // update of those rows only. Empty ids are allowed: ASYNC, nothing changes (applied =
   // false); SYNC, it completes the replica's part of the step.

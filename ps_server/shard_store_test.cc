@@ -974,3 +974,78 @@ TEST(ShardStoreTest, HealthAndList) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+PushRequest BatchItem(const std::string& shard, uint64_t id, int64_t begin, int64_t end) {
+  PushRequest item;
+  item.set_request_id(id);
+  item.set_shard(shard);
+  item.set_row_begin(begin);
+  item.set_row_end(end);
+  return item;
+}
+
+TEST(ShardStoreTest, PushBatchAppliesEachItemFromItsPartOfTheData) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("a", {3, 2}, Sgd(), Constant(0)),
+                              Spec("b", {2}, Sgd(), Constant(10))})
+                  .ok());
+  PushBatchRequest request;
+  *request.add_pushes() = BatchItem("a", 1, 0, 2);  // rows 0-1 of a
+  *request.add_pushes() = BatchItem("b", 2, 0, 0);  // all of b
+  *request.add_pushes() = BatchItem("a", 3, 2, 3);  // row 2 of a
+  const std::vector<float> a01 = {1, 2, 3, 4}, b = {5, 6}, a2 = {7, 8};
+  request.set_data(Bytes(a01) + Bytes(b) + Bytes(a2));
+  for (const auto* part : {&a01, &b, &a2}) request.add_data_bytes(part->size() * 4);
+  PushBatchResponse response;
+  ASSERT_TRUE(store->PushBatch(request, &response).ok());
+  ASSERT_EQ(response.pushes_size(), 3);
+  EXPECT_TRUE(response.pushes(0).applied());
+  EXPECT_EQ(response.pushes(2).version(), 2);  // a's second update
+  EXPECT_EQ(PullAll(*store, "a").data, (std::vector<float>{-1, -2, -3, -4, -7, -8}));
+  EXPECT_EQ(PullAll(*store, "b").data, (std::vector<float>{5, 4}));
+
+  // A retry of the same batch is answered item by item as duplicates.
+  ASSERT_TRUE(store->PushBatch(request, &response).ok());
+  for (const PushResponse& r : response.pushes()) EXPECT_TRUE(r.duplicate());
+  EXPECT_EQ(PullAll(*store, "b").data, (std::vector<float>{5, 4}));
+}
+
+TEST(ShardStoreTest, BadPushBatchesChangeNothingAndNameTheField) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("a", {2}, Sgd(), Constant(0))}).ok());
+  auto make = [] {
+    PushBatchRequest request;
+    *request.add_pushes() = BatchItem("a", 1, 0, 0);
+    request.set_data(Bytes({1, 1}));
+    request.add_data_bytes(8);
+    return request;
+  };
+  PushBatchRequest missing = make();
+  missing.clear_data_bytes();
+  PushBatchRequest overrun = make();
+  overrun.set_data_bytes(0, 12);
+  PushBatchRequest short_sum = make();
+  short_sum.set_data_bytes(0, 4);
+  PushBatchRequest inline_data = make();
+  inline_data.mutable_pushes(0)->set_data(Bytes({1, 1}));
+  const std::pair<PushBatchRequest, std::string> cases[] = {
+      {missing, "data_bytes has 0 entries"},
+      {overrun, "data_bytes[0] = 12 overruns"},
+      {short_sum, "data_bytes sum to 4, data has 8"},
+      {inline_data, "pushes[0].data must be empty"},
+  };
+  for (const auto& [request, expected] : cases) {
+    PushBatchResponse response;
+    absl::Status s = store->PushBatch(request, &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << expected;
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s;
+  }
+  EXPECT_EQ(PullAll(*store, "a").data, (std::vector<float>{0, 0}));
+  EXPECT_EQ(PullAll(*store, "a").version, 0);
+}
+
+}  // namespace
+}  // namespace shardps

@@ -226,25 +226,31 @@ grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
 }
 
 grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& message, int field,
-                                        absl::string_view bytes,
+                                        absl::Span<const absl::string_view> segments,
                                         std::shared_ptr<const void> keep_alive,
                                         grpc::ByteBuffer* buffer) {
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+  size_t total = 0;
+  for (absl::string_view segment : segments) total += segment.size();
+  if (total > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("a bytes field of ", bytes.size(),
+                        absl::StrCat("a bytes field of ", total,
                                      " bytes is too large for one message"));
   }
   SliceWriter writer(std::move(keep_alive));
   {
     google::protobuf::io::CodedOutputStream out(&writer);
-    out.EnableAliasing(true);
+    // The message itself is copied (it is small, and the caller may free it once this
+    // returns); only the segments are aliased.
     if (!message.SerializeToCodedStream(&out)) {
       return grpc::Status(grpc::StatusCode::INTERNAL,
                           absl::StrCat("cannot serialize a ", message.GetTypeName()));
     }
+    out.EnableAliasing(true);
     out.WriteTag((static_cast<uint32_t>(field) << 3) | 2);  // wire type 2: length-delimited
-    out.WriteVarint64(bytes.size());
-    out.WriteRawMaybeAliased(bytes.data(), static_cast<int>(bytes.size()));
+    out.WriteVarint64(total);
+    for (absl::string_view segment : segments) {
+      out.WriteRawMaybeAliased(segment.data(), static_cast<int>(segment.size()));
+    }
     if (out.HadError()) {
       return grpc::Status(grpc::StatusCode::INTERNAL,
                           absl::StrCat("cannot serialize a ", message.GetTypeName()));
@@ -255,8 +261,10 @@ grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& mes
 }
 
 absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
-                                           absl::Span<char> out,
+                                           absl::Span<const absl::Span<char>> outs,
                                            google::protobuf::MessageLite* message) {
+  size_t capacity = 0;
+  for (absl::Span<char> out : outs) capacity += out.size();
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) {
     return absl::InternalError(absl::StrCat("cannot read the ", message->GetTypeName()));
@@ -280,11 +288,21 @@ absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int f
       if (seen) return malformed(absl::StrCat("field ", field, " appears twice"));
       seen = true;
       found = static_cast<int64_t>(length);
-      char* dst = length == out.size() ? out.data() : nullptr;
-      if (!reader.Consume(length, [&dst](const char* p, size_t n) {
-            if (dst != nullptr) {
-              std::memcpy(dst, p, n);
-              dst += n;
+      // Scatters the bytes over `outs` in order; skips them when the length is wrong.
+      const bool fits = length == capacity;
+      size_t index = 0, offset = 0;
+      if (!reader.Consume(length, [&](const char* p, size_t n) {
+            while (fits && n > 0) {
+              absl::Span<char> out = outs[index];
+              const size_t run = std::min(n, out.size() - offset);
+              std::memcpy(out.data() + offset, p, run);
+              p += run;
+              n -= run;
+              offset += run;
+              if (offset == out.size()) {
+                ++index;
+                offset = 0;
+              }
             }
           })) {
         return malformed("truncated bytes field");

@@ -43,23 +43,24 @@ grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
                                std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer);
 
 // As SerializeZeroCopy, with one more length-delimited field appended: field number `field`
-// holding `bytes`, which are not copied either (they are sent from where they lie). Lets a
-// caller send a tensor straight from its own memory, without first copying it into the
-// message; `message` must not set that field itself. `keep_alive` must keep both `message`
-// and `bytes` alive and unchanged, as for SerializeZeroCopy.
+// holding the concatenation of `segments`, which are not copied either (each is sent from
+// where it lies). Lets a caller send tensors straight from its own memory, without first
+// gathering them into the message; `message` must not set that field itself. The message's
+// own fields are copied (it may be freed on return); `keep_alive` must keep every segment
+// alive and unchanged, as for SerializeZeroCopy.
 grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& message, int field,
-                                        absl::string_view bytes,
+                                        absl::Span<const absl::string_view> segments,
                                         std::shared_ptr<const void> keep_alive,
                                         grpc::ByteBuffer* buffer);
 
 // Parses `buffer`, a serialized message, into `message`, except for the top-level bytes
-// field number `field`, whose contents are copied from gRPC's slices straight into `out`
-// instead of into the message (saving the copy into a string and the copy out of it). Returns
-// the length the field had on the wire (0 when absent); `out` is written only when that
-// length is exactly out.size(), so a caller compares the two to detect a short or long reply.
-// Fails on a malformed message.
+// field number `field`, whose contents are copied from gRPC's slices straight into `outs`
+// (filling outs[0], then outs[1], ...) instead of into the message: this saves the copy into
+// a string and the copy out of it. Returns the length the field had on the wire (0 when
+// absent); `outs` are written only when that length is exactly their total size, so a caller
+// compares the two to detect a short or long reply. Fails on a malformed message.
 absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
-                                           absl::Span<char> out,
+                                           absl::Span<const absl::Span<char>> outs,
                                            google::protobuf::MessageLite* message);
 
 // The address a daemon listens on for the TF_CONFIG address `address`: "0.0.0.0:PORT" (or

@@ -91,7 +91,8 @@ TEST(GrpcUtilTest, SerializeZeroCopyWithBytesSendsFromTheCallersMemory) {
   request.set_row_end(12);
   request.mutable_sync()->set_step(5);
   grpc::ByteBuffer buffer;
-  ASSERT_TRUE(SerializeZeroCopyWithBytes(request, 5, *payload, payload, &buffer).ok());
+  const absl::string_view segments[] = {*payload};
+  ASSERT_TRUE(SerializeZeroCopyWithBytes(request, 5, segments, payload, &buffer).ok());
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(buffer.Dump(&slices).ok());
   bool aliased = false;
@@ -129,7 +130,7 @@ TEST(GrpcUtilTest, ParseWithBytesIntoCopiesTheFieldStraightOut) {
     std::string out(data.size(), 'z');
     PullResponse rest;
     absl::StatusOr<int64_t> found =
-        ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+        ParseWithBytesInto(buffer, 1, {absl::MakeSpan(&out[0], out.size())}, &rest);
     ASSERT_TRUE(found.ok()) << found.status();
     EXPECT_EQ(*found, static_cast<int64_t>(data.size()));
     EXPECT_EQ(out, data) << "piece " << piece;
@@ -149,7 +150,7 @@ TEST(GrpcUtilTest, ParseWithBytesIntoLeavesTheOutputAloneOnALengthMismatch) {
   std::string out(12, 'z');
   PullResponse rest;
   absl::StatusOr<int64_t> found =
-      ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+      ParseWithBytesInto(buffer, 1, {absl::MakeSpan(&out[0], out.size())}, &rest);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(*found, 10);
   EXPECT_EQ(out, std::string(12, 'z'));
@@ -160,7 +161,7 @@ TEST(GrpcUtilTest, ParseWithBytesIntoLeavesTheOutputAloneOnALengthMismatch) {
   empty.set_version(4);
   grpc::Slice empty_slice(empty.SerializeAsString());
   grpc::ByteBuffer empty_buffer(&empty_slice, 1);
-  found = ParseWithBytesInto(empty_buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+  found = ParseWithBytesInto(empty_buffer, 1, {absl::MakeSpan(&out[0], out.size())}, &rest);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(*found, 0);
   EXPECT_EQ(rest.version(), 4);
@@ -178,11 +179,39 @@ TEST(GrpcUtilTest, ParseWithBytesIntoRejectsMalformedMessages) {
     grpc::Slice slice(bad);
     grpc::ByteBuffer buffer(&slice, 1);
     absl::StatusOr<int64_t> found =
-        ParseWithBytesInto(buffer, 1, absl::MakeSpan(&out[0], out.size()), &rest);
+        ParseWithBytesInto(buffer, 1, {absl::MakeSpan(&out[0], out.size())}, &rest);
     EXPECT_FALSE(found.ok());
     EXPECT_NE(found.status().message().find("PullResponse"), std::string::npos)
         << found.status();
   }
+}
+
+TEST(GrpcUtilTest, BytesFieldsGatherAndScatterOverSegments) {
+  // Three segments go out as one field and come back split differently over three outputs.
+  auto owner = std::make_shared<std::string>();
+  for (int i = 0; i < 100000; ++i) owner->push_back(static_cast<char>(i * 31 + 7));
+  const absl::string_view all(*owner);
+  const absl::string_view segments[] = {all.substr(0, 10), all.substr(10, 60000),
+                                        all.substr(60010)};
+  PullBatchResponse meta;
+  meta.add_pulls()->set_version(8);
+  meta.add_pulls()->set_version(9);
+  grpc::ByteBuffer buffer;
+  ASSERT_TRUE(SerializeZeroCopyWithBytes(meta, PullBatchResponse::kDataFieldNumber, segments,
+                                         owner, &buffer)
+                  .ok());
+  std::string a(33333, 'z'), b(0, 'z'), c(100000 - 33333, 'z');
+  const absl::Span<char> outs[] = {absl::MakeSpan(&a[0], a.size()), absl::Span<char>(),
+                                   absl::MakeSpan(&c[0], c.size())};
+  PullBatchResponse back;
+  absl::StatusOr<int64_t> found =
+      ParseWithBytesInto(Recut(buffer, 4097), PullBatchResponse::kDataFieldNumber, outs, &back);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, 100000);
+  EXPECT_EQ(a + b + c, *owner);
+  ASSERT_EQ(back.pulls_size(), 2);
+  EXPECT_EQ(back.pulls(1).version(), 9);
+  EXPECT_TRUE(back.data().empty());
 }
 
 }  // namespace

@@ -253,6 +253,64 @@ TEST_F(RawPsTest, RetriedRequestIdIsAppliedOnce) {
   for (float x : got) EXPECT_FLOAT_EQ(x, -0.1f);
 }
 
+// The batched calls over gRPC: items of two shards in one call each way, bytes scattered
+// into and gathered from separate buffers; a wrong-sized output is an error naming the shard.
+TEST_F(RawPsTest, PullAndPushBatchesOverTheWire) {
+  auto placer = *NewRoundRobinPlacer(1);  // every shard on ps 0
+  VariableDef a = Def("a", {300, 5}), b = Def("b", {7});
+  a.initializer.set_type(InitializerSpec::ZEROS);
+  b.initializer.set_type(InitializerSpec::ZEROS);
+  ASSERT_TRUE(client_->CreateVariables({a, b}, *Fixed(1), placer.get()).ok());
+  std::vector<float> ga(1500), gb(7);
+  for (size_t i = 0; i < ga.size(); ++i) ga[i] = 0.001f * static_cast<float>(i);
+  for (size_t i = 0; i < gb.size(); ++i) gb[i] = -1.0f * static_cast<float>(i);
+  PushBatchRequest push;
+  PushRequest* item = push.add_pushes();
+  item->set_request_id(501);
+  item->set_shard("b");
+  item = push.add_pushes();
+  item->set_request_id(502);
+  item->set_shard("a");
+  item->set_row_begin(100);
+  item->set_row_end(300);
+  const absl::Span<const char> data[] = {
+      absl::MakeConstSpan(reinterpret_cast<const char*>(gb.data()), gb.size() * 4),
+      absl::MakeConstSpan(reinterpret_cast<const char*>(ga.data() + 500), 1000 * 4)};
+  PushBatchResponse pushed;
+  ASSERT_TRUE(Call([&](PsInterface* ps, absl::Time d, StatusCallback cb) {
+                ps->PushBatchAsync(&push, data, &pushed, d, std::move(cb));
+              }).ok());
+  ASSERT_EQ(pushed.pushes_size(), 2);
+  EXPECT_TRUE(pushed.pushes(1).applied());
+
+  PullBatchRequest pull;
+  pull.add_pulls()->set_shard("a");
+  pull.add_pulls()->set_shard("b");
+  std::vector<float> got_a(1500, 9.f), got_b(7, 9.f);
+  absl::Span<char> outs[] = {
+      absl::MakeSpan(reinterpret_cast<char*>(got_a.data()), got_a.size() * 4),
+      absl::MakeSpan(reinterpret_cast<char*>(got_b.data()), got_b.size() * 4)};
+  PullBatchResponse pulled;
+  ASSERT_TRUE(Call([&](PsInterface* ps, absl::Time d, StatusCallback cb) {
+                ps->PullBatchAsync(&pull, &pulled, outs, d, std::move(cb));
+              }).ok());
+  ASSERT_EQ(pulled.pulls_size(), 2);
+  EXPECT_EQ(pulled.pulls(0).version(), 1);
+  EXPECT_TRUE(pulled.data().empty());
+  for (size_t i = 0; i < 1500; ++i) {
+    ASSERT_FLOAT_EQ(got_a[i], i < 500 ? 0.f : -0.1f * ga[i]) << i;  // SGD, lr 0.1
+  }
+  for (size_t i = 0; i < 7; ++i) ASSERT_FLOAT_EQ(got_b[i], -0.1f * gb[i]);
+
+  outs[1] = absl::MakeSpan(reinterpret_cast<char*>(got_b.data()), 6 * 4);
+  absl::Status wrong = Call([&](PsInterface* ps, absl::Time d, StatusCallback cb) {
+    ps->PullBatchAsync(&pull, &pulled, outs, d, std::move(cb));
+  });
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(wrong.message().find("\"b\""), std::string::npos) << wrong;
+  EXPECT_NE(wrong.message().find("28 bytes, expected 24"), std::string::npos) << wrong;
+}
+
 TEST_F(RawPsTest, BadRequestsAreRejectedWithoutChange) {
   auto placer = *NewRoundRobinPlacer(3);
   ASSERT_TRUE(client_->CreateVariables({Def("v", {4, 2})}, *Fixed(1), placer.get()).ok());

@@ -1,5 +1,6 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -115,8 +116,25 @@ struct PullCall {
 // Pull and PullRows are raw methods: their responses are serialized by SerializeZeroCopy, so a
 // pulled tensor goes from the shard to the socket with one copy (into the pooled response)
 // instead of three (a zeroed string, the copy into it, protobuf's copy into gRPC's slices).
-using PsServiceBase = PsService::WithRawCallbackMethod_Pull<
-    PsService::WithRawCallbackMethod_PullRows<PsService::CallbackService>>;
+using PsServiceBase = PsService::WithRawCallbackMethod_Pull<PsService::WithRawCallbackMethod_PullRows<
+    PsService::WithRawCallbackMethod_PullBatch<PsService::CallbackService>>>;
+
+// A PullBatch in progress: the parsed request and a pooled response per item. Shared like
+// PullCall; the last holder returns the responses to the pool.
+struct PullBatchCall {
+  explicit PullBatchCall(std::shared_ptr<MessagePool<PullResponse>> response_pool)
+      : pool(std::move(response_pool)) {}
+  ~PullBatchCall() {
+    for (auto& response : responses) pool->Put(std::move(response));
+  }
+
+  const std::shared_ptr<MessagePool<PullResponse>> pool;
+  PullBatchRequest request;
+  std::vector<std::unique_ptr<PullResponse>> responses;
+  std::atomic<int> remaining{0};
+  absl::Mutex mu;
+  absl::Status first_error ABSL_GUARDED_BY(mu);
+};
 
 class GrpcPsService : public PsServiceBase {
  public:
@@ -125,6 +143,7 @@ class GrpcPsService : public PsServiceBase {
     SetMessageAllocatorFor_Push(&push_allocator_);
     SetMessageAllocatorFor_PushRows(&push_rows_allocator_);
     SetMessageAllocatorFor_Assign(&assign_allocator_);
+    SetMessageAllocatorFor_PushBatch(&push_batch_allocator_);
   }
 
   // Each handler returns the context's default reactor; gRPC owns it and frees it after
@@ -174,6 +193,60 @@ class GrpcPsService : public PsServiceBase {
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->Push(*request, response))); });
+    return reactor;
+  }
+
+  // Each item is pulled as by Pull; the reply carries every item's bytes, in order, as one
+  // field whose slices point into the pooled responses.
+  grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* request_buffer,
+                                      grpc::ByteBuffer* response_buffer) override {
+    auto* reactor = ctx->DefaultReactor();
+    auto call = std::make_shared<PullBatchCall>(pull_pool_);
+    grpc::Status parsed = Parse(request_buffer, &call->request);
+    if (!parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    const int n = call->request.pulls_size();
+    if (n == 0) {
+      reactor->Finish(SerializeZeroCopyWithBytes(PullBatchResponse(),
+                                                 PullBatchResponse::kDataFieldNumber, {},
+                                                 nullptr, response_buffer));
+      return reactor;
+    }
+    int64_t rows = 0;
+    bool whole = false;
+    for (const PullRequest& item : call->request.pulls()) {
+      rows += item.row_end() - item.row_begin();
+      whole |= item.row_end() == 0;
+    }
+    call->responses.reserve(n);
+    for (int i = 0; i < n; ++i) call->responses.push_back(pull_pool_->Get());
+    call->remaining = n;
+    Run(whole || rows > kInlineRows, [this, reactor, call, response_buffer, n] {
+      for (int i = 0; i < n; ++i) {
+        store_->Pull(call->request.pulls(i), call->responses[i].get(),
+                     [reactor, call, response_buffer](const absl::Status& s) {
+                       if (!s.ok()) {
+                         absl::MutexLock lock(&call->mu);
+                         if (call->first_error.ok()) call->first_error = s;
+                       }
+                       if (call->remaining.fetch_sub(1) == 1) {
+                         ReplyBatch(reactor, call, response_buffer);
+                       }
+                     });
+      }
+    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
+                                      const PushBatchRequest* request,
+                                      PushBatchResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    Run(Large(request->data()),
+        [=] { reactor->Finish(ToGrpcStatus(store_->PushBatch(*request, response))); });
     return reactor;
   }
 
@@ -262,6 +335,29 @@ class GrpcPsService : public PsServiceBase {
     reactor->Finish(SerializeZeroCopy(response, std::move(call), response_buffer));
   }
 
+  // Finishes a PullBatch once every item is in.
+  static void ReplyBatch(grpc::ServerUnaryReactor* reactor, std::shared_ptr<PullBatchCall> call,
+                         grpc::ByteBuffer* response_buffer) {
+    {
+      absl::MutexLock lock(&call->mu);
+      if (!call->first_error.ok()) {
+        reactor->Finish(ToGrpcStatus(call->first_error));
+        return;
+      }
+    }
+    PullBatchResponse header;
+    std::vector<absl::string_view> segments;
+    segments.reserve(call->responses.size());
+    for (const auto& item : call->responses) {
+      PullResponse* meta = header.add_pulls();
+      meta->set_version(item->version());
+      *meta->mutable_shape() = item->shape();
+      segments.push_back(item->data());
+    }
+    reactor->Finish(SerializeZeroCopyWithBytes(header, PullBatchResponse::kDataFieldNumber,
+                                               segments, std::move(call), response_buffer));
+  }
+
   bool Large(const std::string& data) const {
     return static_cast<int64_t>(data.size()) > options_.inline_bytes;
   }
@@ -286,6 +382,7 @@ class GrpcPsService : public PsServiceBase {
   PooledAllocator<PushRequest, PushResponse> push_allocator_;
   PooledAllocator<PushRowsRequest, PushRowsResponse> push_rows_allocator_;
   PooledAllocator<AssignRequest, AssignResponse> assign_allocator_;
+  PooledAllocator<PushBatchRequest, PushBatchResponse> push_batch_allocator_;
 };
 
 }  // namespace
