@@ -17,6 +17,8 @@ namespace {
 
 // Rows or ids up to this count are treated as a small request (see PsServiceOptions).
 constexpr int64_t kInlineRows = 64;
+// The same for a PullBatch's rows, all items together (a step's dense shards: ~1 MiB).
+constexpr int64_t kInlineBatchRows = 2048;
 
 // Recycles messages so that their `data` strings keep their capacity from call to call: a
 // 4 MiB chunk is then received into, or pulled into, memory that is already allocated and
@@ -224,7 +226,9 @@ class GrpcPsService : public PsServiceBase {
     call->responses.reserve(n);
     for (int i = 0; i < n; ++i) call->responses.push_back(pull_pool_->Get());
     call->remaining = n;
-    Run(whole || rows > kInlineRows, [this, reactor, call, response_buffer, n] {
+    // A step's small shards are copied on gRPC's thread: handing them to the executor costs
+    // a thread wake-up, more than the copy.
+    Run(whole || rows > kInlineBatchRows, [this, reactor, call, response_buffer, n] {
       for (int i = 0; i < n; ++i) {
         store_->Pull(call->request.pulls(i), call->responses[i].get(),
                      [reactor, call, response_buffer](const absl::Status& s) {
