@@ -211,9 +211,17 @@ class ChiefImpl : public Chief {
   struct WorkerState {
     WorkerInfo info;
     std::string started_job;  // job the worker has accepted
-    bool busy = false;
+    // Calls to the worker not yet returned: its StartJob (only ever alone), or up to
+    // StepsInFlight(job_) RunSteps, each holding its own lease.
+    int in_flight = 0;
     absl::Time next_probe = absl::InfinitePast();
   };
+
+  // "busy" while a step is in flight, else "idle"; a worker that is failed or starting keeps
+  // that state until its StartJob succeeds.
+  static void SetRunningState(WorkerState& w) {
+    w.info.set_state(w.in_flight > 0 ? "busy" : "idle");
+  }
 
   int num_workers() const { return static_cast<int>(options_.workers.size()); }
 
@@ -302,27 +310,29 @@ class ChiefImpl : public Chief {
     return s;
   }
 
-  // The dispatcher: leases steps to free workers, probes failed ones, expires leases, and
-  // ends the job.
+  // The dispatcher: keeps up to StepsInFlight(job_) steps leased to each started worker,
+  // probes failed ones, expires leases, and ends the job once nothing is in flight.
   void Dispatch() {
     absl::MutexLock lock(&mu_);
     while (!stopping_) {
       absl::Time now = absl::Now();
       for (const auto& [step, worker] : scheduler_->ExpireLeases(now)) {
-        MarkFailed(worker, absl::StrCat("step ", step, " lease expired"));
+        // Once per worker, though several of its leases may expire together.
+        if (workers_[worker].started_job == job_.job_id()) {
+          MarkFailed(worker, absl::StrCat("step ", step, " lease expired"));
+        }
       }
       for (int i = 0; i < num_workers(); ++i) {
         WorkerState& w = workers_[i];
-        if (w.busy) continue;
         if (w.started_job != job_.job_id()) {
-          if (now >= w.next_probe && status_.state() == JobStatus::RUNNING) StartJobOn(i);
+          // A failed or restarted worker is probed once every call to it has returned, so
+          // that a lease it is given later is never confused with an old call.
+          if (w.in_flight == 0 && now >= w.next_probe && status_.state() == JobStatus::RUNNING) {
+            StartJobOn(i);
+          }
           continue;
         }
-        if (status_.state() != JobStatus::RUNNING) continue;
-        absl::Time deadline = now + absl::Milliseconds(job_.step_timeout_ms());
-        std::optional<StepTask> task = scheduler_->Lease(i, deadline);
-        if (!task.has_value()) continue;
-        RunStepOn(i, *task, deadline);
+        LeaseSteps(i, now);
       }
       if (status_.state() == JobStatus::RUNNING && scheduler_->Finished()) {
         if (training_end_ == absl::InfiniteFuture()) training_end_ = absl::Now();
@@ -331,9 +341,9 @@ class ChiefImpl : public Chief {
         if (eval_done) status_.set_state(JobStatus::SUCCEEDED);
       }
       if (status_.state() != JobStatus::RUNNING) {
-        // Let in-flight steps drain (bounded by their deadlines), then end.
+        // Let every call in flight drain (bounded by their deadlines), then end.
         bool busy = false;
-        for (const WorkerState& w : workers_) busy |= w.busy;
+        for (const WorkerState& w : workers_) busy |= w.in_flight > 0;
         bool eval_wait = options_.has_evaluator && !final_eval_ &&
                          absl::Now() - training_end_ < options_.final_eval_timeout &&
                          status_.state() != JobStatus::SUCCEEDED;
@@ -350,8 +360,26 @@ class ChiefImpl : public Chief {
     }
   }
 
+  // Leases steps to worker i, if it runs the job, until it has StepsInFlight(job_) in flight
+  // or none is ready. REQUIRES: mu_ held.
+  void LeaseSteps(int i, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    WorkerState& w = workers_[i];
+    if (status_.state() != JobStatus::RUNNING || w.started_job != job_.job_id()) return;
+    const int depth = StepsInFlight(job_);
+    while (w.in_flight < depth) {
+      absl::Time deadline = now + absl::Milliseconds(job_.step_timeout_ms());
+      std::optional<StepTask> task = scheduler_->Lease(i, deadline);
+      if (!task.has_value()) return;
+      RunStepOn(i, *task, deadline);
+    }
+  }
+
+  // Every step still leased to worker i goes back to the queue: with several steps in flight,
+  // the one that failed (or expired) is not the worker's only one. Its other calls may still
+  // return; a completion then counts if no other worker completed the step first.
   // REQUIRES: mu_ held.
   void MarkFailed(int i, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    scheduler_->RequeueWorker(i);
     WorkerState& w = workers_[i];
     w.info.set_state("failed");
     w.info.set_failures(w.info.failures() + 1);
@@ -360,10 +388,10 @@ class ChiefImpl : public Chief {
     last_worker_error_ = absl::StrCat("worker ", i, ": ", why);
   }
 
-  // REQUIRES: mu_ held; the worker is not busy.
+  // REQUIRES: mu_ held; nothing is in flight to the worker.
   void StartJobOn(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WorkerState& w = workers_[i];
-    w.busy = true;
+    ++w.in_flight;
     if (w.info.state() != "failed") w.info.set_state("starting");
     auto call = std::make_shared<std::pair<StartJobRequest, StartJobResponse>>();
     *call->first.mutable_job() = job_;
@@ -375,7 +403,7 @@ class ChiefImpl : public Chief {
         [this, i, call, job_id](const absl::Status& s) {
           absl::MutexLock lock(&mu_);
           WorkerState& w = workers_[i];
-          w.busy = false;
+          --w.in_flight;
           if (s.ok()) {
             w.started_job = job_id;
             w.info.set_state("idle");
@@ -400,11 +428,12 @@ class ChiefImpl : public Chief {
         });
   }
 
-  // REQUIRES: mu_ held; the worker is idle.
+  // REQUIRES: mu_ held; the worker has started the job and fewer than StepsInFlight(job_)
+  // steps in flight.
   void RunStepOn(int i, const StepTask& task, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WorkerState& w = workers_[i];
-    w.busy = true;
+    ++w.in_flight;
     w.info.set_state("busy");
     auto call = std::make_shared<std::pair<StepRequest, StepResponse>>();
     StepRequest& r = call->first;
@@ -421,6 +450,10 @@ class ChiefImpl : public Chief {
         &call->first, &call->second, deadline, [this, i, call](const absl::Status& s) {
           absl::MutexLock lock(&mu_);
           OnStepDone(i, call->first, call->second, s);
+          // The worker's next step goes out from here, not from the dispatcher's next round:
+          // a thread switch less between one step's end and the next one's start. (The
+          // dispatcher still runs, for what this leaves: other workers, the job's end.)
+          if (!stopping_) LeaseSteps(i, absl::Now());
           --inflight_;
           wake_ = true;
         });
@@ -430,10 +463,13 @@ class ChiefImpl : public Chief {
   void OnStepDone(int i, const StepRequest& request, const StepResponse& response,
                   const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     WorkerState& w = workers_[i];
-    w.busy = false;
+    --w.in_flight;
     if (request.job_id() != job_.job_id()) return;
+    // A worker marked failed or restarting (by its other call, or an expired lease) keeps
+    // that state until StartJob succeeds again.
+    const bool running = w.started_job == job_.job_id();
     if (s.ok()) {
-      w.info.set_state("idle");
+      if (running) SetRunningState(w);
       if (scheduler_->Complete(request.step_id(), i)) {
         w.info.set_steps_done(w.info.steps_done() + 1);
         recent_.push_back(response);
@@ -449,17 +485,20 @@ class ChiefImpl : public Chief {
     scheduler_->Requeue(request.step_id(), i);
     if (s.code() == absl::StatusCode::kFailedPrecondition &&
         s.message().find("unknown job") != absl::string_view::npos) {
-      // The worker restarted and lost the job: start it again.
+      // The worker restarted and lost the job: start it again (once its other calls are
+      // back). Its other steps cannot run there either.
+      scheduler_->RequeueWorker(i);
       w.started_job.clear();
       w.info.set_state("starting");
       w.next_probe = absl::InfinitePast();
       return;
     }
     if (IsWorkerFailure(s)) {
-      MarkFailed(i, s.ToString());
+      // Once per failure: the worker's other calls fail the same way when it is down.
+      if (running) MarkFailed(i, s.ToString());
       return;
     }
-    w.info.set_state("idle");
+    if (running) SetRunningState(w);
     int attempts = ++step_attempts_[request.step_id()];
     if (attempts >= options_.max_step_attempts && status_.state() == JobStatus::RUNNING) {
       scheduler_->Cancel();

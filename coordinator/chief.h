@@ -1,7 +1,10 @@
 // Chief: the coordinator of one training job at a time. It validates a submitted job, creates
 // the model's variables on the ps tasks through the partitioner, then runs the step queue
-// (Scheduler): each free worker is leased one step with a deadline; a step whose worker fails
-// or times out goes back to the queue for another worker; each step is counted exactly once.
+// (Scheduler): each started worker is kept leased up to JobSpec.steps_in_flight steps (2 by
+// default in async and stale mode, so that the worker overlaps one step's pulls and pushes
+// with another's compute), each with its own deadline; when a worker fails or a lease times
+// out, every step it held goes back to the queue for another worker; each step is counted
+// exactly once, and a job ends only once no call to any worker is in flight.
 // It serves status (progress, speed, loss, evaluator metrics, workers) and, when the job ends
 // and the evaluator has reported its final evaluation, tells every ps and worker to shut down
 // (unless long-lived).

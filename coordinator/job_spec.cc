@@ -43,6 +43,7 @@ constexpr char kDefaultPlacement[] = "round_robin";
 constexpr uint64_t kDefaultSeed = 42;
 constexpr int64_t kDefaultStepTimeoutMs = 60000;
 constexpr char kDefaultBackend[] = "auto";
+constexpr int64_t kMaxStepsInFlight = 2;
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxShownChars = 64;
 
@@ -50,7 +51,7 @@ constexpr size_t kMaxShownChars = 64;
 constexpr absl::string_view kJobKeys[] = {
     "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
     "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
-    "eval_every_steps", "step_timeout_ms", "backend"};
+    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "backend"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase"};
@@ -584,6 +585,16 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (step_timeout_ms <= 0) return f.RangeError("step_timeout_ms", "must be > 0");
   spec.set_step_timeout_ms(step_timeout_ms);
 
+  int64_t steps_in_flight = 0;
+  RETURN_IF_ERROR(f.Int("steps_in_flight", &steps_in_flight));
+  if (steps_in_flight < 0 || steps_in_flight > kMaxStepsInFlight) {
+    return f.RangeError("steps_in_flight",
+                        absl::StrCat("must be 0..", kMaxStepsInFlight,
+                                     " (0: 2 in async and stale mode, 1 in sync mode)"));
+  }
+  spec.set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
+  spec.set_steps_in_flight(StepsInFlight(spec));
+
   std::string backend = kDefaultBackend;
   RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
   spec.set_backend(backend);
@@ -667,6 +678,7 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
 
   out["eval_every_steps"] = spec.eval_every_steps();
   out["step_timeout_ms"] = spec.step_timeout_ms();
+  out["steps_in_flight"] = StepsInFlight(spec);
   out["backend"] = spec.backend();
   return out.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);
 }
@@ -674,6 +686,11 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
 int64_t StepsPerEpoch(int64_t num_examples, int batch_size) {
   if (num_examples <= 0 || batch_size <= 0) return 0;
   return (num_examples + batch_size - 1) / batch_size;
+}
+
+int StepsInFlight(const JobSpec& spec) {
+  if (spec.steps_in_flight() > 0) return spec.steps_in_flight();
+  return spec.mode() == JobSpec::SYNC ? 1 : 2;
 }
 
 std::string JobModeName(JobSpec::Mode mode) { return std::string(NameOf(kModes, mode, "unknown")); }

@@ -40,7 +40,10 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // initial_accumulator_value 0.1, momentum 0.9 for "momentum", else 0), mode async,
 // staleness 2 (stale only), num_replicas num_workers (sync only), partitioner
 // "min_size:262144:4", placement round_robin, seed 42, kernel_initializer glorot_uniform
-// seeded with the job's seed, eval_every_steps 0, step_timeout_ms 60000, backend auto.
+// seeded with the job's seed, eval_every_steps 0, step_timeout_ms 60000, steps_in_flight 2
+// (async, stale) or 1 (sync), backend auto. "steps_in_flight" (0..2, 0 meaning the default) is
+// how many steps the chief keeps leased to each worker at once: with 2, a worker pulls the
+// next step's parameters and pushes the last step's gradients while it computes.
 // "optimizer" and "kernel_initializer" may also be given as a bare type name ("adam"). A
 // JSON null counts as an absent field. The model text is stored normalized ("mlp:256,128").
 //
@@ -56,6 +59,10 @@ std::string JobSpecToJson(const JobSpec& spec, int indent = -1);
 
 // Steps of one epoch: ceil(num_examples / batch_size); 0 when either is not positive.
 int64_t StepsPerEpoch(int64_t num_examples, int batch_size);
+
+// Steps the chief keeps leased to one worker: spec.steps_in_flight(), or the mode's default
+// when it is 0 (2 for async and stale, 1 for sync).
+int StepsInFlight(const JobSpec& spec);
 
 // "async", "sync" or "stale".
 std::string JobModeName(JobSpec::Mode mode);

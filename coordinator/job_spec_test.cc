@@ -1,6 +1,8 @@
 #include "coordinator/job_spec.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -24,7 +26,7 @@ constexpr char kFullJob[] = R"({
   "mode": "sync", "staleness": 3, "num_replicas": 0,
   "partitioner": "fixed:2", "placement": "by_bytes", "seed": 7,
   "kernel_initializer": {"type": "random_normal", "mean": 0.5, "stddev": 0.1},
-  "eval_every_steps": 200, "step_timeout_ms": 30000, "backend": "cpu"
+  "eval_every_steps": 200, "step_timeout_ms": 30000, "steps_in_flight": 2, "backend": "cpu"
 })";
 
 // A minimal job with one field replaced or added: `extra` is `"key": value`.
@@ -74,6 +76,7 @@ TEST(JobSpecTest, ParsesFullFile) {
   EXPECT_EQ(spec->kernel_initializer().seed(), 7u);  // the job's seed
   EXPECT_EQ(spec->eval_every_steps(), 200);
   EXPECT_EQ(spec->step_timeout_ms(), 30000);
+  EXPECT_EQ(spec->steps_in_flight(), 2);  // given, although sync defaults to 1
   EXPECT_EQ(spec->backend(), "cpu");
 }
 
@@ -122,6 +125,7 @@ TEST(JobSpecTest, FillsDefaults) {
   EXPECT_EQ(spec->kernel_initializer().seed(), 42u);
   EXPECT_EQ(spec->eval_every_steps(), 0);
   EXPECT_EQ(spec->step_timeout_ms(), 60000);
+  EXPECT_EQ(spec->steps_in_flight(), 2);  // async
   EXPECT_EQ(spec->backend(), "auto");
 }
 
@@ -131,6 +135,7 @@ TEST(JobSpecTest, ModeDefaults) {
   EXPECT_EQ(stale->mode(), JobSpec::STALE);
   EXPECT_EQ(stale->staleness(), 2);
   EXPECT_EQ(stale->num_replicas(), 0);
+  EXPECT_EQ(stale->steps_in_flight(), 2);
 
   absl::StatusOr<JobSpec> stale0 = ParseJobSpec(JobWith(R"("mode": "stale", "staleness": 0)"), 2);
   ASSERT_TRUE(stale0.ok()) << stale0.status();
@@ -139,6 +144,7 @@ TEST(JobSpecTest, ModeDefaults) {
   absl::StatusOr<JobSpec> sync = ParseJobSpec(JobWith(R"("mode": "sync")"), 5);
   ASSERT_TRUE(sync.ok()) << sync.status();
   EXPECT_EQ(sync->num_replicas(), 5);
+  EXPECT_EQ(sync->steps_in_flight(), 1);
 
   absl::StatusOr<JobSpec> sync_given =
       ParseJobSpec(JobWith(R"("mode": "sync", "num_replicas": 2)"), 5);
@@ -149,6 +155,29 @@ TEST(JobSpecTest, ModeDefaults) {
   absl::StatusOr<JobSpec> no_workers = ParseJobSpec(JobWith(R"("mode": "sync")"), 0);
   ASSERT_TRUE(no_workers.ok()) << no_workers.status();
   EXPECT_EQ(no_workers->num_replicas(), 1);
+}
+
+TEST(JobSpecTest, StepsInFlight) {
+  for (const auto& [json, want] : std::vector<std::pair<std::string, int>>{
+           {JobWith(R"("steps_in_flight": 1)"), 1},
+           {JobWith(R"("steps_in_flight": 0)"), 2},
+           {JobWith(R"("steps_in_flight": null)"), 2},
+           {JobWith(R"("mode": "stale", "staleness": 0, "steps_in_flight": 0)"), 2},
+           {JobWith(R"("mode": "sync", "steps_in_flight": 0)"), 1},
+           {JobWith(R"("mode": "sync", "steps_in_flight": 2)"), 2}}) {
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(json, 2);
+    ASSERT_TRUE(spec.ok()) << spec.status() << " in " << json;
+    EXPECT_EQ(spec->steps_in_flight(), want) << json;
+    EXPECT_EQ(StepsInFlight(*spec), want) << json;
+  }
+  // A spec not made by ParseJobSpec (0: unset) gets the mode's default.
+  JobSpec spec;
+  spec.set_mode(JobSpec::ASYNC);
+  EXPECT_EQ(StepsInFlight(spec), 2);
+  spec.set_mode(JobSpec::STALE);
+  EXPECT_EQ(StepsInFlight(spec), 2);
+  spec.set_mode(JobSpec::SYNC);
+  EXPECT_EQ(StepsInFlight(spec), 1);
 }
 
 TEST(JobSpecTest, OptimizerAndInitializerDefaultsFollowType) {
@@ -284,6 +313,12 @@ TEST(JobSpecTest, RejectsBadSchedule) {
             R"(job: "eval_every_steps": must be >= 0, got -1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("step_timeout_ms": 0)")),
             R"(job: "step_timeout_ms": must be > 0, got 0)");
+  constexpr char kInFlightRange[] =
+      R"(job: "steps_in_flight": must be 0..2 (0: 2 in async and stale mode, 1 in sync mode), )";
+  EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": 3)")), absl::StrCat(kInFlightRange, "got 3"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": -1)")), absl::StrCat(kInFlightRange, "got -1"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": "2")")),
+            R"(job: "steps_in_flight": expected an integer, got string "2")");
 }
 
 TEST(JobSpecTest, RejectsBadOptimizer) {

@@ -106,6 +106,21 @@ void Scheduler::Requeue(int64_t step_id, int worker) {
   ++requeued_;
 }
 
+std::vector<int64_t> Scheduler::RequeueWorker(int worker) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, lease] : leases_) {
+    if (lease.worker == worker) steps.push_back(step);
+  }
+  for (int64_t step : steps) Requeue(step, worker);
+  return steps;
+}
+
+int64_t Scheduler::LeasedTo(int worker) const {
+  int64_t n = 0;
+  for (const auto& [step, lease] : leases_) n += lease.worker == worker ? 1 : 0;
+  return n;
+}
+
 std::vector<std::pair<int64_t, int>> Scheduler::ExpireLeases(absl::Time now) {
   std::vector<std::pair<int64_t, int>> expired;
   for (const auto& [step, lease] : leases_) {

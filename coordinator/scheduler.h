@@ -13,6 +13,10 @@
 // it up are complete), so a worker never waits on the ps for a step that cannot finish: a
 // re-queued step of a failed worker is never stuck behind steps that wait for it.
 //
+// A worker may hold several leases at once (the chief keeps up to JobSpec.steps_in_flight
+// steps leased per worker); each lease is its own, so a worker's failure re-queues every step
+// it held (RequeueWorker, or ExpireLeases for each expired one).
+//
 // A leased step that fails, or whose lease expires, goes back to the front of the queue. A
 // step is counted done exactly once: completions after the first (a slow worker finishing a
 // step that was re-leased) are reported as duplicates and ignored.
@@ -66,6 +70,10 @@ class Scheduler {
   // The step goes back to the queue (front), unless it completed meanwhile.
   void Requeue(int64_t step_id, int worker);
 
+  // Every step leased to `worker` goes back to the queue (those completed meanwhile do not);
+  // returns them, lowest first.
+  std::vector<int64_t> RequeueWorker(int worker);
+
   // Steps whose lease expired before `now`: they are re-queued and returned, with their
   // workers, so that the chief can mark those workers failed.
   std::vector<std::pair<int64_t, int>> ExpireLeases(absl::Time now);
@@ -79,6 +87,8 @@ class Scheduler {
   int64_t done_steps() const { return static_cast<int64_t>(done_.size()); }
   int64_t requeued() const { return requeued_; }
   int64_t leased() const { return static_cast<int64_t>(leases_.size()); }
+  // Steps leased to `worker` now.
+  int64_t LeasedTo(int worker) const;
   bool Finished() const { return done_steps() == total_steps_; }
   // Parameter version known to be reached: sync steps (SYNC) or steps (otherwise) of the
   // longest fully completed prefix of steps.

@@ -1,5 +1,7 @@
 #include "coordinator/scheduler.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace shardps {
@@ -109,6 +111,83 @@ TEST(SchedulerTest, StaleBoundsVersionsInFlight) {
   auto d = s.Lease(3, kT0);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->min_version, 1);
+}
+
+// A worker holding two leases at once (steps_in_flight 2) that fails gives both back; each is
+// re-leased once and counted once, and a late completion by the failed worker is a duplicate.
+TEST(SchedulerTest, WorkerWithTwoLeasesRequeuesBothOnFailure) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 6);
+  auto a = s.Lease(0, kT0);
+  auto b = s.Lease(0, kT0);
+  auto c = s.Lease(1, kT0);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->step_id, 0);
+  EXPECT_EQ(b->step_id, 1);
+  EXPECT_EQ(s.LeasedTo(0), 2);
+  EXPECT_EQ(s.LeasedTo(1), 1);
+
+  EXPECT_EQ(s.RequeueWorker(0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(s.LeasedTo(0), 0);
+  EXPECT_EQ(s.requeued(), 2);
+  EXPECT_TRUE(s.RequeueWorker(0).empty());  // nothing left: no effect
+  EXPECT_EQ(s.requeued(), 2);
+  // Re-queued steps go first, lowest first.
+  auto d = s.Lease(1, kT0);
+  auto e = s.Lease(1, kT0);
+  ASSERT_TRUE(d && e);
+  EXPECT_EQ(d->step_id, 0);
+  EXPECT_EQ(e->step_id, 1);
+  // The failed worker's calls return late: the step it finished first counts, the other
+  // worker's run of it is then a duplicate.
+  EXPECT_TRUE(s.Complete(1, 0));
+  EXPECT_FALSE(s.Complete(1, 1));
+  EXPECT_TRUE(s.Complete(0, 1));
+  EXPECT_FALSE(s.Complete(0, 0));
+  EXPECT_TRUE(s.Complete(2, 1));
+  EXPECT_EQ(s.done_steps(), 3);
+  EXPECT_EQ(s.leased(), 0);
+  for (int i = 3; i < 6; ++i) {
+    auto t = s.Lease(i % 2, kT0);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->step_id, i);
+    EXPECT_TRUE(s.Complete(i, i % 2));
+  }
+  EXPECT_TRUE(s.Finished());
+  EXPECT_EQ(s.done_steps(), 6);
+}
+
+// Both leases of one worker expire: both are re-queued and reported with their worker.
+TEST(SchedulerTest, TwoLeasesOfOneWorkerExpire) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 4);
+  ASSERT_TRUE(s.Lease(0, kT0 + absl::Seconds(1)));
+  ASSERT_TRUE(s.Lease(0, kT0 + absl::Seconds(2)));
+  ASSERT_TRUE(s.Lease(1, kT0 + absl::Seconds(100)));
+  auto expired = s.ExpireLeases(kT0 + absl::Seconds(3));
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(expired[0], std::make_pair(int64_t{0}, 0));
+  EXPECT_EQ(expired[1], std::make_pair(int64_t{1}, 0));
+  EXPECT_EQ(s.LeasedTo(0), 0);
+  EXPECT_EQ(s.Lease(1, kT0)->step_id, 0);
+  EXPECT_EQ(s.Lease(1, kT0)->step_id, 1);
+}
+
+// Two leases per worker do not loosen the version gates: sync step g+1 and stale step s (bound
+// k) are still leased only once the version they need is reached.
+TEST(SchedulerTest, SecondLeaseStillWaitsForItsVersion) {
+  Scheduler sync = Make(Scheduler::Mode::kSync, 4, /*replicas=*/1);
+  ASSERT_TRUE(sync.Lease(0, kT0));
+  EXPECT_FALSE(sync.Lease(0, kT0).has_value());  // sync step 1 needs version 1
+  EXPECT_TRUE(sync.Complete(0, 0));
+  EXPECT_TRUE(sync.Lease(0, kT0).has_value());
+
+  Scheduler stale0 = Make(Scheduler::Mode::kStale, 4, 1, /*staleness=*/0);
+  ASSERT_TRUE(stale0.Lease(0, kT0));
+  EXPECT_FALSE(stale0.Lease(0, kT0).has_value());
+
+  Scheduler stale1 = Make(Scheduler::Mode::kStale, 4, 1, /*staleness=*/1);
+  ASSERT_TRUE(stale1.Lease(0, kT0));
+  ASSERT_TRUE(stale1.Lease(0, kT0));  // step 1 needs version 0
+  EXPECT_FALSE(stale1.Lease(0, kT0).has_value());
 }
 
 TEST(SchedulerTest, AddStepsAndCancel) {

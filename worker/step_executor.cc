@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
@@ -36,23 +37,77 @@ BackendKind Resolve(BackendKind kind) {
 
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
 
-// Everything a started job needs. Immutable after StartJob, except the step buffers, which
-// only the step holding StepExecutorImpl::step_mu_ touches.
+// Steps of one job that run at once: while one computes, another pulls or pushes.
+constexpr int kStepSlots = 2;
+
+// One running step's buffers. A slot belongs to one RunStep from before its gather until its
+// push has completed (PushMany sends straight from `grads`); only that step touches it.
+struct StepSlot {
+  std::vector<std::vector<float>> params;  // empty until the slot is first used
+  std::vector<std::vector<float>> grads;
+  std::vector<float> features;  // batch_size x feature_dim
+  std::vector<int32_t> labels;
+};
+
+// Everything a started job needs. Immutable after StartJob, except the slots, which belong to
+// the steps that hold them (slot_busy).
 struct Job {
   JobSpec spec;
   ModelSpec model;
   std::vector<std::string> variables;  // "{job name}/{param}", in Params(model) order
+  std::vector<size_t> param_sizes;     // elements, in the same order
   std::shared_ptr<const Dataset> data;
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<PsClient> ps;
   std::shared_ptr<ComputeBackend> backend;
   std::string backend_name;
 
-  // Step buffers, sized once.
-  std::vector<std::vector<float>> params;
-  std::vector<std::vector<float>> grads;
-  std::vector<float> features;  // batch_size x feature_dim
-  std::vector<int32_t> labels;
+  absl::Mutex slot_mu;
+  bool slot_busy[kStepSlots] ABSL_GUARDED_BY(slot_mu) = {};
+  StepSlot slots[kStepSlots];
+};
+
+// A slot of `job` held for the lifetime of this object: the constructor waits until one is
+// free (slot 0 first, so a worker given one step at a time only ever sizes one), sizing it on
+// first use.
+class SlotHold {
+ public:
+  explicit SlotHold(Job* job) : job_(job) {
+    {
+      absl::MutexLock lock(&job->slot_mu);
+      auto free = [job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(job->slot_mu) {
+        for (bool busy : job->slot_busy) {
+          if (!busy) return true;
+        }
+        return false;
+      };
+      job->slot_mu.Await(absl::Condition(&free));
+      while (job->slot_busy[index_]) ++index_;
+      job->slot_busy[index_] = true;
+    }
+    StepSlot& s = slot();
+    if (s.params.empty()) {
+      for (size_t n : job->param_sizes) {
+        s.params.emplace_back(n);
+        s.grads.emplace_back(n);
+      }
+      s.features.resize(static_cast<size_t>(job->spec.batch_size()) *
+                        static_cast<size_t>(job->data->feature_dim));
+      s.labels.resize(static_cast<size_t>(job->spec.batch_size()));
+    }
+  }
+  ~SlotHold() {
+    absl::MutexLock lock(&job_->slot_mu);
+    job_->slot_busy[index_] = false;
+  }
+  SlotHold(const SlotHold&) = delete;
+  SlotHold& operator=(const SlotHold&) = delete;
+
+  StepSlot& slot() { return job_->slots[index_]; }
+
+ private:
+  Job* const job_;
+  int index_ = 0;
 };
 
 class StepExecutorImpl : public StepExecutor {
@@ -138,13 +193,9 @@ class StepExecutorImpl : public StepExecutor {
             " on the ps tasks; model \"", spec.model(), "\" needs ", ShapeString(param.shape)));
       }
       job->variables.push_back(std::move(name));
-      job->params.emplace_back(static_cast<size_t>(param.num_elements()));
-      job->grads.emplace_back(static_cast<size_t>(param.num_elements()));
+      job->param_sizes.push_back(static_cast<size_t>(param.num_elements()));
     }
     job->batcher = std::make_unique<Batcher>(job->data->num_examples, spec.seed());
-    job->features.resize(static_cast<size_t>(spec.batch_size()) *
-                         static_cast<size_t>(job->data->feature_dim));
-    job->labels.resize(static_cast<size_t>(spec.batch_size()));
 
     response.set_backend(job->backend_name);
     absl::MutexLock lock(&mu_);
@@ -154,8 +205,10 @@ class StepExecutorImpl : public StepExecutor {
     return response;
   }
 
+  // Up to kStepSlots steps of a job run here at once, each in its own slot; only their
+  // computes take turns (compute_mu_), so one step's pull and another's push overlap a
+  // compute. A step returns once its push is done: the chief counts it only then.
   absl::StatusOr<StepResponse> RunStep(const StepRequest& request) override {
-    absl::MutexLock step_lock(&step_mu_);
     std::shared_ptr<Job> job;
     {
       absl::MutexLock lock(&mu_);
@@ -174,42 +227,59 @@ class StepExecutorImpl : public StepExecutor {
         job->batcher->BatchIndices(request.epoch(), request.batch_index(), job->spec.batch_size());
     if (!indices.ok()) return Annotate(indices.status(), what);
     const int batch = static_cast<int>(indices->size());
-    RETURN_IF_ERROR(Annotate(
-        GatherBatch(*job->data, *indices, job->features.data(), job->labels.data()), what));
 
+    SlotHold hold(job.get());
+    StepSlot& slot = hold.slot();
+
+    // The pull goes out first and the batch is gathered while it is in flight.
     StepResponse response;
-    absl::Time start = absl::Now();
+    const absl::Time pull_start = absl::Now();
     std::vector<PsClient::PullTarget> targets;
     for (size_t i = 0; i < job->variables.size(); ++i) {
-      targets.push_back({job->variables[i], absl::MakeSpan(job->params[i])});
+      targets.push_back({job->variables[i], absl::MakeSpan(slot.params[i])});
     }
     PullOptions pull_options;
     pull_options.min_version = request.min_version();
     pull_options.wait_timeout = options_.pull_wait_timeout;
     PullVersions versions;
-    RETURN_IF_ERROR(Annotate(job->ps->PullMany(std::move(targets), pull_options, &versions),
-                             absl::StrCat(what, ": pull")));
+    absl::Notification pulled;
+    absl::Status pull_status;
+    absl::Time pull_end;
+    job->ps->PullAsync(std::move(targets), pull_options, &versions, [&](const absl::Status& s) {
+      pull_status = s;
+      pull_end = absl::Now();
+      pulled.Notify();
+    });
+    absl::Status gathered =
+        GatherBatch(*job->data, *indices, slot.features.data(), slot.labels.data());
+    pulled.WaitForNotification();  // the pull writes into the slot: wait for it in any case
+    RETURN_IF_ERROR(Annotate(gathered, what));
+    RETURN_IF_ERROR(Annotate(pull_status, absl::StrCat(what, ": pull")));
     response.set_version(versions.min_version);
-    response.set_pull_ms(MillisSince(start));
+    response.set_pull_ms(absl::ToDoubleMilliseconds(pull_end - pull_start));
 
-    start = absl::Now();
     std::vector<const float*> param_ptrs;
     std::vector<float*> grad_ptrs;
-    for (size_t i = 0; i < job->params.size(); ++i) {
-      param_ptrs.push_back(job->params[i].data());
-      grad_ptrs.push_back(job->grads[i].data());
+    for (size_t i = 0; i < slot.params.size(); ++i) {
+      param_ptrs.push_back(slot.params[i].data());
+      grad_ptrs.push_back(slot.grads[i].data());
     }
     StepResult result;
-    RETURN_IF_ERROR(
-        Annotate(job->backend->ForwardBackward(job->model, param_ptrs, job->features.data(),
-                                               job->labels.data(), batch, &result, grad_ptrs),
-                 absl::StrCat(what, ": compute")));
-    response.set_compute_ms(MillisSince(start));
+    {
+      // compute_ms is the compute alone, not the wait for another step's.
+      absl::MutexLock compute_lock(&compute_mu_);
+      const absl::Time start = absl::Now();
+      absl::Status computed =
+          job->backend->ForwardBackward(job->model, param_ptrs, slot.features.data(),
+                                        slot.labels.data(), batch, &result, grad_ptrs);
+      response.set_compute_ms(MillisSince(start));
+      RETURN_IF_ERROR(Annotate(computed, absl::StrCat(what, ": compute")));
+    }
 
-    start = absl::Now();
+    absl::Time start = absl::Now();
     std::vector<PsClient::PushSource> sources;
     for (size_t i = 0; i < job->variables.size(); ++i) {
-      sources.push_back({job->variables[i], absl::MakeConstSpan(job->grads[i])});
+      sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
     }
     PushOptions push_options;
     push_options.idempotency_key = StepIdempotencyKey(request.job_id(), request.step_id());
@@ -284,8 +354,8 @@ class StepExecutorImpl : public StepExecutor {
   std::shared_ptr<const Dataset> data_ ABSL_GUARDED_BY(start_mu_);
   std::string data_dir_ ABSL_GUARDED_BY(start_mu_);
 
-  // Held for the whole of a step: one step at a time, and the job's step buffers are its own.
-  absl::Mutex step_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Held for a step's compute only: the backend (shared by every job) runs one at a time.
+  absl::Mutex compute_mu_;
 
   // Short critical sections only: Status() takes it on gRPC's thread.
   absl::Mutex mu_;

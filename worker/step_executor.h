@@ -10,8 +10,14 @@
 // Knows nothing of gRPC (worker/rpc/ adapts it to WorkerService); the ps is reached through
 // the `connect` function, so tests run it against in-process ps tasks.
 //
-// Thread-safety: thread-safe. Steps run one at a time (a second waits for the first);
-// StartJob calls run one at a time too; Status never waits for either.
+// Steps overlap: up to two steps of a job run at once, each with its own parameter, gradient
+// and batch buffers, and only their computes take turns. So while one step computes, the
+// next one pulls its parameters and the last one pushes its gradients (the chief keeps
+// JobSpec.steps_in_flight steps leased per worker for that). A third step waits for a
+// step's buffers to be free. Each step still returns only after its own push has completed.
+//
+// Thread-safety: thread-safe. StartJob calls run one at a time; steps of the job being
+// replaced finish on that job's buffers and client; Status never waits for either.
 #ifndef SHARDPS_WORKER_STEP_EXECUTOR_H_
 #define SHARDPS_WORKER_STEP_EXECUTOR_H_
 
@@ -58,7 +64,10 @@ class StepExecutor {
   // "{job name}/{param}"), or the backend cannot be created; the connect error otherwise.
   virtual absl::StatusOr<StartJobResponse> StartJob(const StartJobRequest& request) = 0;
 
-  // Runs one step of the current job. FAILED_PRECONDITION "unknown job ..." when
+  // Runs one step of the current job, concurrently with at most one other (a third call
+  // waits), and returns once its gradients are pushed. pull_ms and push_ms are the wall time
+  // of its pull and push, compute_ms that of its compute alone (not the wait for another
+  // step's). FAILED_PRECONDITION "unknown job ..." when
   // request.job_id() is not the current job (say, this worker restarted): the chief then sends
   // StartJob again. Otherwise the batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad
   // epoch or batch index), or the pull's, compute's or push's, annotated with the step.

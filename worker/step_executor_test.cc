@@ -1,8 +1,10 @@
 #include "worker/step_executor.h"
 
+#include <atomic>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -24,7 +26,12 @@ constexpr int kBatch = 64;
 // does, and every worker connects to them through LocalPsInterface.
 class StepExecutorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartPs(); }
+
+  // Fresh ps tasks (and a chief client to them); executors connect to them at StartJob.
+  void StartPs() {
+    for (auto& store : stores_) store->Shutdown();
+    stores_.clear();
     for (int p = 0; p < kNumPs; ++p) {
       ShardStore::Options options;
       options.task_index = p;
@@ -126,6 +133,25 @@ class StepExecutorTest : public ::testing::Test {
     PullVersions versions;
     EXPECT_TRUE(chief_->Pull(name + "/dense_0/kernel", absl::MakeSpan(kernel), {}, &versions).ok());
     return versions;
+  }
+
+  // The kernel and bias values.
+  std::vector<float> Values(const std::string& name) {
+    std::vector<float> kernel(784 * 10);
+    std::vector<float> bias(10);
+    EXPECT_TRUE(chief_->Pull(name + "/dense_0/kernel", absl::MakeSpan(kernel)).ok());
+    EXPECT_TRUE(chief_->Pull(name + "/dense_0/bias", absl::MakeSpan(bias)).ok());
+    kernel.insert(kernel.end(), bias.begin(), bias.end());
+    return kernel;
+  }
+
+  // One update of every shard, with zero gradients (SGD leaves the values as they are).
+  void PushZeros(const std::string& name) {
+    std::vector<float> kernel(784 * 10);
+    std::vector<float> bias(10);
+    ASSERT_TRUE(chief_->PushMany({{name + "/dense_0/kernel", absl::MakeConstSpan(kernel)},
+                                  {name + "/dense_0/bias", absl::MakeConstSpan(bias)}})
+                    .ok());
   }
 
   std::vector<std::unique_ptr<ShardStore>> stores_;
@@ -328,6 +354,182 @@ TEST_F(StepExecutorTest, AsyncStepRunTwiceIsAppliedOnce) {
   // Another step is applied.
   ASSERT_TRUE(worker0->RunStep(Step("job-1", 8, 4)).ok());
   EXPECT_EQ(KernelVersions("fm").min_version, 2);
+}
+
+// Two threads run steps on one worker at once (as with steps_in_flight 2): every step succeeds
+// and is applied exactly once, and training still makes progress.
+TEST_F(StepExecutorTest, ConcurrentStepsAreEachAppliedOnce) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  constexpr int kPerThread = 15;
+  std::vector<double> losses[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int64_t step_id = 2 * i + t;
+        auto step = worker->RunStep(Step("job-1", step_id, step_id));
+        ASSERT_TRUE(step.ok()) << step.status();
+        EXPECT_EQ(step->examples(), kBatch);
+        EXPECT_GE(step->version(), 0);
+        EXPECT_LT(step->version(), 2 * kPerThread);  // the threads do not keep in step
+        EXPECT_GE(step->compute_ms(), 0);
+        losses[t].push_back(step->loss());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  PullVersions versions = KernelVersions("fm");
+  EXPECT_EQ(versions.min_version, 2 * kPerThread);
+  EXPECT_EQ(versions.max_version, 2 * kPerThread);
+  EXPECT_EQ(worker->Status().steps_run(), 2 * kPerThread);
+  ASSERT_EQ(losses[0].size(), static_cast<size_t>(kPerThread));
+  double first = (losses[0][0] + losses[1][0] + losses[0][1] + losses[1][1]) / 4;
+  double last = (losses[0][kPerThread - 1] + losses[1][kPerThread - 1] +
+                 losses[0][kPerThread - 2] + losses[1][kPerThread - 2]) / 4;
+  EXPECT_LT(last, first - 0.3) << "first steps " << first << ", last steps " << last;
+}
+
+// A step waiting in its pull does not hold up another step: the second runs, and its push
+// releases the first. (With one step at a time, the first would time out.)
+TEST_F(StepExecutorTest, SecondStepRunsWhileFirstWaitsForItsVersion) {
+  CreateVariables("fm");
+  auto worker = NewExecutor(0, absl::Seconds(10));
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  absl::StatusOr<StepResponse> first;
+  std::thread waiting([&] {
+    StepRequest request = Step("job-1", 1, 1);
+    request.set_min_version(1);  // step 0's update
+    first = worker->RunStep(request);
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  auto second = worker->RunStep(Step("job-1", 0, 0));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->version(), 0);
+  waiting.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->version(), 1);
+  EXPECT_EQ(KernelVersions("fm").min_version, 2);
+  EXPECT_EQ(worker->Status().steps_run(), 2);
+}
+
+// Two steps hold both slots (waiting for a version): a third waits for a slot, and runs once
+// one frees.
+TEST_F(StepExecutorTest, ThirdStepWaitsForAFreeSlot) {
+  CreateVariables("fm");
+  auto worker = NewExecutor(0, absl::Seconds(20));
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  std::atomic<int> done{0};
+  std::atomic<bool> third_done{false};
+  std::vector<std::thread> threads;
+  for (int64_t step_id : {10, 11}) {
+    threads.emplace_back([&, step_id] {
+      StepRequest request = Step("job-1", step_id, step_id);
+      request.set_min_version(2);
+      auto step = worker->RunStep(request);
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (step.ok()) EXPECT_GE(step->version(), 2);
+      ++done;
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // both are waiting in their pulls
+  threads.emplace_back([&] {
+    auto step = worker->RunStep(Step("job-1", 12, 12));  // needs nothing
+    EXPECT_TRUE(step.ok()) << step.status();
+    third_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE(third_done.load()) << "a third step ran while two held both slots";
+  EXPECT_EQ(done.load(), 0);
+  EXPECT_EQ(KernelVersions("fm").max_version, 0);
+
+  PushZeros("fm");
+  PushZeros("fm");  // version 2: the first two pull, compute and push; the third follows
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_TRUE(third_done.load());
+  EXPECT_EQ(KernelVersions("fm").min_version, 5);
+  EXPECT_EQ(worker->Status().steps_run(), 3);
+}
+
+// Two replicas of each sync step run at once on one worker give, to the last bit, the losses
+// and parameters of running them one after another: each step computes from its own buffers.
+TEST_F(StepExecutorTest, ConcurrentStepsUseTheirOwnBuffers) {
+  constexpr int kSyncSteps = 6;
+  auto sync_step = [](int64_t g, int replica) {
+    StepRequest request = Step("job-1", 2 * g + replica, 2 * g + replica);
+    request.set_sync(true);
+    request.set_sync_step(g);
+    request.set_replica(replica);
+    request.set_min_version(g);
+    return request;
+  };
+  std::vector<double> losses[2];
+  std::vector<float> values[2];
+  for (int run = 0; run < 2; ++run) {
+    StartPs();
+    CreateVariables("fm", /*sync_replicas=*/2);
+    auto worker = NewExecutor();
+    ASSERT_NE(worker, nullptr);
+    ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+    losses[run].resize(2 * kSyncSteps);
+    for (int64_t g = 0; g < kSyncSteps; ++g) {
+      auto run_replica = [&, g](int replica) {
+        auto step = worker->RunStep(sync_step(g, replica));
+        ASSERT_TRUE(step.ok()) << step.status();
+        EXPECT_EQ(step->version(), g);
+        losses[run][2 * g + replica] = step->loss();
+      };
+      if (run == 0) {
+        run_replica(0);
+        run_replica(1);
+      } else {
+        std::thread other(run_replica, 1);
+        run_replica(0);
+        other.join();
+      }
+    }
+    EXPECT_EQ(KernelVersions("fm").min_version, kSyncSteps);
+    values[run] = Values("fm");
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_TRUE(values[0] == values[1]) << "concurrent replicas changed the parameters";
+}
+
+// A job replaced while its steps run: they finish on the old job's buffers and client.
+TEST_F(StepExecutorTest, StartJobWhileStepsRunIsSafe) {
+  CreateVariables("fm");
+  CreateVariables("fm2");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        const int64_t step_id = 2 * i + t;
+        auto step = worker->RunStep(Step("job-1", step_id, step_id));
+        if (step.ok()) {
+          ++ok;
+        } else {
+          // Once job-2 has replaced it, job-1's steps are refused.
+          EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition) << step.status();
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(30));
+  ASSERT_TRUE(worker->StartJob(Start("job-2", "fm2")).ok());
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(KernelVersions("fm").min_version, ok.load());
+  auto step = worker->RunStep(Step("job-2", 0, 0));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(KernelVersions("fm2").min_version, 1);
 }
 
 TEST(StepIdempotencyKeyTest, StableNonZeroAndDistinct) {

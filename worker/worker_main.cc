@@ -24,9 +24,11 @@
 namespace shardps {
 namespace {
 
-// StartJob and RunStep run here. The chief sends one step at a time, so a few threads leave
-// room for a StartJob or Shutdown while a step waits on the ps.
-constexpr int kServiceThreads = 4;
+// StartJob and RunStep run here. The chief keeps up to two steps in flight (JobSpec
+// steps_in_flight), which run at once; a step the chief re-sent after a timed-out lease may
+// wait for one of them to finish. A few more threads leave room for a StartJob or Shutdown
+// meanwhile.
+constexpr int kServiceThreads = 6;
 
 // How long shutdown waits for a step in flight (say, one waiting on the ps for a version)
 // before the process exits anyway.

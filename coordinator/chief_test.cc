@@ -1,0 +1,323 @@
+// The chief's dispatch with fake workers (calls answered when a test says so) against an
+// in-process ps task, on the real Fashion-MNIST (the chief reads it to size epochs).
+#include "coordinator/chief.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/local_ps_interface.h"
+#include "client/ps_client.h"
+#include "gtest/gtest.h"
+#include "ps_server/shard_store.h"
+
+namespace shardps {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// A worker whose StartJob succeeds at once (answered from a thread of its own, never from the
+// chief's call) and whose RunStep calls stay pending until the test finishes them.
+class FakeWorker : public WorkerInterface {
+ public:
+  struct Call {
+    StepRequest request;
+    StepResponse* response;
+    StatusCallback done;
+  };
+
+  explicit FakeWorker(std::string address) : address_(std::move(address)) {}
+  ~FakeWorker() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  const std::string& address() const override { return address_; }
+
+  void StartJobAsync(const StartJobRequest*, StartJobResponse* response, absl::Time,
+                     StatusCallback done) override {
+    response->set_backend("fake");
+    absl::MutexLock lock(&mu_);
+    ++starts_;
+    threads_.emplace_back([done = std::move(done)] { done(absl::OkStatus()); });
+  }
+
+  void RunStepAsync(const StepRequest* request, StepResponse* response, absl::Time,
+                    StatusCallback done) override {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(Call{*request, response, std::move(done)});
+    ++steps_received_;
+    max_pending_ = std::max<int>(max_pending_, static_cast<int>(pending_.size()));
+  }
+
+  void StatusAsync(const WorkerStatusRequest*, WorkerStatusResponse*, absl::Time,
+                   StatusCallback done) override {
+    done(absl::OkStatus());
+  }
+  void ShutdownAsync(const WorkerShutdownRequest*, WorkerShutdownResponse*, absl::Time,
+                     StatusCallback done) override {
+    done(absl::OkStatus());
+  }
+
+  // Waits until `n` steps are pending; returns false after kWait.
+  bool WaitForPending(int n) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int>(pending_.size()) >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&ready), kWait);
+  }
+
+  // Step ids pending, oldest first.
+  std::vector<int64_t> Pending() {
+    absl::MutexLock lock(&mu_);
+    std::vector<int64_t> ids;
+    for (const Call& c : pending_) ids.push_back(c.request.step_id());
+    return ids;
+  }
+
+  // Finishes the pending call of step `step_id` (the oldest pending one when -1) with `s`.
+  // Returns its step id, or -1 when none is pending.
+  int64_t Finish(absl::Status s = absl::OkStatus(), int64_t step_id = -1) {
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_.begin();
+      if (step_id >= 0) {
+        it = std::find_if(pending_.begin(), pending_.end(),
+                          [step_id](const Call& c) { return c.request.step_id() == step_id; });
+      }
+      if (it == pending_.end()) return -1;
+      call = std::move(*it);
+      pending_.erase(it);
+    }
+    if (s.ok()) {
+      call.response->set_examples(64);
+      call.response->set_loss(1.0);
+    }
+    call.done(s);  // on the test's thread: the chief's lock is not held here
+    return call.request.step_id();
+  }
+
+  int steps_received() {
+    absl::MutexLock lock(&mu_);
+    return steps_received_;
+  }
+  int max_pending() {
+    absl::MutexLock lock(&mu_);
+    return max_pending_;
+  }
+  int starts() {
+    absl::MutexLock lock(&mu_);
+    return starts_;
+  }
+
+ private:
+  const std::string address_;
+  absl::Mutex mu_;
+  std::vector<Call> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  int steps_received_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  int starts_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class ChiefTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = ShardStore::Create(ShardStore::Options());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    ps.push_back(NewLocalPsInterface("ps0", store_.get()));
+    auto client = PsClient::Create(std::move(ps), PsClient::Options());
+    ASSERT_TRUE(client.ok()) << client.status();
+    ps_ = *std::move(client);
+  }
+
+  void TearDown() override {
+    chief_.reset();
+    store_->Shutdown();
+  }
+
+  // A chief over `n` fake workers; probes of failed workers wait an hour (never, in a test).
+  void StartChief(int n) {
+    Chief::Options options;
+    options.ps_addresses = {"ps0"};
+    options.ps = ps_.get();
+    options.probe_interval = absl::Hours(1);
+    for (int i = 0; i < n; ++i) {
+      auto worker = std::make_unique<FakeWorker>(absl::StrCat("worker", i));
+      workers_.push_back(worker.get());
+      options.workers.push_back(std::move(worker));
+    }
+    auto chief = Chief::Create(std::move(options));
+    ASSERT_TRUE(chief.ok()) << chief.status();
+    chief_ = *std::move(chief);
+  }
+
+  void Submit(const std::string& extra) {
+    auto submitted = chief_->Submit(absl::StrCat(
+        R"({"name": "t", "model": "softmax", "batch_size": 64, "backend": "cpu", )", extra, "}"));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+  }
+
+  // Waits until the chief's status satisfies `pred`.
+  template <typename Pred>
+  bool WaitForStatus(Pred pred) {
+    absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      if (pred(chief_->Status())) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+  std::unique_ptr<ShardStore> store_;
+  std::unique_ptr<PsClient> ps_;
+  std::vector<FakeWorker*> workers_;  // owned by the chief
+  std::unique_ptr<Chief> chief_;
+};
+
+TEST_F(ChiefTest, KeepsTwoStepsInFlightPerWorker) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 6, "steps_in_flight": 2)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(2));
+  EXPECT_EQ(w->Pending(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(chief_->Status().workers(0).state(), "busy");
+  absl::SleepFor(absl::Milliseconds(300));  // a third is not sent
+  EXPECT_EQ(w->steps_received(), 2);
+
+  // One returns: the next is leased at once, and one call is still in flight throughout.
+  EXPECT_EQ(w->Finish(), 0);
+  ASSERT_TRUE(w->WaitForPending(2));
+  EXPECT_EQ(w->Pending(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(chief_->Status().workers(0).state(), "busy");
+  // The worker may finish them out of order.
+  EXPECT_EQ(w->Finish(absl::OkStatus(), 2), 2);
+  ASSERT_TRUE(w->WaitForPending(2));
+  EXPECT_EQ(w->Pending(), (std::vector<int64_t>{1, 3}));
+  // The chief counts a step in the call's callback, which Finish runs.
+  while (chief_->Status().steps_done() < 6) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    EXPECT_GE(w->Finish(), 0);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.steps_done(), 6);
+  EXPECT_EQ(status.workers(0).steps_done(), 6);
+  EXPECT_EQ(status.workers(0).state(), "idle");
+  EXPECT_EQ(w->steps_received(), 6);
+  EXPECT_EQ(w->max_pending(), 2);
+  EXPECT_EQ(w->starts(), 1);
+}
+
+// Sync steps 0 and 1 (replicas of sync step 0) both need version 0 only, so two could be in
+// flight at once; sync mode's default keeps one.
+TEST_F(ChiefTest, SyncDefaultsToOneStepInFlight) {
+  StartChief(1);
+  Submit(R"("mode": "sync", "num_replicas": 2, "steps": 4)");
+  FakeWorker* w = workers_[0];
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_EQ(w->Pending(), (std::vector<int64_t>{i}));
+    EXPECT_EQ(w->Finish(), i);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().steps_done(), 4);
+  EXPECT_EQ(w->max_pending(), 1);
+}
+
+TEST_F(ChiefTest, StepsInFlightOneLeasesOneStepAtATime) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(1));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(w->Pending(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(w->Finish(), 0);
+  ASSERT_TRUE(w->WaitForPending(1));
+  EXPECT_EQ(w->Finish(), 1);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(w->max_pending(), 1);
+}
+
+// Worker 0 holds steps 0 and 1 when its first call fails as a dead worker's would: both go back
+// to the queue at once and worker 1 runs them. Worker 0's other call then returns late with
+// success: that completion counts (nobody else finished step 1 yet), and every step is counted
+// once.
+TEST_F(ChiefTest, WorkerFailureRequeuesEveryStepItHeld) {
+  StartChief(2);
+  Submit(R"("mode": "async", "steps": 8, "steps_in_flight": 2)");
+  FakeWorker* w0 = workers_[0];
+  FakeWorker* w1 = workers_[1];
+  ASSERT_TRUE(w0->WaitForPending(2));
+  ASSERT_TRUE(w1->WaitForPending(2));
+  std::vector<int64_t> held0 = w0->Pending();
+  std::vector<int64_t> held1 = w1->Pending();
+  ASSERT_EQ(held0.size(), 2u);
+  ASSERT_EQ(held1.size(), 2u);
+  EXPECT_EQ(chief_->Status().workers(0).state(), "busy");
+
+  EXPECT_EQ(w0->Finish(absl::UnavailableError("connection reset"), held0[0]), held0[0]);
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.steps_requeued() == 2; }));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.workers(0).state(), "failed");
+  EXPECT_EQ(status.workers(0).failures(), 1);
+
+  // Worker 1 finishes one of its own: it is given the lowest re-queued step next.
+  EXPECT_EQ(w1->Finish(absl::OkStatus(), held1[0]), held1[0]);
+  ASSERT_TRUE(w1->WaitForPending(2));
+  EXPECT_EQ(w1->Pending(), (std::vector<int64_t>{held1[1], std::min(held0[0], held0[1])}));
+
+  // Worker 0's other call comes back late but done: it counts, and the step is not re-run.
+  EXPECT_EQ(w0->Finish(absl::OkStatus(), held0[1]), held0[1]);
+  status = chief_->Status();
+  EXPECT_EQ(status.workers(0).steps_done(), 1);
+  EXPECT_EQ(status.workers(0).state(), "failed");  // stays failed until probed
+
+  // Worker 1 runs everything else.
+  std::vector<int64_t> run_by_1 = {held1[0]};
+  while (chief_->Status().steps_done() < 8) {
+    ASSERT_TRUE(w1->WaitForPending(1)) << chief_->Status().DebugString();
+    run_by_1.push_back(w1->Finish());
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.steps_done(), 8);
+  EXPECT_EQ(status.workers(0).steps_done() + status.workers(1).steps_done(), 8);
+  EXPECT_EQ(status.workers(1).steps_done(), 7);
+  std::sort(run_by_1.begin(), run_by_1.end());
+  EXPECT_EQ(std::count(run_by_1.begin(), run_by_1.end(), held0[1]), 0)
+      << "step " << held0[1] << " was completed by worker 0 and must not run again";
+  EXPECT_EQ(std::adjacent_find(run_by_1.begin(), run_by_1.end()), run_by_1.end());
+  EXPECT_EQ(w0->steps_received(), 2);  // never probed again in this test
+}
+
+// A job that ends (here: cancelled) with two calls in flight on one worker ends only when both
+// are back.
+TEST_F(ChiefTest, JobEndsOnlyWhenEveryCallIsBack) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 100)");  // steps_in_flight defaults to 2
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(2));
+  ASSERT_TRUE(chief_->Cancel("").ok());
+  EXPECT_FALSE(chief_->WaitForJobEnd(absl::Milliseconds(300)));
+  EXPECT_GE(w->Finish(), 0);
+  EXPECT_FALSE(chief_->WaitForJobEnd(absl::Milliseconds(300)));
+  EXPECT_GE(w->Finish(), 0);
+  EXPECT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::CANCELLED);
+  EXPECT_EQ(w->steps_received(), 2);
+}
+
+}  // namespace
+}  // namespace shardps
