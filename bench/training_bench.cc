@@ -17,7 +17,9 @@
 //     once it answers, as `shardctl submit` would; no evaluator runs.
 //
 // Every figure is examples/s over steps [warmup, steps) of a run. The single process times
-// its own loop. A cluster's rate comes from the chief's steps_done, sampled every 50 ms while
+// its own loop; on 1 thread it runs twice, before the clusters and right after the 1-worker
+// async cluster, and its figure is the mean of the two (this shared VM's speed drifts by
+// +-15% within a minute, which a single baseline run turned into ratio noise). A cluster's rate comes from the chief's steps_done, sampled every 50 ms while
 // the job runs, so start-up (processes, data loading, variable creation) and the first steps
 // are left out; the whole-run rate (over the chief's elapsed_s) is shown beside it. A
 // cluster is compared with the single process at the same compute threads per worker (1),
@@ -219,6 +221,9 @@ struct Result {
   double examples_per_s = kNaN;
   int64_t measured_steps = 0;
   double measured_s = kNaN;
+  // Single process, 1 thread: its runs before and after the 1-worker async cluster (the
+  // figure is their mean; see Main).
+  std::vector<double> runs;
   double ratio_same_threads = kNaN;        // to the single process at threads_per_worker threads
   double ratio_same_total = kNaN;          // to the single process at total_threads threads
   double whole_run_examples_per_s = kNaN;  // cluster: all steps over the chief's elapsed_s
@@ -609,6 +614,15 @@ void PrintTable(std::ostream& out, const Config& config, const std::vector<Resul
         r.label, r.gather_ms, r.compute_ms, r.adam_ms, r.gather_ms + r.compute_ms + r.adam_ms);
   }
   for (const Result& r : results) {
+    if (r.runs.size() == 2) {
+      out << absl::StrFormat(
+          "%s: %.0f examples/s before and %.0f after the 1-worker async cluster; the figure "
+          "and every ratio to it use the mean (this shared machine drifts by +-15%% within a "
+          "minute)\n",
+          r.label, r.runs[0], r.runs[1]);
+    }
+  }
+  for (const Result& r : results) {
     if (r.cluster && r.steps_requeued > 0) {
       out << r.label << ": " << r.steps_requeued << " steps re-queued (worker failures)\n";
     }
@@ -642,6 +656,7 @@ nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vecto
         {"key", r.key},
         {"label", r.label},
         {"kind", r.cluster ? "cluster" : "single_process"},
+        {"runs_examples_per_s", r.runs},
         {"threads_per_worker", r.threads_per_worker},
         {"total_threads", r.total_threads},
         {"examples_per_s", num(r.examples_per_s)},
@@ -742,6 +757,19 @@ int Main(int argc, char** argv) {
         return 1;
       }
       results.push_back(*std::move(r));
+      if (workers == 1 && std::string(mode) == "async") {
+        // The target's baseline again, right after the run it is compared with: the machine's
+        // speed drifts, so the 1-thread figure is the mean of the runs that bracket it.
+        log << "single process, 1 thread, again...\n";
+        absl::StatusOr<Result> again = MeasureSingleProcess(config, *job, *data, 1);
+        if (!again.ok()) {
+          std::cerr << "training_bench: single process: " << again.status() << "\n";
+          return 1;
+        }
+        Result& first = results[0];
+        first.runs = {first.examples_per_s, again->examples_per_s};
+        first.examples_per_s = (first.runs[0] + first.runs[1]) / 2;
+      }
     }
   }
   SetRatios(&results);

@@ -76,6 +76,7 @@ struct Config {
   bool quick = false;
   int64_t max_chunk_bytes = 0;     // 0: PsClient::Options' default
   int64_t connections_per_ps = 0;  // 0: NewGrpcPsClient's default
+  int64_t calls_in_flight_per_ps = -1;  // -1: PsClient::Options' default
   int warmup = 2;
   int reps = 10;
   int latency_samples = 3000;
@@ -250,6 +251,7 @@ nlohmann::json ToJson(const std::vector<Figure>& figures, const Config& config) 
                    {"latency_samples", config.latency_samples},
                    {"max_chunk_bytes", config.max_chunk_bytes},
                    {"connections_per_ps", config.connections_per_ps},
+                   {"calls_in_flight_per_ps", config.calls_in_flight_per_ps},
                    {"cores", UsableCores()}};
   nlohmann::json list = nlohmann::json::array();
   int met = 0, total = 0;
@@ -569,6 +571,9 @@ absl::StatusOr<ShardpsResults> MeasureShardps(
   ASSIGN_OR_RETURN(std::unique_ptr<PsCluster> cluster, PsCluster::Start(2));
   PsClient::Options options;
   if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
+  if (config.calls_in_flight_per_ps >= 0) {
+    options.calls_in_flight_per_ps = static_cast<int>(config.calls_in_flight_per_ps);
+  }
   std::unique_ptr<PsClient> client;
   if (config.connections_per_ps > 0) {
     ASSIGN_OR_RETURN(client, NewGrpcPsClient(cluster->addresses(), options,
@@ -842,6 +847,8 @@ int Main(int argc, char** argv) {
   flags.AddBool("quick", &config.quick, "a short run: fewer repetitions");
   flags.AddInt("max_chunk_bytes", &config.max_chunk_bytes,
                "PsClient::Options.max_chunk_bytes (0: the library default)");
+  flags.AddInt("calls_in_flight_per_ps", &config.calls_in_flight_per_ps,
+               "PsClient::Options.calls_in_flight_per_ps (-1: the library default; 0: no limit)");
   flags.AddInt("connections_per_ps", &config.connections_per_ps,
                "TCP connections from the client to each ps (0: the library default)");
   flags.AddInt("reps", &reps, "timed repetitions per bulk figure (0: 10, or 3 with --quick)");

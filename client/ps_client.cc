@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <queue>
@@ -187,6 +188,47 @@ class Batches {
   std::vector<Batch*> open_;
   std::vector<std::pair<int, std::unique_ptr<Batch>>> all_;
   const int64_t max_;
+};
+
+// Starts calls to each ps with at most `window` of them in flight per ps (0: no limit);
+// each finished call starts the next one queued for its ps. A window serves one Pull or
+// Push only, so calls of different operations never wait on each other (a pull waiting for a
+// version could otherwise hold back the push that produces it).
+//
+// Thread-safety: thread-safe.
+class CallWindow : public std::enable_shared_from_this<CallWindow> {
+ public:
+  // Runs a call; it must run `next` once, when the call has finished.
+  using Call = std::function<void(std::function<void()> next)>;
+
+  CallWindow(int num_ps, int window) : queues_(static_cast<size_t>(num_ps)), window_(window) {}
+
+  void Add(int ps, Call call) { queues_[static_cast<size_t>(ps)].push_back(std::move(call)); }
+
+  // Starts the first calls of every ps. Call once, after every Add.
+  void Start() {
+    for (size_t ps = 0; ps < queues_.size(); ++ps) {
+      const size_t first = window_ <= 0 ? queues_[ps].size()
+                                        : std::min(queues_[ps].size(), static_cast<size_t>(window_));
+      for (size_t i = 0; i < first; ++i) StartNext(ps);
+    }
+  }
+
+ private:
+  void StartNext(size_t ps) {
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queues_[ps].empty()) return;
+      call = std::move(queues_[ps].front());
+      queues_[ps].pop_front();
+    }
+    call([self = shared_from_this(), ps] { self->StartNext(ps); });
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::deque<Call>> queues_ ABSL_GUARDED_BY(mu_);
+  const int window_;
 };
 
 absl::Status Annotate(const absl::Status& s, const std::string& where) {
@@ -383,25 +425,30 @@ class PsClientImpl : public PsClient {
       done(s);
     });
     absl::Time deadline = Deadline() + options.wait_timeout;
+    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
     batches.ForEach([&](int ps, Batch* batch) {
-      CallWithRetries(
-          ps,
-          [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
-            target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
-                                   std::move(done));
-          },
-          deadline,
-          [batch, fan, seen](const absl::Status& s) {
-            if (s.ok()) {
-              for (const PullResponse& item : batch->response.pulls()) {
-                AtomicMin(&seen->first, item.version());
-                AtomicMax(&seen->second, item.version());
+      window->Add(ps, [this, ps, batch, deadline, fan, seen](std::function<void()> next) {
+        CallWithRetries(
+            ps,
+            [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
+              target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
+                                     std::move(done));
+            },
+            deadline,
+            [batch, fan, seen, next = std::move(next)](const absl::Status& s) {
+              next();
+              if (s.ok()) {
+                for (const PullResponse& item : batch->response.pulls()) {
+                  AtomicMin(&seen->first, item.version());
+                  AtomicMax(&seen->second, item.version());
+                }
               }
-            }
-            delete batch;
-            fan->Finish(s);
-          });
+              delete batch;
+              fan->Finish(s);
+            });
+      });
     });
+    window->Start();
   }
 
   void PushAsync(std::vector<PushSource> sources, const PushOptions& options,
@@ -431,19 +478,25 @@ class PsClientImpl : public PsClient {
       });
     }
     auto fan = Fanout::Make(batches.size(), std::move(done));
+    const absl::Time deadline = Deadline();
+    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
     batches.ForEach([&](int ps, Batch* batch) {
-      CallWithRetries(
-          ps,
-          [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
-            target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
-                                   std::move(done));
-          },
-          Deadline(),
-          [batch, fan](const absl::Status& s) {
-            delete batch;
-            fan->Finish(s);
-          });
+      window->Add(ps, [this, ps, batch, deadline, fan](std::function<void()> next) {
+        CallWithRetries(
+            ps,
+            [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
+              target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
+                                     std::move(done));
+            },
+            deadline,
+            [batch, fan, next = std::move(next)](const absl::Status& s) {
+              next();
+              delete batch;
+              fan->Finish(s);
+            });
+      });
     });
+    window->Start();
   }
 
   void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,

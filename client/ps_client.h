@@ -88,6 +88,11 @@ class PsClient {
     absl::Duration initial_backoff = absl::Milliseconds(50);
     absl::Duration max_backoff = absl::Seconds(2);
     int64_t max_chunk_bytes = 4 << 20;
+    // Calls of one Pull/Push in flight at once to each ps (0: all at once). Calls that run
+    // together share the connections and all finish near the end, so the work each one
+    // leaves for completion (the client's copy out, the ps's optimizer update) piles up at
+    // the end; a window lets it overlap the next calls' transfer.
+    int calls_in_flight_per_ps = 4;
   };
 
   // One PsInterface per ps task, in task-index order.

@@ -162,6 +162,17 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+// HTTP/2 flow control for bulk tensors, the same on both ends: a fixed 16 MiB window per
+// stream instead of BDP probing. The probe's pings and the window updates it drives cost
+// wake-ups on every large message; a window that covers a whole 4 MiB chunk lets it flow
+// without waiting. Measured with transport_bench, alternating runs: dense pull and push
+// goodput +7% on average (64 MiB pull 1781 -> 2027 MiB/s).
+template <typename SetInt>
+void SetFlowControl(SetInt set) {
+  set(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  set(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -186,7 +197,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connec
   args.SetInt("shardps.connection_id", connection_id);
   // Larger HTTP/2 windows and frames cut per-frame overhead on bulk tensors.
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 1);
+  SetFlowControl([&](const char* key, int value) { args.SetInt(key, value); });
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect quickly after a ps restarts.
@@ -208,6 +219,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   // without it, binding fails and the daemon exits 1.
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  SetFlowControl([&](const char* key, int value) { builder->AddChannelArgument(key, value); });
 }
 
 grpc::Status SerializeZeroCopy(const google::protobuf::MessageLite& message,
