@@ -2,8 +2,14 @@
 // chunking, row routing, idempotency keys and input validation, without a network.
 #include "client/ps_client.h"
 
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "client/local_ps_interface.h"
 #include "gtest/gtest.h"
 #include "ps_server/shard_store.h"
@@ -189,6 +195,119 @@ TEST(PsClientIdempotencyTest, KeyedRequestIdsDoNotDependOnTheClient) {
   PullVersions versions;
   ASSERT_TRUE(a->Pull("v", absl::MakeSpan(got), {}, &versions).ok());
   EXPECT_EQ(versions.max_version, 1);
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Delegates to an in-process ps, but completes each batch call on a thread of its own a
+// little later, counting how many of them were in flight at once.
+class SlowBatches : public PsInterface {
+ public:
+  explicit SlowBatches(std::unique_ptr<PsInterface> inner) : inner_(std::move(inner)) {}
+  ~SlowBatches() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  int max_in_flight() const { return max_in_flight_.load(); }
+  int calls() const { return calls_.load(); }
+
+  const std::string& name() const override { return inner_->name(); }
+#define SHARDPS_DELEGATE(Method)                                                         \
+  void Method##Async(const Method##Request* request, Method##Response* response,        \
+                     absl::Time deadline, StatusCallback done) override {               \
+    inner_->Method##Async(request, response, deadline, std::move(done));               \
+  }
+  SHARDPS_DELEGATE(CreateShards)
+  SHARDPS_DELEGATE(ListShards)
+  SHARDPS_DELEGATE(Pull)
+  SHARDPS_DELEGATE(Push)
+  SHARDPS_DELEGATE(PullRows)
+  SHARDPS_DELEGATE(PushRows)
+  SHARDPS_DELEGATE(Assign)
+  SHARDPS_DELEGATE(Health)
+  SHARDPS_DELEGATE(Shutdown)
+#undef SHARDPS_DELEGATE
+
+  void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
+                      absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                      StatusCallback done) override {
+    std::vector<absl::Span<char>> copy(outs.begin(), outs.end());
+    Later([=, done = std::move(done)]() mutable {
+      inner_->PullBatchAsync(request, response, copy, deadline, Finish(std::move(done)));
+    });
+  }
+  void PushBatchAsync(const PushBatchRequest* request,
+                      absl::Span<const absl::Span<const char>> data,
+                      PushBatchResponse* response, absl::Time deadline,
+                      StatusCallback done) override {
+    std::vector<absl::Span<const char>> copy(data.begin(), data.end());
+    Later([=, done = std::move(done)]() mutable {
+      inner_->PushBatchAsync(request, copy, response, deadline, Finish(std::move(done)));
+    });
+  }
+
+ private:
+  void Later(std::function<void()> fn) {
+    const int now = in_flight_.fetch_add(1) + 1;
+    calls_.fetch_add(1);
+    int seen = max_in_flight_.load();
+    while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
+    }
+    absl::MutexLock lock(&mu_);
+    threads_.emplace_back([fn = std::move(fn)] {
+      absl::SleepFor(absl::Milliseconds(2));
+      fn();
+    });
+  }
+  StatusCallback Finish(StatusCallback done) {
+    return [this, done = std::move(done)](const absl::Status& s) {
+      in_flight_.fetch_sub(1);
+      done(s);
+    };
+  }
+
+  std::unique_ptr<PsInterface> inner_;
+  std::atomic<int> in_flight_{0}, max_in_flight_{0}, calls_{0};
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+// A Pull or Push of many chunks keeps at most calls_in_flight_per_ps calls to a ps in flight
+// (0: all at once), and still moves every byte.
+TEST(PsClientWindowTest, CallsInFlightPerPsIsBounded) {
+  for (int window : {1, 2, 0}) {
+    auto store = *ShardStore::Create({});
+    auto slow = std::make_unique<SlowBatches>(NewLocalPsInterface("ps:0", store.get()));
+    SlowBatches* probe = slow.get();
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    ps.push_back(std::move(slow));
+    PsClient::Options options;
+    options.max_chunk_bytes = 4 * 16 * sizeof(float);  // 4 rows per call: 8 calls for 32 rows
+    options.calls_in_flight_per_ps = window;
+    auto client = *PsClient::Create(std::move(ps), options);
+    VariableDef def;
+    def.name = "w";
+    def.shape = {32, 16};
+    def.initializer.set_type(InitializerSpec::ZEROS);
+    def.optimizer.set_type(OptimizerSpec::SGD);
+    def.optimizer.set_learning_rate(1.0);
+    auto placer = *NewRoundRobinPlacer(1);
+    ASSERT_TRUE(client->CreateVariables({def}, **NewFixedShardsPartitioner(1), placer.get()).ok());
+
+    std::vector<float> grad(32 * 16);
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(i);
+    ASSERT_TRUE(client->Push("w", grad).ok());
+    std::vector<float> got(grad.size(), 1.0f);
+    ASSERT_TRUE(client->Pull("w", absl::MakeSpan(got)).ok());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], -grad[i]) << i;
+
+    EXPECT_EQ(probe->calls(), 16) << "window " << window;  // 8 pushes, 8 pulls
+    EXPECT_EQ(probe->max_in_flight(), window == 0 ? 8 : window) << "window " << window;
+  }
 }
 
 }  // namespace
