@@ -203,11 +203,14 @@ TEST(PsClientIdempotencyTest, KeyedRequestIdsDoNotDependOnTheClient) {
 namespace shardps {
 namespace {
 
-// Delegates to an in-process ps, but completes each batch call on a thread of its own a
-// little later, counting how many of them were in flight at once.
+// Delegates to an in-process ps, but completes each batch call on a thread of its own,
+// counting how many of them were in flight at once. The first `wave` calls are held until
+// `wave` calls are in flight together (or a second has passed), so the count does not depend
+// on how fast threads start on a loaded machine; later calls complete after 2 ms.
 class SlowBatches : public PsInterface {
  public:
-  explicit SlowBatches(std::unique_ptr<PsInterface> inner) : inner_(std::move(inner)) {}
+  SlowBatches(std::unique_ptr<PsInterface> inner, int wave)
+      : inner_(std::move(inner)), wave_(wave) {}
   ~SlowBatches() override {
     for (std::thread& t : threads_) t.join();
   }
@@ -253,13 +256,19 @@ class SlowBatches : public PsInterface {
  private:
   void Later(std::function<void()> fn) {
     const int now = in_flight_.fetch_add(1) + 1;
-    calls_.fetch_add(1);
+    const int index = calls_.fetch_add(1);
     int seen = max_in_flight_.load();
     while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
     }
     absl::MutexLock lock(&mu_);
-    threads_.emplace_back([fn = std::move(fn)] {
-      absl::SleepFor(absl::Milliseconds(2));
+    threads_.emplace_back([this, index, fn = std::move(fn)] {
+      if (index < wave_) {
+        absl::MutexLock wait(&mu_);
+        auto full = [this] { return max_in_flight_.load() >= wave_; };
+        mu_.AwaitWithTimeout(absl::Condition(&full), absl::Seconds(1));
+      } else {
+        absl::SleepFor(absl::Milliseconds(2));
+      }
       fn();
     });
   }
@@ -271,6 +280,7 @@ class SlowBatches : public PsInterface {
   }
 
   std::unique_ptr<PsInterface> inner_;
+  const int wave_;
   std::atomic<int> in_flight_{0}, max_in_flight_{0}, calls_{0};
   absl::Mutex mu_;
   std::vector<std::thread> threads_;
@@ -281,7 +291,9 @@ class SlowBatches : public PsInterface {
 TEST(PsClientWindowTest, CallsInFlightPerPsIsBounded) {
   for (int window : {1, 2, 0}) {
     auto store = *ShardStore::Create({});
-    auto slow = std::make_unique<SlowBatches>(NewLocalPsInterface("ps:0", store.get()));
+    const int expected = window == 0 ? 8 : window;
+    auto slow =
+        std::make_unique<SlowBatches>(NewLocalPsInterface("ps:0", store.get()), expected);
     SlowBatches* probe = slow.get();
     std::vector<std::unique_ptr<PsInterface>> ps;
     ps.push_back(std::move(slow));
@@ -306,7 +318,7 @@ TEST(PsClientWindowTest, CallsInFlightPerPsIsBounded) {
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], -grad[i]) << i;
 
     EXPECT_EQ(probe->calls(), 16) << "window " << window;  // 8 pushes, 8 pulls
-    EXPECT_EQ(probe->max_in_flight(), window == 0 ? 8 : window) << "window " << window;
+    EXPECT_EQ(probe->max_in_flight(), expected) << "window " << window;
   }
 }
 
