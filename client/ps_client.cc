@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/grpc_ps_interface.h"
+#include "common/fanout.h"
 #include "common/status_macros.h"
 
 namespace shardps {
@@ -120,40 +121,6 @@ class BufferPool {
   absl::Mutex mu_;
   std::vector<std::string> free_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// Joins many sub-calls into one completion: `done` runs once, after the last sub-call,
-// with the first error seen (annotated with where it happened) or OK.
-class Fanout {
- public:
-  Fanout(int count, StatusCallback done) : remaining_(count), done_(std::move(done)) {}
-
-  static std::shared_ptr<Fanout> Make(int count, StatusCallback done) {
-    auto f = std::make_shared<Fanout>(count, std::move(done));
-    if (count == 0) f->done_(absl::OkStatus());
-    return f;
-  }
-
-  void Finish(const absl::Status& status) {
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (first_error_.ok()) first_error_ = status;
-    }
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      absl::Status result;
-      {
-        absl::MutexLock lock(&mu_);
-        result = first_error_;
-      }
-      done_(result);
-    }
-  }
-
- private:
-  std::atomic<int> remaining_;
-  StatusCallback done_;
-  absl::Mutex mu_;
-  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // Groups the chunks of a pull or push by ps into batches of at most `max_bytes` (and at
@@ -424,31 +391,19 @@ class PsClientImpl : public PsClient {
       }
       done(s);
     });
-    absl::Time deadline = Deadline() + options.wait_timeout;
-    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
-    batches.ForEach([&](int ps, Batch* batch) {
-      window->Add(ps, [this, ps, batch, deadline, fan, seen](std::function<void()> next) {
-        CallWithRetries(
-            ps,
-            [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
-              target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
-                                     std::move(done));
-            },
-            deadline,
-            [batch, fan, seen, next = std::move(next)](const absl::Status& s) {
-              next();
-              if (s.ok()) {
-                for (const PullResponse& item : batch->response.pulls()) {
-                  AtomicMin(&seen->first, item.version());
-                  AtomicMax(&seen->second, item.version());
-                }
-              }
-              delete batch;
-              fan->Finish(s);
-            });
-      });
-    });
-    window->Start();
+    IssueBatches<Batch>(
+        &batches, Deadline() + options.wait_timeout,
+        [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
+          target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
+                                 std::move(done));
+        },
+        [seen](const Batch& batch) {
+          for (const PullResponse& item : batch.response.pulls()) {
+            AtomicMin(&seen->first, item.version());
+            AtomicMax(&seen->second, item.version());
+          }
+        },
+        std::move(fan));
   }
 
   void PushAsync(std::vector<PushSource> sources, const PushOptions& options,
@@ -477,26 +432,13 @@ class PsClientImpl : public PsClient {
         batch->data.push_back(absl::MakeConstSpan(reinterpret_cast<const char*>(src), bytes));
       });
     }
-    auto fan = Fanout::Make(batches.size(), std::move(done));
-    const absl::Time deadline = Deadline();
-    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
-    batches.ForEach([&](int ps, Batch* batch) {
-      window->Add(ps, [this, ps, batch, deadline, fan](std::function<void()> next) {
-        CallWithRetries(
-            ps,
-            [batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
-              target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
-                                     std::move(done));
-            },
-            deadline,
-            [batch, fan, next = std::move(next)](const absl::Status& s) {
-              next();
-              delete batch;
-              fan->Finish(s);
-            });
-      });
-    });
-    window->Start();
+    IssueBatches<Batch>(
+        &batches, Deadline(),
+        [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
+          target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
+                                 std::move(done));
+        },
+        [](const Batch&) {}, Fanout::Make(batches.size(), std::move(done)));
   }
 
   void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
@@ -663,6 +605,33 @@ class PsClientImpl : public PsClient {
  private:
   template <typename Req, typename Resp>
   using Method = void (PsInterface::*)(const Req*, Resp*, absl::Time, StatusCallback);
+
+  // Sends every batch to its ps (with retries), at most calls_in_flight_per_ps of them to a
+  // ps at once. For each, `ok` runs after a successful call; then the batch is freed and
+  // `fan` told.
+  template <typename Batch>
+  void IssueBatches(Batches<Batch>* batches, absl::Time deadline,
+                    std::function<void(PsInterface*, Batch*, absl::Time, StatusCallback)> issue,
+                    std::function<void(const Batch&)> ok, std::shared_ptr<Fanout> fan) {
+    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
+    batches->ForEach([&](int ps, Batch* batch) {
+      window->Add(ps, [this, ps, batch, deadline, issue, ok, fan](std::function<void()> next) {
+        CallWithRetries(
+            ps,
+            [issue, batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
+              issue(target, batch, deadline, std::move(done));
+            },
+            deadline,
+            [batch, ok, fan, next = std::move(next)](const absl::Status& s) {
+              next();
+              if (s.ok()) ok(*batch);
+              delete batch;
+              fan->Finish(s);
+            });
+      });
+    });
+    window->Start();
+  }
 
   // Issues one RPC to a ps task: issue(target, deadline, done).
   using Issue = std::function<void(PsInterface* target, absl::Time deadline, StatusCallback done)>;

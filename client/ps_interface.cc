@@ -1,35 +1,15 @@
 #include "client/ps_interface.h"
 
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/fanout.h"
 
 namespace shardps {
 namespace {
-
-// Runs `done` once, after `count` parts finished, with the first error.
-class Join {
- public:
-  Join(size_t count, StatusCallback done) : remaining_(count), done_(std::move(done)) {}
-  void Finish(const absl::Status& s) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (first_error_.ok() && !s.ok()) first_error_ = s;
-    }
-    if (remaining_.fetch_sub(1) == 1) done_(first_error_);
-  }
-
- private:
-  std::atomic<size_t> remaining_;
-  StatusCallback done_;
-  absl::Mutex mu_;
-  absl::Status first_error_;
-};
 
 // A batch's pushes, issued in order, one at a time, as the ps applies a batch; stops at the
 // first failure.
@@ -70,7 +50,7 @@ void PsInterface::PullBatchAsync(const PullBatchRequest* request, PullBatchRespo
   response->Clear();
   for (int i = 0; i < n; ++i) response->add_pulls();
   if (n == 0) return done(absl::OkStatus());
-  auto join = std::make_shared<Join>(n, std::move(done));
+  auto join = Fanout::Make(static_cast<size_t>(n), std::move(done));
   for (int i = 0; i < n; ++i) {
     const PullRequest* item = &request->pulls(i);
     PullResponse* reply = response->mutable_pulls(i);

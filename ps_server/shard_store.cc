@@ -459,6 +459,19 @@ void CollectReady(Shard& shard, std::vector<std::shared_ptr<Waiter>>* ready)
   }
 }
 
+// The end of an accepted Push or PushRows: remembers its request id, answers with the
+// shard's version and what happened, and collects the pulls that version releases.
+template <typename Response>
+void RecordUpdate(Shard& shard, uint64_t request_id, const SyncResult& result,
+                  Response* response, std::vector<std::shared_ptr<Waiter>>* ready)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  shard.recent_ids.Insert(request_id);
+  response->set_version(shard.version);
+  response->set_duplicate(result.duplicate);
+  response->set_applied(result.applied);
+  if (result.applied) CollectReady(shard, ready);
+}
+
 // Pull responses are filled in two halves so that the shard's lock covers only the memcpy:
 // the caller sizes `data` first (outside the lock), then CopyRange or CopyRows copies under
 // the lock and the filled string is swapped into the response. `data` starts as the
@@ -963,11 +976,7 @@ class ShardStoreImpl final : public ShardStore {
         shard->ApplyDense(range, grad, &parallel_);
         result.applied = true;
       }
-      shard->recent_ids.Insert(request.request_id());
-      response->set_version(shard->version);
-      response->set_duplicate(result.duplicate);
-      response->set_applied(result.applied);
-      if (result.applied) CollectReady(*shard, &ready);
+      RecordUpdate(*shard, request.request_id(), result, response, &ready);
     }
     CompleteReady(&ready);
     return absl::OkStatus();
@@ -1033,11 +1042,7 @@ class ShardStoreImpl final : public ShardStore {
         }
         result.applied = true;
       }
-      shard->recent_ids.Insert(request.request_id());
-      response->set_version(shard->version);
-      response->set_duplicate(result.duplicate);
-      response->set_applied(result.applied);
-      if (result.applied) CollectReady(*shard, &ready);
+      RecordUpdate(*shard, request.request_id(), result, response, &ready);
     }
     CompleteReady(&ready);
     return absl::OkStatus();

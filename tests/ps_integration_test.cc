@@ -309,6 +309,14 @@ TEST_F(RawPsTest, PullAndPushBatchesOverTheWire) {
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
   EXPECT_NE(wrong.message().find("\"b\""), std::string::npos) << wrong;
   EXPECT_NE(wrong.message().find("28 bytes, expected 24"), std::string::npos) << wrong;
+
+  // An empty batch is answered at once, empty.
+  PullBatchRequest none;
+  PullBatchResponse nothing;
+  EXPECT_TRUE(Call([&](PsInterface* ps, absl::Time d, StatusCallback cb) {
+                ps->PullBatchAsync(&none, &nothing, {}, d, std::move(cb));
+              }).ok());
+  EXPECT_EQ(nothing.pulls_size(), 0);
 }
 
 TEST_F(RawPsTest, BadRequestsAreRejectedWithoutChange) {

@@ -1,12 +1,12 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
-#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/fanout.h"
 #include "grpcpp/support/message_allocator.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
@@ -133,9 +133,6 @@ struct PullBatchCall {
   const std::shared_ptr<MessagePool<PullResponse>> pool;
   PullBatchRequest request;
   std::vector<std::unique_ptr<PullResponse>> responses;
-  std::atomic<int> remaining{0};
-  absl::Mutex mu;
-  absl::Status first_error ABSL_GUARDED_BY(mu);
 };
 
 class GrpcPsService : public PsServiceBase {
@@ -211,12 +208,6 @@ class GrpcPsService : public PsServiceBase {
       return reactor;
     }
     const int n = call->request.pulls_size();
-    if (n == 0) {
-      reactor->Finish(SerializeZeroCopyWithBytes(PullBatchResponse(),
-                                                 PullBatchResponse::kDataFieldNumber, {},
-                                                 nullptr, response_buffer));
-      return reactor;
-    }
     int64_t rows = 0;
     bool whole = false;
     for (const PullRequest& item : call->request.pulls()) {
@@ -225,21 +216,16 @@ class GrpcPsService : public PsServiceBase {
     }
     call->responses.reserve(n);
     for (int i = 0; i < n; ++i) call->responses.push_back(pull_pool_->Get());
-    call->remaining = n;
     // A step's small shards are copied on gRPC's thread: handing them to the executor costs
-    // a thread wake-up, more than the copy.
+    // a thread wake-up, more than the copy. An empty batch is answered at once.
     Run(whole || rows > kInlineBatchRows, [this, reactor, call, response_buffer, n] {
+      auto fan = Fanout::Make(static_cast<size_t>(n),
+                              [reactor, call, response_buffer](const absl::Status& s) {
+                                ReplyBatch(reactor, s, call, response_buffer);
+                              });
       for (int i = 0; i < n; ++i) {
         store_->Pull(call->request.pulls(i), call->responses[i].get(),
-                     [reactor, call, response_buffer](const absl::Status& s) {
-                       if (!s.ok()) {
-                         absl::MutexLock lock(&call->mu);
-                         if (call->first_error.ok()) call->first_error = s;
-                       }
-                       if (call->remaining.fetch_sub(1) == 1) {
-                         ReplyBatch(reactor, call, response_buffer);
-                       }
-                     });
+                     [fan](const absl::Status& s) { fan->Finish(s); });
       }
     });
     return reactor;
@@ -340,14 +326,11 @@ class GrpcPsService : public PsServiceBase {
   }
 
   // Finishes a PullBatch once every item is in.
-  static void ReplyBatch(grpc::ServerUnaryReactor* reactor, std::shared_ptr<PullBatchCall> call,
-                         grpc::ByteBuffer* response_buffer) {
-    {
-      absl::MutexLock lock(&call->mu);
-      if (!call->first_error.ok()) {
-        reactor->Finish(ToGrpcStatus(call->first_error));
-        return;
-      }
+  static void ReplyBatch(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
+                         std::shared_ptr<PullBatchCall> call, grpc::ByteBuffer* response_buffer) {
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return;
     }
     PullBatchResponse header;
     std::vector<absl::string_view> segments;
