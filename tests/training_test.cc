@@ -155,12 +155,19 @@ TEST(TrainingTest, KilledWorkerStepsAreCountedOnce) {
   absl::Time deadline = absl::Now() + absl::Minutes(2);
   while (absl::Now() < deadline) {
     auto s = (*cluster)->Status();
-    if (s.ok() && s->steps_done() >= 60) break;
+    // Worker 1 must be running the job: killed before its StartJob succeeded, it would be a
+    // worker that never joined, not one that failed mid-job.
+    if (s.ok() && s->steps_done() >= 60 && s->workers_size() == 2 &&
+        s->workers(1).steps_done() >= 5) {
+      break;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
   auto before = (*cluster)->Status();
   ASSERT_TRUE(before.ok());
   ASSERT_LT(before->steps_done(), 2500) << "the job ran too fast to kill a worker mid-job";
+  ASSERT_GE(before->workers(1).steps_done(), 5) << "worker 1 never ran steps\n"
+                                                << (*cluster)->Logs();
   (*cluster)->worker(1)->Signal(SIGKILL);
   auto killed = (*cluster)->worker(1)->Wait(absl::Seconds(10));
   ASSERT_TRUE(killed.ok());
