@@ -12,8 +12,9 @@
 namespace shardps {
 
 // The index of the first value in values[0, n) that is NaN or +-infinity, or n if all are
-// finite. `values` need not be aligned.
-int64_t FirstNonFinite(const float* values, int64_t n);
+// finite. `values` points at n little-endian float32 values and need not be aligned (a
+// gradient is checked where it lies in gRPC's receive buffers).
+int64_t FirstNonFinite(const void* values, int64_t n);
 
 }  // namespace shardps
 

@@ -33,6 +33,7 @@
 #include "common/finite.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "ps_server/gradient_bytes.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 
@@ -273,16 +274,19 @@ struct Shard {
 
   // Applies a dense gradient to `range` now, as one update, split over `parallel`'s threads
   // when large.
-  void ApplyDense(RowRange range, const float* grad, ParallelFor* parallel)
+  // The gradient is read where it lies, run by run (GradientBytes::ForEachRun); a split
+  // update is bit-identical to an unsplit one.
+  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const int64_t offset = range.begin * width;
     const int64_t step = version + 1;
     parallel->Run(range.size() * width, kParallelGrain, /*align=*/16,
                   [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    const auto s = SlotsAt(offset + begin);
-                    optimizer->ApplyDense(
-                        step, absl::MakeConstSpan(grad + begin, static_cast<size_t>(end - begin)),
-                        params.data() + offset + begin, SlotSpan(s));
+                    grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
+                      const auto s = SlotsAt(offset + first);
+                      optimizer->ApplyDense(step, absl::MakeConstSpan(g, static_cast<size_t>(n)),
+                                            params.data() + offset + first, SlotSpan(s));
+                    });
                   });
     ++version;
   }
@@ -316,7 +320,7 @@ struct Shard {
   }
 
   // SYNC: adds the rows of a dense chunk that this replica has not sent yet for the step.
-  SyncResult AddDense(int replica, RowRange range, const float* grad)
+  SyncResult AddDense(int replica, RowRange range, const GradientBytes& grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ReplicaGradient& rep = replicas[replica];
     if (rep.complete) return {true, false};
@@ -333,8 +337,8 @@ struct Shard {
       }
       int64_t run_end = r;
       while (run_end < range.end && !rep.covered[run_end]) rep.covered[run_end++] = 1;
-      std::memcpy(rep.dense.data() + r * width, grad + (r - range.begin) * width,
-                  static_cast<size_t>((run_end - r) * width) * sizeof(float));
+      grad.CopyTo((r - range.begin) * width, (run_end - range.begin) * width,
+                  rep.dense.data() + r * width);
       added += run_end - r;
       r = run_end;
     }
@@ -615,6 +619,23 @@ absl::StatusOr<const float*> CheckedFloats(absl::string_view data, int64_t float
                                                    values[bad], "; values must be finite"));
   }
   return values;
+}
+
+// Checks that `grad` holds exactly `floats` finite float32 values.
+absl::Status CheckGradient(const GradientBytes& grad, int64_t floats, absl::string_view what,
+                           absl::string_view field) {
+  const int64_t expected = floats * static_cast<int64_t>(sizeof(float));
+  if (grad.size_bytes() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, " has ", grad.size_bytes(),
+                                                   " bytes, expected ", expected, " (", floats,
+                                                   " float32 values)"));
+  }
+  const int64_t bad = grad.FirstNonFinite();
+  if (bad < floats) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "[", bad, "] is ",
+                                                   grad.At(bad), "; values must be finite"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRequestId(uint64_t request_id, absl::string_view what) {
@@ -913,6 +934,14 @@ class ShardStoreImpl final : public ShardStore {
 
   absl::Status PushBatch(const PushBatchRequest& request,
                          PushBatchResponse* response) override {
+    const absl::string_view data = request.data();
+    return PushBatch(request, absl::MakeConstSpan(&data, 1), response);
+  }
+
+  absl::Status PushBatch(const PushBatchRequest& request,
+                         absl::Span<const absl::string_view> pieces,
+                         PushBatchResponse* response) override {
+    const GradientBytes data(pieces);
     if (request.data_bytes_size() != request.pushes_size()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "push batch: data_bytes has ", request.data_bytes_size(), " entries for ",
@@ -921,9 +950,9 @@ class ShardStoreImpl final : public ShardStore {
     int64_t total = 0;
     for (int i = 0; i < request.pushes_size(); ++i) {
       const int64_t bytes = request.data_bytes(i);
-      if (bytes < 0 || bytes > static_cast<int64_t>(request.data().size()) - total) {
+      if (bytes < 0 || bytes > data.size_bytes() - total) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "push batch: data_bytes[", i, "] = ", bytes, " overruns data (", request.data().size(),
+            "push batch: data_bytes[", i, "] = ", bytes, " overruns data (", data.size_bytes(),
             " bytes, ", total, " used by the items before)"));
       }
       if (!request.pushes(i).data().empty()) {
@@ -932,17 +961,17 @@ class ShardStoreImpl final : public ShardStore {
       }
       total += bytes;
     }
-    if (total != static_cast<int64_t>(request.data().size())) {
+    if (total != data.size_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat("push batch: data_bytes sum to ", total,
-                                                     ", data has ", request.data().size(),
+                                                     ", data has ", data.size_bytes(),
                                                      " bytes"));
     }
     response->Clear();
-    const absl::string_view data = request.data();
     int64_t offset = 0;
     for (int i = 0; i < request.pushes_size(); ++i) {
       const int64_t bytes = request.data_bytes(i);
-      RETURN_IF_ERROR(Push(request.pushes(i), data.substr(offset, bytes), response->add_pushes()));
+      RETURN_IF_ERROR(
+          PushDense(request.pushes(i), data.Sub(offset, bytes), response->add_pushes()));
       offset += bytes;
     }
     return absl::OkStatus();
@@ -950,14 +979,17 @@ class ShardStoreImpl final : public ShardStore {
 
   absl::Status Push(const PushRequest& request, absl::string_view data,
                     PushResponse* response) override {
+    return PushDense(request, GradientBytes(data), response);
+  }
+
+  absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
+                         PushResponse* response) {
     const std::string what = absl::StrCat("push to ", Quoted(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     ASSIGN_OR_RETURN(RowRange range,
                      ResolveRange(*shard, request.row_begin(), request.row_end(), what));
-    std::vector<float> scratch;
-    ASSIGN_OR_RETURN(const float* grad,
-                     CheckedFloats(data, range.size() * shard->width, what, "data", &scratch));
+    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width, what, "data"));
     if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
     std::vector<std::shared_ptr<Waiter>> ready;

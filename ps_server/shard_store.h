@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "proto/ps.pb.h"
 
 namespace shardps {
@@ -85,6 +86,13 @@ class ShardStore {
   // applied, and their request ids make a retry of the batch apply each once). Fails without
   // applying anything when data_bytes does not match the items or the data.
   virtual absl::Status PushBatch(const PushBatchRequest& request,
+                                 PushBatchResponse* response) = 0;
+  // The same, with the batch's bytes in `data` instead of request.data() (which is ignored):
+  // the concatenation of its pieces, which may split floats anywhere and need not be aligned
+  // (the gRPC service passes its receive slices, so a pushed batch is applied where it was
+  // received, without a copy into one buffer).
+  virtual absl::Status PushBatch(const PushBatchRequest& request,
+                                 absl::Span<const absl::string_view> data,
                                  PushBatchResponse* response) = 0;
   // Row gradients; duplicate ids are summed (in order of appearance) before a lazy row-sparse
   // update of those rows only. Empty ids are allowed: ASYNC, nothing changes (applied =

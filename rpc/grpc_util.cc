@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -95,7 +96,8 @@ class SliceWriter final : public google::protobuf::io::ZeroCopyOutputStream {
 // Reads a serialized message out of gRPC's slices, without copying except where asked.
 class SliceReader {
  public:
-  explicit SliceReader(std::vector<grpc::Slice> slices) : slices_(std::move(slices)) {
+  // `slices` must outlive the reader.
+  explicit SliceReader(const std::vector<grpc::Slice>& slices) : slices_(slices) {
     SkipEmpty();
   }
 
@@ -148,7 +150,7 @@ class SliceReader {
     while (index_ < slices_.size() && slices_[index_].size() == 0) ++index_;
   }
 
-  std::vector<grpc::Slice> slices_;
+  const std::vector<grpc::Slice>& slices_;
   size_t index_ = 0;
   size_t offset_ = 0;
 };
@@ -272,19 +274,21 @@ grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& mes
   return grpc::Status::OK;
 }
 
-absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
-                                           absl::Span<const absl::Span<char>> outs,
-                                           google::protobuf::MessageLite* message) {
-  size_t capacity = 0;
-  for (absl::Span<char> out : outs) capacity += out.size();
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) {
-    return absl::InternalError(absl::StrCat("cannot read the ", message->GetTypeName()));
-  }
-  SliceReader reader(std::move(slices));
+namespace {
+
+// Parses `slices`, a serialized message, into `message`, except for the top-level bytes field
+// number `field`: on_length(length) is told its length and on_bytes(p, n) gets its contents,
+// run by run in order. Returns that length (0 when the field is absent). `what` names the
+// message in errors ("request", "response").
+absl::StatusOr<int64_t> ParseWithBytes(const std::vector<grpc::Slice>& slices, int field,
+                                       absl::string_view what,
+                                       absl::FunctionRef<void(uint64_t)> on_length,
+                                       absl::FunctionRef<void(const char*, size_t)> on_bytes,
+                                       google::protobuf::MessageLite* message) {
+  SliceReader reader(slices);
   auto malformed = [&](absl::string_view why) {
-    return absl::InternalError(
-        absl::StrCat("cannot parse the response as a ", message->GetTypeName(), ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat("cannot parse the ", what, " as a ",
+                                                   message->GetTypeName(), ": ", why));
   };
   std::string rest;  // every other field, re-encoded for protobuf's parser
   int64_t found = 0;
@@ -300,25 +304,8 @@ absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int f
       if (seen) return malformed(absl::StrCat("field ", field, " appears twice"));
       seen = true;
       found = static_cast<int64_t>(length);
-      // Scatters the bytes over `outs` in order; skips them when the length is wrong.
-      const bool fits = length == capacity;
-      size_t index = 0, offset = 0;
-      if (!reader.Consume(length, [&](const char* p, size_t n) {
-            while (fits && n > 0) {
-              absl::Span<char> out = outs[index];
-              const size_t run = std::min(n, out.size() - offset);
-              std::memcpy(out.data() + offset, p, run);
-              p += run;
-              n -= run;
-              offset += run;
-              if (offset == out.size()) {
-                ++index;
-                offset = 0;
-              }
-            }
-          })) {
-        return malformed("truncated bytes field");
-      }
+      on_length(length);
+      if (!reader.Consume(length, on_bytes)) return malformed("truncated bytes field");
       continue;
     }
     AppendVarint(tag, &rest);
@@ -349,6 +336,56 @@ absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int f
   }
   if (!message->ParseFromString(rest)) return malformed("bad fields");
   return found;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
+                                           absl::Span<const absl::Span<char>> outs,
+                                           google::protobuf::MessageLite* message) {
+  size_t capacity = 0;
+  for (absl::Span<char> out : outs) capacity += out.size();
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) {
+    return absl::InternalError(absl::StrCat("cannot read the ", message->GetTypeName()));
+  }
+  // Scatters the bytes over `outs` in order; skips them when the length is wrong.
+  bool fits = false;
+  size_t index = 0, offset = 0;
+  absl::StatusOr<int64_t> found = ParseWithBytes(
+      slices, field, "response", [&](uint64_t length) { fits = length == capacity; },
+      [&](const char* p, size_t n) {
+        while (fits && n > 0) {
+          absl::Span<char> out = outs[index];
+          const size_t run = std::min(n, out.size() - offset);
+          std::memcpy(out.data() + offset, p, run);
+          p += run;
+          n -= run;
+          offset += run;
+          if (offset == out.size()) {
+            ++index;
+            offset = 0;
+          }
+        }
+      },
+      message);
+  // A malformed reply is the server's fault, not the caller's.
+  if (!found.ok()) return absl::InternalError(found.status().message());
+  return found;
+}
+
+absl::StatusOr<int64_t> ParseWithBytesInPlace(const grpc::ByteBuffer& buffer, int field,
+                                              std::vector<grpc::Slice>* slices,
+                                              std::vector<absl::string_view>* pieces,
+                                              google::protobuf::MessageLite* message) {
+  slices->clear();
+  pieces->clear();
+  if (!buffer.Dump(slices).ok()) {
+    return absl::InternalError(absl::StrCat("cannot read the ", message->GetTypeName()));
+  }
+  return ParseWithBytes(
+      *slices, field, "request", [](uint64_t) {},
+      [pieces](const char* p, size_t n) { pieces->emplace_back(p, n); }, message);
 }
 
 absl::StatusOr<std::string> ListenAddress(absl::string_view address,

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,6 +63,15 @@ grpc::Status SerializeZeroCopyWithBytes(const google::protobuf::MessageLite& mes
 absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int field,
                                            absl::Span<const absl::Span<char>> outs,
                                            google::protobuf::MessageLite* message);
+
+// As ParseWithBytesInto, but the bytes field is not copied at all: `pieces` receives views of
+// its contents in gRPC's slices, in order, and `slices` holds references to those slices (the
+// pieces stay valid while *slices does, even after `buffer` is gone). A malformed message
+// fails with INVALID_ARGUMENT (this parses what a client sent).
+absl::StatusOr<int64_t> ParseWithBytesInPlace(const grpc::ByteBuffer& buffer, int field,
+                                              std::vector<grpc::Slice>* slices,
+                                              std::vector<absl::string_view>* pieces,
+                                              google::protobuf::MessageLite* message);
 
 // The address a daemon listens on for the TF_CONFIG address `address`: "0.0.0.0:PORT" (or
 // "[::]:PORT"), unless `bind_host` overrides the host. Fails when the port cannot be parsed.

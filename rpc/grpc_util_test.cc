@@ -186,6 +186,56 @@ TEST(GrpcUtilTest, ParseWithBytesIntoRejectsMalformedMessages) {
   }
 }
 
+TEST(GrpcUtilTest, ParseWithBytesInPlaceViewsTheFieldInGrpcSlices) {
+  PushBatchRequest request;
+  request.add_pushes()->set_shard("s");
+  request.add_data_bytes(70001);
+  std::string data(70001, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
+  request.set_data(data);
+  grpc::Slice whole(request.SerializeAsString());
+  const grpc::ByteBuffer serialized(&whole, 1);
+  for (size_t piece : {size_t{1}, size_t{5}, size_t{16384}, size_t{1} << 20}) {
+    std::vector<grpc::Slice> slices;
+    std::vector<absl::string_view> pieces;
+    PushBatchRequest header;
+    absl::StatusOr<int64_t> found;
+    {
+      grpc::ByteBuffer buffer = Recut(serialized, piece);
+      found = ParseWithBytesInPlace(buffer, PushBatchRequest::kDataFieldNumber, &slices,
+                                    &pieces, &header);
+    }  // the pieces outlive the buffer: `slices` holds them
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(*found, 70001);
+    std::string joined;
+    for (absl::string_view p : pieces) {
+      // Each piece points into one of the slices: nothing was copied.
+      bool inside = false;
+      for (const grpc::Slice& s : slices) {
+        const char* b = reinterpret_cast<const char*>(s.begin());
+        inside |= p.data() >= b && p.data() + p.size() <= b + s.size();
+      }
+      EXPECT_TRUE(inside);
+      joined.append(p.data(), p.size());
+    }
+    EXPECT_EQ(joined, data) << "piece " << piece;
+    EXPECT_TRUE(header.data().empty());
+    ASSERT_EQ(header.pushes_size(), 1);
+    EXPECT_EQ(header.pushes(0).shard(), "s");
+    ASSERT_EQ(header.data_bytes_size(), 1);
+  }
+  // A request cut short is the client's fault: INVALID_ARGUMENT naming the message.
+  grpc::Slice cut(request.SerializeAsString().substr(0, 500));
+  std::vector<grpc::Slice> slices;
+  std::vector<absl::string_view> pieces;
+  PushBatchRequest header;
+  absl::StatusOr<int64_t> found = ParseWithBytesInPlace(
+      grpc::ByteBuffer(&cut, 1), PushBatchRequest::kDataFieldNumber, &slices, &pieces, &header);
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(found.status().message().find("PushBatchRequest"), std::string::npos);
+}
+
 TEST(GrpcUtilTest, BytesFieldsGatherAndScatterOverSegments) {
   // Three segments go out as one field and come back split differently over three outputs.
   auto owner = std::make_shared<std::string>();

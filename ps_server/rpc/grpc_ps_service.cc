@@ -118,8 +118,21 @@ struct PullCall {
 // Pull and PullRows are raw methods: their responses are serialized by SerializeZeroCopy, so a
 // pulled tensor goes from the shard to the socket with one copy (into the pooled response)
 // instead of three (a zeroed string, the copy into it, protobuf's copy into gRPC's slices).
+//
+// PushBatch is raw too: its gradient bytes are applied where gRPC received them (see
+// PushBatchCall) instead of being copied into the request's string first.
 using PsServiceBase = PsService::WithRawCallbackMethod_Pull<PsService::WithRawCallbackMethod_PullRows<
-    PsService::WithRawCallbackMethod_PullBatch<PsService::CallbackService>>>;
+    PsService::WithRawCallbackMethod_PullBatch<
+        PsService::WithRawCallbackMethod_PushBatch<PsService::CallbackService>>>>;
+
+// A PushBatch in progress: the request without its data field, the data as views into gRPC's
+// receive slices (held here, so they stay valid until the store is done), and the response.
+struct PushBatchCall {
+  std::vector<grpc::Slice> slices;
+  std::vector<absl::string_view> data;
+  PushBatchRequest request;
+  PushBatchResponse response;
+};
 
 // A PullBatch in progress: the parsed request and a pooled response per item. Shared like
 // PullCall; the last holder returns the responses to the pool.
@@ -142,7 +155,6 @@ class GrpcPsService : public PsServiceBase {
     SetMessageAllocatorFor_Push(&push_allocator_);
     SetMessageAllocatorFor_PushRows(&push_rows_allocator_);
     SetMessageAllocatorFor_Assign(&assign_allocator_);
-    SetMessageAllocatorFor_PushBatch(&push_batch_allocator_);
   }
 
   // Each handler returns the context's default reactor; gRPC owns it and frees it after
@@ -232,11 +244,21 @@ class GrpcPsService : public PsServiceBase {
   }
 
   grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
-                                      const PushBatchRequest* request,
-                                      PushBatchResponse* response) override {
+                                      const grpc::ByteBuffer* request_buffer,
+                                      grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    Run(Large(request->data()),
-        [=] { reactor->Finish(ToGrpcStatus(store_->PushBatch(*request, response))); });
+    auto call = std::make_shared<PushBatchCall>();
+    absl::StatusOr<int64_t> bytes =
+        ParseWithBytesInPlace(*request_buffer, PushBatchRequest::kDataFieldNumber, &call->slices,
+                              &call->data, &call->request);
+    if (!bytes.ok()) {
+      reactor->Finish(ToGrpcStatus(bytes.status()));
+      return reactor;
+    }
+    Run(*bytes > options_.inline_bytes, [reactor, call, response_buffer, this] {
+      const absl::Status s = store_->PushBatch(call->request, call->data, &call->response);
+      Reply(reactor, s, call->response, call, response_buffer);
+    });
     return reactor;
   }
 
@@ -369,7 +391,6 @@ class GrpcPsService : public PsServiceBase {
   PooledAllocator<PushRequest, PushResponse> push_allocator_;
   PooledAllocator<PushRowsRequest, PushRowsResponse> push_rows_allocator_;
   PooledAllocator<AssignRequest, AssignResponse> assign_allocator_;
-  PooledAllocator<PushBatchRequest, PushBatchResponse> push_batch_allocator_;
 };
 
 }  // namespace
