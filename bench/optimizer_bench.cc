@@ -1,0 +1,160 @@
+// optimizer_bench: what a dense optimizer update costs on this machine, against the memory
+// floor of the same update: a loop that streams exactly the same arrays (gradient read;
+// parameters and each slot read and written) with one addition per element. An update near
+// its floor is bound by memory bandwidth, not arithmetic: it cannot get much faster in place.
+//
+// Sizes: a 16 MiB variable (4 Mi floats) as the transport benchmark pushes it, split over two
+// threads the way two ps daemons apply their halves at once; and a 1 MiB one (in cache).
+//
+//   bazel run //bench:optimizer_bench -- [--json] [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "bench/stats.h"
+#include "common/flags.h"
+#include "nlohmann/json.hpp"
+#include "ps_server/optimizer.h"
+
+namespace shardps {
+namespace {
+
+struct Arrays {
+  explicit Arrays(int64_t n, int slots)
+      : grad(n, 1e-3f), params(n, 0.5f), slot(slots, std::vector<float>(n, 0.1f)) {}
+  std::vector<float> grad, params;
+  std::vector<std::vector<float>> slot;
+};
+
+// The memory floor: the same streams as an update with `slots` slots, one add per element.
+void Floor(int slots, Arrays& a) {
+  const int64_t n = static_cast<int64_t>(a.grad.size());
+  const float* __restrict g = a.grad.data();
+  float* __restrict p = a.params.data();
+  for (int64_t i = 0; i < n; ++i) p[i] += g[i];
+  for (int s = 0; s < slots; ++s) {
+    float* __restrict m = a.slot[s].data();
+    for (int64_t i = 0; i < n; ++i) m[i] += g[i];
+  }
+}
+
+// Fused floor: one pass over all streams (as a fused optimizer kernel reads them).
+void FusedFloor(int slots, Arrays& a) {
+  const int64_t n = static_cast<int64_t>(a.grad.size());
+  const float* __restrict g = a.grad.data();
+  float* __restrict p = a.params.data();
+  float* __restrict m = slots > 0 ? a.slot[0].data() : nullptr;
+  float* __restrict v = slots > 1 ? a.slot[1].data() : nullptr;
+  if (slots == 2) {
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] += g[i];
+      m[i] += g[i];
+      v[i] += g[i];
+    }
+  } else if (slots == 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] += g[i];
+      m[i] += g[i];
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) p[i] += g[i];
+  }
+}
+
+// Seconds for `threads` threads each running fn on its own arrays, median of `reps`.
+template <typename Fn>
+double Time(std::vector<Arrays>& arrays, int reps, Fn fn) {
+  std::vector<double> samples;
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < arrays.size(); ++t) threads.emplace_back([&, t] { fn(arrays[t]); });
+    fn(arrays[0]);
+    for (std::thread& t : threads) t.join();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) samples.push_back(s);  // the first run faults the pages in
+  }
+  return bench::Median(samples);
+}
+
+int Main(int argc, char** argv) {
+  bool json = false;
+  int64_t reps_flag = 20;
+  FlagParser flags("optimizer_bench", "Dense optimizer updates against their memory floor.");
+  flags.AddBool("json", &json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddInt("reps", &reps_flag, "timed repetitions per figure");
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  const int reps = static_cast<int>(std::clamp<int64_t>(reps_flag, 1, 1000));
+
+  struct Case {
+    const char* name;
+    OptimizerSpec::Type type;
+  };
+  const Case cases[] = {{"noop", OptimizerSpec::NOOP},
+                        {"sgd", OptimizerSpec::SGD},
+                        {"momentum", OptimizerSpec::MOMENTUM},
+                        {"adagrad", OptimizerSpec::ADAGRAD},
+                        {"adam", OptimizerSpec::ADAM}};
+  struct Size {
+    const char* name;
+    int64_t floats;  // in all
+    int threads;
+  };
+  const Size sizes[] = {{"16MiB_2threads", int64_t{4} << 20, 2}, {"1MiB_1thread", 1 << 18, 1}};
+
+  nlohmann::json out = nlohmann::json::array();
+  std::fprintf(stderr, "%-10s %-16s %10s %10s %10s %8s\n", "optimizer", "size", "ns/float",
+               "floor ns", "GB/s", "vs floor");
+  for (const Size& size : sizes) {
+    for (const Case& c : cases) {
+      OptimizerSpec spec;
+      spec.set_type(c.type);
+      spec.set_learning_rate(1e-3);
+      auto opt = Optimizer::Create(spec);
+      if (!opt.ok()) {
+        std::cerr << opt.status() << "\n";
+        return 1;
+      }
+      const int slots = (*opt)->num_slots();
+      std::vector<Arrays> arrays;
+      for (int t = 0; t < size.threads; ++t) arrays.emplace_back(size.floats / size.threads, slots);
+      int64_t step = 0;
+      const double update = Time(arrays, reps, [&](Arrays& a) {
+        std::vector<float*> s;
+        for (auto& v : a.slot) s.push_back(v.data());
+        (*opt)->ApplyDense(++step, a.grad, a.params.data(), s);
+      });
+      const double floor = Time(arrays, reps, [&](Arrays& a) { FusedFloor(slots, a); });
+      const double separate = Time(arrays, reps, [&](Arrays& a) { Floor(slots, a); });
+      const double n = static_cast<double>(size.floats);
+      const double bytes = n * 4.0 * (1 + 2 * (1 + slots));  // grad; params and slots r+w
+      std::fprintf(stderr, "%-10s %-16s %10.3f %10.3f %10.1f %8.2f\n", c.name, size.name,
+                   update / n * 1e9, floor / n * 1e9, bytes / update / 1e9, update / floor);
+      out.push_back({{"optimizer", c.name},
+                     {"size", size.name},
+                     {"floats", size.floats},
+                     {"threads", size.threads},
+                     {"update_s", update},
+                     {"fused_floor_s", floor},
+                     {"separate_floor_s", separate},
+                     {"bytes_streamed", bytes},
+                     {"update_gb_per_s", bytes / update / 1e9},
+                     {"update_vs_floor", update / floor}});
+    }
+  }
+  if (json) std::cout << nlohmann::json{{"reps", reps}, {"figures", out}}.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::Main(argc, argv); }
