@@ -73,14 +73,15 @@ class KernelOptimizer final : public Optimizer {
     kernel_.Update(c, static_cast<int64_t>(grad.size()), grad.data(), params, slots.data());
   }
 
-  void ApplyRows(int64_t step, int64_t width, absl::Span<const int64_t> rows, const float* grad,
-                 float* params, absl::Span<float* const> slots) const override {
+  void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
+                 const RowBlocks& params, absl::Span<float* const> slots) const override {
     const auto c = kernel_.Prepare(step, decay_.Scale(step));
+    const int64_t width = params.width;
     float* row_slots[kMaxSlots];
     for (size_t k = 0; k < rows.size(); ++k) {
       const int64_t offset = rows[k] * width;
       for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s] + offset;
-      kernel_.Update(c, width, grad + static_cast<int64_t>(k) * width, params + offset,
+      kernel_.Update(c, width, grad + static_cast<int64_t>(k) * width, params.Row(rows[k]),
                      row_slots);
     }
   }

@@ -38,6 +38,22 @@
 
 namespace shardps {
 
+// Where the rows of a shard's parameters are: in blocks of 2^block_shift rows, row r at
+// blocks[r >> block_shift] + (r mod 2^block_shift) * width. (ShardStore keeps parameters in
+// blocks so that a pull can send them without a copy; ps_server/param_blocks.h.) A contiguous
+// buffer is one block: Contiguous(&pointer, width).
+struct RowBlocks {
+  float* const* blocks;
+  int block_shift;
+  int64_t width;
+
+  float* Row(int64_t r) const {
+    return blocks[r >> block_shift] + (r & ((int64_t{1} << block_shift) - 1)) * width;
+  }
+  // REQUIRES: *base outlives the result.
+  static RowBlocks Contiguous(float* const* base, int64_t width) { return {base, 62, width}; }
+};
+
 class Optimizer {
  public:
   // The most slots any optimizer uses (Adam: m and v).
@@ -63,13 +79,12 @@ class Optimizer {
   virtual void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
                           absl::Span<float* const> slots) const = 0;
 
-  // Applies grad row k (grad + k * width) to row rows[k] of params and slots, whose rows are
-  // `width` floats apart. Rows not listed are untouched. Each row is applied once per listed
-  // occurrence, so callers sum duplicate ids first.
+  // Applies grad row k (grad + k * width) to row rows[k] of params and slots; the slots'
+  // rows are params.width floats apart. Rows not listed are untouched. Each row is applied
+  // once per listed occurrence, so callers sum duplicate ids first.
   // REQUIRES: every rows[k] is a row of the buffers; grad holds rows.size() * width floats.
-  virtual void ApplyRows(int64_t step, int64_t width, absl::Span<const int64_t> rows,
-                         const float* grad, float* params,
-                         absl::Span<float* const> slots) const = 0;
+  virtual void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
+                         const RowBlocks& params, absl::Span<float* const> slots) const = 0;
 };
 
 }  // namespace shardps

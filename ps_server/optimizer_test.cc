@@ -176,7 +176,8 @@ TEST(OptimizerTest, RowsAreLazyAndMatchDense) {
     std::vector<float> grad(rows.size() * kWidth);
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.5f + i;
     for (int t = 1; t <= 3; ++t) {
-      opt->ApplyRows(t, kWidth, rows, grad.data(), params.data(), slot_ptrs);
+      float* base = params.data();
+      opt->ApplyRows(t, rows, grad.data(), RowBlocks::Contiguous(&base, kWidth), slot_ptrs);
     }
 
     // Reference: a dense apply on one row-sized buffer per listed row.

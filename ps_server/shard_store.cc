@@ -36,6 +36,7 @@
 #include "ps_server/gradient_bytes.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
+#include "ps_server/param_blocks.h"
 
 // Tensors travel as raw little-endian float32 bytes, copied with memcpy.
 #ifndef ABSL_IS_LITTLE_ENDIAN
@@ -235,7 +236,7 @@ struct Shard {
         sync(shard_spec.update().mode() == UpdateSpec::SYNC),
         num_replicas(sync ? shard_spec.update().num_replicas() : 0),
         bytes(static_cast<int64_t>(sizeof(float)) * size * (1 + optimizer->num_slots())),
-        params(static_cast<size_t>(size)),
+        params(g.rows, g.width),
         recent_ids(id_window),
         replicas(static_cast<size_t>(num_replicas)) {
     for (int s = 0; s < optimizer->num_slots(); ++s) {
@@ -253,7 +254,7 @@ struct Shard {
   const int64_t bytes;     // parameters and slots
 
   absl::Mutex mu;
-  std::vector<float> params ABSL_GUARDED_BY(mu);
+  ParamBlocks params ABSL_GUARDED_BY(mu);
   std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
   int64_t version ABSL_GUARDED_BY(mu) = 0;
   RecentRequestIds recent_ids ABSL_GUARDED_BY(mu);
@@ -280,15 +281,25 @@ struct Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const int64_t offset = range.begin * width;
     const int64_t step = version + 1;
+    params.Writable(range.begin, range.end);
     parallel->Run(range.size() * width, kParallelGrain, /*align=*/16,
                   [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                     grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
-                      const auto s = SlotsAt(offset + first);
-                      optimizer->ApplyDense(step, absl::MakeConstSpan(g, static_cast<size_t>(n)),
-                                            params.data() + offset + first, SlotSpan(s));
+                      ApplyDenseRun(step, offset + first, g, n);
                     });
                   });
     ++version;
+  }
+
+  // Applies grad[0, n) to parameter elements [first, first + n), block by block.
+  // REQUIRES: those rows made Writable.
+  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    params.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
+      const auto s = SlotsAt(e);
+      optimizer->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
+                            p, SlotSpan(s));
+    });
   }
 
   // Applies row gradients (unique ids) now, as one update, split over `parallel`'s threads
@@ -297,10 +308,11 @@ struct Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const auto s = SlotsAt(0);
     const int64_t step = version + 1;
+    const RowBlocks rows_at = params.WritableRows(ids);
     parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width),
                   /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    optimizer->ApplyRows(step, width, ids.subspan(begin, end - begin),
-                                         grad + begin * width, params.data(), SlotSpan(s));
+                    optimizer->ApplyRows(step, ids.subspan(begin, end - begin),
+                                         grad + begin * width, rows_at, SlotSpan(s));
                   });
     ++version;
   }
@@ -396,7 +408,8 @@ struct Shard {
       }
       if (!ids.empty()) {
         const auto s = SlotsAt(0);
-        optimizer->ApplyRows(version + 1, width, ids, sum.data(), params.data(), SlotSpan(s));
+        optimizer->ApplyRows(version + 1, ids, sum.data(), params.WritableRows(ids),
+                             SlotSpan(s));
       }
     } else {
       std::vector<float> total;
@@ -415,8 +428,8 @@ struct Shard {
           }
         }
       }
-      const auto s = SlotsAt(0);
-      optimizer->ApplyDense(version + 1, total, params.data(), SlotSpan(s));
+      params.Writable(0, rows);
+      ApplyDenseRun(version + 1, 0, total.data(), size);
     }
     ++version;
     // Frees the buffers: a fresh ReplicaGradient owns no memory.
@@ -492,11 +505,9 @@ std::string TakeBuffer(std::string* response_data, size_t bytes) {
   return data;
 }
 
-// REQUIRES: data holds range.size() * width floats.
-void CopyRange(Shard& shard, RowRange range, std::string* data, PullResponse* response)
+// The response's version and shape for a pull of `range`.
+void FillRangeMeta(Shard& shard, RowRange range, PullResponse* response)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  std::memcpy(&(*data)[0], shard.params.data() + range.begin * shard.width, data->size());
-  response->mutable_data()->swap(*data);
   response->set_version(shard.version);
   TensorShape* shape = response->mutable_shape();
   shape->clear_dim();
@@ -507,13 +518,33 @@ void CopyRange(Shard& shard, RowRange range, std::string* data, PullResponse* re
   }
 }
 
+// REQUIRES: data holds range.size() * width floats.
+void CopyRange(Shard& shard, RowRange range, std::string* data, PullResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  shard.params.CopyOut(range.begin * shard.width, range.end * shard.width,
+                       reinterpret_cast<float*>(&(*data)[0]));
+  response->mutable_data()->swap(*data);
+  FillRangeMeta(shard, range, response);
+}
+
+// As CopyRange, but the bytes stay in the shard's blocks: `in_place` gets views of them and
+// references that keep them unchanged (ParamBlocks::Share); the response's data stays empty.
+void ShareRange(Shard& shard, RowRange range, ShardStore::PulledBytes* in_place,
+                PullResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  shard.params.Share(range.begin * shard.width, range.end * shard.width, &in_place->pieces,
+                     &in_place->holds);
+  response->clear_data();
+  FillRangeMeta(shard, range, response);
+}
+
+
 // REQUIRES: data holds ids.size() * width floats.
 void CopyRows(Shard& shard, absl::Span<const int64_t> ids, std::string* data,
               PullRowsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   const size_t row_bytes = static_cast<size_t>(shard.width) * sizeof(float);
   char* out = &(*data)[0];
   for (size_t k = 0; k < ids.size(); ++k) {
-    std::memcpy(out + k * row_bytes, shard.params.data() + ids[k] * shard.width, row_bytes);
+    std::memcpy(out + k * row_bytes, shard.params.Row(ids[k]), row_bytes);
   }
   response->mutable_data()->swap(*data);
   response->set_version(shard.version);
@@ -755,12 +786,19 @@ absl::StatusOr<std::shared_ptr<Shard>> BuildShard(const ShardSpec& spec, Geometr
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
   }
   absl::MutexLock lock(&shard->mu);
-  RETURN_IF_ERROR(Annotate(
-      InitializeRows(spec.initializer(), spec.variable().empty() ? spec.name() : spec.variable(),
-                     absl::MakeConstSpan(spec.full_shape().dim().data(),
-                                         static_cast<size_t>(spec.full_shape().dim_size())),
-                     spec.row_offset(), absl::MakeSpan(shard->params)),
-      what));
+  // Block by block (blocks hold whole rows); values are keyed by global element index, so
+  // they do not depend on the blocks either.
+  const int64_t width = shard->width;
+  absl::Status status;
+  shard->params.ForEachRun(0, shard->size, [&](int64_t first, float* p, int64_t n) {
+    if (!status.ok()) return;
+    status = InitializeRows(
+        spec.initializer(), spec.variable().empty() ? spec.name() : spec.variable(),
+        absl::MakeConstSpan(spec.full_shape().dim().data(),
+                            static_cast<size_t>(spec.full_shape().dim_size())),
+        spec.row_offset() + first / width, absl::MakeSpan(p, static_cast<size_t>(n)));
+  });
+  RETURN_IF_ERROR(Annotate(status, what));
   return shard;
 }
 
@@ -857,6 +895,11 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   void Pull(const PullRequest& request, PullResponse* response, DoneCallback done) override {
+    Pull(request, response, nullptr, std::move(done));
+  }
+
+  void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
+            DoneCallback done) override {
     const std::string what = absl::StrCat("pull from ", Quoted(request.shard()));
     absl::Status status = CheckTimeout(request.wait_timeout_ms(), what);
     std::shared_ptr<Shard> shard;
@@ -877,6 +920,15 @@ class ShardStoreImpl final : public ShardStore {
       return;
     }
     Shard* s = shard.get();
+    if (in_place != nullptr) {
+      auto share = [s, range, response, in_place]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        ShareRange(*s, range, in_place, response);
+      };
+      FillOrWait(
+          std::move(shard), request.min_version(), request.wait_timeout_ms(), share,
+          [share]() -> std::function<void()> { return share; }, std::move(done));
+      return;
+    }
     const size_t bytes = static_cast<size_t>(range.size() * s->width) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
     FillOrWait(
@@ -1098,7 +1150,10 @@ class ShardStoreImpl final : public ShardStore {
     }
     const int64_t offset = range.begin * shard->width;
     const int64_t n = range.size() * shard->width;
-    std::memcpy(shard->params.data() + offset, values, static_cast<size_t>(n) * sizeof(float));
+    shard->params.Writable(range.begin, range.end);
+    shard->params.ForEachRun(offset, offset + n, [&](int64_t first, float* p, int64_t m) {
+      std::memcpy(p, values + (first - offset), static_cast<size_t>(m) * sizeof(float));
+    });
     if (request.reset_slots()) {
       for (size_t s = 0; s < shard->slots.size(); ++s) {
         std::fill_n(shard->slots[s].data() + offset, n,

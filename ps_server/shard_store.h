@@ -7,8 +7,9 @@
 // unit-tested in-process.
 //
 // Thread-safety: every method may be called concurrently from any thread. Each shard has its
-// own mutex, so requests on different shards proceed in parallel; a pull copies a shard under
-// its lock, so it sees the shard before or after an update, never half of one.
+// own mutex, so requests on different shards proceed in parallel; a pull takes its bytes under
+// the shard's lock (a copy, or references to the parameter blocks that updates then copy
+// before writing), so it sees the shard before or after an update, never half of one.
 // A bad request returns a non-OK status naming the shard, field or shape at fault and changes
 // nothing.
 #ifndef SHARDPS_PS_SERVER_SHARD_STORE_H_
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -57,6 +59,19 @@ class ShardStore {
   // without holding the calling thread, until the version is reached (then `done(OK)`), the
   // wait times out (DEADLINE_EXCEEDED) or the store is shut down (CANCELLED).
   virtual void Pull(const PullRequest& request, PullResponse* response,
+                    DoneCallback done) = 0;
+
+  // Where a pull's bytes are when the caller sends them from the shard itself: views of the
+  // shard's parameter blocks, in order, and references that keep those bytes unchanged while
+  // held (an update copies a block that a pull still holds instead of writing it). Dropping
+  // `holds` (on any thread) lets the blocks go.
+  struct PulledBytes {
+    std::vector<absl::string_view> pieces;
+    std::vector<std::shared_ptr<const void>> holds;
+  };
+  // As Pull, but on success the response's data stays empty and its bytes are appended to
+  // *in_place instead, without a copy. *in_place must live until `done` has been called.
+  virtual void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
                     DoneCallback done) = 0;
   virtual void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                         DoneCallback done) = 0;

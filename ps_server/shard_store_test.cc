@@ -263,6 +263,76 @@ TEST(ShardStoreTest, PullWholeAndRange) {
   EXPECT_EQ(Floats(rows_response.data()), expected);
 }
 
+// A pull in place (the gRPC service's way) hands out views of the shard's blocks; updates
+// that come while they are held copy those blocks instead of writing them, so the pull sends
+// exactly the version it took. A waiting pull in place gets the version it waited for.
+TEST(ShardStoreTest, InPlacePullsKeepTheirVersionThroughLaterUpdates) {
+  auto store = NewStore();
+  constexpr int64_t kRows = 1 << 19;  // 2 MiB: two parameter blocks
+  ASSERT_TRUE(Create(*store, {Spec("big", {kRows}, Sgd(0.5))}).ok());
+  const Snapshot v0 = PullAll(*store, "big");
+  auto joined = [](const ShardStore::PulledBytes& b) {
+    std::string all;
+    for (absl::string_view p : b.pieces) all.append(p.data(), p.size());
+    return Floats(all);
+  };
+  PullRequest range;
+  range.set_shard("big");
+  range.set_row_begin(1000);
+  range.set_row_end(400000);
+  ShardStore::PulledBytes held;
+  PullResponse response;
+  bool done = false;
+  store->Pull(range, &response, &held, [&](const absl::Status& s) {
+    EXPECT_TRUE(s.ok()) << s;
+    done = true;
+  });
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(response.data().empty());
+  EXPECT_EQ(response.version(), 0);
+  EXPECT_EQ(held.pieces.size(), 2u);
+  const std::vector<float> expected(v0.data.begin() + 1000, v0.data.begin() + 400000);
+  EXPECT_EQ(joined(held), expected);
+
+  // A dense push, a row push and an assign, all while the pull holds the blocks.
+  ASSERT_TRUE(Push(*store, "big", 1, std::vector<float>(kRows, 1.0f)).ok());
+  ASSERT_TRUE(PushRows(*store, "big", 2, {5000, 300000}, {2.0f, 2.0f}).ok());
+  AssignRequest assign;
+  assign.set_request_id(3);
+  assign.set_shard("big");
+  assign.set_row_begin(2000);
+  assign.set_row_end(2001);
+  assign.set_data(Bytes({42.0f}));
+  AssignResponse assigned;
+  ASSERT_TRUE(store->Assign(assign, &assigned).ok());
+  EXPECT_EQ(joined(held), expected) << "a held block changed";
+
+  const Snapshot v2 = PullAll(*store, "big");
+  EXPECT_EQ(v2.version, 2);
+  for (int64_t r : {int64_t{0}, int64_t{1000}, kRows - 1}) {
+    EXPECT_EQ(v2.data[r], v0.data[r] - 0.5f) << r;
+  }
+  EXPECT_EQ(v2.data[5000], v0.data[5000] - 0.5f - 1.0f);
+  EXPECT_EQ(v2.data[2000], 42.0f);
+
+  // Waiting in place: filled by the push that reaches version 3, with that version's bytes.
+  range.set_min_version(3);
+  ShardStore::PulledBytes waited;
+  done = false;
+  store->Pull(range, &response, &waited, [&](const absl::Status& s) {
+    EXPECT_TRUE(s.ok()) << s;
+    done = true;
+  });
+  EXPECT_FALSE(done);
+  ASSERT_TRUE(Push(*store, "big", 4, std::vector<float>(kRows, 2.0f)).ok());
+  ASSERT_TRUE(done);
+  EXPECT_EQ(response.version(), 3);
+  const std::vector<float> got = joined(waited);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); i += 997) EXPECT_EQ(got[i], v2.data[1000 + i] - 1.0f) << i;
+  EXPECT_EQ(joined(held), expected);
+}
+
 TEST(ShardStoreTest, ShardsOfAVariableMatchTheWholeVariable) {
   auto store = NewStore();
   ShardSpec whole = Spec("whole", {13, 7});

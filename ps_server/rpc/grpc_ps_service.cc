@@ -113,11 +113,14 @@ struct PullCall {
   const std::shared_ptr<MessagePool<Response>> pool;
   Request request;
   std::unique_ptr<Response> response;
+  // Pull only: the pulled bytes, in the shard's blocks (sent from there).
+  ShardStore::PulledBytes pulled;
 };
 
-// Pull and PullRows are raw methods: their responses are serialized by SerializeZeroCopy, so a
-// pulled tensor goes from the shard to the socket with one copy (into the pooled response)
-// instead of three (a zeroed string, the copy into it, protobuf's copy into gRPC's slices).
+// Pull, PullBatch and PullRows are raw methods. A pulled row range goes from the shard's
+// parameter blocks to the socket without a copy (ShardStore::PulledBytes, serialized by
+// SerializeZeroCopyWithBytes); pulled rows by id are gathered into a pooled response, sent by
+// SerializeZeroCopy with no further copy.
 //
 // PushBatch is raw too: its gradient bytes are applied where gRPC received them (see
 // PushBatchCall) instead of being copied into the request's string first.
@@ -146,6 +149,7 @@ struct PullBatchCall {
   const std::shared_ptr<MessagePool<PullResponse>> pool;
   PullBatchRequest request;
   std::vector<std::unique_ptr<PullResponse>> responses;
+  std::vector<ShardStore::PulledBytes> pulled;  // item i's bytes, in the shard's blocks
 };
 
 class GrpcPsService : public PsServiceBase {
@@ -191,9 +195,15 @@ class GrpcPsService : public PsServiceBase {
     int64_t rows = request.row_end() - request.row_begin();
     bool large = request.row_end() == 0 || rows > kInlineRows;
     Run(large, [=] {
-      store_->Pull(call->request, call->response.get(),
+      store_->Pull(call->request, call->response.get(), &call->pulled,
                    [reactor, call, response_buffer](const absl::Status& s) {
-                     Reply(reactor, s, *call->response, call, response_buffer);
+                     if (!s.ok()) {
+                       reactor->Finish(ToGrpcStatus(s));
+                       return;
+                     }
+                     reactor->Finish(SerializeZeroCopyWithBytes(
+                         *call->response, PullResponse::kDataFieldNumber, call->pulled.pieces,
+                         call, response_buffer));
                    });
     });
     return reactor;
@@ -228,6 +238,7 @@ class GrpcPsService : public PsServiceBase {
     }
     call->responses.reserve(n);
     for (int i = 0; i < n; ++i) call->responses.push_back(pull_pool_->Get());
+    call->pulled.resize(static_cast<size_t>(n));
     // A step's small shards are copied on gRPC's thread: handing them to the executor costs
     // a thread wake-up, more than the copy. An empty batch is answered at once.
     Run(whole || rows > kInlineBatchRows, [this, reactor, call, response_buffer, n] {
@@ -236,7 +247,7 @@ class GrpcPsService : public PsServiceBase {
                                 ReplyBatch(reactor, s, call, response_buffer);
                               });
       for (int i = 0; i < n; ++i) {
-        store_->Pull(call->request.pulls(i), call->responses[i].get(),
+        store_->Pull(call->request.pulls(i), call->responses[i].get(), &call->pulled[i],
                      [fan](const absl::Status& s) { fan->Finish(s); });
       }
     });
@@ -356,12 +367,13 @@ class GrpcPsService : public PsServiceBase {
     }
     PullBatchResponse header;
     std::vector<absl::string_view> segments;
-    segments.reserve(call->responses.size());
-    for (const auto& item : call->responses) {
+    for (size_t i = 0; i < call->responses.size(); ++i) {
+      const PullResponse& item = *call->responses[i];
       PullResponse* meta = header.add_pulls();
-      meta->set_version(item->version());
-      *meta->mutable_shape() = item->shape();
-      segments.push_back(item->data());
+      meta->set_version(item.version());
+      *meta->mutable_shape() = item.shape();
+      const auto& pieces = call->pulled[i].pieces;
+      segments.insert(segments.end(), pieces.begin(), pieces.end());
     }
     reactor->Finish(SerializeZeroCopyWithBytes(header, PullBatchResponse::kDataFieldNumber,
                                                segments, std::move(call), response_buffer));

@@ -1,0 +1,89 @@
+// ParamBlocks: a shard's parameters (rows x width float32, row-major) in blocks of whole rows,
+// each block reference-counted, so that a pull can send parameters from where they lie.
+//
+// A pull takes references to the blocks it sends (Share) under the shard's lock and gRPC
+// sends straight from them; a writer first makes every block it is about to change its own
+// (Writable): a block that some pull still holds is copied and the copy replaces it, so the
+// pull keeps sending the bytes it took, before the update, and never half of one. Without a
+// pull in flight nothing is copied. Before this, every pull copied its rows into a response
+// buffer under the lock (a twentieth of the CPU of a bulk pull, and lock time).
+//
+// Thread-safety: not thread-safe; guarded by the shard's mutex. References handed out by
+// Share may be dropped on any thread.
+#ifndef SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
+#define SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "ps_server/optimizer.h"
+
+namespace shardps {
+
+class ParamBlocks {
+ public:
+  // Blocks hold the largest power of two of rows that fits in this (at least one row).
+  static constexpr int64_t kTargetBlockBytes = int64_t{1} << 20;
+
+  // Uninitialized parameters. Throws std::bad_alloc when memory runs out.
+  ParamBlocks(int64_t rows, int64_t width);
+
+  int64_t rows() const { return rows_; }
+  int64_t width() const { return width_; }
+  int64_t size() const { return rows_ * width_; }
+  int64_t rows_per_block() const { return int64_t{1} << shift_; }
+  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  // Blocks copied because a pull held them when a writer came (for tests and metrics).
+  int64_t copies() const { return copies_; }
+
+  // Makes the blocks holding rows [row_begin, row_end), or the rows listed, safe to write:
+  // each one a pull still holds is replaced by a copy. Returns the row map to write through;
+  // it stays valid until the next Writable or WritableRows.
+  RowBlocks Writable(int64_t row_begin, int64_t row_end);
+  RowBlocks WritableRows(absl::Span<const int64_t> rows);
+
+  // Calls fn(first, values, n) for consecutive runs covering elements [begin, end) of the
+  // flattened parameters, one run per block: values[0, n) are elements [first, first + n).
+  // Writing through `values` REQUIRES Writable over those rows first.
+  void ForEachRun(int64_t begin, int64_t end,
+                  absl::FunctionRef<void(int64_t, float*, int64_t)> fn);
+  void ForEachRun(int64_t begin, int64_t end,
+                  absl::FunctionRef<void(int64_t, const float*, int64_t)> fn) const;
+
+  const float* Row(int64_t r) const {
+    return pointers_[static_cast<size_t>(r >> shift_)] +
+           (r & ((int64_t{1} << shift_) - 1)) * width_;
+  }
+
+  // Copies elements [begin, end) to `out`.
+  void CopyOut(int64_t begin, int64_t end, float* out) const;
+
+  // Appends views of elements [begin, end) to `pieces` and a reference to each block they lie
+  // in to `holds`: while a reference is held, that block's bytes do not change.
+  void Share(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
+             std::vector<std::shared_ptr<const void>>* holds) const;
+
+ private:
+  struct Block {
+    explicit Block(int64_t floats) : data(new float[static_cast<size_t>(floats)]) {}
+    std::unique_ptr<float[]> data;
+  };
+
+  int64_t BlockFloats(int64_t b) const;
+  void MakeOwn(int64_t b);
+
+  const int64_t rows_;
+  const int64_t width_;
+  const int shift_;
+  std::vector<std::shared_ptr<Block>> blocks_;
+  std::vector<float*> pointers_;  // blocks_[b]->data.get()
+  int64_t copies_ = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
