@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "common/finite.h"
 
@@ -94,7 +95,10 @@ void GradientBytes::CopyTo(int64_t begin, int64_t end, float* out) const {
 
 void GradientBytes::ForEachRun(int64_t begin, int64_t end,
                                absl::FunctionRef<void(int64_t, const float*, int64_t)> fn) const {
-  alignas(64) float scratch[kScratchFloats];
+  // Per thread, on the heap: too large for the stacks of gRPC's threads to take lightly.
+  thread_local std::unique_ptr<float[]> scratch_buffer;
+  if (scratch_buffer == nullptr) scratch_buffer.reset(new float[kScratchFloats]);
+  float* const scratch = scratch_buffer.get();
   size_t i = begin < end ? PieceAt(4 * begin) : 0;
   for (int64_t f = begin; f < end;) {
     const int64_t offset = 4 * f;

@@ -69,7 +69,7 @@ TEST(GradientBytesTest, OnePieceAlignedIsReadInPlace) {
 }
 
 TEST(GradientBytesTest, EveryCutAndShiftReadsTheSameFloats) {
-  const std::vector<float> v = Iota(9000);  // more than two scratch blocks
+  const std::vector<float> v = Iota(40000);  // more than two scratch blocks
   std::mt19937 rng(7);
   for (int shift = 0; shift < 4; ++shift) {
     for (int trial = 0; trial < 20; ++trial) {
@@ -81,14 +81,14 @@ TEST(GradientBytesTest, EveryCutAndShiftReadsTheSameFloats) {
       Split split(v, shift, cuts);
       GradientBytes g(split.pieces);
       ASSERT_EQ(g.size_bytes(), static_cast<int64_t>(v.size() * 4));
-      EXPECT_EQ(ViaRuns(g, 0, 9000), v) << "shift " << shift << " trial " << trial;
+      EXPECT_EQ(ViaRuns(g, 0, 40000), v) << "shift " << shift << " trial " << trial;
       const std::vector<float> mid = ViaRuns(g, 1234, 5678);
       EXPECT_TRUE(std::equal(mid.begin(), mid.end(), v.begin() + 1234));
       std::vector<float> copied(100);
       g.CopyTo(4000, 4100, copied.data());
       EXPECT_TRUE(std::equal(copied.begin(), copied.end(), v.begin() + 4000));
-      EXPECT_EQ(g.At(8999), v[8999]);
-      EXPECT_EQ(g.FirstNonFinite(), 9000);
+      EXPECT_EQ(g.At(39999), v[39999]);
+      EXPECT_EQ(g.FirstNonFinite(), 40000);
     }
   }
 }
