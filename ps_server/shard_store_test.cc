@@ -333,6 +333,67 @@ TEST(ShardStoreTest, InPlacePullsKeepTheirVersionThroughLaterUpdates) {
   EXPECT_EQ(joined(held), expected);
 }
 
+// Pulls, in place and copied, racing with pushes and row pushes on a shard of three blocks:
+// every pull sees one version everywhere, never part of an update, and a pull in place keeps
+// seeing it while updates go on (every update adds exactly 1 to the rows it touches).
+TEST(ShardStoreTest, ConcurrentPullsNeverSeeHalfAnUpdate) {
+  auto store = NewStore();
+  constexpr int64_t kRows = 3 << 18;  // 3 MiB of one-float rows: three blocks
+  ASSERT_TRUE(Create(*store, {Spec("c", {kRows}, Sgd(1.0), Constant(0))}).ok());
+  constexpr int kPushes = 60;
+  std::atomic<int> pushers_left{2};
+  std::atomic<uint64_t> next_id{1};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      const std::vector<float> minus_one(kRows, -1.0f);
+      for (int i = 0; i < kPushes; ++i) EXPECT_TRUE(Push(*store, "c", next_id++, minus_one).ok());
+      --pushers_left;
+    });
+  }
+  std::atomic<int> checked{0};
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      PullRequest request;
+      request.set_shard("c");
+      while (pushers_left.load() > 0) {
+        PullResponse response;
+        std::vector<float> values;
+        ShardStore::PulledBytes held;
+        absl::Status status = absl::InternalError("not done");
+        if (t == 0) {
+          store->Pull(request, &response, &held, [&](const absl::Status& s) { status = s; });
+        } else {
+          status = PullNow(*store, request, &response);
+        }
+        ASSERT_TRUE(status.ok()) << status;
+        absl::SleepFor(absl::Microseconds(200));  // updates go on while the pull holds
+        if (t == 0) {
+          for (absl::string_view p : held.pieces) {
+            const std::vector<float> part = Floats(std::string(p));
+            values.insert(values.end(), part.begin(), part.end());
+          }
+        } else {
+          values = Floats(response.data());
+        }
+        ASSERT_EQ(values.size(), static_cast<size_t>(kRows));
+        const float expected = static_cast<float>(response.version());
+        for (int64_t i = 0; i < kRows; i += 4099) {
+          ASSERT_EQ(values[i], expected) << "element " << i << " of a pull at version "
+                                         << response.version();
+        }
+        ASSERT_EQ(values[kRows - 1], expected);
+        ++checked;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(checked.load(), 0);
+  const Snapshot last = PullAll(*store, "c");
+  EXPECT_EQ(last.version, 2 * kPushes);
+  EXPECT_EQ(last.data[kRows / 2], static_cast<float>(2 * kPushes));
+}
+
 TEST(ShardStoreTest, ShardsOfAVariableMatchTheWholeVariable) {
   auto store = NewStore();
   ShardSpec whole = Spec("whole", {13, 7});
