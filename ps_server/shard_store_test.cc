@@ -1144,6 +1144,60 @@ TEST(ShardStoreTest, PushBatchAppliesEachItemFromItsPartOfTheData) {
   EXPECT_EQ(PullAll(*store, "b").data, (std::vector<float>{5, 4}));
 }
 
+// A batch whose bytes come in pieces cut anywhere and at any address (as in gRPC's receive
+// slices) updates the shards bit for bit as the same batch in one buffer, for Adam (split
+// over threads and runs) and for a SYNC step (copied into the step's accumulator).
+TEST(ShardStoreTest, PushBatchFromPiecesIsBitIdenticalToOneBuffer) {
+  constexpr int64_t kRows = 300000;  // larger than a parallel grain, two parameter blocks
+  std::vector<float> grad(kRows + 8);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = std::sin(0.001f * static_cast<float>(i));
+  auto run = [&](bool pieces, int shift) {
+    auto store = NewStore();
+    EXPECT_TRUE(
+        Create(*store, {Spec("w", {kRows}, Adam()), SyncSpec("s", {4, 2}, 1)}).ok());
+    PushBatchRequest request;
+    *request.add_pushes() = BatchItem("w", 1, 0, 0);
+    PushRequest sync_item = BatchItem("s", 2, 0, 0);
+    sync_item.mutable_sync()->set_step(0);
+    sync_item.mutable_sync()->set_replica(0);
+    *request.add_pushes() = sync_item;
+    request.add_data_bytes(kRows * 4);
+    request.add_data_bytes(8 * 4);
+    std::string storage(static_cast<size_t>(shift), 'x');
+    storage += Bytes(grad);
+    const absl::string_view all = absl::string_view(storage).substr(static_cast<size_t>(shift));
+    PushBatchResponse response;
+    for (int t = 0; t < 3; ++t) {
+      request.mutable_pushes(0)->set_request_id(10 + t);
+      request.mutable_pushes(1)->set_request_id(20 + t);
+      request.mutable_pushes(1)->mutable_sync()->set_step(t);
+      absl::Status status;
+      if (pieces) {
+        // Cuts inside floats, next to item boundaries, and a one-byte piece.
+        const size_t cuts[] = {0, 3, 16387, 16388, kRows * 4 - 1, kRows * 4 + 5,
+                               kRows * 4 + 6, all.size()};
+        std::vector<absl::string_view> parts;
+        for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+          parts.push_back(all.substr(cuts[k], cuts[k + 1] - cuts[k]));
+        }
+        status = store->PushBatch(request, parts, &response);
+      } else {
+        request.set_data(std::string(all));
+        status = store->PushBatch(request, &response);
+      }
+      EXPECT_TRUE(status.ok()) << status;
+      EXPECT_TRUE(response.pushes(1).applied());
+    }
+    return std::make_pair(PullAll(*store, "w").data, PullAll(*store, "s").data);
+  };
+  const auto whole = run(false, 0);
+  for (int shift = 0; shift < 4; ++shift) {
+    const auto cut = run(true, shift);
+    EXPECT_TRUE(cut.first == whole.first) << "Adam shard, shift " << shift;
+    EXPECT_TRUE(cut.second == whole.second) << "SYNC shard, shift " << shift;
+  }
+}
+
 TEST(ShardStoreTest, BadPushBatchesChangeNothingAndNameTheField) {
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {Spec("a", {2}, Sgd(), Constant(0))}).ok());
