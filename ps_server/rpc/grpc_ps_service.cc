@@ -21,9 +21,9 @@ constexpr int64_t kInlineRows = 64;
 constexpr int64_t kInlineBatchRows = 2048;
 
 // Recycles messages so that their `data` strings keep their capacity from call to call: a
-// 4 MiB chunk is then received into, or pulled into, memory that is already allocated and
-// faulted in, rather than a fresh allocation that the kernel zeroes page by page (the largest
-// single cost of a bulk transfer before pooling). Keeps at most kMaxBytes of capacity and
+// large request is then received into, and pulled rows gathered into, memory that is already
+// allocated and faulted in, rather than a fresh allocation that the kernel zeroes page by page
+// (the largest single cost of a bulk transfer before pooling). Keeps at most kMaxBytes of capacity and
 // kMaxMessages messages; the rest are freed.
 //
 // Thread-safety: thread-safe.
@@ -101,19 +101,25 @@ class PooledAllocator final : public grpc::MessageAllocator<Request, Response> {
   const std::shared_ptr<MessagePool<Request>> pool_ = std::make_shared<MessagePool<Request>>();
 };
 
-// A Pull or PullRows in progress: the parsed request and a pooled response. Shared by the
-// handler, the store's completion and every slice of the serialized response that points into
+// A PullRows in progress: the parsed request and a pooled response. Shared by the handler,
+// the store's completion and every slice of the serialized response that points into
 // response->data(); the last of them returns the response to the pool.
-template <typename Request, typename Response>
-struct PullCall {
-  PullCall(std::shared_ptr<MessagePool<Response>> response_pool)
+struct PullRowsCall {
+  explicit PullRowsCall(std::shared_ptr<MessagePool<PullRowsResponse>> response_pool)
       : pool(std::move(response_pool)), response(pool->Get()) {}
-  ~PullCall() { pool->Put(std::move(response)); }
+  ~PullRowsCall() { pool->Put(std::move(response)); }
 
-  const std::shared_ptr<MessagePool<Response>> pool;
-  Request request;
-  std::unique_ptr<Response> response;
-  // Pull only: the pulled bytes, in the shard's blocks (sent from there).
+  const std::shared_ptr<MessagePool<PullRowsResponse>> pool;
+  PullRowsRequest request;
+  std::unique_ptr<PullRowsResponse> response;
+};
+
+// A Pull in progress: the parsed request, the response (version and shape) and the pulled
+// bytes, which stay in the shard's blocks. Shared by the handler, the store's completion and
+// every slice of the serialized response; the last of them lets the blocks go.
+struct PullCall {
+  PullRequest request;
+  PullResponse response;
   ShardStore::PulledBytes pulled;
 };
 
@@ -137,18 +143,10 @@ struct PushBatchCall {
   PushBatchResponse response;
 };
 
-// A PullBatch in progress: the parsed request and a pooled response per item. Shared like
-// PullCall; the last holder returns the responses to the pool.
+// A PullBatch in progress: as PullCall, per item.
 struct PullBatchCall {
-  explicit PullBatchCall(std::shared_ptr<MessagePool<PullResponse>> response_pool)
-      : pool(std::move(response_pool)) {}
-  ~PullBatchCall() {
-    for (auto& response : responses) pool->Put(std::move(response));
-  }
-
-  const std::shared_ptr<MessagePool<PullResponse>> pool;
   PullBatchRequest request;
-  std::vector<std::unique_ptr<PullResponse>> responses;
+  std::vector<PullResponse> responses;
   std::vector<ShardStore::PulledBytes> pulled;  // item i's bytes, in the shard's blocks
 };
 
@@ -185,7 +183,7 @@ class GrpcPsService : public PsServiceBase {
                                  const grpc::ByteBuffer* request_buffer,
                                  grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    auto call = std::make_shared<PullCall<PullRequest, PullResponse>>(pull_pool_);
+    auto call = std::make_shared<PullCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
     if (!parsed.ok()) {
       reactor->Finish(parsed);
@@ -195,14 +193,14 @@ class GrpcPsService : public PsServiceBase {
     int64_t rows = request.row_end() - request.row_begin();
     bool large = request.row_end() == 0 || rows > kInlineRows;
     Run(large, [=] {
-      store_->Pull(call->request, call->response.get(), &call->pulled,
+      store_->Pull(call->request, &call->response, &call->pulled,
                    [reactor, call, response_buffer](const absl::Status& s) {
                      if (!s.ok()) {
                        reactor->Finish(ToGrpcStatus(s));
                        return;
                      }
                      reactor->Finish(SerializeZeroCopyWithBytes(
-                         *call->response, PullResponse::kDataFieldNumber, call->pulled.pieces,
+                         call->response, PullResponse::kDataFieldNumber, call->pulled.pieces,
                          call, response_buffer));
                    });
     });
@@ -223,7 +221,7 @@ class GrpcPsService : public PsServiceBase {
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    auto call = std::make_shared<PullBatchCall>(pull_pool_);
+    auto call = std::make_shared<PullBatchCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
     if (!parsed.ok()) {
       reactor->Finish(parsed);
@@ -236,8 +234,7 @@ class GrpcPsService : public PsServiceBase {
       rows += item.row_end() - item.row_begin();
       whole |= item.row_end() == 0;
     }
-    call->responses.reserve(n);
-    for (int i = 0; i < n; ++i) call->responses.push_back(pull_pool_->Get());
+    call->responses.resize(static_cast<size_t>(n));
     call->pulled.resize(static_cast<size_t>(n));
     // A step's small shards are copied on gRPC's thread: handing them to the executor costs
     // a thread wake-up, more than the copy. An empty batch is answered at once.
@@ -247,7 +244,7 @@ class GrpcPsService : public PsServiceBase {
                                 ReplyBatch(reactor, s, call, response_buffer);
                               });
       for (int i = 0; i < n; ++i) {
-        store_->Pull(call->request.pulls(i), call->responses[i].get(), &call->pulled[i],
+        store_->Pull(call->request.pulls(i), &call->responses[i], &call->pulled[i],
                      [fan](const absl::Status& s) { fan->Finish(s); });
       }
     });
@@ -277,7 +274,7 @@ class GrpcPsService : public PsServiceBase {
                                      const grpc::ByteBuffer* request_buffer,
                                      grpc::ByteBuffer* response_buffer) override {
     auto* reactor = ctx->DefaultReactor();
-    auto call = std::make_shared<PullCall<PullRowsRequest, PullRowsResponse>>(pull_rows_pool_);
+    auto call = std::make_shared<PullRowsCall>(pull_rows_pool_);
     grpc::Status parsed = Parse(request_buffer, &call->request);
     if (!parsed.ok()) {
       reactor->Finish(parsed);
@@ -368,7 +365,7 @@ class GrpcPsService : public PsServiceBase {
     PullBatchResponse header;
     std::vector<absl::string_view> segments;
     for (size_t i = 0; i < call->responses.size(); ++i) {
-      const PullResponse& item = *call->responses[i];
+      const PullResponse& item = call->responses[i];
       PullResponse* meta = header.add_pulls();
       meta->set_version(item.version());
       *meta->mutable_shape() = item.shape();
@@ -396,8 +393,6 @@ class GrpcPsService : public PsServiceBase {
   Executor* const executor_;
   const PsServiceOptions options_;
   // Shared with calls in flight (and their slices), which may outlive the service.
-  const std::shared_ptr<MessagePool<PullResponse>> pull_pool_ =
-      std::make_shared<MessagePool<PullResponse>>();
   const std::shared_ptr<MessagePool<PullRowsResponse>> pull_rows_pool_ =
       std::make_shared<MessagePool<PullRowsResponse>>();
   PooledAllocator<PushRequest, PushResponse> push_allocator_;
