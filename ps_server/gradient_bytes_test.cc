@@ -105,8 +105,8 @@ TEST(GradientBytesTest, FindsNonFiniteValuesAcrossPieces) {
       std::vector<size_t> cuts = {7, where * 4 + 2, 16383};
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-      Split sorted(v, 3, cuts);
-      GradientBytes g(sorted.pieces);
+      Split split(v, 3, cuts);
+      GradientBytes g(split.pieces);
       EXPECT_EQ(g.FirstNonFinite(), static_cast<int64_t>(where)) << value << " at " << where;
       const float got = g.At(static_cast<int64_t>(where));
       EXPECT_EQ(std::isnan(got), std::isnan(value));
@@ -117,7 +117,7 @@ TEST(GradientBytesTest, FindsNonFiniteValuesAcrossPieces) {
 
 TEST(GradientBytesTest, SubViewsAndEmptyPieces) {
   const std::vector<float> v = Iota(300);
-  Split split(v, 1, {0 + 5, 5, 400, 401, 1199});  // an empty piece between the two 5s
+  Split split(v, 1, {5, 5, 400, 401, 1199});  // an empty piece between the two 5s
   GradientBytes g(split.pieces);
   GradientBytes sub = g.Sub(4 * 100, 4 * 150);
   EXPECT_EQ(sub.size_bytes(), 600);

@@ -70,22 +70,30 @@ RowBlocks ParamBlocks::WritableRows(absl::Span<const int64_t> rows) {
   return RowBlocks{pointers_.data(), shift_, width_};
 }
 
-void ParamBlocks::ForEachRun(int64_t begin, int64_t end,
-                             absl::FunctionRef<void(int64_t, float*, int64_t)> fn) {
+template <typename Fn>
+void ParamBlocks::Runs(int64_t begin, int64_t end, Fn fn) const {
   const int64_t block_floats = rows_per_block() * width_;
   for (int64_t e = begin; e < end;) {
     const int64_t b = e / block_floats;
     const int64_t in_block = e - b * block_floats;
     const int64_t n = std::min(end - e, BlockFloats(b) - in_block);
-    fn(e, pointers_[static_cast<size_t>(b)] + in_block, n);
+    fn(e, b, in_block, n);
     e += n;
   }
 }
 
 void ParamBlocks::ForEachRun(int64_t begin, int64_t end,
+                             absl::FunctionRef<void(int64_t, float*, int64_t)> fn) {
+  Runs(begin, end, [&](int64_t first, int64_t b, int64_t offset, int64_t n) {
+    fn(first, pointers_[static_cast<size_t>(b)] + offset, n);
+  });
+}
+
+void ParamBlocks::ForEachRun(int64_t begin, int64_t end,
                              absl::FunctionRef<void(int64_t, const float*, int64_t)> fn) const {
-  const_cast<ParamBlocks*>(this)->ForEachRun(
-      begin, end, [&fn](int64_t first, float* values, int64_t n) { fn(first, values, n); });
+  Runs(begin, end, [&](int64_t first, int64_t b, int64_t offset, int64_t n) {
+    fn(first, pointers_[static_cast<size_t>(b)] + offset, n);
+  });
 }
 
 void ParamBlocks::CopyOut(int64_t begin, int64_t end, float* out) const {
@@ -96,11 +104,10 @@ void ParamBlocks::CopyOut(int64_t begin, int64_t end, float* out) const {
 
 void ParamBlocks::Share(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
                         std::vector<std::shared_ptr<const void>>* holds) const {
-  const int64_t block_floats = rows_per_block() * width_;
-  ForEachRun(begin, end, [&](int64_t first, const float* values, int64_t n) {
-    pieces->emplace_back(reinterpret_cast<const char*>(values),
+  Runs(begin, end, [&](int64_t, int64_t b, int64_t offset, int64_t n) {
+    pieces->emplace_back(reinterpret_cast<const char*>(pointers_[static_cast<size_t>(b)] + offset),
                          static_cast<size_t>(n) * sizeof(float));
-    holds->push_back(blocks_[static_cast<size_t>(first / block_floats)]);
+    holds->push_back(blocks_[static_cast<size_t>(b)]);
   });
 }
 

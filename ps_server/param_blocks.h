@@ -75,6 +75,9 @@ class ParamBlocks {
 
   int64_t BlockFloats(int64_t b) const;
   void MakeOwn(int64_t b);
+  // fn(first, block index, offset in the block, n) for each run of elements [begin, end).
+  template <typename Fn>
+  void Runs(int64_t begin, int64_t end, Fn fn) const;
 
   const int64_t rows_;
   const int64_t width_;

@@ -476,6 +476,18 @@ void CollectReady(Shard& shard, std::vector<std::shared_ptr<Waiter>>* ready)
   }
 }
 
+// The start of a mutating request, under the shard's lock: answers with the shard's version
+// and, when the request id was already applied (a retry), marks the response a duplicate and
+// returns true: the caller then changes nothing.
+template <typename Response>
+bool AnswerIfDuplicate(Shard& shard, uint64_t request_id, Response* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  response->set_version(shard.version);
+  if (!shard.recent_ids.Contains(request_id)) return false;
+  response->set_duplicate(true);
+  return true;
+}
+
 // The end of an accepted Push or PushRows: remembers its request id, answers with the
 // shard's version and what happened, and collects the pulls that version releases.
 template <typename Response>
@@ -627,31 +639,6 @@ absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::s
   return absl::OkStatus();
 }
 
-// Checks that `data` holds exactly `floats` finite float32 values and returns them, viewed in
-// place when aligned (the usual case) or copied into `scratch`.
-absl::StatusOr<const float*> CheckedFloats(absl::string_view data, int64_t floats,
-                                           absl::string_view what, absl::string_view field,
-                                           std::vector<float>* scratch) {
-  const int64_t expected = floats * static_cast<int64_t>(sizeof(float));
-  if (static_cast<int64_t>(data.size()) != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, " has ", data.size(),
-                                                   " bytes, expected ", expected, " (",
-                                                   floats, " float32 values)"));
-  }
-  const float* values = reinterpret_cast<const float*>(data.data());
-  if (reinterpret_cast<uintptr_t>(values) % alignof(float) != 0) {
-    scratch->resize(static_cast<size_t>(floats));
-    if (floats > 0) std::memcpy(scratch->data(), data.data(), data.size());
-    values = scratch->data();
-  }
-  const int64_t bad = FirstNonFinite(values, floats);
-  if (bad < floats) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "[", bad, "] is ",
-                                                   values[bad], "; values must be finite"));
-  }
-  return values;
-}
-
 // Checks that `grad` holds exactly `floats` finite float32 values.
 absl::Status CheckGradient(const GradientBytes& grad, int64_t floats, absl::string_view what,
                            absl::string_view field) {
@@ -667,6 +654,20 @@ absl::Status CheckGradient(const GradientBytes& grad, int64_t floats, absl::stri
                                                    grad.At(bad), "; values must be finite"));
   }
   return absl::OkStatus();
+}
+
+// As CheckGradient, for bytes in one buffer, and returns them as floats: viewed in place
+// when aligned (the usual case) or copied into `scratch`.
+absl::StatusOr<const float*> CheckedFloats(absl::string_view data, int64_t floats,
+                                           absl::string_view what, absl::string_view field,
+                                           std::vector<float>* scratch) {
+  RETURN_IF_ERROR(CheckGradient(GradientBytes(data), floats, what, field));
+  if (reinterpret_cast<uintptr_t>(data.data()) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(data.data());
+  }
+  scratch->resize(static_cast<size_t>(floats));
+  if (floats > 0) std::memcpy(scratch->data(), data.data(), data.size());
+  return scratch->data();
 }
 
 absl::Status CheckRequestId(uint64_t request_id, absl::string_view what) {
@@ -1034,38 +1035,6 @@ class ShardStoreImpl final : public ShardStore {
     return PushDense(request, GradientBytes(data), response);
   }
 
-  absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
-                         PushResponse* response) {
-    const std::string what = absl::StrCat("push to ", Quoted(request.shard()));
-    RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
-    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
-    ASSIGN_OR_RETURN(RowRange range,
-                     ResolveRange(*shard, request.row_begin(), request.row_end(), what));
-    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width, what, "data"));
-    if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
-
-    std::vector<std::shared_ptr<Waiter>> ready;
-    {
-      absl::MutexLock lock(&shard->mu);
-      response->set_version(shard->version);
-      if (shard->recent_ids.Contains(request.request_id())) {
-        response->set_duplicate(true);
-        return absl::OkStatus();
-      }
-      SyncResult result;
-      if (shard->sync) {
-        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
-        result = shard->AddDense(request.sync().replica(), range, grad);
-      } else {
-        shard->ApplyDense(range, grad, &parallel_);
-        result.applied = true;
-      }
-      RecordUpdate(*shard, request.request_id(), result, response, &ready);
-    }
-    CompleteReady(&ready);
-    return absl::OkStatus();
-  }
-
   absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
     const std::string what = absl::StrCat("push rows to ", Quoted(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
@@ -1108,11 +1077,7 @@ class ShardStoreImpl final : public ShardStore {
     std::vector<std::shared_ptr<Waiter>> ready;
     {
       absl::MutexLock lock(&shard->mu);
-      response->set_version(shard->version);
-      if (shard->recent_ids.Contains(request.request_id())) {
-        response->set_duplicate(true);
-        return absl::OkStatus();
-      }
+      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
       SyncResult result;
       if (shard->sync) {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
@@ -1143,11 +1108,7 @@ class ShardStoreImpl final : public ShardStore {
                      CheckedFloats(request.data(), range.size() * shard->width, what, "data",
                                    &scratch));
     absl::MutexLock lock(&shard->mu);
-    response->set_version(shard->version);
-    if (shard->recent_ids.Contains(request.request_id())) {
-      response->set_duplicate(true);
-      return absl::OkStatus();
-    }
+    if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
     const int64_t offset = range.begin * shard->width;
     const int64_t n = range.size() * shard->width;
     shard->params.Writable(range.begin, range.end);
@@ -1201,6 +1162,35 @@ class ShardStoreImpl final : public ShardStore {
   }
 
  private:
+  // A dense push whose gradient is read where it lies (one buffer, or a batch's pieces).
+  absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
+                         PushResponse* response) {
+    const std::string what = absl::StrCat("push to ", Quoted(request.shard()));
+    RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
+    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
+    ASSIGN_OR_RETURN(RowRange range,
+                     ResolveRange(*shard, request.row_begin(), request.row_end(), what));
+    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width, what, "data"));
+    if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
+
+    std::vector<std::shared_ptr<Waiter>> ready;
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
+      SyncResult result;
+      if (shard->sync) {
+        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
+        result = shard->AddDense(request.sync().replica(), range, grad);
+      } else {
+        shard->ApplyDense(range, grad, &parallel_);
+        result.applied = true;
+      }
+      RecordUpdate(*shard, request.request_id(), result, response, &ready);
+    }
+    CompleteReady(&ready);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::shared_ptr<Shard>> FindShard(const std::string& name,
                                                    absl::string_view what) const {
     absl::MutexLock lock(&map_mu_);

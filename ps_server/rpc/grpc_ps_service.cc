@@ -216,7 +216,7 @@ class GrpcPsService : public PsServiceBase {
   }
 
   // Each item is pulled as by Pull; the reply carries every item's bytes, in order, as one
-  // field whose slices point into the pooled responses.
+  // field whose slices point into the shards' parameter blocks.
   grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
