@@ -1138,6 +1138,22 @@ class ShardStoreImpl final : public ShardStore {
                                                                    : "SERVING");
   }
 
+  absl::Status SetGeneration(const SetGenerationRequest&, SetGenerationResponse*) override {
+    return absl::UnimplementedError("SetGeneration is not implemented yet");
+  }
+  absl::Status DropShards(const DropShardsRequest&, DropShardsResponse*) override {
+    return absl::UnimplementedError("DropShards is not implemented yet");
+  }
+  absl::Status Snapshot(const SnapshotRequest&, SnapshotResponse*) override {
+    return absl::UnimplementedError("Snapshot is not implemented yet");
+  }
+  absl::Status SnapshotStatus(const SnapshotStatusRequest&, SnapshotStatusResponse*) override {
+    return absl::UnimplementedError("SnapshotStatus is not implemented yet");
+  }
+  absl::Status Restore(const RestoreRequest&, RestoreResponse*) override {
+    return absl::UnimplementedError("Restore is not implemented yet");
+  }
+
   void Shutdown() override {
     // Set before visiting the shards: a pull that registers under a shard's lock after this
     // shard was visited sees the flag (the store's release/acquire through the lock).

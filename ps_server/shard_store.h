@@ -34,6 +34,17 @@ class ShardStore {
     int task_index = 0;
     // How many recent request ids each shard remembers to detect retried duplicates.
     int64_t request_id_window = 1 << 16;
+    // Memory for parameters, optimizer slots and checkpoint snapshots' copies. CreateShards
+    // fails (RESOURCE_EXHAUSTED, naming the variable and the bytes) past
+    // memory_budget_bytes * (1 - snapshot_reserve); the reserve is left for the blocks a
+    // snapshot being written makes updates copy. 0: no budget.
+    int64_t memory_budget_bytes = 0;
+    double snapshot_reserve = 0.5;
+    // The largest reply a pull may ask for (RESOURCE_EXHAUSTED, naming the limit, past it).
+    // 0: no limit.
+    int64_t max_reply_bytes = 0;
+    // The store's incarnation (HealthResponse.incarnation); 0: drawn at random.
+    uint64_t incarnation = 0;
   };
 
   // Completion of a request that may wait (pulls with min_version): called exactly once,
@@ -119,8 +130,30 @@ class ShardStore {
   // change.
   virtual absl::Status Assign(const AssignRequest& request, AssignResponse* response) = 0;
 
-  // status is "SERVING", or "SHUTTING_DOWN" once Shutdown has been called.
+  // status is "SERVING", or "SHUTTING_DOWN" once Shutdown has been called; also the
+  // incarnation, generation and memory figures.
   virtual void Health(HealthResponse* response) = 0;
+
+  // Durable state and recovery (proto/ps.proto documents each request).
+  //
+  // Raises the store's recovery generation to request.generation() when that is higher and
+  // answers the generation after. A mutating request (Push, PushRows, Assign, each PushBatch
+  // item) whose non-zero generation is below the store's is refused, changing nothing:
+  // ABORTED with ErrorDetail STALE_GENERATION; one above the store's: FAILED_PRECONDITION.
+  virtual absl::Status SetGeneration(const SetGenerationRequest& request,
+                                     SetGenerationResponse* response) = 0;
+  // Removes every shard of the listed variables; waiting pulls on them fail (CANCELLED).
+  virtual absl::Status DropShards(const DropShardsRequest& request,
+                                  DropShardsResponse* response) = 0;
+  // Takes a snapshot of every shard (references to its copy-on-write parameter and slot
+  // blocks, under each shard's lock) and answers at once; the file is written afterwards on
+  // a thread of the store's. FAILED_PRECONDITION when a SYNC shard has a step in progress
+  // (the chief cuts at step boundaries) or an id is already in use.
+  virtual absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response) = 0;
+  virtual absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
+                                      SnapshotStatusResponse* response) = 0;
+  // Blocks while it reads (call it off the serving threads).
+  virtual absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) = 0;
 
   // Fails every waiting pull with CANCELLED and every later one too. Idempotent.
   virtual void Shutdown() = 0;
