@@ -62,6 +62,8 @@ int64_t Scheduler::KnownVersion() const {
 
 std::optional<StepTask> Scheduler::Lease(int worker, absl::Time deadline) {
   if (cancelled_) return std::nullopt;
+  // Steps restored as done (a resumed journal) are never leased again.
+  while (next_new_ < total_steps_ && IsDone(next_new_)) ++next_new_;
   int64_t step_id = -1;
   if (!requeued_steps_.empty()) {
     step_id = *requeued_steps_.begin();
@@ -70,6 +72,7 @@ std::optional<StepTask> Scheduler::Lease(int worker, absl::Time deadline) {
   } else {
     return std::nullopt;
   }
+  if (barrier_ >= 0 && step_id >= barrier_) return std::nullopt;
   StepTask task = MakeTask(step_id);
   if (plan_.mode != Mode::kAsync && task.min_version > KnownVersion()) return std::nullopt;
   if (step_id == next_new_) {
@@ -83,7 +86,7 @@ std::optional<StepTask> Scheduler::Lease(int worker, absl::Time deadline) {
 
 bool Scheduler::Complete(int64_t step_id, int worker) {
   auto it = leases_.find(step_id);
-  if (done_.count(step_id) > 0) {
+  if (IsDone(step_id)) {
     if (it != leases_.end() && it->second.worker == worker) leases_.erase(it);
     return false;
   }
@@ -93,7 +96,10 @@ bool Scheduler::Complete(int64_t step_id, int worker) {
   requeued_steps_.erase(step_id);
   if (step_id < 0 || step_id >= total_steps_) return false;
   done_.insert(step_id);
-  while (done_.count(done_prefix_) > 0) ++done_prefix_;
+  while (!done_.empty() && *done_.begin() == done_prefix_) {
+    done_.erase(done_.begin());
+    ++done_prefix_;
+  }
   return true;
 }
 
@@ -101,7 +107,7 @@ void Scheduler::Requeue(int64_t step_id, int worker) {
   auto it = leases_.find(step_id);
   if (it == leases_.end() || it->second.worker != worker) return;
   leases_.erase(it);
-  if (done_.count(step_id) > 0 || cancelled_) return;
+  if (IsDone(step_id) || cancelled_) return;
   requeued_steps_.insert(step_id);
   ++requeued_;
 }
@@ -133,6 +139,37 @@ std::vector<std::pair<int64_t, int>> Scheduler::ExpireLeases(absl::Time now) {
 int64_t Scheduler::AddSteps(int64_t steps) {
   if (steps > 0 && !cancelled_) total_steps_ = RoundUp(total_steps_ + steps);
   return total_steps_;
+}
+
+absl::Status Scheduler::Restore(int64_t done_prefix, const std::vector<int64_t>& also_done,
+                                int64_t total_steps) {
+  const int64_t total = RoundUp(total_steps);
+  if (done_prefix < 0 || done_prefix > total) {
+    return absl::InvalidArgumentError(absl::StrCat("restore: ", done_prefix,
+                                                   " steps done is not in [0, ", total, "]"));
+  }
+  for (int64_t id : also_done) {
+    if (id < 0 || id >= total) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: done step ", id, " is not in [0, ", total, ")"));
+    }
+  }
+  total_steps_ = total;
+  done_prefix_ = done_prefix;
+  done_.clear();
+  for (int64_t id : also_done) {
+    if (id >= done_prefix_) done_.insert(id);
+  }
+  while (!done_.empty() && *done_.begin() == done_prefix_) {
+    done_.erase(done_.begin());
+    ++done_prefix_;
+  }
+  next_new_ = done_prefix_;
+  requeued_steps_.clear();
+  leases_.clear();
+  barrier_ = -1;
+  cancelled_ = false;
+  return absl::OkStatus();
 }
 
 void Scheduler::Cancel() {

@@ -21,6 +21,13 @@
 // step is counted done exactly once: completions after the first (a slow worker finishing a
 // step that was re-leased) are reported as duplicates and ignored.
 //
+// Checkpoints are cut at a barrier: SetBarrier(b) stops leasing steps >= b (b = NextNew(),
+// rounded up to a whole sync step, so no step >= b was ever leased) while steps below it,
+// re-queued ones included, still run; once DonePrefix() >= b, steps [0, b) are wholly applied
+// and no later step is applied anywhere: a consistent cut. Restore puts the queue back to
+// such a cut (a rollback to a checkpoint), or to a cut plus steps known done after it (a
+// chief that resumes from live ps state and its journal).
+//
 // Thread-safety: not thread-safe; the chief guards it with its own mutex.
 #ifndef SHARDPS_COORDINATOR_SCHEDULER_H_
 #define SHARDPS_COORDINATOR_SCHEDULER_H_
@@ -80,11 +87,29 @@ class Scheduler {
 
   // Adds steps (rounded up to whole sync steps). Returns the new total.
   int64_t AddSteps(int64_t steps);
+
+  // The lowest step id never leased: every step below it has been leased at least once.
+  int64_t NextNew() const { return next_new_; }
+  // `steps` rounded up to a whole number of sync steps (itself outside SYNC mode).
+  int64_t RoundUp(int64_t steps) const;
+  // Steps >= barrier are not leased until ClearBarrier (re-queued ones below it still are).
+  void SetBarrier(int64_t barrier) { barrier_ = barrier; }
+  void ClearBarrier() { barrier_ = -1; }
+  // Steps 0 .. DonePrefix()-1 are all done.
+  int64_t DonePrefix() const { return done_prefix_; }
+
+  // Resets the queue: steps [0, done_prefix) and `also_done` are done, every lease is
+  // forgotten (completions of calls still in flight then count only if the chief passes them
+  // on, which it does not across a rollback), nothing is re-queued, the barrier is cleared,
+  // and the total becomes `total_steps` (rounded up). INVALID_ARGUMENT when done_prefix or an
+  // id is outside [0, total].
+  absl::Status Restore(int64_t done_prefix, const std::vector<int64_t>& also_done,
+                       int64_t total_steps);
   // Drops every step not yet leased; leased ones may still complete.
   void Cancel();
 
   int64_t total_steps() const { return total_steps_; }
-  int64_t done_steps() const { return static_cast<int64_t>(done_.size()); }
+  int64_t done_steps() const { return done_prefix_ + static_cast<int64_t>(done_.size()); }
   int64_t requeued() const { return requeued_; }
   int64_t leased() const { return static_cast<int64_t>(leases_.size()); }
   // Steps leased to `worker` now.
@@ -98,7 +123,9 @@ class Scheduler {
  private:
   explicit Scheduler(const Plan& plan);
   StepTask MakeTask(int64_t step_id) const;
-  int64_t RoundUp(int64_t steps) const;
+  bool IsDone(int64_t step_id) const {
+    return step_id < done_prefix_ || done_.count(step_id) > 0;
+  }
 
   Plan plan_;
   int64_t total_steps_ = 0;
@@ -109,8 +136,11 @@ class Scheduler {
     absl::Time deadline;
   };
   std::map<int64_t, LeaseInfo> leases_;
+  // Done steps at or above done_prefix_ (those below it are all done and not kept, so the
+  // set stays as small as the out-of-order completions).
   std::set<int64_t> done_;
   int64_t done_prefix_ = 0;  // steps 0 .. done_prefix_-1 are all done
+  int64_t barrier_ = -1;     // steps >= barrier_ are not leased; -1: none
   int64_t requeued_ = 0;
   bool cancelled_ = false;
 };
