@@ -1,0 +1,157 @@
+#include "coordinator/job_store.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec.h"
+#include "google/protobuf/util/field_comparator.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "nlohmann/json.hpp"
+
+namespace shardps {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Corrupt(const std::string& file, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat(file, ": ", why));
+}
+
+// A stored job file states every field, so the worker count only matters to checks that
+// compare with the cluster (num_replicas), which were done when the job was submitted.
+constexpr int kAnyWorkers = 1 << 20;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir) {
+  ASSIGN_OR_RETURN(CheckpointDir opened, CheckpointDir::Open(dir, /*create=*/true));
+  return std::unique_ptr<JobStore>(new JobStore(std::move(opened)));
+}
+
+absl::StatusOr<std::optional<JobStore::Identity>> JobStore::ReadIdentity() const {
+  const std::string file = dir_.JobFile();
+  absl::StatusOr<std::string> text = ReadWholeFile(file);
+  if (absl::IsNotFound(text.status())) return std::optional<Identity>();
+  if (!text.ok()) return text.status();
+  Json json = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return Corrupt(file, "not a JSON object");
+  if (!json.contains("job_id") || !json["job_id"].is_string() || !json.contains("job") ||
+      !json["job"].is_object()) {
+    return Corrupt(file, "needs \"job_id\" (a string) and \"job\" (the job file, an object)");
+  }
+  Identity identity;
+  identity.job_id = json["job_id"].get<std::string>();
+  if (identity.job_id.empty()) return Corrupt(file, "\"job_id\" is empty");
+  absl::StatusOr<JobSpec> job = ParseJobSpec(json["job"].dump(), kAnyWorkers);
+  if (!job.ok()) return Corrupt(file, job.status().message());
+  identity.job = *std::move(job);
+  identity.job.set_job_id(identity.job_id);
+  return std::optional<Identity>(std::move(identity));
+}
+
+absl::Status JobStore::WriteIdentity(const Identity& identity) {
+  Json json;
+  json["job_id"] = identity.job_id;
+  json["job"] = Json::parse(JobSpecToJson(identity.job));
+  return WriteFileAtomically(dir_.JobFile(), json.dump(2) + "\n");
+}
+
+absl::StatusOr<JobStore::State> JobStore::ReadState() const {
+  const std::string file = dir_.StateFile();
+  absl::StatusOr<std::string> text = ReadWholeFile(file);
+  State state;
+  if (absl::IsNotFound(text.status())) return state;
+  if (!text.ok()) return text.status();
+  Json json = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return Corrupt(file, "not a JSON object");
+  auto integer = [&](const char* key, int64_t* out) -> absl::Status {
+    if (!json.contains(key)) return absl::OkStatus();
+    if (!json[key].is_number_integer() || json[key].get<int64_t>() < 0) {
+      return Corrupt(file, absl::StrCat("\"", key, "\" must be an integer >= 0"));
+    }
+    *out = json[key].get<int64_t>();
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(integer("generation", &state.generation));
+  RETURN_IF_ERROR(integer("total_steps", &state.total_steps));
+  RETURN_IF_ERROR(integer("final_checkpoint", &state.final_checkpoint));
+  if (json.contains("finished")) {
+    if (!json["finished"].is_boolean()) return Corrupt(file, "\"finished\" must be a boolean");
+    state.finished = json["finished"].get<bool>();
+  }
+  return state;
+}
+
+absl::Status JobStore::WriteState(const State& state) {
+  Json json;
+  json["generation"] = state.generation;
+  json["total_steps"] = state.total_steps;
+  json["finished"] = state.finished;
+  json["final_checkpoint"] = state.final_checkpoint;
+  return WriteFileAtomically(dir_.StateFile(), json.dump(2) + "\n");
+}
+
+absl::Status JobStore::StartJournal(int64_t generation) {
+  if (journal_ != nullptr && journal_generation_ == generation) return absl::OkStatus();
+  journal_.reset();
+  journal_generation_ = -1;
+  ASSIGN_OR_RETURN(journal_, StepJournal::Open(dir_.JournalFile(generation)));
+  journal_generation_ = generation;
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::Journal(int64_t step_id) {
+  if (journal_ == nullptr) {
+    return absl::FailedPreconditionError("the step journal is not open");
+  }
+  return journal_->Append(journal_generation_, step_id);
+}
+
+absl::StatusOr<std::vector<int64_t>> JobStore::JournalSteps(int64_t generation) const {
+  ASSIGN_OR_RETURN(auto records, StepJournal::Read(dir_.JournalFile(generation)));
+  std::vector<int64_t> steps;
+  steps.reserve(records.size());
+  for (const auto& [record_generation, step] : records) {
+    if (record_generation == generation) steps.push_back(step);
+  }
+  return steps;
+}
+
+absl::Status CheckSameJob(const JobSpec& stored, const JobSpec& submitted) {
+  auto operational = [](JobSpec job) {
+    job.clear_job_id();
+    job.clear_epochs();
+    job.clear_steps();
+    job.clear_checkpoint();
+    job.clear_eval_every_steps();
+    job.clear_step_timeout_ms();
+    job.clear_backend();
+    job.clear_steps_in_flight();
+    job.clear_data_dir();
+    job.clear_partitioner();
+    job.clear_placement();
+    job.clear_warm_start();
+    return job;
+  };
+  if (stored.checkpoint().dir() != submitted.checkpoint().dir()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job: \"checkpoint.dir\": \"", submitted.checkpoint().dir(),
+        "\" is not the directory the stored job was written to (\"",
+        stored.checkpoint().dir(), "\")"));
+  }
+  google::protobuf::util::MessageDifferencer differencer;
+  std::string report;
+  differencer.ReportDifferencesToString(&report);
+  if (differencer.Compare(operational(stored), operational(submitted))) {
+    return absl::OkStatus();
+  }
+  const size_t newline = report.find('\n');
+  if (newline != std::string::npos) report.resize(newline);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "job: the checkpoint directory \"", stored.checkpoint().dir(), "\" holds job \"",
+      stored.job_id(), "\", which differs from this job file (", report,
+      "); submit with --fresh to start over there, or use another checkpoint.dir"));
+}
+
+}  // namespace shardps

@@ -1,0 +1,78 @@
+// JobStore: the chief's durable record of one job in its checkpoint directory
+// (checkpoint/checkpoint_dir.h): the job's identity (job.json: its id and job file, written
+// when the job first starts, so that the id survives chief restarts), the chief's small
+// mutable state (state.json: recovery generation, total steps after add-steps, finished) and
+// the step journal of the current generation (steps completed since the job's newest
+// checkpoint, so that a restarted chief that finds every ps alive resumes without losing
+// work). The checkpoints themselves are written by the ps tasks and committed by the chief
+// (coordinator/checkpointing.h).
+//
+// Thread-safety: not thread-safe; the chief serializes calls (under its mutex).
+#ifndef SHARDPS_COORDINATOR_JOB_STORE_H_
+#define SHARDPS_COORDINATOR_JOB_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "proto/job.pb.h"
+
+namespace shardps {
+
+class JobStore {
+ public:
+  struct Identity {
+    std::string job_id;
+    JobSpec job;  // as first submitted (job_id set)
+  };
+  struct State {
+    int64_t generation = 0;   // the recovery generation the ps tasks were last moved to
+    int64_t total_steps = 0;  // 0: as the job file says
+    bool finished = false;    // training ended and the final checkpoint is committed
+    int64_t final_checkpoint = 0;
+  };
+
+  // Opens (creating) the directory. FAILED_PRECONDITION naming it when it cannot be created
+  // or written.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir);
+
+  const CheckpointDir& dir() const { return dir_; }
+
+  // The stored identity; nullopt when the directory holds no job yet. DATA_LOSS naming the
+  // file when it is unreadable.
+  absl::StatusOr<std::optional<Identity>> ReadIdentity() const;
+  absl::Status WriteIdentity(const Identity& identity);
+  // The stored state (all defaults when there is none).
+  absl::StatusOr<State> ReadState() const;
+  absl::Status WriteState(const State& state);
+
+  // Starts appending to the journal of `generation` (closing the current one).
+  absl::Status StartJournal(int64_t generation);
+  // Appends a completed step to the current journal. FAILED_PRECONDITION when none is open.
+  absl::Status Journal(int64_t step_id);
+  // The steps journalled in `generation`, in order (empty when there is no journal).
+  absl::StatusOr<std::vector<int64_t>> JournalSteps(int64_t generation) const;
+
+ private:
+  explicit JobStore(CheckpointDir dir) : dir_(std::move(dir)) {}
+  CheckpointDir dir_;
+  std::unique_ptr<StepJournal> journal_;
+  int64_t journal_generation_ = -1;
+};
+
+// Whether `submitted` is the job `stored` describes, so that it may resume from the stored
+// job's checkpoints. Fields that change how the job runs but not what it trains may differ:
+// epochs and steps (train longer), checkpoint and evaluation schedules, step timeout,
+// backend, steps in flight, data_dir (another mount of the same data), partitioner and
+// placement (a re-sharded restore), warm_start (used only by a fresh start). Any other
+// difference is INVALID_ARGUMENT naming the field and both values.
+absl::Status CheckSameJob(const JobSpec& stored, const JobSpec& submitted);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COORDINATOR_JOB_STORE_H_
