@@ -15,6 +15,7 @@
 #ifndef SHARDPS_COORDINATOR_CHIEF_H_
 #define SHARDPS_COORDINATOR_CHIEF_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,18 +41,48 @@ class Chief {
     absl::Duration probe_interval = absl::Seconds(1);
     // Step attempts that fail with a non-transport error before the job fails.
     int max_step_attempts = 4;
+    // Used as the job's checkpoint.dir when its job file names none ("": no durable state).
+    std::string default_checkpoint_dir;
+    // With default_checkpoint_dir and no checkpoint schedule in the job file: checkpoint
+    // this often.
+    absl::Duration default_checkpoint_every = absl::Seconds(30);
+    // How often each ps (and worker) is probed while a job runs, and how long the chief
+    // tolerates failed probes before it pauses the job for that ps.
+    absl::Duration probe_interval_ps = absl::Seconds(1);
+    absl::Duration ps_unreachable_after = absl::Seconds(3);
+    // How long one ps's Restore may take (it reads the checkpoint's bytes).
+    absl::Duration restore_timeout = absl::Minutes(30);
   };
 
   static absl::StatusOr<std::unique_ptr<Chief>> Create(Options options);
   virtual ~Chief() = default;
 
-  // Validates and starts a job. INVALID_ARGUMENT names the job file's field at fault;
-  // FAILED_PRECONDITION when a job is already running or the dataset cannot be read.
-  virtual absl::StatusOr<SubmitJobResponse> Submit(const std::string& job_json) = 0;
+  // Validates and starts a job. INVALID_ARGUMENT names the job file's field at fault (the
+  // dataset's data_dir included, and a checkpoint directory that holds a different job);
+  // FAILED_PRECONDITION when a job is already running, or `resume` is RESUME and there is
+  // nothing to resume from. When the job's checkpoint directory holds state of this job, it
+  // resumes (unless FRESH): from the ps tasks' live state when every ps still holds it (no
+  // work lost), else from the newest usable checkpoint; a job that had finished is reported
+  // as finished (already_finished) and not trained again.
+  virtual absl::StatusOr<SubmitJobResponse> Submit(
+      const std::string& job_json,
+      SubmitJobRequest::Resume resume = SubmitJobRequest::AUTO) = 0;
   virtual JobStatus Status() = 0;
   virtual absl::StatusOr<int64_t> AddSteps(const std::string& job_id, int64_t steps) = 0;
   virtual absl::Status Cancel(const std::string& job_id) = 0;
   virtual absl::Status ReportEval(const ReportEvalRequest& request) = 0;
+
+  // Takes a checkpoint of the current job now; `done` runs (on another thread) once it is
+  // committed, or with the error: FAILED_PRECONDITION when the job has no checkpoint
+  // directory or is not running.
+  virtual void Checkpoint(const std::string& job_id,
+                          std::function<void(absl::StatusOr<CheckpointInfo>)> done) = 0;
+
+  // The chief is being stopped (SIGTERM) while a job may run: checkpoints it (when it has a
+  // directory; waiting at most `timeout`) and stops dispatching, leaving the ps and workers
+  // up so that a restarted chief resumes. Returns whether a job was running (the daemon then
+  // exits "interrupted", non-zero, so its supervisor restarts it).
+  virtual bool Interrupt(absl::Duration timeout) = 0;
 
   // Blocks until the current job (if any) has ended and its final evaluation is in (or timed
   // out), or `timeout` passes. Returns true if ended.

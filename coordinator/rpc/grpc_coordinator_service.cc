@@ -19,7 +19,8 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
     auto* reactor = ctx->DefaultReactor();
     // Submission loads the dataset and creates variables: not on gRPC's thread.
     std::thread([this, reactor, request, response] {
-      absl::StatusOr<SubmitJobResponse> r = chief_->Submit(request->job_json());
+      absl::StatusOr<SubmitJobResponse> r =
+          chief_->Submit(request->job_json(), request->resume());
       if (r.ok()) *response = *r;
       reactor->Finish(ToGrpcStatus(r.status()));
     }).detach();
@@ -57,6 +58,20 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
                                        ReportEvalResponse*) override {
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(chief_->ReportEval(*request)));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
+                                       const CheckpointRequest* request,
+                                       CheckpointResponse* response) override {
+    // The reactor is gRPC's, finished by the chief's control thread once the checkpoint is
+    // committed (or failed); the request and response live until Finish.
+    auto* reactor = ctx->DefaultReactor();
+    chief_->Checkpoint(request->job_id(),
+                       [reactor, response](absl::StatusOr<CheckpointInfo> info) {
+                         if (info.ok()) *response->mutable_checkpoint() = *info;
+                         reactor->Finish(ToGrpcStatus(info.status()));
+                       });
     return reactor;
   }
 

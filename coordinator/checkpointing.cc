@@ -1,0 +1,113 @@
+#include "coordinator/checkpointing.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/job_spec.h"
+
+namespace shardps {
+namespace {
+
+// The optimizer's slots, named as the ps names their tensors ("<shard>/<slot>").
+std::vector<std::string> SlotNames(const OptimizerSpec& optimizer) {
+  switch (optimizer.type()) {
+    case OptimizerSpec::MOMENTUM:
+      return {"momentum"};
+    case OptimizerSpec::ADAGRAD:
+      return {"accumulator"};
+    case OptimizerSpec::ADAM:
+      return {"adam_m", "adam_v"};
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, double unix_time) {
+  Manifest m;
+  m.checkpoint_id = contents.checkpoint_id;
+  m.job_id = contents.job_id;
+  m.generation = contents.generation;
+  m.unix_time = unix_time;
+  m.final = contents.final;
+  m.job_json = JobSpecToJson(contents.job);
+  m.progress.steps_done = contents.steps_done;
+  m.progress.total_steps = contents.total_steps;
+  m.progress.steps_per_epoch = contents.steps_per_epoch;
+  if (contents.steps_per_epoch > 0) {
+    m.progress.epoch = contents.steps_done / contents.steps_per_epoch;
+    m.progress.batch_index = contents.steps_done % contents.steps_per_epoch;
+  }
+  m.files = contents.files;
+  m.eval = contents.eval;
+
+  // Shard versions at the cut, by ps and shard name.
+  std::vector<std::map<std::string, int64_t>> versions(contents.snapshots.size());
+  for (size_t ps = 0; ps < contents.snapshots.size(); ++ps) {
+    for (const ShardInfo& info : contents.snapshots[ps].shards()) {
+      versions[ps][info.spec().name()] = info.version();
+    }
+  }
+  // Tensor names of each ps's file.
+  std::vector<std::map<std::string, const TensorInfo*>> tensors(contents.files.size());
+  for (size_t ps = 0; ps < contents.files.size(); ++ps) {
+    for (const TensorInfo& t : contents.files[ps].tensors()) tensors[ps][t.name()] = &t;
+  }
+
+  for (const VariableLayout& layout : contents.variables) {
+    ManifestVariable v;
+    v.name = layout.name;
+    v.shape = layout.shape;
+    v.partitioner = contents.job.partitioner();
+    if (layout.shards.empty()) {
+      return absl::InternalError(absl::StrCat("variable \"", layout.name, "\" has no shards"));
+    }
+    const ShardSpec& first = layout.shards.front().spec;
+    v.optimizer = first.optimizer();
+    v.initializer = first.initializer();
+    v.update = first.update();
+    v.slots = SlotNames(v.optimizer);
+    for (const VariableLayout::Shard& shard : layout.shards) {
+      const std::string& name = shard.spec.name();
+      const size_t ps = static_cast<size_t>(shard.ps);
+      if (ps >= versions.size() || ps >= tensors.size()) {
+        return absl::InternalError(absl::StrCat("shard \"", name, "\" is on ps ", shard.ps,
+                                                ", which sent no snapshot or file"));
+      }
+      auto version = versions[ps].find(name);
+      if (version == versions[ps].end()) {
+        return absl::InternalError(
+            absl::StrCat("shard \"", name, "\" is not in ps ", shard.ps, "'s snapshot"));
+      }
+      if (tensors[ps].count(name) == 0) {
+        return absl::InternalError(absl::StrCat("shard \"", name, "\" is not in ps ", shard.ps,
+                                                "'s file ", contents.files[ps].file()));
+      }
+      ManifestShard s;
+      s.name = name;
+      s.part = shard.spec.part();
+      s.num_parts = std::max(1, shard.spec.num_parts());
+      s.row_offset = shard.row_offset;
+      s.rows = shard.rows;
+      s.ps = shard.ps;
+      s.version = version->second;
+      s.file = contents.files[ps].file();
+      s.tensors[""] = name;
+      for (const std::string& slot : v.slots) {
+        const std::string tensor = absl::StrCat(name, "/", slot);
+        if (tensors[ps].count(tensor) == 0) {
+          return absl::InternalError(absl::StrCat("slot tensor \"", tensor, "\" is not in ps ",
+                                                  shard.ps, "'s file ",
+                                                  contents.files[ps].file()));
+        }
+        s.tensors[slot] = tensor;
+      }
+      v.shards.push_back(std::move(s));
+    }
+    m.variables.push_back(std::move(v));
+  }
+  return m;
+}
+
+}  // namespace shardps
