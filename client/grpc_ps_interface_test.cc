@@ -51,15 +51,13 @@ class ScriptedPs final : public PsService::CallbackService {
     response->set_bytes_written(request->checkpoint_id() * 10);
     return Ok(ctx);
   }
-  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
-                                    const RestoreRequest* request,
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx, const RestoreRequest* request,
                                     RestoreResponse* response) override {
     response->set_bytes_read(static_cast<int64_t>(request->manifest().size()));
     return Ok(ctx);
   }
   grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* ctx,
-                                     const PushRowsRequest* request,
-                                     PushRowsResponse*) override {
+                                     const PushRowsRequest* request, PushRowsResponse*) override {
     ErrorDetail detail;
     detail.set_kind(ErrorDetail::STALE_GENERATION);
     detail.set_generation(request->generation() + 1);
@@ -69,8 +67,7 @@ class ScriptedPs final : public PsService::CallbackService {
         detail)));
     return reactor;
   }
-  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx,
-                                   const HealthRequest* request,
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest* request,
                                    HealthResponse* response) override {
     auto* reactor = ctx->DefaultReactor();
     absl::MutexLock lock(&mu_);
@@ -153,9 +150,9 @@ TEST_F(GrpcPsInterfaceTest, ControlCallsReachTheServerAndBack) {
   drop.add_variables("a");
   drop.add_variables("b");
   DropShardsResponse drop_reply;
-  ASSERT_TRUE(
-      Wait([&](StatusCallback done) { ps->DropShardsAsync(&drop, &drop_reply, deadline, done); })
-          .ok());
+  ASSERT_TRUE(Wait([&](StatusCallback done) {
+                ps->DropShardsAsync(&drop, &drop_reply, deadline, done);
+              }).ok());
   EXPECT_EQ(drop_reply.dropped(), 2);
 
   SnapshotRequest snapshot;

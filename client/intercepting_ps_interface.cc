@@ -15,8 +15,7 @@ InterceptingPsInterface::InterceptingPsInterface(std::string name,
 }
 
 void InterceptingPsInterface::SetInterceptor(Interceptor interceptor) {
-  auto shared = interceptor ? std::make_shared<const Interceptor>(std::move(interceptor))
-                            : nullptr;
+  auto shared = interceptor ? std::make_shared<const Interceptor>(std::move(interceptor)) : nullptr;
   absl::MutexLock lock(&mu_);
   interceptor_ = std::move(shared);
 }
@@ -44,23 +43,22 @@ void InterceptingPsInterface::Intercept(
     if (answer.has_value()) return done(*answer);
   }
   if (inner == nullptr) {
-    return done(absl::UnimplementedError(
-        absl::StrCat(name_, ": ", method, " has no interface behind it")));
+    return done(
+        absl::UnimplementedError(absl::StrCat(name_, ": ", method, " has no interface behind it")));
   }
   PsInterface* target = inner.get();
-  go(target, [inner = std::move(inner), done = std::move(done)](const absl::Status& s) {
-    done(s);
-  });
+  go(target,
+     [inner = std::move(inner), done = std::move(done)](const absl::Status& s) { done(s); });
 }
 
-#define SHARDPS_INTERCEPT(Method)                                                         \
-  void InterceptingPsInterface::Method##Async(const Method##Request* request,             \
-                                              Method##Response* response,                 \
-                                              absl::Time deadline, StatusCallback done) { \
-    Intercept(#Method, *request, response, deadline, std::move(done),                     \
-              [=](PsInterface* inner, StatusCallback done) {                              \
-                inner->Method##Async(request, response, deadline, std::move(done));       \
-              });                                                                         \
+#define SHARDPS_INTERCEPT(Method)                                                              \
+  void InterceptingPsInterface::Method##Async(const Method##Request* request,                  \
+                                              Method##Response* response, absl::Time deadline, \
+                                              StatusCallback done) {                           \
+    Intercept(#Method, *request, response, deadline, std::move(done),                          \
+              [=](PsInterface* inner, StatusCallback done) {                                   \
+                inner->Method##Async(request, response, deadline, std::move(done));            \
+              });                                                                              \
   }
 
 SHARDPS_INTERCEPT(CreateShards)

@@ -68,11 +68,10 @@ class InterceptingPsInterface : public PsInterface {
                        absl::Time deadline, StatusCallback done) override;
   void SnapshotAsync(const SnapshotRequest* request, SnapshotResponse* response,
                      absl::Time deadline, StatusCallback done) override;
-  void SnapshotStatusAsync(const SnapshotStatusRequest* request,
-                           SnapshotStatusResponse* response, absl::Time deadline,
-                           StatusCallback done) override;
-  void RestoreAsync(const RestoreRequest* request, RestoreResponse* response,
-                    absl::Time deadline, StatusCallback done) override;
+  void SnapshotStatusAsync(const SnapshotStatusRequest* request, SnapshotStatusResponse* response,
+                           absl::Time deadline, StatusCallback done) override;
+  void RestoreAsync(const RestoreRequest* request, RestoreResponse* response, absl::Time deadline,
+                    StatusCallback done) override;
   void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
                       absl::Span<const absl::Span<char>> outs, absl::Time deadline,
                       StatusCallback done) override;

@@ -14,8 +14,8 @@
 namespace shardps {
 
 struct PsCall {
-  int ps_task = -1;            // index of the ps task called
-  absl::string_view ps_name;   // "ps:1 (host:2223)"
+  int ps_task = -1;           // index of the ps task called
+  absl::string_view ps_name;  // "ps:1 (host:2223)"
   // The call addressed shards that the client's layout places on this ps (a data call:
   // pull, push, rows, assign), so NOT_FOUND means the ps no longer holds them.
   bool layout_shards = false;

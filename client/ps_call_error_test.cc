@@ -17,7 +17,9 @@ PsCall Call(bool layout_shards, bool deadline_passed) {
   return call;
 }
 
-TEST(PsCallErrorTest, OkStaysOk) { EXPECT_TRUE(PsCallError(absl::OkStatus(), Call(true, true)).ok()); }
+TEST(PsCallErrorTest, OkStaysOk) {
+  EXPECT_TRUE(PsCallError(absl::OkStatus(), Call(true, true)).ok());
+}
 
 TEST(PsCallErrorTest, UnreachablePsIsPsUnavailableNamingIt) {
   absl::Status s = PsCallError(absl::UnavailableError("connection refused"), Call(false, false));
@@ -57,8 +59,7 @@ TEST(PsCallErrorTest, ADetailThePsSetIsKept) {
   ErrorDetail stale;
   stale.set_kind(ErrorDetail::STALE_GENERATION);
   stale.set_generation(4);
-  absl::Status s =
-      PsCallError(WithDetail(absl::UnavailableError("x"), stale), Call(true, true));
+  absl::Status s = PsCallError(WithDetail(absl::UnavailableError("x"), stale), Call(true, true));
   std::optional<ErrorDetail> detail = GetDetail(s);
   ASSERT_TRUE(detail.has_value());
   EXPECT_EQ(detail->kind(), ErrorDetail::STALE_GENERATION);

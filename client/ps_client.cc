@@ -395,7 +395,7 @@ class PsClientImpl : public PsClient {
       done(s);
     });
     IssueParts<Batch>(
-        batches.Take(), Deadline() + options.wait_timeout,
+        batches.Take(), options_.calls_in_flight_per_ps, Deadline() + options.wait_timeout,
         [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
           target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
                                  std::move(done));
@@ -440,7 +440,7 @@ class PsClientImpl : public PsClient {
     }
     auto fan = Fanout::Make(batches.size(), std::move(done));
     IssueParts<Batch>(
-        batches.Take(), Deadline(),
+        batches.Take(), options_.calls_in_flight_per_ps, Deadline(),
         [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
           target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
                                  std::move(done));
@@ -485,8 +485,9 @@ class PsClientImpl : public PsClient {
         });
     if (!routed.ok()) return done(routed);
     auto fan = Fanout::Make(parts.size(), std::move(done));
+    // All at once: a row call's parts are one per shard (and chunk), and small.
     IssueParts<Part>(
-        std::move(parts), Deadline() + options.wait_timeout,
+        std::move(parts), /*window_size=*/0, Deadline() + options.wait_timeout,
         [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
           target->PullRowsAsync(&part->request, &part->response, deadline, std::move(done));
         },
@@ -564,7 +565,7 @@ class PsClientImpl : public PsClient {
     if (!routed.ok()) return done(routed);
     auto fan = Fanout::Make(parts.size(), std::move(done));
     IssueParts<Part>(
-        std::move(parts), Deadline(),
+        std::move(parts), /*window_size=*/0, Deadline(),
         [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
           target->PushRowsAsync(&part->request, &part->response, deadline, std::move(done));
         },
@@ -703,16 +704,16 @@ class PsClientImpl : public PsClient {
   template <typename Part>
   using Parts = std::vector<std::pair<int, std::unique_ptr<Part>>>;
 
-  // Sends every part to its ps (with retries; they address layout shards), at most
-  // calls_in_flight_per_ps of them to a ps at once. When a part's call is back,
+  // Sends every part to its ps (with retries; they address layout shards), at most `window`
+  // of them to a ps at once (0: all). When a part's call is back,
   // complete(part, status) gives the part's final status (it may check or copy out the
   // reply, and release buffers); then the part is freed and `fan` told.
   template <typename Part>
-  void IssueParts(Parts<Part> parts, absl::Time deadline,
+  void IssueParts(Parts<Part> parts, int window_size, absl::Time deadline,
                   std::function<void(PsInterface*, Part*, absl::Time, StatusCallback)> issue,
                   std::function<absl::Status(Part*, const absl::Status&)> complete,
                   std::shared_ptr<Fanout> fan) {
-    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
+    auto window = std::make_shared<CallWindow>(num_ps(), window_size);
     for (auto& [ps, owned] : parts) {
       Part* part = owned.release();
       window->Add(ps, [this, ps = ps, part, deadline, issue, complete,

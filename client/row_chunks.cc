@@ -34,9 +34,8 @@ std::vector<RowChunk> SplitRows(std::vector<int64_t> ids, std::vector<int64_t> p
   }
   for (const std::vector<int64_t>& group : groups) {
     const int64_t rows = static_cast<int64_t>(group.size());
-    if (chunks.empty() ||
-        (!chunks.back().ids.empty() &&
-         static_cast<int64_t>(chunks.back().ids.size()) + rows > max_rows)) {
+    if (chunks.empty() || (!chunks.back().ids.empty() &&
+                           static_cast<int64_t>(chunks.back().ids.size()) + rows > max_rows)) {
       chunks.emplace_back();
     }
     for (int64_t k : group) {

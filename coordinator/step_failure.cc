@@ -41,8 +41,8 @@ StepFailure ClassifyStepFailure(const absl::Status& status) {
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kInternal:
       // Any detail at all means a shardps process answered: not a transport failure.
-      failure.kind = detail.has_value() ? StepFailureKind::kStepFailed
-                                        : StepFailureKind::kWorkerDown;
+      failure.kind =
+          detail.has_value() ? StepFailureKind::kStepFailed : StepFailureKind::kWorkerDown;
       break;
     default:
       failure.kind = StepFailureKind::kStepFailed;

@@ -15,13 +15,13 @@
 namespace shardps {
 
 enum class StepFailureKind {
-  kNone,            // the call succeeded
-  kWorkerDown,      // the worker, or the network to it: a transport error with no detail
-  kPsUnavailable,   // a ps could not be reached (ErrorDetail PS_UNAVAILABLE)
-  kPsStateLost,     // a ps restarted and lost its shards (ErrorDetail PS_STATE_LOST)
-  kStale,           // a stale step or generation (ABORTED): re-queue, no failure counted
-  kUnknownJob,      // the worker does not run the job (ErrorDetail UNKNOWN_JOB): start it
-  kStepFailed,      // anything else: the step itself failed; counts as an attempt
+  kNone,           // the call succeeded
+  kWorkerDown,     // the worker, or the network to it: a transport error with no detail
+  kPsUnavailable,  // a ps could not be reached (ErrorDetail PS_UNAVAILABLE)
+  kPsStateLost,    // a ps restarted and lost its shards (ErrorDetail PS_STATE_LOST)
+  kStale,          // a stale step or generation (ABORTED): re-queue, no failure counted
+  kUnknownJob,     // the worker does not run the job (ErrorDetail UNKNOWN_JOB): start it
+  kStepFailed,     // anything else: the step itself failed; counts as an attempt
 };
 
 struct StepFailure {

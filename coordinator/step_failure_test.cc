@@ -13,9 +13,9 @@ TEST(StepFailureTest, OkIsNone) {
 }
 
 TEST(StepFailureTest, TransportErrorsWithoutDetailAreTheWorkers) {
-  for (absl::Status s : {absl::UnavailableError("connection reset"),
-                         absl::DeadlineExceededError("deadline"), absl::CancelledError("x"),
-                         absl::UnknownError("x"), absl::InternalError("x")}) {
+  for (absl::Status s :
+       {absl::UnavailableError("connection reset"), absl::DeadlineExceededError("deadline"),
+        absl::CancelledError("x"), absl::UnknownError("x"), absl::InternalError("x")}) {
     EXPECT_EQ(ClassifyStepFailure(s).kind, StepFailureKind::kWorkerDown) << s;
   }
 }
@@ -38,12 +38,11 @@ TEST(StepFailureTest, PsFailuresNameTheirPsWhateverTheCode) {
 
 TEST(StepFailureTest, AbortedIsStaleWithOrWithoutDetail) {
   EXPECT_EQ(ClassifyStepFailure(absl::AbortedError("stale step")).kind, StepFailureKind::kStale);
-  EXPECT_EQ(ClassifyStepFailure(
-                WithDetail(absl::AbortedError("x"), ErrorDetail::STALE_GENERATION)).kind,
-            StepFailureKind::kStale);
   EXPECT_EQ(
-      ClassifyStepFailure(WithDetail(absl::AbortedError("x"), ErrorDetail::STALE_STEP)).kind,
+      ClassifyStepFailure(WithDetail(absl::AbortedError("x"), ErrorDetail::STALE_GENERATION)).kind,
       StepFailureKind::kStale);
+  EXPECT_EQ(ClassifyStepFailure(WithDetail(absl::AbortedError("x"), ErrorDetail::STALE_STEP)).kind,
+            StepFailureKind::kStale);
 }
 
 TEST(StepFailureTest, UnknownJobIsByDetailNotByText) {
