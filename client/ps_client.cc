@@ -974,6 +974,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError("PsClient::Options.max_attempts must be >= 1");
   }
+  if (options.restore_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("PsClient::Options.restore_timeout must be positive");
+  }
   return std::unique_ptr<PsClient>(new PsClientImpl(std::move(ps), options));
 }
 

@@ -138,6 +138,14 @@ TEST_F(PsClientTest, BadInputNamesVariable) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("bad"), std::string::npos) << s;
   EXPECT_FALSE(PsClient::Create({}, {}).ok());
+  std::vector<std::unique_ptr<PsInterface>> one;
+  one.push_back(NewLocalPsInterface("ps:0", stores_[0].get()));
+  PsClient::Options no_restore_time;
+  no_restore_time.restore_timeout = absl::ZeroDuration();
+  auto refused = PsClient::Create(std::move(one), no_restore_time);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("restore_timeout"), std::string::npos)
+      << refused.status();
 }
 
 TEST_F(PsClientTest, SyncPushesApplyOnceAllReplicasArrive) {
@@ -570,6 +578,37 @@ TEST_F(PsClientCallsTest, RowCallsAreSplitIntoBoundedRequests) {
     }
   }
   EXPECT_EQ(total, ids.size());
+}
+
+// A ps that bounds its replies (ShardStore::Options::max_reply_bytes) serves a row pull
+// many times that large: the client's chunks stay under the bound.
+TEST(PsClientReplyBoundTest, RowPullsStayWithinThePsReplyBound) {
+  ShardStore::Options store_options;
+  store_options.max_reply_bytes = 1024;
+  auto store = *ShardStore::Create(store_options);
+  std::vector<std::unique_ptr<PsInterface>> ps;
+  ps.push_back(NewLocalPsInterface("ps:0", store.get()));
+  PsClient::Options options;
+  options.max_chunk_bytes = 1024;
+  auto client = *PsClient::Create(std::move(ps), options);
+  VariableDef def;
+  def.name = "e";
+  def.shape = {100, 16};
+  def.initializer.set_type(InitializerSpec::RANDOM_NORMAL);
+  def.optimizer.set_type(OptimizerSpec::SGD);
+  def.optimizer.set_learning_rate(1.0);
+  auto placer = *NewRoundRobinPlacer(1);
+  ASSERT_TRUE(client->CreateVariables({def}, **NewFixedShardsPartitioner(1), placer.get()).ok());
+  std::vector<float> all(100 * 16);
+  ASSERT_TRUE(client->Pull("e", absl::MakeSpan(all)).ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 37) % 100);  // 19200 bytes of rows
+  std::vector<float> rows(ids.size() * 16);
+  ASSERT_TRUE(client->PullRows("e", ids, absl::MakeSpan(rows)).ok());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_EQ(0, std::memcmp(&rows[k * 16], &all[ids[k] * 16], 16 * sizeof(float))) << k;
+  }
+  store->Shutdown();
 }
 
 TEST_F(PsClientCallsTest, SplitRowPushesKeepTheirRequestIdsOnARerun) {
