@@ -153,7 +153,8 @@ class PsClient {
   // Rows by id (0 .. rows-1 of the whole variable); `out` / `grads` hold ids.size() rows.
   // Duplicate ids in a push are summed on the ps. Each shard's ids go out in requests of at
   // most max_chunk_bytes of rows (client/row_chunks.h); a push keeps all occurrences of an id
-  // in one request, so each row is updated once. A SYNC push (has_sync) sends every shard
+  // in one request, so each row is updated once (each request is one update of its shard,
+  // and advances its version). A SYNC push (has_sync) sends every shard
   // exactly one request, its whole share, even an empty one: the ps takes a replica's rows
   // for a step as one PushRows, and a shard the batch has no ids for still needs it.
   virtual void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
@@ -172,10 +173,11 @@ class PsClient {
   // Asks every ps to shut down.
   virtual absl::Status ShutdownAll(const std::string& reason) = 0;
 
-  // The control plane. Each call reaches every ps task in parallel. The *All calls retry
-  // UNAVAILABLE as data calls do and return OK or the first failure, which names its ps and
-  // carries its ErrorDetail (PS_UNAVAILABLE with ps_task when the ps could not be reached,
-  // else the ps's own); responses[k] is ps k's (meaningful when the call succeeded).
+  // The control plane. Each call reaches every ps task in parallel and waits for all. The
+  // *All calls retry UNAVAILABLE as data calls do and return OK or the failure of the lowest
+  // ps task that failed, which names that ps and carries its ErrorDetail (PS_UNAVAILABLE with
+  // ps_task when the ps could not be reached, else the ps's own); responses[k] is ps k's
+  // (meaningful when ps k succeeded).
 
   // Probes every ps once, without retries, each call with its own `timeout`: statuses[k] and
   // responses[k] are ps k's, so the caller tells which ps is down (UNAVAILABLE or
