@@ -59,6 +59,11 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_METHOD(PullRows)
   SHARDPS_GRPC_METHOD(Health)
   SHARDPS_GRPC_METHOD(Shutdown)
+  SHARDPS_GRPC_METHOD(SetGeneration)
+  SHARDPS_GRPC_METHOD(DropShards)
+  SHARDPS_GRPC_METHOD(Snapshot)
+  SHARDPS_GRPC_METHOD(SnapshotStatus)
+  SHARDPS_GRPC_METHOD(Restore)
 #undef SHARDPS_GRPC_METHOD
 
   // Requests that carry tensors: large ones go out without a copy.

@@ -47,6 +47,28 @@ class LocalPsInterface : public PsInterface {
     store_->Shutdown();
     done(absl::OkStatus());
   }
+  void SetGenerationAsync(const SetGenerationRequest* request, SetGenerationResponse* response,
+                          absl::Time, StatusCallback done) override {
+    done(store_->SetGeneration(*request, response));
+  }
+  void DropShardsAsync(const DropShardsRequest* request, DropShardsResponse* response,
+                       absl::Time, StatusCallback done) override {
+    done(store_->DropShards(*request, response));
+  }
+  void SnapshotAsync(const SnapshotRequest* request, SnapshotResponse* response, absl::Time,
+                     StatusCallback done) override {
+    done(store_->Snapshot(*request, response));
+  }
+  void SnapshotStatusAsync(const SnapshotStatusRequest* request,
+                           SnapshotStatusResponse* response, absl::Time,
+                           StatusCallback done) override {
+    done(store_->SnapshotStatus(*request, response));
+  }
+  // Blocks the calling thread while the store reads (a test's restores run one ps at a time).
+  void RestoreAsync(const RestoreRequest* request, RestoreResponse* response, absl::Time,
+                    StatusCallback done) override {
+    done(store_->Restore(*request, response));
+  }
 
  private:
   const std::string name_;

@@ -1,6 +1,8 @@
 // LocalPsInterface: PsInterface over a ShardStore in the same process, for tests of the
 // client and of code above it without a network. Calls complete on the calling thread,
 // except pulls that wait for a version, which complete on the thread of the update.
+// Deadlines are not enforced (the store's own pull wait timeouts are), and
+// HealthRequest.from_chief has no effect (the orphan clock is the ps daemon's, not the store's).
 //
 // Thread-safety: thread-safe; the store must outlive the interface.
 #ifndef SHARDPS_CLIENT_LOCAL_PS_INTERFACE_H_

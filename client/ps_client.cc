@@ -17,6 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/grpc_ps_interface.h"
+#include "client/ps_call_error.h"
+#include "client/row_chunks.h"
+#include "common/error_detail.h"
 #include "common/fanout.h"
 #include "common/status_macros.h"
 
@@ -55,11 +58,14 @@ class DelayQueue {
   void Loop() {
     absl::MutexLock lock(&mu_);
     while (true) {
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!queue_.empty() && queue_.top().when <= absl::Now());
-      };
       absl::Time wake = queue_.empty() ? absl::Now() + absl::Milliseconds(100)
                                        : queue_.top().when;
+      // Also wakes for an item added to run before `wake`, whose time is then waited for
+      // (else a 1 ms backoff could wait out the 100 ms of an empty queue).
+      auto ready = [this, &wake]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || (!queue_.empty() && (queue_.top().when <= absl::Now() ||
+                                             queue_.top().when < wake));
+      };
       mu_.AwaitWithDeadline(absl::Condition(&ready), wake);
       if (stop_) break;
       if (queue_.empty() || queue_.top().when > absl::Now()) continue;
@@ -144,12 +150,8 @@ class Batches {
 
   size_t size() const { return all_.size(); }
 
-  // Calls fn(ps, batch) for each batch, handing over its ownership.
-  template <typename Fn>
-  void ForEach(Fn fn) {
-    for (auto& [ps, batch] : all_) fn(ps, batch.release());
-    all_.clear();
-  }
+  // Every batch with its ps, handing over their ownership.
+  std::vector<std::pair<int, std::unique_ptr<Batch>>> Take() { return std::move(all_); }
 
  private:
   std::vector<Batch*> open_;
@@ -198,10 +200,9 @@ class CallWindow : public std::enable_shared_from_this<CallWindow> {
   const int window_;
 };
 
-absl::Status Annotate(const absl::Status& s, const std::string& where) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
-}
+// A DEADLINE_EXCEEDED that arrives this close to the call's deadline is the deadline's
+// (gRPC's timer and absl::Now() read different clocks); one earlier is the ps's own answer.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(5);
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -273,7 +274,8 @@ class PsClientImpl : public PsClient {
     for (int p = 0; p < num_ps(); ++p) {
       requests[p].set_request_id(NextRequestId());
       Call<CreateShardsRequest, CreateShardsResponse>(
-          p, &PsInterface::CreateShardsAsync, &requests[p], &responses[p], Deadline(),
+          p, Addresses::kPs, &PsInterface::CreateShardsAsync, &requests[p], &responses[p],
+          Deadline(),
           [fan](const absl::Status& s) { fan->Finish(s); });
     }
     done.WaitForNotification();
@@ -294,7 +296,8 @@ class PsClientImpl : public PsClient {
     });
     for (int p = 0; p < num_ps(); ++p) {
       Call<ListShardsRequest, ListShardsResponse>(
-          p, &PsInterface::ListShardsAsync, &requests[p], &responses[p], Deadline(),
+          p, Addresses::kPs, &PsInterface::ListShardsAsync, &requests[p], &responses[p],
+          Deadline(),
           [fan](const absl::Status& s) { fan->Finish(s); });
     }
     done.WaitForNotification();
@@ -391,17 +394,19 @@ class PsClientImpl : public PsClient {
       }
       done(s);
     });
-    IssueBatches<Batch>(
-        &batches, Deadline() + options.wait_timeout,
+    IssueParts<Batch>(
+        batches.Take(), options_.calls_in_flight_per_ps, Deadline() + options.wait_timeout,
         [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
           target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
                                  std::move(done));
         },
-        [seen](const Batch& batch) {
-          for (const PullResponse& item : batch.response.pulls()) {
+        [seen](Batch* batch, const absl::Status& s) {
+          if (!s.ok()) return s;
+          for (const PullResponse& item : batch->response.pulls()) {
             AtomicMin(&seen->first, item.version());
             AtomicMax(&seen->second, item.version());
           }
+          return s;
         },
         std::move(fan));
   }
@@ -428,17 +433,19 @@ class PsClientImpl : public PsClient {
         item->set_row_begin(begin);
         item->set_row_end(end);
         if (options.has_sync) *item->mutable_sync() = options.sync;
+        item->set_generation(options.generation);
         const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
         batch->data.push_back(absl::MakeConstSpan(reinterpret_cast<const char*>(src), bytes));
       });
     }
-    IssueBatches<Batch>(
-        &batches, Deadline(),
+    auto fan = Fanout::Make(batches.size(), std::move(done));
+    IssueParts<Batch>(
+        batches.Take(), options_.calls_in_flight_per_ps, Deadline(),
         [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
           target->PushBatchAsync(&batch->request, batch->data, &batch->response, deadline,
                                  std::move(done));
         },
-        [](const Batch&) {}, Fanout::Make(batches.size(), std::move(done)));
+        [](Batch*, const absl::Status& s) { return s; }, std::move(fan));
   }
 
   void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
@@ -458,48 +465,52 @@ class PsClientImpl : public PsClient {
       PullRowsResponse response;
       std::vector<int64_t> positions;  // index into ids / out rows
     };
-    std::vector<std::unique_ptr<Part>> parts;
-    absl::Status routed = RouteRows(*layout, ids, [&](int shard, std::vector<int64_t> local,
-                                                      std::vector<int64_t> positions) {
-      auto part = std::make_unique<Part>();
-      part->request.set_shard(layout->shards[shard].spec.name());
-      *part->request.mutable_ids() = {local.begin(), local.end()};
-      part->request.set_min_version(options.min_version);
-      part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
-      part->positions = std::move(positions);
-      *part->response.mutable_data() = buffers_.Get();
-      parts.push_back(std::move(part));
-    });
+    const int64_t width = layout->row_width;
+    const int64_t max_rows = MaxRows(width);
+    Parts<Part> parts;
+    absl::Status routed = RouteRows(
+        *layout, ids, /*every_shard=*/false,
+        [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
+          for (RowChunk& chunk : SplitRows(std::move(local), std::move(positions), max_rows,
+                                           /*keep_duplicates_together=*/false)) {
+            auto part = std::make_unique<Part>();
+            part->request.set_shard(layout->shards[shard].spec.name());
+            *part->request.mutable_ids() = {chunk.ids.begin(), chunk.ids.end()};
+            part->request.set_min_version(options.min_version);
+            part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+            part->positions = std::move(chunk.positions);
+            *part->response.mutable_data() = buffers_.Get();
+            parts.emplace_back(layout->shards[shard].ps, std::move(part));
+          }
+        });
     if (!routed.ok()) return done(routed);
     auto fan = Fanout::Make(parts.size(), std::move(done));
-    const int64_t width = layout->row_width;
-    absl::Time deadline = Deadline() + options.wait_timeout;
-    for (auto& part_ptr : parts) {
-      Part* part = part_ptr.release();
-      int ps = ShardPs(*layout, part->request.shard());
-      Call<PullRowsRequest, PullRowsResponse>(
-          ps, &PsInterface::PullRowsAsync, &part->request, &part->response, deadline,
-          [this, part, fan, out, width](const absl::Status& s) {
-            absl::Status status = s;
-            const std::string& data = part->response.data();
-            if (status.ok() &&
-                data.size() != part->positions.size() * width * sizeof(float)) {
-              status = absl::InternalError(absl::StrCat(
-                  "row pull of \"", part->request.shard(), "\" returned ", data.size(),
-                  " bytes, expected ", part->positions.size() * width * sizeof(float)));
+    // All at once: a row call's parts are one per shard (and chunk), and small.
+    IssueParts<Part>(
+        std::move(parts), /*window_size=*/0, Deadline() + options.wait_timeout,
+        [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
+          target->PullRowsAsync(&part->request, &part->response, deadline, std::move(done));
+        },
+        [this, out, width](Part* part, const absl::Status& s) {
+          absl::Status status = s;
+          const std::string& data = part->response.data();
+          const size_t expected = part->positions.size() * width * sizeof(float);
+          if (status.ok() && data.size() != expected) {
+            status = absl::InternalError(absl::StrCat("row pull of \"", part->request.shard(),
+                                                      "\" returned ", data.size(),
+                                                      " bytes, expected ", expected));
+          }
+          if (status.ok()) {
+            const float* src = reinterpret_cast<const float*>(data.data());
+            for (size_t i = 0; i < part->positions.size(); ++i) {
+              std::memcpy(out.data() + part->positions[i] * width, src + i * width,
+                          width * sizeof(float));
             }
-            if (status.ok()) {
-              const float* src = reinterpret_cast<const float*>(data.data());
-              for (size_t i = 0; i < part->positions.size(); ++i) {
-                std::memcpy(out.data() + part->positions[i] * width, src + i * width,
-                            width * sizeof(float));
-              }
-            }
-            buffers_.Put(std::move(*part->response.mutable_data()));
-            delete part;
-            fan->Finish(status);
-          });
-    }
+          }
+          buffers_.Put(std::move(*part->response.mutable_data()));
+          return status;
+        },
+        std::move(fan));
   }
 
   void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
@@ -517,37 +528,52 @@ class PsClientImpl : public PsClient {
       PushRowsRequest request;
       PushRowsResponse response;
     };
-    std::vector<std::unique_ptr<Part>> parts;
-    absl::Status routed = RouteRows(*layout, ids, [&](int shard, std::vector<int64_t> local,
-                                                      std::vector<int64_t> positions) {
-      auto part = std::make_unique<Part>();
-      part->request.set_request_id(RequestId(options, name, layout->shards[shard].spec.name(), -1));
-      part->request.set_shard(layout->shards[shard].spec.name());
-      *part->request.mutable_ids() = {local.begin(), local.end()};
-      std::string* data = part->request.mutable_data();
-      *data = buffers_.Get();
-      data->resize(positions.size() * width * sizeof(float));
-      for (size_t i = 0; i < positions.size(); ++i) {
-        std::memcpy(&(*data)[i * width * sizeof(float)], grads.data() + positions[i] * width,
-                    width * sizeof(float));
-      }
-      if (options.has_sync) *part->request.mutable_sync() = options.sync;
-      parts.push_back(std::move(part));
-    });
+    const int64_t max_rows = MaxRows(width);
+    Parts<Part> parts;
+    // A SYNC replica's share of a step is one request per shard, even an empty one.
+    absl::Status routed = RouteRows(
+        *layout, ids, /*every_shard=*/options.has_sync,
+        [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
+          const VariableLayout::Shard& target = layout->shards[shard];
+          std::vector<RowChunk> chunks;
+          if (options.has_sync) {
+            chunks.push_back(RowChunk{std::move(local), std::move(positions)});
+          } else {
+            chunks = SplitRows(std::move(local), std::move(positions), max_rows,
+                               /*keep_duplicates_together=*/true);
+          }
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            const RowChunk& chunk = chunks[c];
+            auto part = std::make_unique<Part>();
+            // Chunk c's id is keyed by -1 - c: the same chunks, so the same ids, on a re-run.
+            part->request.set_request_id(
+                RequestId(options, name, target.spec.name(), -1 - static_cast<int64_t>(c)));
+            part->request.set_shard(target.spec.name());
+            *part->request.mutable_ids() = {chunk.ids.begin(), chunk.ids.end()};
+            std::string* data = part->request.mutable_data();
+            *data = buffers_.Get();
+            data->resize(chunk.positions.size() * width * sizeof(float));
+            for (size_t i = 0; i < chunk.positions.size(); ++i) {
+              std::memcpy(&(*data)[i * width * sizeof(float)],
+                          grads.data() + chunk.positions[i] * width, width * sizeof(float));
+            }
+            if (options.has_sync) *part->request.mutable_sync() = options.sync;
+            part->request.set_generation(options.generation);
+            parts.emplace_back(target.ps, std::move(part));
+          }
+        });
     if (!routed.ok()) return done(routed);
     auto fan = Fanout::Make(parts.size(), std::move(done));
-    for (auto& part_ptr : parts) {
-      Part* part = part_ptr.release();
-      int ps = ShardPs(*layout, part->request.shard());
-      Call<PushRowsRequest, PushRowsResponse>(ps, &PsInterface::PushRowsAsync,
-                                              &part->request, &part->response, Deadline(),
-                                              [this, part, fan](const absl::Status& s) {
-                                                buffers_.Put(
-                                                    std::move(*part->request.mutable_data()));
-                                                delete part;
-                                                fan->Finish(s);
-                                              });
-    }
+    IssueParts<Part>(
+        std::move(parts), /*window_size=*/0, Deadline(),
+        [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
+          target->PushRowsAsync(&part->request, &part->response, deadline, std::move(done));
+        },
+        [this](Part* part, const absl::Status& s) {
+          buffers_.Put(std::move(*part->request.mutable_data()));
+          return s;
+        },
+        std::move(fan));
   }
 
   void AssignAsync(const std::string& name, absl::Span<const float> values,
@@ -576,7 +602,8 @@ class PsClientImpl : public PsClient {
     auto fan = Fanout::Make(chunks.size(), std::move(done));
     for (auto& [ps, chunk_ptr] : chunks) {
       Chunk* chunk = chunk_ptr.release();
-      Call<AssignRequest, AssignResponse>(ps, &PsInterface::AssignAsync, &chunk->request,
+      Call<AssignRequest, AssignResponse>(ps, Addresses::kLayoutShards,
+                                          &PsInterface::AssignAsync, &chunk->request,
                                           &chunk->response, Deadline(),
                                           [this, chunk, fan](const absl::Status& s) {
                                             buffers_.Put(
@@ -589,47 +616,122 @@ class PsClientImpl : public PsClient {
 
   absl::Status Health(std::vector<HealthResponse>* responses) override {
     std::vector<HealthRequest> requests(ps_.size());
-    responses->assign(ps_.size(), HealthResponse());
-    return ForAllPs<HealthRequest, HealthResponse>(&PsInterface::HealthAsync, &requests,
-                                                   responses);
+    return AllPs<HealthRequest, HealthResponse>(&PsInterface::HealthAsync, requests, responses,
+                                                options_.rpc_timeout);
   }
 
   absl::Status ShutdownAll(const std::string& reason) override {
     std::vector<ShutdownRequest> requests(ps_.size());
     for (auto& r : requests) r.set_reason(reason);
-    std::vector<ShutdownResponse> responses(ps_.size());
-    return ForAllPs<ShutdownRequest, ShutdownResponse>(&PsInterface::ShutdownAsync,
-                                                       &requests, &responses);
+    std::vector<ShutdownResponse> responses;
+    return AllPs<ShutdownRequest, ShutdownResponse>(&PsInterface::ShutdownAsync, requests,
+                                                    &responses, options_.rpc_timeout);
+  }
+
+  void HealthEach(bool from_chief, absl::Duration timeout, std::vector<absl::Status>* statuses,
+                  std::vector<HealthResponse>* responses) override {
+    std::vector<HealthRequest> requests(ps_.size());
+    for (auto& r : requests) r.set_from_chief(from_chief);
+    EachPs<HealthRequest, HealthResponse>(&PsInterface::HealthAsync, requests, responses,
+                                          timeout, /*max_attempts=*/1, statuses);
+  }
+
+  absl::Status SetGenerationAll(int64_t generation) override {
+    std::vector<SetGenerationRequest> requests(ps_.size());
+    for (auto& r : requests) r.set_generation(generation);
+    std::vector<SetGenerationResponse> responses;
+    return AllPs<SetGenerationRequest, SetGenerationResponse>(
+        &PsInterface::SetGenerationAsync, requests, &responses, options_.rpc_timeout);
+  }
+
+  absl::Status DropShardsAll(const DropShardsRequest& request) override {
+    std::vector<DropShardsRequest> requests(ps_.size(), request);
+    std::vector<DropShardsResponse> responses;
+    absl::Status status = AllPs<DropShardsRequest, DropShardsResponse>(
+        &PsInterface::DropShardsAsync, requests, &responses, options_.rpc_timeout);
+    // Whatever the outcome, some ps may have dropped them: the layouts are no longer known.
+    absl::MutexLock lock(&mu_);
+    if (request.all()) {
+      layouts_.clear();
+    } else {
+      for (const std::string& variable : request.variables()) layouts_.erase(variable);
+    }
+    return status;
+  }
+
+  absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
+                           int64_t generation,
+                           std::vector<SnapshotResponse>* responses) override {
+    if (static_cast<int>(path_per_ps.size()) != num_ps()) {
+      return absl::InvalidArgumentError(absl::StrCat("snapshot ", checkpoint_id, ": ",
+                                                     path_per_ps.size(), " paths for ",
+                                                     num_ps(), " ps tasks"));
+    }
+    std::vector<SnapshotRequest> requests(ps_.size());
+    for (int p = 0; p < num_ps(); ++p) {
+      requests[p].set_checkpoint_id(checkpoint_id);
+      requests[p].set_path(path_per_ps[p]);
+      requests[p].set_generation(generation);
+    }
+    return AllPs<SnapshotRequest, SnapshotResponse>(&PsInterface::SnapshotAsync, requests,
+                                                    responses, options_.rpc_timeout);
+  }
+
+  absl::Status SnapshotStatusAll(int64_t checkpoint_id,
+                                 std::vector<SnapshotStatusResponse>* responses) override {
+    std::vector<SnapshotStatusRequest> requests(ps_.size());
+    for (auto& r : requests) r.set_checkpoint_id(checkpoint_id);
+    return AllPs<SnapshotStatusRequest, SnapshotStatusResponse>(
+        &PsInterface::SnapshotStatusAsync, requests, responses, options_.rpc_timeout);
+  }
+
+  absl::Status RestoreAll(const RestoreRequest& request,
+                          std::vector<RestoreResponse>* responses) override {
+    std::vector<RestoreRequest> requests(ps_.size(), request);
+    return AllPs<RestoreRequest, RestoreResponse>(&PsInterface::RestoreAsync, requests,
+                                                  responses, options_.restore_timeout);
   }
 
  private:
   template <typename Req, typename Resp>
   using Method = void (PsInterface::*)(const Req*, Resp*, absl::Time, StatusCallback);
 
-  // Sends every batch to its ps (with retries), at most calls_in_flight_per_ps of them to a
-  // ps at once. For each, `ok` runs after a successful call; then the batch is freed and
-  // `fan` told.
-  template <typename Batch>
-  void IssueBatches(Batches<Batch>* batches, absl::Time deadline,
-                    std::function<void(PsInterface*, Batch*, absl::Time, StatusCallback)> issue,
-                    std::function<void(const Batch&)> ok, std::shared_ptr<Fanout> fan) {
-    auto window = std::make_shared<CallWindow>(num_ps(), options_.calls_in_flight_per_ps);
-    batches->ForEach([&](int ps, Batch* batch) {
-      window->Add(ps, [this, ps, batch, deadline, issue, ok, fan](std::function<void()> next) {
+  // What a call addresses, for the typed detail of its failure (client/ps_call_error.h):
+  // the ps itself, or shards the layout places on it (NOT_FOUND then means it lost them).
+  enum class Addresses { kPs, kLayoutShards };
+
+  // An operation's parts, each with the ps it goes to.
+  template <typename Part>
+  using Parts = std::vector<std::pair<int, std::unique_ptr<Part>>>;
+
+  // Sends every part to its ps (with retries; they address layout shards), at most `window`
+  // of them to a ps at once (0: all). When a part's call is back,
+  // complete(part, status) gives the part's final status (it may check or copy out the
+  // reply, and release buffers); then the part is freed and `fan` told.
+  template <typename Part>
+  void IssueParts(Parts<Part> parts, int window_size, absl::Time deadline,
+                  std::function<void(PsInterface*, Part*, absl::Time, StatusCallback)> issue,
+                  std::function<absl::Status(Part*, const absl::Status&)> complete,
+                  std::shared_ptr<Fanout> fan) {
+    auto window = std::make_shared<CallWindow>(num_ps(), window_size);
+    for (auto& [ps, owned] : parts) {
+      Part* part = owned.release();
+      window->Add(ps, [this, ps = ps, part, deadline, issue, complete,
+                       fan](std::function<void()> next) {
         CallWithRetries(
-            ps,
-            [issue, batch](PsInterface* target, absl::Time deadline, StatusCallback done) {
-              issue(target, batch, deadline, std::move(done));
+            ps, Addresses::kLayoutShards,
+            [issue, part](PsInterface* target, absl::Time deadline, StatusCallback done) {
+              issue(target, part, deadline, std::move(done));
             },
-            deadline,
-            [batch, ok, fan, next = std::move(next)](const absl::Status& s) {
+            deadline, options_.max_attempts,
+            [part, complete, fan, next = std::move(next)](const absl::Status& s) {
               next();
-              if (s.ok()) ok(*batch);
-              delete batch;
-              fan->Finish(s);
+              absl::Status status = complete(part, s);
+              delete part;
+              fan->Finish(status);
             });
       });
-    });
+    }
     window->Start();
   }
 
@@ -637,63 +739,91 @@ class PsClientImpl : public PsClient {
   using Issue = std::function<void(PsInterface* target, absl::Time deadline, StatusCallback done)>;
 
   // Issues one RPC to ps `ps`, retrying UNAVAILABLE with exponential backoff (same request,
-  // so the same request id) until max_attempts or the deadline. Errors name the ps task.
-  void CallWithRetries(int ps, Issue issue, absl::Time deadline, StatusCallback done,
-                       int attempt = 1) {
+  // so the same request id) until max_attempts or the deadline. The final error names the
+  // ps and carries a typed detail (PsCallError).
+  void CallWithRetries(int ps, Addresses addresses, Issue issue, absl::Time deadline,
+                       int max_attempts, StatusCallback done, int attempt = 1) {
     PsInterface* target = ps_[ps].get();
     Issue again = issue;  // kept for a retry
     issue(target, deadline,
-          [this, ps, issue = std::move(again), deadline, done = std::move(done),
-           attempt](const absl::Status& s) mutable {
-            if (s.code() == absl::StatusCode::kUnavailable && attempt < options_.max_attempts) {
+          [this, ps, addresses, issue = std::move(again), deadline, max_attempts,
+           done = std::move(done), attempt](const absl::Status& s) mutable {
+            if (s.code() == absl::StatusCode::kUnavailable && attempt < max_attempts) {
               absl::Duration backoff = options_.initial_backoff;
               for (int i = 1; i < attempt && backoff < options_.max_backoff; ++i) backoff *= 2;
               backoff = std::min(backoff, options_.max_backoff);
               absl::Time when = absl::Now() + backoff;
               if (when < deadline) {
-                retries_.RunAt(when, [this, ps, issue = std::move(issue), deadline,
-                                      done = std::move(done), attempt](bool cancelled) mutable {
+                retries_.RunAt(when, [this, ps, addresses, issue = std::move(issue), deadline,
+                                      max_attempts, done = std::move(done),
+                                      attempt](bool cancelled) mutable {
                   if (cancelled) {
                     done(absl::CancelledError(
                         absl::StrCat(ps_[ps]->name(), ": client shut down during retry")));
                     return;
                   }
-                  CallWithRetries(ps, std::move(issue), deadline, std::move(done), attempt + 1);
+                  CallWithRetries(ps, addresses, std::move(issue), deadline, max_attempts,
+                                  std::move(done), attempt + 1);
                 });
                 return;
               }
             }
-            done(Annotate(s, ps_[ps]->name()));
+            PsCall call;
+            call.ps_task = ps;
+            call.ps_name = ps_[ps]->name();
+            call.layout_shards = addresses == Addresses::kLayoutShards;
+            call.deadline_passed = absl::Now() >= deadline - kDeadlineSlack;
+            done(PsCallError(s, call));
           });
   }
 
   template <typename Req, typename Resp>
-  void Call(int ps, Method<Req, Resp> method, const Req* request, Resp* response,
-            absl::Time deadline, StatusCallback done) {
+  void Call(int ps, Addresses addresses, Method<Req, Resp> method, const Req* request,
+            Resp* response, absl::Time deadline, StatusCallback done) {
     CallWithRetries(
-        ps,
+        ps, addresses,
         [method, request, response](PsInterface* target, absl::Time deadline,
                                     StatusCallback done) {
           (target->*method)(request, response, deadline, std::move(done));
         },
-        deadline, std::move(done));
+        deadline, options_.max_attempts, std::move(done));
   }
 
+  // Calls `method` on every ps at once, requests[k] to ps k, each call with its own deadline
+  // `timeout` from now, and waits for all: (*statuses)[k] and (*responses)[k] are ps k's.
   template <typename Req, typename Resp>
-  absl::Status ForAllPs(Method<Req, Resp> method, std::vector<Req>* requests,
-                        std::vector<Resp>* responses) {
+  void EachPs(Method<Req, Resp> method, const std::vector<Req>& requests,
+              std::vector<Resp>* responses, absl::Duration timeout, int max_attempts,
+              std::vector<absl::Status>* statuses) {
+    responses->assign(ps_.size(), Resp());
+    statuses->assign(ps_.size(), absl::OkStatus());
     absl::Notification done;
-    absl::Status result;
-    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
-      result = s;
-      done.Notify();
-    });
+    auto fan = Fanout::Make(ps_.size(), [&done](const absl::Status&) { done.Notify(); });
+    const absl::Time deadline = absl::Now() + timeout;
     for (int p = 0; p < num_ps(); ++p) {
-      Call<Req, Resp>(p, method, &(*requests)[p], &(*responses)[p], Deadline(),
-                      [fan](const absl::Status& s) { fan->Finish(s); });
+      CallWithRetries(
+          p, Addresses::kPs,
+          [method, request = &requests[p], response = &(*responses)[p]](
+              PsInterface* target, absl::Time deadline, StatusCallback done) {
+            (target->*method)(request, response, deadline, std::move(done));
+          },
+          deadline, max_attempts,
+          [fan, status = &(*statuses)[p]](const absl::Status& s) {
+            *status = s;  // each ps its own element; the fan orders it before the wait ends
+            fan->Finish(s);
+          });
     }
     done.WaitForNotification();
-    return result;
+  }
+
+  // EachPs with the client's retries, answering OK or the failure of the lowest task.
+  template <typename Req, typename Resp>
+  absl::Status AllPs(Method<Req, Resp> method, const std::vector<Req>& requests,
+                     std::vector<Resp>* responses, absl::Duration timeout) {
+    std::vector<absl::Status> statuses;
+    EachPs(method, requests, responses, timeout, options_.max_attempts, &statuses);
+    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+    return absl::OkStatus();
   }
 
   static VariableLayout MakeLayout(const std::string& name, const std::vector<int64_t>& shape) {
@@ -719,10 +849,11 @@ class PsClientImpl : public PsClient {
     }
   }
 
-  // Groups ids by shard: fn(shard index, ids local to the shard, positions in `ids`).
+  // Groups ids by shard: fn(shard index, ids local to the shard, positions in `ids`), for
+  // each shard that has ids, or for every shard when `every_shard`.
   template <typename Fn>
   absl::Status RouteRows(const VariableLayout& layout, absl::Span<const int64_t> ids,
-                         Fn fn) const {
+                         bool every_shard, Fn fn) const {
     std::vector<std::vector<int64_t>> local(layout.shards.size());
     std::vector<std::vector<int64_t>> positions(layout.shards.size());
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -741,16 +872,15 @@ class PsClientImpl : public PsClient {
       positions[shard].push_back(i);
     }
     for (size_t s = 0; s < layout.shards.size(); ++s) {
-      if (!local[s].empty()) fn(s, std::move(local[s]), std::move(positions[s]));
+      if (every_shard || !local[s].empty()) fn(s, std::move(local[s]), std::move(positions[s]));
     }
     return absl::OkStatus();
   }
 
-  static int ShardPs(const VariableLayout& layout, const std::string& shard_name) {
-    for (const auto& s : layout.shards) {
-      if (s.spec.name() == shard_name) return s.ps;
-    }
-    return 0;
+  // Rows of `width` floats in one request of at most max_chunk_bytes (at least one).
+  int64_t MaxRows(int64_t width) const {
+    return std::max<int64_t>(1, options_.max_chunk_bytes /
+                                    (width * static_cast<int64_t>(sizeof(float))));
   }
 
   // The layout of a variable for a whole-variable `what` (pull, push, assign) of `floats`
@@ -843,6 +973,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
   }
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError("PsClient::Options.max_attempts must be >= 1");
+  }
+  if (options.restore_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("PsClient::Options.restore_timeout must be positive");
   }
   return std::unique_ptr<PsClient>(new PsClientImpl(std::move(ps), options));
 }

@@ -9,6 +9,14 @@
 // Every call has an asynchronous form (returns at once, `done` runs exactly once on some
 // thread) and a blocking wrapper. Calls that fail with UNAVAILABLE are retried with
 // exponential backoff, carrying the same request id, so a retried push is applied once.
+// Row calls are cut into requests of at most `max_chunk_bytes` of rows as well.
+//
+// Errors from a ps name it ("ps:1 (host:2223): ...") and carry a typed ErrorDetail
+// (client/ps_call_error.h) that survives the join of a call's parts: PS_UNAVAILABLE with the
+// ps's task when it could not be reached (after the retries), PS_STATE_LOST when it no longer
+// holds a shard the layout places there (it restarted), or the detail the ps attached (say,
+// STALE_GENERATION). The control plane (HealthEach, SetGenerationAll, ...) is the chief's:
+// one call to every ps at once, telling which ps failed.
 //
 // Thread-safety: thread-safe. Layout changes (CreateVariables, Discover) may run
 // concurrently with data calls on other variables.
@@ -71,6 +79,10 @@ struct PushOptions {
   // re-run of the same step (by another worker, after a failure) is recognised by the ps as a
   // duplicate and not applied twice. Zero: fresh ids (a retry of one call still reuses them).
   uint64_t idempotency_key = 0;
+  // The recovery generation these updates belong to, set on every request the push sends
+  // (PushRequest.generation, PushRowsRequest.generation): a ps that has moved to a later
+  // generation (rolled back since) refuses them, ABORTED with STALE_GENERATION. 0: unfenced.
+  int64_t generation = 0;
 };
 
 struct PullOptions {
@@ -87,12 +99,18 @@ class PsClient {
     int max_attempts = 6;  // for UNAVAILABLE
     absl::Duration initial_backoff = absl::Milliseconds(50);
     absl::Duration max_backoff = absl::Seconds(2);
+    // The most tensor bytes in one request or reply: whole-variable pulls and pushes are cut
+    // into row ranges, and row calls' ids into requests, of at most this many bytes (one row
+    // at least), well below the ps's reply bound (ShardStore::Options::max_reply_bytes).
     int64_t max_chunk_bytes = 4 << 20;
     // Calls of one Pull/Push in flight at once to each ps (0: all at once). Calls that run
     // together share the connections and all finish near the end, so the work each one
     // leaves for completion (the client's copy out, the ps's optimizer update) piles up at
     // the end; a window lets it overlap the next calls' transfer.
     int calls_in_flight_per_ps = 4;
+    // Deadline of each ps's Restore (RestoreAll), which reads its part of a checkpoint: GiBs
+    // take long. The other control calls use rpc_timeout.
+    absl::Duration restore_timeout = absl::Minutes(30);
   };
 
   // One PsInterface per ps task, in task-index order.
@@ -133,7 +151,12 @@ class PsClient {
                          StatusCallback done) = 0;
 
   // Rows by id (0 .. rows-1 of the whole variable); `out` / `grads` hold ids.size() rows.
-  // Duplicate ids in a push are summed on the ps.
+  // Duplicate ids in a push are summed on the ps. Each shard's ids go out in requests of at
+  // most max_chunk_bytes of rows (client/row_chunks.h); a push keeps all occurrences of an id
+  // in one request, so each row is updated once (each request is one update of its shard,
+  // and advances its version). A SYNC push (has_sync) sends every shard
+  // exactly one request, its whole share, even an empty one: the ps takes a replica's rows
+  // for a step as one PushRows, and a shard the batch has no ids for still needs it.
   virtual void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
                              absl::Span<float> out, const PullOptions& options,
                              StatusCallback done) = 0;
@@ -145,10 +168,40 @@ class PsClient {
   virtual void AssignAsync(const std::string& name, absl::Span<const float> values,
                            StatusCallback done) = 0;
 
-  // Health of every ps, in task order (a failed call leaves a status in `errors`).
+  // Health of every ps, in task order; the first failure, if any.
   virtual absl::Status Health(std::vector<HealthResponse>* responses) = 0;
   // Asks every ps to shut down.
   virtual absl::Status ShutdownAll(const std::string& reason) = 0;
+
+  // The control plane. Each call reaches every ps task in parallel and waits for all. The
+  // *All calls retry UNAVAILABLE as data calls do and return OK or the failure of the lowest
+  // ps task that failed, which names that ps and carries its ErrorDetail (PS_UNAVAILABLE with
+  // ps_task when the ps could not be reached, else the ps's own); responses[k] is ps k's
+  // (meaningful when ps k succeeded).
+
+  // Probes every ps once, without retries, each call with its own `timeout`: statuses[k] and
+  // responses[k] are ps k's, so the caller tells which ps is down (UNAVAILABLE or
+  // DEADLINE_EXCEEDED, with PS_UNAVAILABLE). `from_chief`: the chief's periodic probe, which
+  // also resets each ps's orphan clock.
+  virtual void HealthEach(bool from_chief, absl::Duration timeout,
+                          std::vector<absl::Status>* statuses,
+                          std::vector<HealthResponse>* responses) = 0;
+  // Raises every ps's recovery generation to `generation` (a ps never lowers it).
+  virtual absl::Status SetGenerationAll(int64_t generation) = 0;
+  // Drops the listed variables' shards (every shard for request.all()) on every ps, and
+  // forgets their layouts here, whatever the outcome: CreateVariables or Discover again.
+  virtual absl::Status DropShardsAll(const DropShardsRequest& request) = 0;
+  // Snapshots every ps for checkpoint `checkpoint_id`: ps k writes path_per_ps[k]
+  // (INVALID_ARGUMENT unless there is one path per ps). `generation` must be each ps's.
+  virtual absl::Status SnapshotAll(int64_t checkpoint_id,
+                                   const std::vector<std::string>& path_per_ps,
+                                   int64_t generation,
+                                   std::vector<SnapshotResponse>* responses) = 0;
+  virtual absl::Status SnapshotStatusAll(int64_t checkpoint_id,
+                                         std::vector<SnapshotStatusResponse>* responses) = 0;
+  // Sends `request` to every ps, each call with Options::restore_timeout.
+  virtual absl::Status RestoreAll(const RestoreRequest& request,
+                                  std::vector<RestoreResponse>* responses) = 0;
 
   // Blocking wrappers.
   absl::Status Pull(const std::string& name, absl::Span<float> out,

@@ -5,12 +5,19 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/intercepting_ps_interface.h"
 #include "client/local_ps_interface.h"
+#include "common/error_detail.h"
 #include "gtest/gtest.h"
 #include "ps_server/shard_store.h"
 
@@ -131,6 +138,14 @@ TEST_F(PsClientTest, BadInputNamesVariable) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("bad"), std::string::npos) << s;
   EXPECT_FALSE(PsClient::Create({}, {}).ok());
+  std::vector<std::unique_ptr<PsInterface>> one;
+  one.push_back(NewLocalPsInterface("ps:0", stores_[0].get()));
+  PsClient::Options no_restore_time;
+  no_restore_time.restore_timeout = absl::ZeroDuration();
+  auto refused = PsClient::Create(std::move(one), no_restore_time);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("restore_timeout"), std::string::npos)
+      << refused.status();
 }
 
 TEST_F(PsClientTest, SyncPushesApplyOnceAllReplicasArrive) {
@@ -233,6 +248,11 @@ class SlowBatches : public PsInterface {
   SHARDPS_DELEGATE(Assign)
   SHARDPS_DELEGATE(Health)
   SHARDPS_DELEGATE(Shutdown)
+  SHARDPS_DELEGATE(SetGeneration)
+  SHARDPS_DELEGATE(DropShards)
+  SHARDPS_DELEGATE(Snapshot)
+  SHARDPS_DELEGATE(SnapshotStatus)
+  SHARDPS_DELEGATE(Restore)
 #undef SHARDPS_DELEGATE
 
   void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
@@ -319,6 +339,561 @@ TEST(PsClientWindowTest, CallsInFlightPerPsIsBounded) {
 
     EXPECT_EQ(probe->calls(), 16) << "window " << window;  // 8 pushes, 8 pulls
     EXPECT_EQ(probe->max_in_flight(), expected) << "window " << window;
+  }
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Three in-process ps tasks, each behind an InterceptingPsInterface so that a test can fail,
+// answer or watch any call to it. Their names are what NewGrpcPsClient gives real ones.
+class PsClientCallsTest : public ::testing::Test {
+ protected:
+  void Start(PsClient::Options options) {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (int i = 0; i < 3; ++i) {
+      ShardStore::Options store_options;
+      store_options.task_index = i;
+      stores_.push_back(*ShardStore::Create(store_options));
+      auto intercepting = std::make_unique<InterceptingPsInterface>(
+          absl::StrCat("ps:", i, " (127.0.0.1:", 2222 + i, ")"),
+          NewLocalPsInterface("local", stores_.back().get()));
+      ps_.push_back(intercepting.get());
+      ps.push_back(std::move(intercepting));
+    }
+    options.initial_backoff = absl::Milliseconds(1);
+    options.max_backoff = absl::Milliseconds(2);
+    client_ = *PsClient::Create(std::move(ps), options);
+  }
+
+  // `name` of shape `shape` in `parts` shards placed round robin (part k on ps k).
+  void Create(const std::string& name, std::vector<int64_t> shape, int parts,
+              OptimizerSpec::Type optimizer = OptimizerSpec::SGD, int sync_replicas = 0) {
+    VariableDef def;
+    def.name = name;
+    def.shape = std::move(shape);
+    def.initializer.set_type(InitializerSpec::ZEROS);
+    def.optimizer.set_type(optimizer);
+    def.optimizer.set_learning_rate(0.5);
+    if (sync_replicas > 0) {
+      def.update.set_mode(UpdateSpec::SYNC);
+      def.update.set_num_replicas(sync_replicas);
+    }
+    auto placer = *NewRoundRobinPlacer(3);
+    ASSERT_TRUE(
+        client_->CreateVariables({def}, **NewFixedShardsPartitioner(parts), placer.get()).ok());
+  }
+
+  std::vector<std::unique_ptr<ShardStore>> stores_;  // outlive the client
+  std::vector<InterceptingPsInterface*> ps_;         // owned by the client
+  std::unique_ptr<PsClient> client_;
+};
+
+void ExpectPsDetail(const absl::Status& s, ErrorDetail::Kind kind, int ps_task) {
+  std::optional<ErrorDetail> detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value()) << s;
+  EXPECT_EQ(detail->kind(), kind) << s;
+  EXPECT_EQ(detail->ps_task(), ps_task) << s;
+  EXPECT_TRUE(absl::StartsWith(s.message(), absl::StrCat("ps:", ps_task, " (127.0.0.1:",
+                                                          2222 + ps_task, "): ")))
+      << s;
+}
+
+TEST_F(PsClientCallsTest, EveryUpdateCarriesTheGeneration) {
+  Start({});
+  Create("w", {6, 4}, 3);
+  absl::Mutex mu;
+  std::vector<int64_t> generations;
+  for (InterceptingPsInterface* ps : ps_) {
+    ps->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                           google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+      absl::MutexLock lock(&mu);
+      if (method == "PushBatch") {
+        for (const PushRequest& item : static_cast<const PushBatchRequest&>(request).pushes()) {
+          generations.push_back(item.generation());
+        }
+      } else if (method == "PushRows") {
+        generations.push_back(static_cast<const PushRowsRequest&>(request).generation());
+      }
+      return std::nullopt;
+    });
+  }
+  PushOptions options;
+  options.generation = 7;
+  std::vector<float> grad(24, 1.0f);
+  ASSERT_TRUE(client_->Push("w", grad, options).ok());
+  std::vector<float> rows(8, 1.0f);
+  ASSERT_TRUE(client_->PushRows("w", std::vector<int64_t>{0, 5}, rows, options).ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(generations, (std::vector<int64_t>(3 + 2, 7)));
+}
+
+TEST_F(PsClientCallsTest, UnreachablePsIsPsUnavailableAfterTheRetries) {
+  PsClient::Options options;
+  options.max_attempts = 3;
+  Start(options);
+  Create("w", {6, 4}, 3);
+  std::atomic<int> attempts{0};
+  ps_[1]->SetInterceptor([&](absl::string_view, const google::protobuf::Message&,
+                             google::protobuf::Message*, absl::Time) {
+    ++attempts;
+    return std::optional<absl::Status>(absl::UnavailableError("connection refused"));
+  });
+  std::vector<float> values(24);
+  absl::Status s = client_->Pull("w", absl::MakeSpan(values));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  ExpectPsDetail(s, ErrorDetail::PS_UNAVAILABLE, 1);
+  EXPECT_EQ(attempts.load(), 3);
+  // Through the join of a push's parts on three ps, and of a row pull's.
+  s = client_->Push("w", values);
+  ExpectPsDetail(s, ErrorDetail::PS_UNAVAILABLE, 1);
+  std::vector<float> rows(12);
+  s = client_->PullRows("w", std::vector<int64_t>{0, 2, 5}, absl::MakeSpan(rows));
+  ExpectPsDetail(s, ErrorDetail::PS_UNAVAILABLE, 1);
+  // Ps 0 alone still answers.
+  EXPECT_TRUE(client_->PullRows("w", std::vector<int64_t>{0}, absl::MakeSpan(rows).first(4)).ok());
+}
+
+TEST_F(PsClientCallsTest, DeadlineExceededIsPsUnavailableOnlyWhenTheDeadlinePassed) {
+  PsClient::Options options;
+  options.rpc_timeout = absl::Milliseconds(100);
+  Start(options);
+  Create("w", {6, 4}, 3);
+  std::atomic<bool> wait_for_deadline{true};
+  ps_[2]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message*,
+                             absl::Time deadline) -> std::optional<absl::Status> {
+    if (method != "PullBatch") return std::nullopt;
+    if (wait_for_deadline) absl::SleepFor(deadline - absl::Now());  // as a hung ps would
+    return absl::DeadlineExceededError("deadline exceeded");
+  });
+  std::vector<float> values(24);
+  absl::Status s = client_->Pull("w", absl::MakeSpan(values));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  ExpectPsDetail(s, ErrorDetail::PS_UNAVAILABLE, 2);
+  // The ps's own DEADLINE_EXCEEDED (a version wait that ran out) says nothing of its health.
+  wait_for_deadline = false;
+  s = client_->Pull("w", absl::MakeSpan(values));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(GetDetail(s).has_value()) << s;
+}
+
+TEST_F(PsClientCallsTest, APsThatLostItsShardsIsPsStateLost) {
+  Start({});
+  Create("w", {6, 4}, 3);
+  // Ps 1 restarts with nothing.
+  ShardStore::Options restarted;
+  restarted.task_index = 1;
+  stores_.push_back(*ShardStore::Create(restarted));
+  ps_[1]->SetInner(NewLocalPsInterface("local", stores_.back().get()));
+
+  std::vector<float> values(24);
+  std::vector<float> rows(8);
+  const std::vector<int64_t> ids = {2, 3};  // part 1 holds rows 2 and 3
+  for (absl::Status s :
+       {client_->Pull("w", absl::MakeSpan(values)), client_->Push("w", values),
+        client_->Assign("w", values), client_->PullRows("w", ids, absl::MakeSpan(rows)),
+        client_->PushRows("w", ids, rows)}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    ExpectPsDetail(s, ErrorDetail::PS_STATE_LOST, 1);
+  }
+  // A variable this client does not know is no ps's doing.
+  absl::Status unknown = client_->Pull("nope", absl::MakeSpan(values));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(GetDetail(unknown).has_value()) << unknown;
+}
+
+TEST_F(PsClientCallsTest, RowCallsAreSplitIntoBoundedRequests) {
+  constexpr int kWidth = 4;
+  PsClient::Options options;
+  options.max_chunk_bytes = 3 * kWidth * sizeof(float);  // 3 rows a request
+  Start(options);
+  Create("e", {20, kWidth}, 1, OptimizerSpec::ADAGRAD);
+  // The same variable through one unbounded request, for reference.
+  auto reference_store = *ShardStore::Create({});
+  std::vector<std::unique_ptr<PsInterface>> one;
+  one.push_back(NewLocalPsInterface("ref", reference_store.get()));
+  auto reference = *PsClient::Create(std::move(one), {});
+  {
+    VariableDef def;
+    def.name = "e";
+    def.shape = {20, kWidth};
+    def.initializer.set_type(InitializerSpec::ZEROS);
+    def.optimizer.set_type(OptimizerSpec::ADAGRAD);
+    def.optimizer.set_learning_rate(0.5);
+    auto placer = *NewRoundRobinPlacer(1);
+    ASSERT_TRUE(
+        reference->CreateVariables({def}, **NewFixedShardsPartitioner(1), placer.get()).ok());
+  }
+
+  absl::Mutex mu;
+  std::vector<std::vector<int64_t>> pulled, pushed;  // each request's ids
+  ps_[0]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                             google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+    absl::MutexLock lock(&mu);
+    if (method == "PullRows") {
+      const auto& r = static_cast<const PullRowsRequest&>(request);
+      pulled.emplace_back(r.ids().begin(), r.ids().end());
+    } else if (method == "PushRows") {
+      const auto& r = static_cast<const PushRowsRequest&>(request);
+      pushed.emplace_back(r.ids().begin(), r.ids().end());
+    }
+    return std::nullopt;
+  });
+
+  // Duplicates, spread out: Adagrad gives another result if a row's gradients are applied in
+  // two updates instead of summed into one.
+  const std::vector<int64_t> ids = {3, 7, 3, 19, 0, 7, 3, 12, 5, 5, 8, 0, 1};
+  std::vector<float> grads(ids.size() * kWidth);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  ASSERT_TRUE(client_->PushRows("e", ids, grads).ok());
+  ASSERT_TRUE(reference->PushRows("e", ids, grads).ok());
+  std::vector<float> got(20 * kWidth), want(20 * kWidth);
+  ASSERT_TRUE(client_->Pull("e", absl::MakeSpan(got)).ok());
+  ASSERT_TRUE(reference->Pull("e", absl::MakeSpan(want)).ok());
+  EXPECT_TRUE(got == want) << "a split push changed the update";
+
+  std::vector<float> rows(ids.size() * kWidth);
+  ASSERT_TRUE(client_->PullRows("e", ids, absl::MakeSpan(rows)).ok());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    EXPECT_EQ(0, std::memcmp(&rows[k * kWidth], &got[ids[k] * kWidth], kWidth * sizeof(float)))
+        << "row " << k;
+  }
+
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(pulled.size(), 5u);  // 13 ids, 3 a request
+  for (const auto& r : pulled) EXPECT_LE(r.size(), 3u);
+  EXPECT_GT(pushed.size(), 1u);
+  std::map<int64_t, size_t> request_of;
+  size_t total = 0;
+  for (size_t i = 0; i < pushed.size(); ++i) {
+    EXPECT_LE(pushed[i].size(), 3u);
+    total += pushed[i].size();
+    for (int64_t id : pushed[i]) {
+      auto [it, added] = request_of.emplace(id, i);
+      EXPECT_EQ(it->second, i) << "id " << id << " went out in two requests";
+    }
+  }
+  EXPECT_EQ(total, ids.size());
+}
+
+// A ps that bounds its replies (ShardStore::Options::max_reply_bytes) serves a row pull
+// many times that large: the client's chunks stay under the bound.
+TEST(PsClientReplyBoundTest, RowPullsStayWithinThePsReplyBound) {
+  ShardStore::Options store_options;
+  store_options.max_reply_bytes = 1024;
+  auto store = *ShardStore::Create(store_options);
+  std::vector<std::unique_ptr<PsInterface>> ps;
+  ps.push_back(NewLocalPsInterface("ps:0", store.get()));
+  PsClient::Options options;
+  options.max_chunk_bytes = 1024;
+  auto client = *PsClient::Create(std::move(ps), options);
+  VariableDef def;
+  def.name = "e";
+  def.shape = {100, 16};
+  def.initializer.set_type(InitializerSpec::RANDOM_NORMAL);
+  def.optimizer.set_type(OptimizerSpec::SGD);
+  def.optimizer.set_learning_rate(1.0);
+  auto placer = *NewRoundRobinPlacer(1);
+  ASSERT_TRUE(client->CreateVariables({def}, **NewFixedShardsPartitioner(1), placer.get()).ok());
+  std::vector<float> all(100 * 16);
+  ASSERT_TRUE(client->Pull("e", absl::MakeSpan(all)).ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 37) % 100);  // 19200 bytes of rows
+  std::vector<float> rows(ids.size() * 16);
+  ASSERT_TRUE(client->PullRows("e", ids, absl::MakeSpan(rows)).ok());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_EQ(0, std::memcmp(&rows[k * 16], &all[ids[k] * 16], 16 * sizeof(float))) << k;
+  }
+  store->Shutdown();
+}
+
+TEST_F(PsClientCallsTest, SplitRowPushesKeepTheirRequestIdsOnARerun) {
+  PsClient::Options options;
+  options.max_chunk_bytes = 2 * 4 * sizeof(float);  // 2 rows a request
+  Start(options);
+  Create("e", {10, 4}, 1);
+  absl::Mutex mu;
+  std::vector<uint64_t> request_ids;
+  ps_[0]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                             google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+    if (method == "PushRows") {
+      absl::MutexLock lock(&mu);
+      request_ids.push_back(static_cast<const PushRowsRequest&>(request).request_id());
+    }
+    return std::nullopt;
+  });
+  const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<float> grads(ids.size() * 4, 1.0f);
+  PushOptions push;
+  push.idempotency_key = 12345;
+  ASSERT_TRUE(client_->PushRows("e", ids, grads, push).ok());
+  std::vector<uint64_t> first;
+  {
+    absl::MutexLock lock(&mu);
+    first.swap(request_ids);
+  }
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_EQ(std::set<uint64_t>(first.begin(), first.end()).size(), 4u);
+  ASSERT_TRUE(client_->PushRows("e", ids, grads, push).ok());  // the step re-run
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(request_ids, first);
+  }
+  // Each request was applied once: four updates, not eight; rows pushed once.
+  std::vector<float> values(40);
+  PullVersions versions;
+  ASSERT_TRUE(client_->Pull("e", absl::MakeSpan(values), {}, &versions).ok());
+  EXPECT_EQ(versions.max_version, 4);
+  EXPECT_FLOAT_EQ(values[4], -0.5f);
+}
+
+TEST_F(PsClientCallsTest, SyncRowPushSendsEachShardItsWholeShareEvenEmpty) {
+  PsClient::Options options;
+  options.max_chunk_bytes = 2 * 4 * sizeof(float);  // would split a non-sync push
+  Start(options);
+  Create("s", {10, 4}, 2, OptimizerSpec::SGD, /*sync_replicas=*/1);
+  absl::Mutex mu;
+  std::map<std::string, std::vector<int>> sizes;  // shard -> each request's ids
+  for (InterceptingPsInterface* ps : ps_) {
+    ps->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                           google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+      if (method == "PushRows") {
+        const auto& r = static_cast<const PushRowsRequest&>(request);
+        absl::MutexLock lock(&mu);
+        sizes[r.shard()].push_back(r.ids_size());
+      }
+      return std::nullopt;
+    });
+  }
+  const std::vector<int64_t> ids = {0, 1, 2, 3, 4};  // all in part 0 (rows 0-4)
+  std::vector<float> grads(ids.size() * 4, 1.0f);
+  PushOptions push;
+  push.has_sync = true;
+  push.sync.set_step(0);
+  push.sync.set_replica(0);
+  ASSERT_TRUE(client_->PushRows("s", ids, grads, push).ok());
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(sizes["s/part_0"], (std::vector<int>{5}));
+    EXPECT_EQ(sizes["s/part_1"], (std::vector<int>{0}));
+  }
+  // Both shards completed step 0.
+  std::vector<float> values(40);
+  PullVersions versions;
+  ASSERT_TRUE(client_->Pull("s", absl::MakeSpan(values), {}, &versions).ok());
+  EXPECT_EQ(versions.min_version, 1);
+  EXPECT_FLOAT_EQ(values[0], -0.5f);
+  EXPECT_FLOAT_EQ(values[39], 0.0f);
+}
+
+TEST_F(PsClientCallsTest, DropShardsAllForgetsTheLayouts) {
+  Start({});
+  Create("a", {6, 4}, 3);
+  Create("b", {6, 4}, 3);
+  std::vector<std::vector<std::string>> dropped(3);
+  for (int p = 0; p < 3; ++p) {
+    // The store's DropShards may not exist yet here: answer for it.
+    ps_[p]->SetInterceptor([&dropped, p](absl::string_view method,
+                                         const google::protobuf::Message& request,
+                                         google::protobuf::Message* response,
+                                         absl::Time) -> std::optional<absl::Status> {
+      if (method != "DropShards") return std::nullopt;
+      const auto& r = static_cast<const DropShardsRequest&>(request);
+      dropped[p].assign(r.variables().begin(), r.variables().end());
+      static_cast<DropShardsResponse*>(response)->set_dropped(r.variables_size());
+      return absl::OkStatus();
+    });
+  }
+  DropShardsRequest request;
+  request.add_variables("a");
+  ASSERT_TRUE(client_->DropShardsAll(request).ok());
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(dropped[p], (std::vector<std::string>{"a"}));
+  EXPECT_EQ(client_->GetLayout("a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(client_->GetLayout("b").ok());
+  request.Clear();
+  request.set_all(true);
+  ASSERT_TRUE(client_->DropShardsAll(request).ok());
+  EXPECT_TRUE(client_->VariableNames().empty());
+}
+
+TEST_F(PsClientCallsTest, LocalControlCallsReachTheStore) {
+  Start({});
+  absl::Status s = client_->SetGenerationAll(3);
+  if (s.code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "ShardStore::SetGeneration is not implemented in this tree: " << s;
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<absl::Status> statuses;
+  std::vector<HealthResponse> health;
+  client_->HealthEach(true, absl::Seconds(10), &statuses, &health);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_TRUE(statuses[p].ok()) << statuses[p];
+    EXPECT_EQ(health[p].generation(), 3);
+    EXPECT_EQ(health[p].task_index(), p);
+  }
+}
+
+// The control plane against scripted ps tasks (no store behind them): every ps gets the
+// request, each answer lands in its place, the first failure names its ps and keeps the
+// detail the ps attached.
+class PsClientControlTest : public ::testing::Test {
+ protected:
+  struct Seen {
+    std::string method;
+    std::string request;  // text format
+    absl::Time deadline;
+  };
+
+  void SetUp() override {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (int p = 0; p < 3; ++p) {
+      ps.push_back(std::make_unique<InterceptingPsInterface>(
+          absl::StrCat("ps:", p, " (127.0.0.1:", 2222 + p, ")"), nullptr,
+          [this, p](absl::string_view method, const google::protobuf::Message& request,
+                    google::protobuf::Message* response, absl::Time deadline) {
+            return Answer(p, method, request, response, deadline);
+          }));
+    }
+    options_.rpc_timeout = absl::Minutes(1);
+    options_.restore_timeout = absl::Hours(1);
+    options_.initial_backoff = absl::Milliseconds(1);
+    options_.max_backoff = absl::Milliseconds(2);
+    client_ = *PsClient::Create(std::move(ps), options_);
+  }
+
+  std::optional<absl::Status> Answer(int p, absl::string_view method,
+                                     const google::protobuf::Message& request,
+                                     google::protobuf::Message* response, absl::Time deadline) {
+    {
+      absl::MutexLock lock(&mu_);
+      seen_[p].push_back(Seen{std::string(method), request.ShortDebugString(), deadline});
+      auto failure = failures_.find({p, std::string(method)});
+      if (failure != failures_.end()) return failure->second;
+    }
+    if (method == "SetGeneration") {
+      static_cast<SetGenerationResponse*>(response)->set_generation(
+          static_cast<const SetGenerationRequest&>(request).generation());
+    } else if (method == "Snapshot") {
+      static_cast<SnapshotResponse*>(response)->add_shards()->mutable_spec()->set_name(
+          absl::StrCat("v/part_", p));
+    } else if (method == "SnapshotStatus") {
+      static_cast<SnapshotStatusResponse*>(response)->set_state(SnapshotStatusResponse::DONE);
+      static_cast<SnapshotStatusResponse*>(response)->set_bytes_written(1000 + p);
+    } else if (method == "Restore") {
+      static_cast<RestoreResponse*>(response)->set_bytes_read(100 * (p + 1));
+    } else if (method == "Health") {
+      static_cast<HealthResponse*>(response)->set_task_index(p);
+      static_cast<HealthResponse*>(response)->set_incarnation(77 + p);
+    }
+    return absl::OkStatus();
+  }
+
+  void Fail(int p, const std::string& method, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    failures_[{p, method}] = std::move(status);
+  }
+
+  std::vector<Seen> SeenBy(int p) {
+    absl::MutexLock lock(&mu_);
+    return seen_[p];
+  }
+
+  PsClient::Options options_;
+  absl::Mutex mu_;
+  std::map<int, std::vector<Seen>> seen_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, std::string>, absl::Status> failures_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<PsClient> client_;
+};
+
+TEST_F(PsClientControlTest, SetGenerationSnapshotAndStatusReachEveryPs) {
+  ASSERT_TRUE(client_->SetGenerationAll(5).ok());
+  std::vector<SnapshotResponse> snapshots;
+  ASSERT_TRUE(client_->SnapshotAll(9, {"/ck/9/ps0.st", "/ck/9/ps1.st", "/ck/9/ps2.st"}, 5,
+                                   &snapshots)
+                  .ok());
+  std::vector<SnapshotStatusResponse> statuses;
+  ASSERT_TRUE(client_->SnapshotStatusAll(9, &statuses).ok());
+  ASSERT_EQ(snapshots.size(), 3u);
+  ASSERT_EQ(statuses.size(), 3u);
+  for (int p = 0; p < 3; ++p) {
+    std::vector<Seen> seen = SeenBy(p);
+    ASSERT_EQ(seen.size(), 3u);
+    EXPECT_EQ(seen[0].method, "SetGeneration");
+    EXPECT_EQ(seen[0].request, "generation: 5");
+    EXPECT_EQ(seen[1].method, "Snapshot");
+    EXPECT_EQ(seen[1].request,
+              absl::StrCat("checkpoint_id: 9 path: \"/ck/9/ps", p, ".st\" generation: 5"));
+    EXPECT_EQ(seen[2].request, "checkpoint_id: 9");
+    EXPECT_LE(seen[1].deadline, absl::Now() + options_.rpc_timeout);
+    EXPECT_EQ(snapshots[p].shards(0).spec().name(), absl::StrCat("v/part_", p));
+    EXPECT_EQ(statuses[p].state(), SnapshotStatusResponse::DONE);
+    EXPECT_EQ(statuses[p].bytes_written(), 1000 + p);
+  }
+  // One path per ps, or nothing is sent.
+  absl::Status s = client_->SnapshotAll(10, {"/a", "/b"}, 5, &snapshots);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SeenBy(0).size(), 3u);
+}
+
+TEST_F(PsClientControlTest, RestoreGoesToEveryPsWithTheRestoreTimeout) {
+  RestoreRequest request;
+  request.set_generation(6);
+  request.set_manifest("/ck/9/manifest.json");
+  std::vector<RestoreResponse> responses;
+  ASSERT_TRUE(client_->RestoreAll(request, &responses).ok());
+  for (int p = 0; p < 3; ++p) {
+    std::vector<Seen> seen = SeenBy(p);
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].request, request.ShortDebugString());
+    // Well past rpc_timeout: a restore of GiBs has the time it needs.
+    EXPECT_GT(seen[0].deadline, absl::Now() + absl::Minutes(30));
+    EXPECT_EQ(responses[p].bytes_read(), 100 * (p + 1));
+  }
+}
+
+TEST_F(PsClientControlTest, TheFirstFailureNamesItsPsAndKeepsItsDetail) {
+  ErrorDetail corrupt;
+  corrupt.set_kind(ErrorDetail::CHECKPOINT_CORRUPT);
+  corrupt.set_file("ps2.safetensors");
+  Fail(2, "Restore", WithDetail(absl::DataLossError("crc32c mismatch"), corrupt));
+  std::vector<RestoreResponse> responses;
+  absl::Status s = client_->RestoreAll(RestoreRequest(), &responses);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "ps:2 (127.0.0.1:2224): crc32c mismatch");
+  std::optional<ErrorDetail> detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->kind(), ErrorDetail::CHECKPOINT_CORRUPT);
+  EXPECT_EQ(detail->file(), "ps2.safetensors");
+  EXPECT_EQ(responses[0].bytes_read(), 100);  // the others answered
+
+  // A ps that cannot be reached, after the retries: PS_UNAVAILABLE naming it.
+  Fail(1, "SetGeneration", absl::UnavailableError("connection refused"));
+  s = client_->SetGenerationAll(8);
+  ExpectPsDetail(s, ErrorDetail::PS_UNAVAILABLE, 1);
+  EXPECT_EQ(SeenBy(1).size(), 1u + options_.max_attempts);
+}
+
+TEST_F(PsClientControlTest, HealthEachProbesEachPsOnceWithItsOwnResult) {
+  Fail(1, "Health", absl::UnavailableError("connection refused"));
+  std::vector<absl::Status> statuses;
+  std::vector<HealthResponse> health;
+  client_->HealthEach(/*from_chief=*/true, absl::Seconds(2), &statuses, &health);
+  ASSERT_EQ(statuses.size(), 3u);
+  ASSERT_EQ(health.size(), 3u);
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+  EXPECT_TRUE(statuses[2].ok()) << statuses[2];
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kUnavailable);
+  ExpectPsDetail(statuses[1], ErrorDetail::PS_UNAVAILABLE, 1);
+  EXPECT_EQ(health[2].incarnation(), 79u);
+  for (int p = 0; p < 3; ++p) {
+    std::vector<Seen> seen = SeenBy(p);
+    ASSERT_EQ(seen.size(), 1u) << "ps " << p << ": a probe is not retried";
+    EXPECT_EQ(seen[0].request, "from_chief: true");
+    EXPECT_LE(seen[0].deadline, absl::Now() + absl::Seconds(2));
   }
 }
 

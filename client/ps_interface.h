@@ -49,6 +49,21 @@ class PsInterface {
   virtual void ShutdownAsync(const ShutdownRequest* request, ShutdownResponse* response,
                              absl::Time deadline, StatusCallback done) = 0;
 
+  // Durable state and recovery (proto/ps.proto documents each request).
+  virtual void SetGenerationAsync(const SetGenerationRequest* request,
+                                  SetGenerationResponse* response, absl::Time deadline,
+                                  StatusCallback done) = 0;
+  virtual void DropShardsAsync(const DropShardsRequest* request, DropShardsResponse* response,
+                               absl::Time deadline, StatusCallback done) = 0;
+  virtual void SnapshotAsync(const SnapshotRequest* request, SnapshotResponse* response,
+                             absl::Time deadline, StatusCallback done) = 0;
+  virtual void SnapshotStatusAsync(const SnapshotStatusRequest* request,
+                                   SnapshotStatusResponse* response, absl::Time deadline,
+                                   StatusCallback done) = 0;
+  // May take long (it reads a checkpoint): give it a deadline to match.
+  virtual void RestoreAsync(const RestoreRequest* request, RestoreResponse* response,
+                            absl::Time deadline, StatusCallback done) = 0;
+
   // The data path: several shards' chunks per call, without intermediate copies. An
   // implementation may move the tensor bytes between the wire and the caller's memory
   // directly; these defaults issue one Pull or Push per item and copy.

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/step_failure.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "worker/compute/model.h"
@@ -18,21 +19,6 @@
 
 namespace shardps {
 namespace {
-
-// Errors that mean the worker (or the network to it) failed, not the step.
-bool IsWorkerFailure(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kUnknown:
-    case absl::StatusCode::kInternal:
-      return true;
-    default:
-      return false;
-  }
-}
 
 class ChiefImpl : public Chief {
  public:
@@ -411,9 +397,10 @@ class ChiefImpl : public Chief {
           } else {
             w.info.set_state("failed");
             w.next_probe = absl::Now() + options_.probe_interval;
-            if (!IsWorkerFailure(s)) {
+            if (ClassifyStepFailure(s).kind == StepFailureKind::kStepFailed) {
               // The worker is up but refuses the job (say, it cannot read the data). When
-              // every worker keeps refusing, the job cannot run.
+              // every worker keeps refusing, the job cannot run. (A ps it cannot reach is
+              // no refusal: the job waits for the ps.)
               last_worker_error_ = absl::StrCat("worker ", i, ": ", s.message());
               if (++start_refusals_ >= options_.max_step_attempts * num_workers() &&
                   status_.state() == JobStatus::RUNNING) {
@@ -483,8 +470,8 @@ class ChiefImpl : public Chief {
       return;
     }
     scheduler_->Requeue(request.step_id(), i);
-    if (s.code() == absl::StatusCode::kFailedPrecondition &&
-        s.message().find("unknown job") != absl::string_view::npos) {
+    const StepFailure failure = ClassifyStepFailure(s);
+    if (failure.kind == StepFailureKind::kUnknownJob) {
       // The worker restarted and lost the job: start it again (once its other calls are
       // back). Its other steps cannot run there either.
       scheduler_->RequeueWorker(i);
@@ -493,12 +480,19 @@ class ChiefImpl : public Chief {
       w.next_probe = absl::InfinitePast();
       return;
     }
-    if (IsWorkerFailure(s)) {
+    if (failure.kind == StepFailureKind::kWorkerDown) {
       // Once per failure: the worker's other calls fail the same way when it is down.
       if (running) MarkFailed(i, s.ToString());
       return;
     }
     if (running) SetRunningState(w);
+    if (failure.kind == StepFailureKind::kStale ||
+        failure.kind == StepFailureKind::kPsUnavailable ||
+        failure.kind == StepFailureKind::kPsStateLost) {
+      // Not the worker's fault, nor the step's: it runs again, no attempt counted. (A ps
+      // failure pauses the job for recovery: the chief's recovery takes it from here.)
+      return;
+    }
     int attempts = ++step_attempts_[request.step_id()];
     if (attempts >= options_.max_step_attempts && status_.state() == JobStatus::RUNNING) {
       scheduler_->Cancel();

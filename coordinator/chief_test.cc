@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/local_ps_interface.h"
 #include "client/ps_client.h"
+#include "common/error_detail.h"
 #include "gtest/gtest.h"
 #include "ps_server/shard_store.h"
 
@@ -300,6 +301,79 @@ TEST_F(ChiefTest, WorkerFailureRequeuesEveryStepItHeld) {
       << "step " << held0[1] << " was completed by worker 0 and must not run again";
   EXPECT_EQ(std::adjacent_find(run_by_1.begin(), run_by_1.end()), run_by_1.end());
   EXPECT_EQ(w0->steps_received(), 2);  // never probed again in this test
+}
+
+// A stale step (ABORTED) and a ps failure behind the worker (PS_UNAVAILABLE) are not the
+// worker's fault: it is not marked failed, the step goes back to the queue and runs again,
+// and neither counts towards max_step_attempts (4): five stale answers do not fail the job.
+TEST_F(ChiefTest, StaleStepsAndPsFailuresDoNotFailTheWorker) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(w->WaitForPending(1)) << "attempt " << i << ": " << chief_->Status().DebugString();
+    EXPECT_EQ(w->Pending(), (std::vector<int64_t>{0}));
+    EXPECT_EQ(w->Finish(absl::AbortedError("sync step 0 already applied")), 0);
+  }
+  ASSERT_TRUE(w->WaitForPending(1)) << chief_->Status().DebugString();
+  EXPECT_EQ(w->Finish(WithDetail(absl::UnavailableError(
+                                     "step 0: pull: ps:0 (ps0): connection refused"),
+                                 ErrorDetail::PS_UNAVAILABLE, 0)),
+            0);
+  JobStatus status = chief_->Status();
+  EXPECT_NE(status.workers(0).state(), "failed");
+  EXPECT_EQ(status.workers(0).failures(), 0);
+  EXPECT_EQ(status.state(), JobStatus::RUNNING);
+
+  // The worker goes on with the re-queued step and the rest.
+  while (chief_->Status().steps_done() < 2) {
+    ASSERT_TRUE(w->WaitForPending(1)) << chief_->Status().DebugString();
+    EXPECT_GE(w->Finish(), 0);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.workers(0).failures(), 0);
+  EXPECT_EQ(status.workers(0).steps_done(), 2);
+  EXPECT_EQ(status.steps_requeued(), 6);
+  EXPECT_EQ(w->starts(), 1);
+}
+
+// A worker that answers UNKNOWN_JOB (it restarted) is sent StartJob again and runs the step;
+// the detail decides, not the words of the message.
+TEST_F(ChiefTest, AWorkerThatLostTheJobIsStartedAgain) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 1, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(1));
+  EXPECT_EQ(w->Finish(WithDetail(absl::FailedPreconditionError("this worker restarted"),
+                                 ErrorDetail::UNKNOWN_JOB)),
+            0);
+  ASSERT_TRUE(w->WaitForPending(1)) << chief_->Status().DebugString();
+  EXPECT_EQ(w->starts(), 2);
+  EXPECT_EQ(w->Finish(), 0);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.workers(0).failures(), 0);
+}
+
+// A step that fails by itself (here FAILED_PRECONDITION without a detail) counts: the fourth
+// failure of the same step fails the job, naming the step.
+TEST_F(ChiefTest, AStepThatKeepsFailingFailsTheJob) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 3, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(w->WaitForPending(1)) << "attempt " << i;
+    EXPECT_EQ(w->Finish(absl::FailedPreconditionError("variable \"t/dense_0/kernel\" missing")),
+              0);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::FAILED);
+  EXPECT_NE(status.error().find("step 0 failed 4 times"), std::string::npos) << status.error();
+  EXPECT_EQ(status.workers(0).failures(), 0);
 }
 
 // A job that ends (here: cancelled) with two calls in flight on one worker ends only when both

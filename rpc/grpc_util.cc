@@ -9,6 +9,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/error_detail.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream.h"
 #include "grpc/slice.h"
@@ -180,14 +181,25 @@ void SetFlowControl(SetInt set) {
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share the canonical numbering.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+  absl::Status result(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
+  // The details are our ErrorDetail (ToGrpcStatus), or from a peer that is not shardps
+  // (gRPC itself never sets them): what does not parse is dropped, the status kept.
+  if (!status.error_details().empty()) {
+    ErrorDetail detail;
+    if (detail.ParseFromString(status.error_details())) {
+      result = WithDetail(std::move(result), detail);
+    }
+  }
+  return result;
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  auto payload = status.GetPayload(kErrorDetailUrl);  // absl::optional here
+  if (!payload.has_value()) return grpc::Status(code, std::string(status.message()));
+  return grpc::Status(code, std::string(status.message()), std::string(*payload));
 }
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connection_id) {

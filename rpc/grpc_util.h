@@ -1,5 +1,5 @@
 // The edge between gRPC and the rest of shardps: status conversion (the only place that
-// translates grpc::Status <-> absl::Status), channel / server settings shared by every
+// translates grpc::Status <-> absl::Status, typed error details included), channel / server settings shared by every
 // daemon and client (unlimited message sizes, separate TCP connections per channel), and a
 // serializer that hands large tensors to gRPC without copying them.
 //
@@ -23,6 +23,10 @@
 
 namespace shardps {
 
+// Code and message map one to one; a typed ErrorDetail (common/error_detail.h) travels as
+// the gRPC status' binary details (its serialized bytes), so that a detail a ps sets
+// survives a worker relaying the error to the chief. Other payloads do not cross; details
+// that do not parse as an ErrorDetail are ignored.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

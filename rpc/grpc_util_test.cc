@@ -3,9 +3,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "common/error_detail.h"
 #include "google/protobuf/wrappers.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
 #include "proto/ps.pb.h"
 
 namespace shardps {
@@ -19,6 +25,134 @@ TEST(GrpcUtilTest, StatusRoundTripKeepsCodeAndMessage) {
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
   EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")).code(),
             absl::StatusCode::kUnavailable);
+}
+
+ErrorDetail PsDetail(ErrorDetail::Kind kind, int ps_task) {
+  ErrorDetail detail;
+  detail.set_kind(kind);
+  detail.set_ps_task(ps_task);
+  detail.set_ps_incarnation(0x1234567890abcdefULL);
+  detail.set_generation(7);
+  return detail;
+}
+
+TEST(GrpcUtilTest, StatusRoundTripKeepsTheErrorDetail) {
+  absl::Status s = WithDetail(absl::UnavailableError("ps:2 (h:1): connection refused"),
+                              PsDetail(ErrorDetail::PS_UNAVAILABLE, 2));
+  grpc::Status wire = ToGrpcStatus(s);
+  EXPECT_FALSE(wire.error_details().empty());
+  absl::Status back = FromGrpcStatus(wire);
+  EXPECT_EQ(back.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(back.message(), s.message());
+  std::optional<ErrorDetail> detail = GetDetail(back);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->kind(), ErrorDetail::PS_UNAVAILABLE);
+  EXPECT_EQ(detail->ps_task(), 2);
+  EXPECT_EQ(detail->ps_incarnation(), 0x1234567890abcdefULL);
+  EXPECT_EQ(detail->generation(), 7);
+
+  // No detail: no details on the wire, none back.
+  EXPECT_TRUE(ToGrpcStatus(absl::AbortedError("stale")).error_details().empty());
+  EXPECT_FALSE(GetDetail(FromGrpcStatus(ToGrpcStatus(absl::AbortedError("stale")))).has_value());
+}
+
+TEST(GrpcUtilTest, DetailsThatDoNotParseAreIgnored) {
+  // A truncated varint: not an ErrorDetail (nor any message).
+  absl::Status s =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::NOT_FOUND, "no shard", "\xff\xff"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "no shard");
+  EXPECT_FALSE(GetDetail(s).has_value());
+  EXPECT_EQ(DetailKind(s), ErrorDetail::UNSPECIFIED);
+}
+
+// A PsService whose Health answers what the test sets, with `relay_to` set: by calling that
+// server's Health and relaying its error (annotated), as a worker relays a ps error to the
+// chief.
+class HealthService final : public PsService::CallbackService {
+ public:
+  explicit HealthService(absl::Status answer) : answer_(std::move(answer)) {}
+  void RelayTo(std::shared_ptr<grpc::Channel> channel) { relay_ = PsService::NewStub(channel); }
+
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest*,
+                                   HealthResponse*) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (relay_ == nullptr) {
+      reactor->Finish(ToGrpcStatus(answer_));
+      return reactor;
+    }
+    // Owned by the callback, which deletes it with the relayed call's completion.
+    struct Relay {
+      grpc::ClientContext ctx;
+      HealthRequest request;
+      HealthResponse response;
+    };
+    auto* relay = new Relay;
+    relay_->async()->Health(&relay->ctx, &relay->request, &relay->response,
+                            [reactor, relay](grpc::Status s) {
+                              delete relay;
+                              reactor->Finish(
+                                  ToGrpcStatus(Annotate(FromGrpcStatus(s), "step 3: pull")));
+                            });
+    return reactor;
+  }
+
+ private:
+  const absl::Status answer_;
+  std::unique_ptr<PsService::Stub> relay_;
+};
+
+// A server on 127.0.0.1 (any port) running `service`.
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(&builder);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+TEST(GrpcUtilTest, DetailSurvivesARelayThroughASecondServer) {
+  // "ps" answers with a typed detail; "worker" relays it; the test is the "chief".
+  HealthService ps(WithDetail(absl::NotFoundError("\"w/part_1\": no such shard on ps task 1"),
+                              PsDetail(ErrorDetail::PS_STATE_LOST, 1)));
+  int ps_port = 0;
+  std::unique_ptr<grpc::Server> ps_server = Serve(&ps, &ps_port);
+  ASSERT_NE(ps_server, nullptr);
+  HealthService worker(absl::OkStatus());
+  worker.RelayTo(NewChannel("127.0.0.1:" + std::to_string(ps_port)));
+  int worker_port = 0;
+  std::unique_ptr<grpc::Server> worker_server = Serve(&worker, &worker_port);
+  ASSERT_NE(worker_server, nullptr);
+
+  auto stub = PsService::NewStub(NewChannel("127.0.0.1:" + std::to_string(worker_port)));
+  grpc::ClientContext ctx;
+  HealthResponse response;
+  absl::Status s = FromGrpcStatus(stub->Health(&ctx, HealthRequest(), &response));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "step 3: pull: \"w/part_1\": no such shard on ps task 1");
+  std::optional<ErrorDetail> detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value()) << s;
+  EXPECT_EQ(detail->kind(), ErrorDetail::PS_STATE_LOST);
+  EXPECT_EQ(detail->ps_task(), 1);
+  EXPECT_EQ(detail->generation(), 7);
+
+  worker_server->Shutdown();
+  ps_server->Shutdown();
+}
+
+TEST(GrpcUtilTest, ErrorWithoutDetailCrossesWithoutOne) {
+  HealthService ps(absl::AbortedError("stale step 4"));
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&ps, &port);
+  ASSERT_NE(server, nullptr);
+  auto stub = PsService::NewStub(NewChannel("127.0.0.1:" + std::to_string(port)));
+  grpc::ClientContext ctx;
+  HealthResponse response;
+  absl::Status s = FromGrpcStatus(stub->Health(&ctx, HealthRequest(), &response));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.message(), "stale step 4");
+  EXPECT_FALSE(GetDetail(s).has_value());
+  server->Shutdown();
 }
 
 TEST(GrpcUtilTest, ListenAddress) {

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
+#include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "worker/compute/cuda_backend.h"
 #include "worker/compute/model.h"
@@ -22,12 +23,6 @@
 
 namespace shardps {
 namespace {
-
-// Same code, message prefixed with what was being done.
-absl::Status Annotate(const absl::Status& s, absl::string_view what) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
@@ -268,10 +263,13 @@ class StepExecutorImpl : public StepExecutor {
     {
       absl::MutexLock lock(&mu_);
       if (job_ == nullptr || job_->spec.job_id() != request.job_id()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "unknown job \"", request.job_id(), "\": this worker ",
-            job_ == nullptr ? "has no job" : absl::StrCat("runs job \"", job_->spec.job_id(), "\""),
-            "; send StartJob first"));
+        return WithDetail(
+            absl::FailedPreconditionError(absl::StrCat(
+                "unknown job \"", request.job_id(), "\": this worker ",
+                job_ == nullptr ? "has no job"
+                                : absl::StrCat("runs job \"", job_->spec.job_id(), "\""),
+                "; send StartJob first")),
+            ErrorDetail::UNKNOWN_JOB);
       }
       job = job_;
     }
@@ -340,7 +338,9 @@ class StepExecutorImpl : public StepExecutor {
       sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
     }
     PushOptions push_options;
-    push_options.idempotency_key = StepIdempotencyKey(request.job_id(), request.step_id());
+    push_options.idempotency_key =
+        StepIdempotencyKey(request.job_id(), request.step_id(), request.generation());
+    push_options.generation = request.generation();
     if (request.sync()) {
       push_options.has_sync = true;
       push_options.sync.set_step(request.sync_step());
@@ -434,10 +434,10 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(Options optio
   return std::unique_ptr<StepExecutor>(std::move(executor));
 }
 
-uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id) {
-  // FNV-1a over the job id and the step id's bytes, then SplitMix64's finalizer: unlike
-  // absl::Hash, the same in every process, so a step re-run by another worker (after a
-  // failure) carries the same key.
+uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id, int64_t generation) {
+  // FNV-1a over the job id and the step and generation's bytes, then SplitMix64's finalizer:
+  // unlike absl::Hash, the same in every process, so a step re-run by another worker (after
+  // a failure) carries the same key.
   uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&h](unsigned char byte) {
     h ^= byte;
@@ -447,6 +447,8 @@ uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id) {
   mix(0);  // separator: ("a", 1) and ("a\x01", ...) differ
   uint64_t step = static_cast<uint64_t>(step_id);
   for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(step >> (8 * i)));
+  const uint64_t gen = static_cast<uint64_t>(generation);
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(gen >> (8 * i)));
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 27;

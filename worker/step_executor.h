@@ -4,8 +4,11 @@
 // parameter, forward and backward, push every gradient, report loss and timings.
 //
 // A step is named by (epoch, batch index) and its pushes carry an idempotency key derived
-// from (job id, step id), so any worker can run any step and a re-run of a step the ps has
-// already applied is not applied twice.
+// from (job id, step id, generation), so any worker can run any step and a re-run of a step
+// the ps has already applied is not applied twice. The generation is the job's recovery
+// generation when the step was leased: the pushes carry it too (a ps rolled back since
+// refuses them), and a step re-run after a rollback gets new request ids, so the ps applies
+// it to the restored state instead of taking it for a duplicate.
 //
 // Knows nothing of gRPC (worker/rpc/ adapts it to WorkerService); the ps is reached through
 // the `connect` function, so tests run it against in-process ps tasks.
@@ -67,10 +70,11 @@ class StepExecutor {
   // Runs one step of the current job, concurrently with at most one other (a third call
   // waits), and returns once its gradients are pushed. pull_ms and push_ms are the wall time
   // of its pull and push, compute_ms that of its compute alone (not the wait for another
-  // step's). FAILED_PRECONDITION "unknown job ..." when
-  // request.job_id() is not the current job (say, this worker restarted): the chief then sends
-  // StartJob again. Otherwise the batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad
-  // epoch or batch index), or the pull's, compute's or push's, annotated with the step.
+  // step's). FAILED_PRECONDITION with ErrorDetail UNKNOWN_JOB when request.job_id() is not
+  // the current job (say, this worker restarted): the chief then sends StartJob again.
+  // Otherwise the batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad epoch or batch
+  // index), or the pull's, compute's or push's, annotated with the step and keeping its
+  // ErrorDetail (PS_UNAVAILABLE, PS_STATE_LOST, STALE_GENERATION...: client/ps_client.h).
   virtual absl::StatusOr<StepResponse> RunStep(const StepRequest& request) = 0;
 
   // Task index, backend name, current job id and the steps it has completed here.
@@ -80,9 +84,9 @@ class StepExecutor {
   virtual std::string BackendName() = 0;
 };
 
-// The idempotency key of step `step_id`'s pushes in job `job_id`: a stable hash (the same in
-// every process and build), never zero.
-uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id);
+// The idempotency key of step `step_id`'s pushes in job `job_id` at recovery generation
+// `generation`: a stable hash (the same in every process and build), never zero.
+uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id, int64_t generation);
 
 }  // namespace shardps
 

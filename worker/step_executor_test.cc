@@ -1,5 +1,6 @@
 #include "worker/step_executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <numeric>
@@ -8,8 +9,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "client/intercepting_ps_interface.h"
 #include "client/local_ps_interface.h"
 #include "client/ps_client.h"
+#include "common/error_detail.h"
 #include "gtest/gtest.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
@@ -48,15 +52,42 @@ class StepExecutorTest : public ::testing::Test {
     for (auto& store : stores_) store->Shutdown();
   }
 
+  // Every client's calls to ps p go through Intercept(p, ...) first.
   absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::vector<std::string>& addresses) {
     if (addresses.size() != stores_.size()) {
       return absl::InvalidArgumentError("test: expected one address per store");
     }
     std::vector<std::unique_ptr<PsInterface>> ps;
     for (size_t p = 0; p < stores_.size(); ++p) {
-      ps.push_back(NewLocalPsInterface(addresses[p], stores_[p].get()));
+      const int task = static_cast<int>(p);
+      ps.push_back(std::make_unique<InterceptingPsInterface>(
+          addresses[p], NewLocalPsInterface(addresses[p], stores_[p].get()),
+          [this, task](absl::string_view method, const google::protobuf::Message& request,
+                       google::protobuf::Message*, absl::Time) {
+            return Intercept(task, method, request);
+          }));
     }
-    return PsClient::Create(std::move(ps), PsClient::Options());
+    PsClient::Options options;
+    options.initial_backoff = absl::Milliseconds(1);
+    options.max_backoff = absl::Milliseconds(2);
+    return PsClient::Create(std::move(ps), options);
+  }
+
+  using Interceptor = std::function<std::optional<absl::Status>(
+      int ps, absl::string_view method, const google::protobuf::Message& request)>;
+  void SetInterceptor(Interceptor interceptor) {
+    absl::MutexLock lock(&intercept_mu_);
+    interceptor_ = std::move(interceptor);
+  }
+  std::optional<absl::Status> Intercept(int ps, absl::string_view method,
+                                        const google::protobuf::Message& request) {
+    Interceptor interceptor;
+    {
+      absl::MutexLock lock(&intercept_mu_);
+      interceptor = interceptor_;
+    }
+    if (!interceptor) return std::nullopt;
+    return interceptor(ps, method, request);
   }
 
   std::unique_ptr<StepExecutor> NewExecutor(int task_index = 0,
@@ -156,6 +187,8 @@ class StepExecutorTest : public ::testing::Test {
 
   std::vector<std::unique_ptr<ShardStore>> stores_;
   std::unique_ptr<PsClient> chief_;
+  absl::Mutex intercept_mu_;
+  Interceptor interceptor_ ABSL_GUARDED_BY(intercept_mu_);
 };
 
 TEST_F(StepExecutorTest, LossDecreasesOverThirtyStepsOfFashionMnist) {
@@ -213,12 +246,111 @@ TEST_F(StepExecutorTest, UnknownJobIsFailedPrecondition) {
   ASSERT_NE(worker, nullptr);
   auto step = worker->RunStep(Step("job-1", 0, 0));
   EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DetailKind(step.status()), ErrorDetail::UNKNOWN_JOB) << step.status();
   EXPECT_TRUE(absl::StrContains(step.status().message(), "unknown job")) << step.status();
 
   ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
   step = worker->RunStep(Step("job-0", 0, 0));
   EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DetailKind(step.status()), ErrorDetail::UNKNOWN_JOB) << step.status();
   EXPECT_TRUE(absl::StrContains(step.status().message(), "unknown job \"job-0\"")) << step.status();
+}
+
+// Raises every ps to `generation` where the store knows generations (a tree where it does not
+// yet ignores them, and the steps below run the same).
+void RaiseGeneration(PsClient* ps, int64_t generation) {
+  absl::Status s = ps->SetGenerationAll(generation);
+  if (s.code() != absl::StatusCode::kUnimplemented) ASSERT_TRUE(s.ok()) << s;
+}
+
+TEST_F(StepExecutorTest, PushesCarryTheGenerationWhichIsPartOfTheirRequestIds) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  absl::Mutex mu;
+  std::vector<std::pair<uint64_t, int64_t>> pushed;  // (request id, generation) of each item
+  SetInterceptor([&](int, absl::string_view method, const google::protobuf::Message& request) {
+    if (method == "PushBatch") {
+      absl::MutexLock lock(&mu);
+      for (const PushRequest& item : static_cast<const PushBatchRequest&>(request).pushes()) {
+        pushed.emplace_back(item.request_id(), item.generation());
+      }
+    }
+    return std::optional<absl::Status>();
+  });
+  auto take = [&] {
+    absl::MutexLock lock(&mu);
+    std::vector<std::pair<uint64_t, int64_t>> taken;
+    taken.swap(pushed);
+    std::sort(taken.begin(), taken.end());
+    return taken;
+  };
+
+  RaiseGeneration(chief_.get(), 3);
+  StepRequest step = Step("job-1", 7, 3);
+  step.set_generation(3);
+  ASSERT_TRUE(worker->RunStep(step).ok());
+  const auto first = take();
+  ASSERT_EQ(first.size(), 4u);  // kernel and bias, two shards each
+  for (const auto& [id, generation] : first) EXPECT_EQ(generation, 3);
+
+  // The same step in the same generation (a lost reply): the same ids, not applied again.
+  auto again = worker->RunStep(step);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(take(), first);
+  EXPECT_EQ(KernelVersions("fm").max_version, 1);
+
+  // After a rollback, the step re-run in the next generation is new to the ps.
+  RaiseGeneration(chief_.get(), 4);
+  step.set_generation(4);
+  ASSERT_TRUE(worker->RunStep(step).ok());
+  const auto rerun = take();
+  ASSERT_EQ(rerun.size(), 4u);
+  for (size_t i = 0; i < rerun.size(); ++i) {
+    EXPECT_EQ(rerun[i].second, 4);
+    for (const auto& old : first) EXPECT_NE(rerun[i].first, old.first);
+  }
+  SetInterceptor(nullptr);
+  EXPECT_EQ(KernelVersions("fm").min_version, 2);
+}
+
+TEST_F(StepExecutorTest, StepErrorsKeepTheirDetail) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+
+  // A ps at a later generation refuses the push.
+  SetInterceptor([](int ps, absl::string_view method, const google::protobuf::Message&) {
+    if (method != "PushBatch" || ps != 1) return std::optional<absl::Status>();
+    ErrorDetail stale;
+    stale.set_kind(ErrorDetail::STALE_GENERATION);
+    stale.set_generation(9);
+    return std::optional<absl::Status>(
+        WithDetail(absl::AbortedError("generation 0 is below the ps's 9"), stale));
+  });
+  auto step = worker->RunStep(Step("job-1", 7, 3));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(DetailKind(step.status()), ErrorDetail::STALE_GENERATION) << step.status();
+  EXPECT_TRUE(absl::StartsWith(step.status().message(), "step 7 (epoch 0, batch 3): push: ps1: "))
+      << step.status();
+
+  // A ps that cannot be reached: PS_UNAVAILABLE with its task, through the pull.
+  SetInterceptor([](int ps, absl::string_view, const google::protobuf::Message&) {
+    if (ps != 1) return std::optional<absl::Status>();
+    return std::optional<absl::Status>(absl::UnavailableError("connection refused"));
+  });
+  step = worker->RunStep(Step("job-1", 8, 4));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
+  std::optional<ErrorDetail> detail = GetDetail(step.status());
+  ASSERT_TRUE(detail.has_value()) << step.status();
+  EXPECT_EQ(detail->kind(), ErrorDetail::PS_UNAVAILABLE);
+  EXPECT_EQ(detail->ps_task(), 1);
+  EXPECT_TRUE(absl::StartsWith(step.status().message(), "step 8 (epoch 0, batch 4): pull: ps1: "))
+      << step.status();
+  SetInterceptor(nullptr);
+  EXPECT_EQ(worker->Status().steps_run(), 0);
 }
 
 TEST_F(StepExecutorTest, MissingDataDirIsFailedPreconditionNamingTheDir) {
@@ -328,6 +460,8 @@ TEST_F(StepExecutorTest, PullWaitsForMinVersionThenTimesOut) {
   request.set_min_version(5);
   auto step = worker->RunStep(request);
   EXPECT_EQ(step.status().code(), absl::StatusCode::kDeadlineExceeded) << step.status();
+  // The ps answered (its wait ran out): nothing says it is down.
+  EXPECT_FALSE(GetDetail(step.status()).has_value()) << step.status();
   EXPECT_EQ(KernelVersions("fm").max_version, 0);  // nothing was pushed
   EXPECT_EQ(worker->Status().steps_run(), 0);
 }
@@ -533,11 +667,16 @@ TEST_F(StepExecutorTest, StartJobWhileStepsRunIsSafe) {
 }
 
 TEST(StepIdempotencyKeyTest, StableNonZeroAndDistinct) {
-  EXPECT_EQ(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-1", 7));
-  EXPECT_NE(StepIdempotencyKey("job-1", 7), 0u);
-  EXPECT_NE(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-1", 8));
-  EXPECT_NE(StepIdempotencyKey("job-1", 7), StepIdempotencyKey("job-2", 7));
-  EXPECT_NE(StepIdempotencyKey("", 0), 0u);
+  EXPECT_EQ(StepIdempotencyKey("job-1", 7, 2), StepIdempotencyKey("job-1", 7, 2));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7, 2), 0u);
+  EXPECT_NE(StepIdempotencyKey("job-1", 7, 2), StepIdempotencyKey("job-1", 8, 2));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7, 2), StepIdempotencyKey("job-2", 7, 2));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7, 2), StepIdempotencyKey("job-1", 7, 3));
+  EXPECT_NE(StepIdempotencyKey("job-1", 7, 0), StepIdempotencyKey("job-1", 7, 1));
+  EXPECT_NE(StepIdempotencyKey("", 0, 0), 0u);
+  // A fixed value (FNV-1a, then SplitMix64's finalizer): the key must not change between
+  // builds, or a step re-run by a worker of another build would be applied twice.
+  EXPECT_EQ(StepIdempotencyKey("job-1", 7, 2), 0x4b5782d9fdfd3582ULL);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The gRPC face of a worker task: a thin adapter from WorkerService's callback API to
 // StepExecutor. StartJob and RunStep load data, wait on the ps and compute, so they run on
 // `executor`, never on gRPC's threads; Status is answered inline; Shutdown replies, then
-// calls options.on_shutdown on the executor.
+// calls options.on_shutdown on the executor. Errors go back with their code and typed detail
+// (ToGrpcStatus), so a ps failure behind a step reaches the chief as one.
 //
 // Thread-safety: the service is thread-safe; `step_executor` and `executor` must outlive it,
 // and the executor must run (or drop) what it was given before the step executor is gone.

@@ -4,9 +4,14 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "client/intercepting_ps_interface.h"
 #include "client/local_ps_interface.h"
+#include "common/error_detail.h"
 #include "client/ps_client.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server.h"
@@ -23,7 +28,8 @@
 namespace shardps {
 namespace {
 
-// A worker service on 127.0.0.1:<any port>, whose step executor talks to one in-process ps.
+// A worker service on 127.0.0.1:<any port>, whose step executor talks to one in-process ps
+// (which answers UNAVAILABLE, as one that is down, while ps_down_ is set).
 class GrpcWorkerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,9 +44,18 @@ class GrpcWorkerServiceTest : public ::testing::Test {
     options.connect = [this](const std::vector<std::string>& addresses) {
       std::vector<std::unique_ptr<PsInterface>> ps;
       for (const std::string& address : addresses) {
-        ps.push_back(NewLocalPsInterface(address, store_.get()));
+        ps.push_back(std::make_unique<InterceptingPsInterface>(
+            address, NewLocalPsInterface(address, store_.get()),
+            [this](absl::string_view, const google::protobuf::Message&,
+                   google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+              if (ps_down_) return absl::UnavailableError("connection refused");
+              return std::nullopt;
+            }));
       }
-      return PsClient::Create(std::move(ps), PsClient::Options());
+      PsClient::Options client_options;
+      client_options.initial_backoff = absl::Milliseconds(1);
+      client_options.max_backoff = absl::Milliseconds(2);
+      return PsClient::Create(std::move(ps), client_options);
     };
     auto step_executor = StepExecutor::Create(options);
     ASSERT_TRUE(step_executor.ok()) << step_executor.status();
@@ -104,6 +119,7 @@ class GrpcWorkerServiceTest : public ::testing::Test {
   std::unique_ptr<WorkerService::Stub> stub_;
   absl::Notification shutdown_;
   std::string shutdown_reason_;
+  std::atomic<bool> ps_down_{false};
 };
 
 TEST_F(GrpcWorkerServiceTest, StartJobRunStepAndStatus) {
@@ -150,6 +166,39 @@ TEST_F(GrpcWorkerServiceTest, UnknownJobKeepsCodeAndMessage) {
   grpc::Status s = stub_->RunStep(&ctx, step, &result);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(s.error_message(), "unknown job")) << s.error_message();
+  // What the chief decides by: the typed detail, across the wire.
+  EXPECT_EQ(DetailKind(FromGrpcStatus(s)), ErrorDetail::UNKNOWN_JOB);
+}
+
+// A ps the worker cannot reach: the chief gets the worker's answer with the ps's detail, so it
+// can tell a ps failure from the worker's own.
+TEST_F(GrpcWorkerServiceTest, APsFailureReachesTheCallerWithItsDetail) {
+  CreateVariables();
+  StartJobRequest start;
+  JobSpec* job = start.mutable_job();
+  job->set_job_id("job-1");
+  job->set_name("fm");
+  job->set_model("softmax");
+  job->set_batch_size(32);
+  start.add_ps_addresses("ps:0 (ps-0.svc:2222)");
+  StartJobResponse started;
+  grpc::ClientContext start_ctx;
+  ASSERT_TRUE(stub_->StartJob(&start_ctx, start, &started).ok());
+
+  ps_down_ = true;
+  StepRequest step;
+  step.set_job_id("job-1");
+  step.set_step_id(4);
+  step.set_batch_index(4);
+  StepResponse result;
+  grpc::ClientContext step_ctx;
+  absl::Status s = FromGrpcStatus(stub_->RunStep(&step_ctx, step, &result));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  std::optional<ErrorDetail> detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value()) << s;
+  EXPECT_EQ(detail->kind(), ErrorDetail::PS_UNAVAILABLE);
+  EXPECT_EQ(detail->ps_task(), 0);
+  EXPECT_TRUE(absl::StrContains(s.message(), "ps:0 (ps-0.svc:2222): connection refused")) << s;
 }
 
 TEST_F(GrpcWorkerServiceTest, StartJobErrorReachesTheCaller) {
