@@ -1,9 +1,18 @@
 // The chief daemon: the job's coordinator. Serves CoordinatorService at its TF_CONFIG
 // address; runs the job given by --job (a JSON file) at once, or one submitted by shardctl.
-// When the job ends (and the evaluator, if any, has reported its final evaluation), it
-// tells every worker and ps to shut down and exits: 0 if the job succeeded, 4 if it failed
-// or was cancelled; 2 for a bad command line, configuration or job file. With --long_lived
-// it keeps serving and accepts the next job instead.
+//
+// Durable state: with a checkpoint directory (job file field "checkpoint.dir", or
+// --checkpoint_dir when the job file names none) the chief records the job's identity,
+// checkpoints it, and on a restart resumes it: from the ps tasks' live state when they kept
+// it, else from the newest usable checkpoint (--resume insists on resuming, --fresh starts
+// over). A job that had finished is reported finished and not trained again.
+//
+// When the job ends (and the evaluator, if any, has reported its final evaluation), it tells
+// every worker and ps to shut down and exits: 0 if the job succeeded, 4 if it failed or was
+// cancelled; 2 for a bad command line, configuration or job file; 5 when SIGTERM/SIGINT
+// interrupted a running job (after checkpointing it: a supervisor restarts the chief, which
+// resumes; the ps and workers stay up). With --long_lived it keeps serving and accepts the
+// next job instead.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,12 +32,41 @@ int Main(int argc, char** argv) {
   FlagParser flags("chief",
                    "shardps chief (coordinator) daemon; the cluster comes from TF_CONFIG.");
   Daemon daemon("chief", &flags);
-  std::string job_file;
-  int64_t final_eval_timeout_s = 120;
+  std::string job_file, checkpoint_dir;
+  int64_t final_eval_timeout_s = 120, ps_wait_s = 300, checkpoint_every_s = 30,
+          interrupt_timeout_s = 60;
+  bool resume = false, fresh = false;
   flags.AddString("job", &job_file, "run this job file at once (else wait for shardctl submit)");
+  flags.AddString("checkpoint_dir", &checkpoint_dir,
+                  "checkpoint directory for jobs whose job file names none");
+  flags.AddInt("checkpoint_every_s", &checkpoint_every_s,
+               "with --checkpoint_dir, for jobs without a checkpoint schedule: seconds between "
+               "checkpoints");
+  flags.AddBool("resume", &resume, "--job: resume the job; fail if there is nothing to resume");
+  flags.AddBool("fresh", &fresh,
+                "--job: start from step 0, removing the job's checkpoints and journal");
   flags.AddInt("final_eval_timeout_s", &final_eval_timeout_s,
                "seconds to wait for the evaluator's final evaluation after training");
+  flags.AddInt("ps_wait_s", &ps_wait_s, "--job: seconds to wait for every ps to answer");
+  flags.AddInt("interrupt_timeout_s", &interrupt_timeout_s,
+               "on SIGTERM: seconds to wait for the job's checkpoint before exiting");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
+  if (resume && fresh) {
+    std::cerr << "error: --resume and --fresh exclude each other\n";
+    return 2;
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"final_eval_timeout_s",
+                                                                    final_eval_timeout_s},
+                                    {"ps_wait_s", ps_wait_s},
+                                    {"checkpoint_every_s", checkpoint_every_s},
+                                    {"interrupt_timeout_s", interrupt_timeout_s}}) {
+    if (value < 0 || value > 365 * 86400) {
+      std::cerr << "error: --" << name << " must be 0.." << 365 * 86400 << ", got " << value
+                << "\n";
+      return 2;
+    }
+  }
+  if (checkpoint_every_s == 0) checkpoint_every_s = 30;
   const TfConfig& config = daemon.config();
   const bool long_lived = daemon.long_lived();
   std::string job_json;
@@ -57,6 +95,8 @@ int Main(int argc, char** argv) {
   options.ps = ps->get();
   options.has_evaluator = config.NumTasks("evaluator") > 0;
   options.final_eval_timeout = absl::Seconds(final_eval_timeout_s);
+  options.default_checkpoint_dir = checkpoint_dir;
+  options.default_checkpoint_every = absl::Seconds(checkpoint_every_s);
   absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(options));
   if (!chief.ok()) {
     std::cerr << "error: " << chief.status().message() << "\n";
@@ -68,33 +108,64 @@ int Main(int argc, char** argv) {
   std::cerr << "chief: " << config.DebugString() << " serving on " << daemon.listen_address()
             << " (" << config.NumTasks("ps") << " ps, " << config.NumTasks("worker")
             << " workers)\n";
+  auto stop_server = [&server] {
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server->Wait();
+  };
 
   if (!job_json.empty()) {
-    // The ps tasks may still be starting: wait for them before creating variables.
-    absl::Time deadline = absl::Now() + absl::Seconds(60);
+    // The ps tasks may still be starting (or restarting): wait for them before the job.
+    absl::Time deadline = absl::Now() + absl::Seconds(ps_wait_s);
     std::vector<HealthResponse> health;
     absl::Status ps_health;
     while (!(ps_health = (*ps)->Health(&health)).ok() && absl::Now() < deadline &&
            !daemon.stop_requested()) {
-      absl::SleepFor(absl::Milliseconds(200));
+      daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
+    }
+    if (daemon.stop_requested()) {
+      stop_server();
+      return 5;
     }
     if (!ps_health.ok()) {
-      std::cerr << "error: ps tasks unreachable: " << ps_health.message() << "\n";
-      server->Shutdown();
+      std::cerr << "error: ps tasks unreachable for " << ps_wait_s
+                << " s: " << ps_health.message() << "\n";
+      stop_server();
       return 1;
     }
-    absl::StatusOr<SubmitJobResponse> submitted = (*chief)->Submit(job_json);
+    const SubmitJobRequest::Resume mode = resume  ? SubmitJobRequest::RESUME
+                                          : fresh ? SubmitJobRequest::FRESH
+                                                  : SubmitJobRequest::AUTO;
+    absl::StatusOr<SubmitJobResponse> submitted = (*chief)->Submit(job_json, mode);
     if (!submitted.ok()) {
       std::cerr << "error: " << submitted.status().message() << "\n";
-      server->Shutdown();
+      stop_server();
       return submitted.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
-    std::cerr << "chief: job " << submitted->job_id() << " started, " << submitted->total_steps()
-              << " steps\n";
+    if (submitted->already_finished()) {
+      std::cerr << "chief: job " << submitted->job_id() << " had already finished ("
+                << submitted->resumed_from() << "); nothing to train\n";
+    } else {
+      std::cerr << "chief: job " << submitted->job_id() << " started, "
+                << submitted->total_steps() << " steps"
+                << (submitted->resumed_from().empty()
+                        ? std::string()
+                        : absl::StrCat(", resumed at step ", submitted->resumed_at_step(),
+                                       " from ", submitted->resumed_from()))
+                << "\n";
+    }
   }
 
   int exit_code = 0;
-  while (!daemon.stop_requested()) {
+  while (true) {
+    if (daemon.stop_requested()) {
+      // SIGTERM / SIGINT (a Shutdown RPC does not reach a chief): eviction or Ctrl-C.
+      if ((*chief)->Interrupt(absl::Seconds(interrupt_timeout_s))) {
+        std::cerr << "chief: interrupted while the job ran; exiting 5 so that a supervisor "
+                     "restarts the chief, which resumes the job\n";
+        exit_code = 5;
+      }
+      break;
+    }
     JobStatus status = (*chief)->Status();
     if (status.state() == JobStatus::NO_JOB || status.state() == JobStatus::RUNNING ||
         !(*chief)->WaitForJobEnd(absl::ZeroDuration())) {
@@ -117,8 +188,7 @@ int Main(int argc, char** argv) {
     (*chief)->ShutdownCluster(absl::StrCat("job ", status.job_id(), " ended"));
     break;
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
+  stop_server();
   std::cerr << "chief: stopped\n";
   return exit_code;
 }

@@ -76,6 +76,14 @@ absl::StatusOr<JobStore::State> JobStore::ReadState() const {
   RETURN_IF_ERROR(integer("generation", &state.generation));
   RETURN_IF_ERROR(integer("total_steps", &state.total_steps));
   RETURN_IF_ERROR(integer("final_checkpoint", &state.final_checkpoint));
+  RETURN_IF_ERROR(integer("generation_start_steps", &state.generation_start_steps));
+  RETURN_IF_ERROR(integer("best_checkpoint", &state.best_checkpoint));
+  if (json.contains("best_accuracy")) {
+    if (!json["best_accuracy"].is_number()) {
+      return Corrupt(file, "\"best_accuracy\" must be a number");
+    }
+    state.best_accuracy = json["best_accuracy"].get<double>();
+  }
   if (json.contains("finished")) {
     if (!json["finished"].is_boolean()) return Corrupt(file, "\"finished\" must be a boolean");
     state.finished = json["finished"].get<bool>();
@@ -89,6 +97,9 @@ absl::Status JobStore::WriteState(const State& state) {
   json["total_steps"] = state.total_steps;
   json["finished"] = state.finished;
   json["final_checkpoint"] = state.final_checkpoint;
+  json["generation_start_steps"] = state.generation_start_steps;
+  json["best_checkpoint"] = state.best_checkpoint;
+  json["best_accuracy"] = state.best_accuracy;
   return WriteFileAtomically(dir_.StateFile(), json.dump(2) + "\n");
 }
 

@@ -32,9 +32,15 @@ class JobStore {
   };
   struct State {
     int64_t generation = 0;   // the recovery generation the ps tasks were last moved to
+    // Steps [0, generation_start_steps) were done when `generation` began (the checkpoint it
+    // restored, or 0); the steps done since are in that generation's journal.
+    int64_t generation_start_steps = 0;
     int64_t total_steps = 0;  // 0: as the job file says
     bool finished = false;    // training ended and the final checkpoint is committed
     int64_t final_checkpoint = 0;
+    // keep_best: the checkpoint the evaluator rated best, and its accuracy.
+    int64_t best_checkpoint = 0;
+    double best_accuracy = 0;
   };
 
   // Opens (creating) the directory. FAILED_PRECONDITION naming it when it cannot be created
