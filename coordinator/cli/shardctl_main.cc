@@ -392,7 +392,8 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code)
     *exit_code = UsageError(text.status().message());
     return text.status();
   }
-  if (absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, 1); !spec.ok()) {
+  // The cluster's worker count is the chief's to check (num_replicas in sync mode).
+  if (absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, /*num_workers=*/0); !spec.ok()) {
     std::cerr << "shardctl: " << path << ": " << spec.status().message() << "\n";
     *exit_code = kExitUsage;
     return spec.status();
