@@ -319,5 +319,21 @@ TEST_F(ChiefTest, JobEndsOnlyWhenEveryCallIsBack) {
   EXPECT_EQ(w->steps_received(), 2);
 }
 
+// A data_dir that cannot be read is the job file's fault: INVALID_ARGUMENT naming the field
+// (shardctl and the chief exit 2 on it), and no job starts.
+TEST_F(ChiefTest, UnreadableDataDirIsInvalidArgument) {
+  StartChief(1);
+  auto submitted = chief_->Submit(
+      R"({"name": "t", "model": "softmax", "steps": 5, "data_dir": "/no/such/fashion-mnist"})");
+  ASSERT_FALSE(submitted.ok());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument) << submitted.status();
+  EXPECT_NE(submitted.status().message().find("\"data_dir\""), absl::string_view::npos)
+      << submitted.status();
+  EXPECT_NE(submitted.status().message().find("/no/such/fashion-mnist"), absl::string_view::npos)
+      << submitted.status();
+  EXPECT_EQ(chief_->Status().state(), JobStatus::NO_JOB);
+  EXPECT_EQ(workers_[0]->steps_received(), 0);
+}
+
 }  // namespace
 }  // namespace shardps
