@@ -1,11 +1,13 @@
 // shardctl: the command-line client of the chief's CoordinatorService.
 //
-//   shardctl submit JOB.json [--watch]   shardctl status [--json]   shardctl watch
-//   shardctl add-steps N                 shardctl cancel            shardctl validate JOB.json
+//   shardctl submit JOB.json [--watch] [--fresh|--resume]   shardctl status [--json]
+//   shardctl watch        shardctl add-steps N               shardctl cancel
+//   shardctl checkpoint   shardctl validate JOB.json
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
-// invalid job file; 3 chief unreachable; 4 the watched job ended FAILED or CANCELLED.
+// invalid job file (found here or by the chief); 3 chief unreachable; 4 the watched job ended
+// FAILED or CANCELLED.
 //
 // Formatting lives in progress.h; this file holds the command line and the RPCs.
 #include <signal.h>
@@ -30,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -50,6 +53,8 @@ constexpr int kExitUsage = 2;
 constexpr int kExitUnreachable = 3;
 constexpr int kExitInterrupted = 130;
 
+constexpr double kCheckpointTimeoutS = 600;
+
 // Set by SIGINT while watching, so that the progress line is ended cleanly.
 volatile std::sig_atomic_t g_interrupted = 0;
 void OnInterrupt(int) { g_interrupted = 1; }
@@ -63,6 +68,9 @@ struct Options {
   // submit, watch.
   bool watch = false;
   double interval_s = 0.5;
+  // submit.
+  bool fresh = false;
+  bool resume = false;
   // watch.
   double job_wait_s = 120;
   // add-steps, cancel.
@@ -83,10 +91,13 @@ struct Command {
 constexpr Command kCommands[] = {
     {"submit", "JOB.json", "submit a job file to the chief; --watch follows it to the end", true,
      false, false},
-    {"status", "", "show the chief's job, its progress and its workers", false, false, false},
+    {"status", "", "show the chief's job: progress, checkpoints, recoveries, ps and workers", false,
+     false, false},
     {"watch", "", "follow the current job until it ends, with a progress line", true, false, false},
     {"add-steps", "N", "add N steps to the current job", false, true, false},
     {"cancel", "", "cancel the current job", false, true, false},
+    {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
+     true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
 };
@@ -96,6 +107,13 @@ const Command* FindCommand(absl::string_view name) {
     if (name == command.name) return &command;
   }
   return nullptr;
+}
+
+Options DefaultOptions(const Command& command) {
+  Options o;
+  // A checkpoint answers once it is committed, which for a large model takes minutes.
+  if (std::string(command.name) == "checkpoint") o.timeout_s = kCheckpointTimeoutS;
+  return o;
 }
 
 // `command` null registers every flag, to find the command among the arguments.
@@ -116,6 +134,12 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   }
   if (command == nullptr || std::string(command->name) == "submit") {
     parser.AddBool("watch", &o.watch, "follow the job until it ends, like `shardctl watch`");
+    parser.AddBool("fresh", &o.fresh,
+                   "start from step 0 even if the job's checkpoint dir holds its state (which is "
+                   "removed)");
+    parser.AddBool("resume", &o.resume,
+                   "resume from the job's checkpoint dir, and fail if it holds nothing to resume "
+                   "(with neither flag: resume if it holds the job's state)");
   }
   if (command == nullptr || command->job_id_flag) {
     parser.AddString("job_id", &o.job_id, "the job to act on (default: the current job)");
@@ -148,9 +172,11 @@ std::string TopLevelUsage() {
       "  --chief=HOST:PORT   the chief (default: the chief in --tf_config or $TF_CONFIG)\n"
       "  --tf_config=JSON|FILE  the cluster, in TF_CONFIG format (default: $TF_CONFIG)\n"
       "  --json              machine-readable JSON output\n"
-      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10)\n\n"
-      "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file, 3 chief unreachable,\n"
-      "4 the watched job FAILED or was CANCELLED.\n\n"
+      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint: 600)\n\n"
+      "A job whose checkpoint dir already holds its state resumes from it: submit --fresh\n"
+      "starts it over from step 0, --resume fails when there is nothing to resume.\n\n"
+      "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file (found here or by the\n"
+      "chief), 3 chief unreachable, 4 the watched job FAILED or was CANCELLED.\n\n"
       "Run \"shardctl COMMAND --help\" for a command's flags.\n");
   return out;
 }
@@ -200,9 +226,10 @@ absl::StatusOr<std::string> ChiefAddress(const Options& o) {
   return *address;
 }
 
-// Prints a failed RPC and returns the exit code for it.
+// Prints a failed RPC and returns the exit code for it. INVALID_ARGUMENT is a bad command
+// line or job file (exit 2) when `invalid_argument_is_usage`, else an error like any other.
 int ReportRpcError(const absl::Status& status, const std::string& address, absl::string_view what,
-                   double timeout_s) {
+                   double timeout_s, bool invalid_argument_is_usage = true) {
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
       std::cerr << "shardctl: cannot reach the chief at " << address << ": " << status.message()
@@ -213,13 +240,15 @@ int ReportRpcError(const absl::Status& status, const std::string& address, absl:
                 << timeout_s << " s (--timeout)\n";
       return kExitUnreachable;
     case absl::StatusCode::kInvalidArgument:
+      if (!invalid_argument_is_usage) break;
       std::cerr << "shardctl: " << status.message() << "\n";
       return kExitUsage;
     default:
-      std::cerr << "shardctl: " << what << " failed: " << absl::StatusCodeToString(status.code())
-                << ": " << status.message() << "\n";
-      return kExitError;
+      break;
   }
+  std::cerr << "shardctl: " << what << " failed: " << absl::StatusCodeToString(status.code())
+            << ": " << status.message() << "\n";
+  return kExitError;
 }
 
 // Blocking calls to the chief, each bounded by the --timeout deadline.
@@ -244,6 +273,9 @@ class ChiefClient {
   }
   absl::Status Cancel(const CancelJobRequest& request, CancelJobResponse* response) {
     return Call(&CoordinatorService::Stub::CancelJob, request, response);
+  }
+  absl::Status Checkpoint(const CheckpointRequest& request, CheckpointResponse* response) {
+    return Call(&CoordinatorService::Stub::Checkpoint, request, response);
   }
 
  private:
@@ -404,21 +436,43 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code)
 int RunSubmit(ChiefClient& client, const Options& o, const std::string& text) {
   SubmitJobRequest request;
   request.set_job_json(text);
+  request.set_resume(o.fresh    ? SubmitJobRequest::FRESH
+                     : o.resume ? SubmitJobRequest::RESUME
+                                : SubmitJobRequest::AUTO);
   SubmitJobResponse response;
   if (absl::Status s = client.Submit(request, &response); !s.ok()) {
     return ReportRpcError(s, client.address(), "SubmitJob", client.timeout_s());
   }
+  const bool resumed = response.resumed_at_step() > 0 || !response.resumed_from().empty();
   if (o.json) {
     nlohmann::json out = {{"job_id", response.job_id()}, {"total_steps", response.total_steps()}};
+    if (resumed) {
+      out["resumed_at_step"] = response.resumed_at_step();
+      out["resumed_from"] = response.resumed_from();
+    }
+    if (response.already_finished()) out["already_finished"] = true;
     std::cout << out.dump() << "\n" << std::flush;
+  } else if (response.already_finished()) {
+    std::cout << "job " << response.job_id() << " already finished; nothing to train"
+              << (response.resumed_from().empty() ? "" : " (" + response.resumed_from() + ")")
+              << "\n"
+              << std::flush;
+  } else if (resumed) {
+    std::cout << "resumed job " << response.job_id() << " on " << client.address() << " at step "
+              << response.resumed_at_step() << " of " << response.total_steps()
+              << (response.resumed_from().empty() ? "" : ", from " + response.resumed_from())
+              << "\n"
+              << std::flush;
   } else {
     std::cout << "submitted job " << response.job_id() << " to " << client.address() << ": "
               << response.total_steps() << " steps\n"
               << std::flush;
   }
-  if (!o.watch) return kExitOk;
+  if (!o.watch || response.already_finished()) return kExitOk;
   return Watch(client, o, response.job_id());
 }
+
+double NowUnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
 
 int RunStatus(ChiefClient& client, const Options& o) {
   JobStatus status;
@@ -433,7 +487,7 @@ int RunStatus(ChiefClient& client, const Options& o) {
     }
     std::cout << *json << "\n";
   } else {
-    std::cout << StatusText(status);
+    std::cout << StatusText(status, NowUnixSeconds());
   }
   return kExitOk;
 }
@@ -471,6 +525,38 @@ int RunCancel(ChiefClient& client, const Options& o) {
   return kExitOk;
 }
 
+// Takes a checkpoint now and waits (up to --timeout) until it is committed.
+int RunCheckpoint(ChiefClient& client, const Options& o) {
+  CheckpointRequest request;
+  request.set_job_id(o.job_id);
+  CheckpointResponse response;
+  if (absl::Status s = client.Checkpoint(request, &response); !s.ok()) {
+    return ReportRpcError(s, client.address(), "Checkpoint", client.timeout_s(),
+                          /*invalid_argument_is_usage=*/false);
+  }
+  const CheckpointInfo& c = response.checkpoint();
+  if (o.json) {
+    nlohmann::json out = {{"id", c.id()},
+                          {"path", c.path()},
+                          {"steps_done", c.steps_done()},
+                          {"unix_time", c.unix_time()},
+                          {"bytes", c.bytes()},
+                          {"write_seconds", c.write_seconds()},
+                          {"pause_ms", c.pause_ms()},
+                          {"final", c.final()}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << CheckpointLine(c) << "\n";
+  }
+  return kExitOk;
+}
+
+// Positional arguments a command takes: the words of its `args`.
+size_t NumArgs(const Command& command) {
+  const std::vector<absl::string_view> words = absl::StrSplit(command.args, ' ', absl::SkipEmpty());
+  return words.size();
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
 
@@ -497,7 +583,7 @@ int Main(int argc, char** argv) {
     if (command == nullptr) {
       return UsageError(absl::StrCat("unknown command \"", positional[1], "\""));
     }
-    Options o;
+    Options o = DefaultOptions(*command);
     FlagParser parser(ProgramName(*command), command->summary);
     RegisterFlags(parser, o, command);
     std::cout << parser.Usage();
@@ -512,7 +598,7 @@ int Main(int argc, char** argv) {
   }
 
   // Second pass: only the command's flags.
-  Options o;
+  Options o = DefaultOptions(*command);
   FlagParser parser(ProgramName(*command), command->summary);
   RegisterFlags(parser, o, command);
   positional.clear();
@@ -520,7 +606,7 @@ int Main(int argc, char** argv) {
   if (parsed >= 0) return parsed;
   positional.erase(positional.begin());  // the command
   const std::string name = command->name;
-  const size_t expected_args = command->args[0] ? 1 : 0;
+  const size_t expected_args = NumArgs(*command);
   if (positional.size() != expected_args) {
     return UsageError(expected_args == 0
                           ? absl::StrCat(name, ": unexpected argument \"", positional[0], "\"")
@@ -531,6 +617,7 @@ int Main(int argc, char** argv) {
   if (!(o.interval_s > 0)) return UsageError("--interval must be > 0");
   if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
   if (o.workers < 1 || o.workers > 1000000) return UsageError("--workers must be 1..1000000");
+  if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
 
   if (name == "validate") return RunValidate(o, positional[0]);
   std::string job_text;
@@ -554,6 +641,7 @@ int Main(int argc, char** argv) {
   if (name == "watch") return Watch(client, o, /*job_id=*/"");
   if (name == "add-steps") return RunAddSteps(client, o, steps);
   if (name == "cancel") return RunCancel(client, o);
+  if (name == "checkpoint") return RunCheckpoint(client, o);
   return UsageError(absl::StrCat("unknown command \"", name, "\""));
 }
 

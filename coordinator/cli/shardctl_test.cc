@@ -161,15 +161,17 @@ TEST(ShardctlTest, HelpListsCommands) {
         std::vector<std::string>{"-h"}}) {
     Result r = RunShardctl(args);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
-    for (const char* command : {"submit JOB.json", "status", "watch", "add-steps N", "cancel",
-                                "validate JOB.json", "--chief", "exit codes"}) {
+    for (const char* command :
+         {"submit JOB.json", "status", "watch", "add-steps N", "cancel", "checkpoint",
+          "validate JOB.json", "--chief", "exit codes", "--fresh", "--resume"}) {
       EXPECT_THAT(r.out, HasSubstr(command)) << Describe(r);
     }
   }
 }
 
 TEST(ShardctlTest, EveryCommandHasHelp) {
-  for (const char* command : {"submit", "status", "watch", "add-steps", "cancel", "validate"}) {
+  for (const char* command :
+       {"submit", "status", "watch", "add-steps", "cancel", "checkpoint", "validate"}) {
     Result r = RunShardctl({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << Describe(r);
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("usage: shardctl ", command))) << Describe(r);
@@ -180,6 +182,9 @@ TEST(ShardctlTest, EveryCommandHasHelp) {
     EXPECT_EQ(h.out, r.out);
   }
   EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--watch"));
+  EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--fresh"));
+  EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--resume"));
+  EXPECT_THAT(RunShardctl({"checkpoint", "--help"}).out, HasSubstr("(default: 600)"));
   EXPECT_THAT(RunShardctl({"validate", "--help"}).out, HasSubstr("--workers"));
 }
 
@@ -276,7 +281,7 @@ TEST(ShardctlTest, UnreachableChiefExits3NamingTheAddress) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"watch"}, std::vector<std::string>{"submit", job, "--watch"},
         std::vector<std::string>{"add-steps", "10"}, std::vector<std::string>{"cancel"},
-        std::vector<std::string>{"status", "--json"}}) {
+        std::vector<std::string>{"checkpoint"}, std::vector<std::string>{"status", "--json"}}) {
     std::vector<std::string> full = args;
     full.push_back("--chief=" + address);
     full.push_back("--timeout=5");
@@ -329,6 +334,24 @@ class FakeChief final : public CoordinatorService::Service {
     absl::MutexLock lock(&mu_);
     return cancels_;
   }
+  SubmitJobRequest::Resume resume() {
+    absl::MutexLock lock(&mu_);
+    return resume_;
+  }
+  int status_calls() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(next_);
+  }
+  // What Checkpoint answers: `info` when `status` is OK.
+  void SetCheckpointAnswer(grpc::Status status, CheckpointInfo info = CheckpointInfo()) {
+    absl::MutexLock lock(&mu_);
+    checkpoint_status_ = std::move(status);
+    checkpoint_ = std::move(info);
+  }
+  std::string checkpoint_job_id() {
+    absl::MutexLock lock(&mu_);
+    return checkpoint_job_id_;
+  }
 
   grpc::Status SubmitJob(grpc::ServerContext*, const SubmitJobRequest* request,
                          SubmitJobResponse* response) override {
@@ -338,9 +361,27 @@ class FakeChief final : public CoordinatorService::Service {
                           "job: \"data_dir\": no such directory");
     }
     submitted_ = request->job_json();
+    resume_ = request->resume();
     response->set_job_id("fm-1");
     response->set_total_steps(4690);
+    // A job named "resumed" resumes from a checkpoint; one named "finished" had finished.
+    if (request->job_json().find("\"resumed\"") != std::string::npos) {
+      response->set_resumed_at_step(1200);
+      response->set_resumed_from("checkpoint 7 (/ckpt/fm/ckpt-7)");
+    }
+    if (request->job_json().find("\"finished\"") != std::string::npos) {
+      response->set_resumed_at_step(4690);
+      response->set_already_finished(true);
+      response->set_resumed_from("checkpoint 12 (/ckpt/fm/ckpt-12)");
+    }
     return grpc::Status::OK;
+  }
+  grpc::Status Checkpoint(grpc::ServerContext*, const CheckpointRequest* request,
+                          CheckpointResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    checkpoint_job_id_ = request->job_id();
+    if (checkpoint_status_.ok()) *response->mutable_checkpoint() = checkpoint_;
+    return checkpoint_status_;
   }
   grpc::Status GetStatus(grpc::ServerContext*, const GetStatusRequest*,
                          JobStatus* response) override {
@@ -367,6 +408,10 @@ class FakeChief final : public CoordinatorService::Service {
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::string submitted_ ABSL_GUARDED_BY(mu_);
   int cancels_ ABSL_GUARDED_BY(mu_) = 0;
+  SubmitJobRequest::Resume resume_ ABSL_GUARDED_BY(mu_) = SubmitJobRequest::AUTO;
+  grpc::Status checkpoint_status_ ABSL_GUARDED_BY(mu_);
+  CheckpointInfo checkpoint_ ABSL_GUARDED_BY(mu_);
+  std::string checkpoint_job_id_ ABSL_GUARDED_BY(mu_);
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
@@ -518,6 +563,167 @@ TEST(ShardctlTest, StatusAddStepsAndCancel) {
   Result cancel = RunShardctl({"cancel", "--chief=" + chief.address()});
   EXPECT_EQ(cancel.exit_code, 0) << Describe(cancel);
   EXPECT_EQ(chief.cancels(), 1);
+}
+
+TEST(ShardctlTest, FreshAndResumeAreExclusive) {
+  FakeChief chief({Status(JobStatus::NO_JOB, 0, false)});
+  const std::string job = WriteFile("either_job.json", R"({"model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--fresh", "--resume", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("--fresh or --resume, not both"));
+  EXPECT_EQ(chief.submitted(), "");  // nothing was sent
+  // Each belongs to submit.
+  EXPECT_EQ(RunShardctl({"status", "--fresh", "--chief=" + chief.address()}).exit_code, 2);
+}
+
+TEST(ShardctlTest, SubmitSendsTheResumeChoice) {
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  const std::string job = WriteFile("choice_job.json", R"({"model": "softmax"})");
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, SubmitJobRequest::Resume>>{
+           {"--fresh", SubmitJobRequest::FRESH},
+           {"--resume", SubmitJobRequest::RESUME},
+           {"--json", SubmitJobRequest::AUTO}}) {
+    Result r = RunShardctl({"submit", job, flag, "--chief=" + chief.address()});
+    EXPECT_EQ(r.exit_code, 0) << flag << ": " << Describe(r);
+    EXPECT_EQ(chief.resume(), want) << flag;
+  }
+}
+
+TEST(ShardctlTest, SubmitSaysWhereItResumed) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  const std::string job =
+      WriteFile("resumed_job.json", R"({"name": "resumed", "model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "resumed job fm-1 on " + chief.address() +
+                       " at step 1200 of 4690, from checkpoint 7 (/ckpt/fm/ckpt-7)\n");
+  Result json = RunShardctl({"submit", job, "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_EQ(json.out,
+            "{\"job_id\":\"fm-1\",\"resumed_at_step\":1200,\"resumed_from\":\"checkpoint 7 "
+            "(/ckpt/fm/ckpt-7)\",\"total_steps\":4690}\n");
+}
+
+TEST(ShardctlTest, SubmitOfAFinishedJobTrainsNothingAndExits0) {
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  const std::string job =
+      WriteFile("finished_job.json", R"({"name": "finished", "model": "softmax"})");
+  Result r =
+      RunShardctl({"submit", job, "--watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out,
+            "job fm-1 already finished; nothing to train (checkpoint 12 (/ckpt/fm/ckpt-12))\n");
+  EXPECT_EQ(chief.status_calls(), 0);  // not watched: there is nothing to watch
+  Result json = RunShardctl({"submit", job, "--json", "--chief=" + chief.address()});
+  EXPECT_THAT(json.out, HasSubstr("\"already_finished\":true"));
+}
+
+TEST(ShardctlTest, CheckpointPrintsTheCommittedCheckpoint) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  CheckpointInfo info;
+  info.set_id(7);
+  info.set_path("/ckpt/fm/ckpt-7");
+  info.set_steps_done(1200);
+  info.set_unix_time(1.8e9);
+  info.set_bytes(12897484);
+  info.set_write_seconds(0.84);
+  info.set_pause_ms(12);
+  chief.SetCheckpointAnswer(grpc::Status::OK, info);
+  Result r = RunShardctl({"checkpoint", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out,
+            "checkpoint 7: /ckpt/fm/ckpt-7, 1200 steps, 12.3 MiB, written in 0.84 s (paused 12 "
+            "ms)\n");
+  Result json =
+      RunShardctl({"checkpoint", "--json", "--job_id=fm-1", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_EQ(chief.checkpoint_job_id(), "fm-1");
+  EXPECT_THAT(json.out, HasSubstr("\"id\":7"));
+  EXPECT_THAT(json.out, HasSubstr("\"path\":\"/ckpt/fm/ckpt-7\""));
+  EXPECT_THAT(json.out, HasSubstr("\"bytes\":12897484"));
+  EXPECT_THAT(json.out, HasSubstr("\"steps_done\":1200"));
+}
+
+TEST(ShardctlTest, CheckpointErrorsExit1WithTheMessage) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  for (const grpc::Status& answer :
+       {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                     "job fm-1 has no checkpoint dir (\"checkpoint\" in the job file)"),
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no job \"fm-9\""),
+        grpc::Status(grpc::StatusCode::DATA_LOSS,
+                     "ps 1: write /ckpt/fm/ckpt-8/ps-1.safetensors: "
+                     "No space left on device")}) {
+    chief.SetCheckpointAnswer(answer);
+    Result r = RunShardctl({"checkpoint", "--chief=" + chief.address()});
+    EXPECT_EQ(r.exit_code, 1) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("Checkpoint failed: "));
+    EXPECT_THAT(r.err, HasSubstr(answer.error_message()));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// A status that shows a job not advancing, with everything the durable state adds.
+JobStatus PausedStatus() {
+  JobStatus s = Status(JobStatus::RUNNING, 1234, true);
+  s.set_phase("paused: ps 1 (127.0.0.1:9) unreachable for 12 s: connection refused");
+  s.set_generation(2);
+  for (int i = 0; i < 2; ++i) {
+    PsInfo* ps = s.add_ps();
+    ps->set_index(i);
+    ps->set_address(absl::StrCat("127.0.0.1:", 8 + i));
+    ps->set_state(i == 1 ? "unreachable" : "up");
+    ps->set_incarnation(0xabc + i);
+    ps->set_generation(2);
+    if (i == 1) {
+      ps->set_error("connection refused");
+      ps->set_down_s(12);
+    }
+  }
+  s.set_has_checkpoint(true);
+  s.mutable_last_checkpoint()->set_id(7);
+  s.mutable_last_checkpoint()->set_steps_done(1200);
+  s.mutable_last_checkpoint()->set_path("/ckpt/fm/ckpt-7");
+  RecoveryInfo* r = s.add_recoveries();
+  r->set_cause("ps 0 restarted (incarnation abc)");
+  r->set_action("rolled back to checkpoint 7");
+  r->set_steps_lost(20);
+  r->set_seconds(2.5);
+  s.set_steps_lost(20);
+  s.set_resumed_from("live ps state");
+  return s;
+}
+
+TEST(ShardctlTest, StatusShowsWhyAJobIsNotAdvancing) {
+  FakeChief chief({PausedStatus()});
+  Result text = RunShardctl({"status", "--chief=" + chief.address()});
+  EXPECT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("state      RUNNING, NOT ADVANCING: paused: ps 1 "
+                                  "(127.0.0.1:9) unreachable for 12 s: connection refused\n"));
+  EXPECT_THAT(text.out, HasSubstr("resumed    from live ps state\n"));
+  EXPECT_THAT(text.out, HasSubstr("checkpoint 7 at 1200 steps"));
+  EXPECT_THAT(text.out, HasSubstr("recoveries 1 recovery, 20 steps lost\n"));
+  EXPECT_THAT(text.out, HasSubstr("ps 0 restarted (incarnation abc): rolled back to checkpoint 7"));
+  EXPECT_THAT(text.out, HasSubstr("ps         2 (generation 2)\n"));
+  EXPECT_THAT(text.out, HasSubstr("12s  connection refused\n"));
+
+  Result json = RunShardctl({"status", "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_THAT(json.out, HasSubstr("\"phase\": \"paused: ps 1"));
+  EXPECT_THAT(json.out, HasSubstr("\"recoveries\": ["));
+  EXPECT_THAT(json.out, HasSubstr("\"last_checkpoint\": {"));
+}
+
+TEST(ShardctlTest, WatchShowsAPauseInsteadOfProgress) {
+  for (bool tty : {false, true}) {
+    FakeChief chief({Status(JobStatus::RUNNING, 1000, false), PausedStatus(),
+                     Status(JobStatus::SUCCEEDED, 4690, true)});
+    Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()}, {}, tty);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr(tty ? "\r1234/4690 steps  NOT ADVANCING: paused: ps 1"
+                                     : "step 1234/4690 epoch 3/10 NOT ADVANCING: paused: ps 1"))
+        << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("final test accuracy: 0.8912"));
+  }
 }
 
 }  // namespace
