@@ -130,7 +130,8 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   if (command == nullptr || std::string(command->name) == "watch") {
     parser.AddDouble("job_wait", &o.job_wait_s,
                      "seconds to wait for a job when the chief has none yet (a chief started "
-                     "with --job submits it once its ps tasks are up)");
+                     "with --job submits it once its ps tasks are up), and for a chief that "
+                     "went away while watching to come back with the job");
   }
   if (command == nullptr || std::string(command->name) == "submit") {
     parser.AddBool("watch", &o.watch, "follow the job until it ends, like `shardctl watch`");
@@ -321,13 +322,29 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
 
   std::string watched = job_id;
   const absl::Time job_deadline = absl::Now() + absl::Seconds(o.job_wait_s);
+  // Once reached, the chief may go away and come back (a supervisor restarts it, and it
+  // resumes the job from its checkpoint dir): ride that out for this long.
+  const absl::Duration outage_limit = absl::Seconds(std::max(o.timeout_s, o.job_wait_s));
   bool said_waiting = false;
   bool reached = false;
-  absl::Time failing_since = absl::InfiniteFuture();
+  absl::Time outage_since = absl::InfiniteFuture();  // chief unreachable or without our job
+  bool said_outage = false;
   bool line_open = false;  // a progress line without its newline is on the terminal
   const auto end_line = [&] {
     if (line_open) std::cout << "\n" << std::flush;
     line_open = false;
+  };
+  // Whether to wait out an outage that started now or earlier, saying so once.
+  const auto ride_out = [&](absl::string_view what) {
+    if (outage_since == absl::InfiniteFuture()) outage_since = absl::Now();
+    if (absl::Now() - outage_since >= outage_limit) return false;
+    if (!said_outage) {
+      end_line();
+      std::cerr << "shardctl: " << what << "; waiting up to " << absl::ToDoubleSeconds(outage_limit)
+                << " s for it to come back...\n";
+      said_outage = true;
+    }
+    return true;
   };
   while (true) {
     if (g_interrupted) {
@@ -338,21 +355,18 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
     JobStatus status;
     absl::Status rpc = client.GetStatus(&status);
     if (!rpc.ok()) {
-      // Once connected, ride out a short outage (a chief restarting, a network blip).
       const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
                              rpc.code() == absl::StatusCode::kDeadlineExceeded;
-      if (transient && reached) {
-        if (failing_since == absl::InfiniteFuture()) failing_since = absl::Now();
-        if (absl::Now() - failing_since < absl::Seconds(std::max(o.timeout_s, 10.0))) {
-          InterruptibleSleep(o.interval_s);
-          continue;
-        }
+      if (transient && reached &&
+          ride_out(
+              absl::StrCat("lost the chief at ", client.address(), " (", rpc.message(), ")"))) {
+        InterruptibleSleep(o.interval_s);
+        continue;
       }
       end_line();
       return ReportRpcError(rpc, client.address(), "GetStatus", client.timeout_s());
     }
     reached = true;
-    failing_since = absl::InfiniteFuture();
 
     if (status.state() == JobStatus::NO_JOB && watched.empty()) {
       if (absl::Now() >= job_deadline) {
@@ -366,6 +380,19 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
       InterruptibleSleep(o.interval_s);
       continue;
     }
+    // A restarted chief has no job until it has resumed ours.
+    if (status.state() == JobStatus::NO_JOB) {
+      if (ride_out(absl::StrCat("the chief at ", client.address(), " has no job (restarted?)"))) {
+        InterruptibleSleep(o.interval_s);
+        continue;
+      }
+      end_line();
+      std::cerr << "shardctl: job " << watched << " is no longer the chief's job (now none)\n";
+      return kExitError;
+    }
+    if (said_outage) std::cerr << "shardctl: the chief is back\n";
+    outage_since = absl::InfiniteFuture();
+    said_outage = false;
     if (watched.empty()) watched = status.job_id();
     if (status.job_id() != watched) {
       end_line();

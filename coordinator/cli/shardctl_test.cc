@@ -726,5 +726,27 @@ TEST(ShardctlTest, WatchShowsAPauseInsteadOfProgress) {
   }
 }
 
+// A chief restarted mid-watch has no job until it resumes ours from its checkpoint dir.
+TEST(ShardctlTest, WatchRidesOutAChiefRestart) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1000, false), Status(JobStatus::NO_JOB, 0, false),
+                   Status(JobStatus::NO_JOB, 0, false), Status(JobStatus::RUNNING, 1200, false),
+                   Status(JobStatus::SUCCEEDED, 4690, true)});
+  Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("the chief at " + chief.address() +
+                               " has no job (restarted?); "
+                               "waiting up to 120 s for it to come back"));
+  EXPECT_THAT(r.err, HasSubstr("the chief is back"));
+  EXPECT_THAT(r.out, HasSubstr("final test accuracy: 0.8912"));
+
+  // It gives up after --job_wait (or --timeout, if longer).
+  JobStatus none;  // as a chief without a job answers
+  FakeChief gone({Status(JobStatus::RUNNING, 1000, false), none});
+  Result g = RunShardctl(
+      {"watch", "--interval=0.05", "--job_wait=0", "--timeout=0.5", "--chief=" + gone.address()});
+  EXPECT_EQ(g.exit_code, 1) << Describe(g);
+  EXPECT_THAT(g.err, HasSubstr("job fm-1 is no longer the chief's job (now none)"));
+}
+
 }  // namespace
 }  // namespace shardps
