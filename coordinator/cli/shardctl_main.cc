@@ -147,7 +147,8 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
-                  "number of workers to assume (the default of num_replicas in sync mode)");
+                  "number of workers to assume (in sync mode the default of num_replicas, and "
+                  "its upper bound)");
   }
 }
 

@@ -260,6 +260,15 @@ TEST(ShardctlTest, ValidateGoodJobPrintsDefaults) {
   Result json = RunShardctl({"--json", "validate", path});
   EXPECT_EQ(json.exit_code, 0) << Describe(json);
   EXPECT_THAT(json.out, HasSubstr(R"("mode":"sync","num_replicas":2,)"));
+
+  // --workers also bounds num_replicas; submit leaves that check to the chief.
+  const std::string wide = WriteFile(
+      "wide_job.json", R"({"name": "fm", "model": "mlp:64", "mode": "sync", "num_replicas": 4})");
+  Result narrow = RunShardctl({"validate", wide, "--workers=3"});
+  EXPECT_EQ(narrow.exit_code, 2) << Describe(narrow);
+  EXPECT_THAT(narrow.err,
+              HasSubstr(R"("num_replicas": must be <= the number of workers (3) in sync mode)"));
+  EXPECT_EQ(RunShardctl({"validate", wide, "--workers=4"}).exit_code, 0);
 }
 
 TEST(ShardctlTest, SubmitOfBadJobExits2WithoutAChief) {
@@ -746,6 +755,17 @@ TEST(ShardctlTest, WatchRidesOutAChiefRestart) {
       {"watch", "--interval=0.05", "--job_wait=0", "--timeout=0.5", "--chief=" + gone.address()});
   EXPECT_EQ(g.exit_code, 1) << Describe(g);
   EXPECT_THAT(g.err, HasSubstr("job fm-1 is no longer the chief's job (now none)"));
+}
+
+// Submit checks the file locally but leaves the cluster's worker count to the chief.
+TEST(ShardctlTest, SubmitLeavesReplicasAgainstWorkersToTheChief) {
+  const std::string wide =
+      WriteFile("wide_submit.json",
+                R"({"name": "fm", "model": "mlp:64", "mode": "sync", "num_replicas": 64})");
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  Result submitted = RunShardctl({"submit", wide, "--chief=" + chief.address()});
+  EXPECT_EQ(submitted.exit_code, 0) << Describe(submitted);
+  EXPECT_THAT(chief.submitted(), HasSubstr("\"num_replicas\": 64"));
 }
 
 }  // namespace
