@@ -2,7 +2,7 @@
 //
 //   shardctl submit JOB.json [--watch] [--fresh|--resume]   shardctl status [--json]
 //   shardctl watch        shardctl add-steps N               shardctl cancel
-//   shardctl checkpoint   shardctl validate JOB.json
+//   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -12,6 +12,7 @@
 // Formatting lives in progress.h; this file holds the command line and the RPCs.
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,8 +35,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
 #include "common/flags.h"
 #include "common/tf_config.h"
 #include "coordinator/cli/progress.h"
@@ -77,6 +81,8 @@ struct Options {
   std::string job_id;
   // validate.
   int64_t workers = 2;
+  // export.
+  bool slots = false;
 };
 
 struct Command {
@@ -100,6 +106,8 @@ constexpr Command kCommands[] = {
      true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
+    {"export", "CKPT OUT", "write a checkpoint's variables, whole, to one safetensors file", false,
+     false, false},
 };
 
 const Command* FindCommand(absl::string_view name) {
@@ -144,6 +152,10 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   }
   if (command == nullptr || command->job_id_flag) {
     parser.AddString("job_id", &o.job_id, "the job to act on (default: the current job)");
+  }
+  if (command == nullptr || std::string(command->name) == "export") {
+    parser.AddBool("slots", &o.slots,
+                   "also write each variable's optimizer slots (\"NAME/adam_m\", ...)");
   }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
@@ -579,6 +591,65 @@ int RunCheckpoint(ChiefClient& client, const Options& o) {
   return kExitOk;
 }
 
+// OUT of `export`, checked before anything is read: a directory, or a file in a directory
+// that does not exist, is a bad command line.
+absl::Status CheckExportOutput(const std::string& out) {
+  if (out.empty()) return absl::InvalidArgumentError("export: OUT must not be empty");
+  struct stat info {};
+  if (stat(out.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: OUT \"", out, "\" is a directory; give the file to write, e.g. \"",
+                     absl::StripSuffix(out, "/"), "/model.safetensors\""));
+  }
+  const size_t slash = out.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+  if (stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: OUT \"", out, "\": no directory \"", parent, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Writes the checkpoint at `checkpoint` (a checkpoint dir, one checkpoint's dir, or its
+// manifest.json) whole and un-sharded into `out`.
+int RunExport(const Options& o, const std::string& checkpoint, const std::string& out) {
+  if (checkpoint.empty()) return UsageError("export: CKPT must not be empty");
+  if (absl::Status s = CheckExportOutput(out); !s.ok()) return UsageError(s.message());
+  // Opened here to name the checkpoint exported; exported from its manifest, so that a
+  // checkpoint committed meanwhile in the same directory cannot change what is written.
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(checkpoint);
+  if (!reader.ok()) {
+    std::cerr << "shardctl: export: " << reader.status().message() << "\n";
+    return kExitError;
+  }
+  const Manifest& manifest = (*reader)->manifest();
+  if (absl::Status s = ExportCheckpoint((*reader)->manifest_path(), out, o.slots); !s.ok()) {
+    std::cerr << "shardctl: export: " << s.message() << "\n";
+    return kExitError;
+  }
+  struct stat info {};
+  const int64_t bytes = stat(out.c_str(), &info) == 0 ? static_cast<int64_t>(info.st_size) : 0;
+  if (o.json) {
+    nlohmann::json json = {{"checkpoint", (*reader)->manifest_path()},
+                           {"checkpoint_id", manifest.checkpoint_id},
+                           {"job_id", manifest.job_id},
+                           {"steps_done", manifest.progress.steps_done},
+                           {"variables", manifest.variables.size()},
+                           {"slots", o.slots},
+                           {"out", out},
+                           {"bytes", bytes}};
+    std::cout << json.dump() << "\n";
+  } else {
+    std::cout << "exported checkpoint " << manifest.checkpoint_id << " of job " << manifest.job_id
+              << " (" << manifest.progress.steps_done << " steps): " << manifest.variables.size()
+              << (manifest.variables.size() == 1 ? " variable" : " variables")
+              << (o.slots ? " with their slots" : "") << ", " << FormatBytes(bytes) << ", to "
+              << out << "\n";
+  }
+  return kExitOk;
+}
+
 // Positional arguments a command takes: the words of its `args`.
 size_t NumArgs(const Command& command) {
   const std::vector<absl::string_view> words = absl::StrSplit(command.args, ' ', absl::SkipEmpty());
@@ -648,6 +719,7 @@ int Main(int argc, char** argv) {
   if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
 
   if (name == "validate") return RunValidate(o, positional[0]);
+  if (name == "export") return RunExport(o, positional[0], positional[1]);
   std::string job_text;
   if (name == "submit") {
     int exit_code = kExitError;
