@@ -57,7 +57,8 @@ class ChiefImpl : public Chief {
     // is missing before any worker starts.
     absl::StatusOr<Dataset> train = LoadFashionMnist(job.data_dir(), Split::kTrain);
     if (!train.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      // The job file's content is at fault (it names the data), not the chief's state.
+      return absl::InvalidArgumentError(absl::StrCat(
           "job: \"data_dir\": cannot load ", job.dataset(), ": ", train.status().message()));
     }
     ASSIGN_OR_RETURN(ModelSpec model,
