@@ -219,21 +219,21 @@ TEST_F(ChiefTest, KeepsTwoStepsInFlightPerWorker) {
   EXPECT_EQ(w->starts(), 1);
 }
 
-// Sync steps 0 and 1 (replicas of sync step 0) both need version 0 only, so two could be in
-// flight at once; sync mode's default keeps one.
+// Sync steps 0 and 1 (replicas of sync step 0) both need version 0 only, so one worker could
+// hold both at once (and leave the other idle); sync mode's default keeps one per worker. Two
+// workers, as a sync job may not have more replicas than workers.
 TEST_F(ChiefTest, SyncDefaultsToOneStepInFlight) {
-  StartChief(1);
+  StartChief(2);
   Submit(R"("mode": "sync", "num_replicas": 2, "steps": 4)");
-  FakeWorker* w = workers_[0];
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(w->WaitForPending(1));
+  for (int sync_step = 0; sync_step < 2; ++sync_step) {
+    for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
     absl::SleepFor(absl::Milliseconds(100));
-    EXPECT_EQ(w->Pending(), (std::vector<int64_t>{i}));
-    EXPECT_EQ(w->Finish(), i);
+    for (FakeWorker* w : workers_) EXPECT_EQ(w->Pending().size(), 1u);
+    for (FakeWorker* w : workers_) EXPECT_GE(w->Finish(), 2 * sync_step);
   }
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
   EXPECT_EQ(chief_->Status().steps_done(), 4);
-  EXPECT_EQ(w->max_pending(), 1);
+  for (FakeWorker* w : workers_) EXPECT_EQ(w->max_pending(), 1);
 }
 
 TEST_F(ChiefTest, StepsInFlightOneLeasesOneStepAtATime) {
@@ -391,6 +391,22 @@ TEST_F(ChiefTest, JobEndsOnlyWhenEveryCallIsBack) {
   EXPECT_TRUE(chief_->WaitForJobEnd(kWait));
   EXPECT_EQ(chief_->Status().state(), JobStatus::CANCELLED);
   EXPECT_EQ(w->steps_received(), 2);
+}
+
+// A data_dir that cannot be read is the job file's fault: INVALID_ARGUMENT naming the field
+// (shardctl and the chief exit 2 on it), and no job starts.
+TEST_F(ChiefTest, UnreadableDataDirIsInvalidArgument) {
+  StartChief(1);
+  auto submitted = chief_->Submit(
+      R"({"name": "t", "model": "softmax", "steps": 5, "data_dir": "/no/such/fashion-mnist"})");
+  ASSERT_FALSE(submitted.ok());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument) << submitted.status();
+  EXPECT_NE(submitted.status().message().find("\"data_dir\""), absl::string_view::npos)
+      << submitted.status();
+  EXPECT_NE(submitted.status().message().find("/no/such/fashion-mnist"), absl::string_view::npos)
+      << submitted.status();
+  EXPECT_EQ(chief_->Status().state(), JobStatus::NO_JOB);
+  EXPECT_EQ(workers_[0]->steps_received(), 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -29,6 +30,7 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
 constexpr char kDefaultName[] = "job";
+constexpr size_t kMaxNameChars = 100;
 constexpr int64_t kDefaultBatchSize = 128;
 constexpr int64_t kMaxBatchSize = 65536;
 constexpr double kDefaultLearningRate = 0.001;
@@ -42,21 +44,39 @@ constexpr char kDefaultPartitioner[] = "min_size:262144:4";
 constexpr char kDefaultPlacement[] = "round_robin";
 constexpr uint64_t kDefaultSeed = 42;
 constexpr int64_t kDefaultStepTimeoutMs = 60000;
+// A lease covers a whole step on a healthy worker: its pulls, compute and pushes over the
+// network, queued behind the worker's other step in flight, and on a worker's first step the
+// set-up of its connections (and of CUDA). Below a second a healthy worker cannot be relied on
+// to finish in time, and a lease that always expires re-queues every step for ever: the job
+// livelocks at step 0. Above an hour, a worker that hangs without dying (a stuck GPU, a
+// half-open connection) would stall the job for as long before its steps go to another
+// worker; a step is one batch, which no model this system trains needs an hour for.
+constexpr int64_t kMinStepTimeoutMs = 1000;
+constexpr int64_t kMaxStepTimeoutMs = 3600 * 1000;
 constexpr char kDefaultBackend[] = "auto";
 constexpr int64_t kMaxStepsInFlight = 2;
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kDefaultCheckpointKeep = 3;
+// Checkpoints at most a year apart: a bound far inside what every clock type can add to now.
+constexpr int64_t kMaxCheckpointSeconds = int64_t{365} * 24 * 3600;
 constexpr size_t kMaxShownChars = 64;
+// Variables named in a message, at most.
+constexpr size_t kMaxListedNames = 6;
 
 // clang-format off
 constexpr absl::string_view kJobKeys[] = {
     "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
     "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
-    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "backend"};
+    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "backend", "checkpoint",
+    "warm_start"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase"};
 constexpr absl::string_view kInitializerKeys[] = {
     "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
+constexpr absl::string_view kCheckpointKeys[] = {
+    "dir", "every_steps", "every_seconds", "keep", "keep_best"};
+constexpr absl::string_view kWarmStartKeys[] = {"from", "variables", "with_slots"};
 // clang-format on
 
 // Enum names as they appear in a job file, in the order an error message lists them.
@@ -352,23 +372,52 @@ absl::string_view NameOf(const EnumName<E> (&names)[N], E value, absl::string_vi
   return unknown;
 }
 
-// "optimizer": {...} or "optimizer": "adam". Also used for "kernel_initializer".
-absl::Status ObjectOrTypeName(const Json* value, absl::string_view field,
-                              absl::Span<const absl::string_view> keys, Json* object) {
+// "optimizer": {...} or "optimizer": "adam" (`bare_key` "type"); also "kernel_initializer",
+// and "checkpoint" and "warm_start", whose bare form is a path. `bare_what` names the bare
+// form in the type error ("a type name").
+absl::Status ObjectOrBare(const Json* value, absl::string_view field,
+                          absl::Span<const absl::string_view> keys, absl::string_view bare_key,
+                          absl::string_view bare_what, Json* object) {
   if (value == nullptr) {
     *object = Json::object();
     return absl::OkStatus();
   }
   if (value->is_string()) {
-    *object = Json{{"type", *value}};
+    *object = Json{{std::string(bare_key), *value}};
     return absl::OkStatus();
   }
   if (!value->is_object()) {
-    return FieldError(field,
-                      absl::StrCat("expected an object or a type name, got ", Described(*value)));
+    return FieldError(
+        field, absl::StrCat("expected an object or ", bare_what, ", got ", Described(*value)));
   }
   RETURN_IF_ERROR(CheckKeys(*value, field, keys));
   *object = *value;
+  return absl::OkStatus();
+}
+
+absl::Status ObjectOrTypeName(const Json* value, absl::string_view field,
+                              absl::Span<const absl::string_view> keys, Json* object) {
+  return ObjectOrBare(value, field, keys, "type", "a type name", object);
+}
+
+// The ps computes in float32: a hyperparameter or initial value that is a fine double can
+// still round to 0, 1 or infinity there.
+bool FitsFloat(double d) { return std::fabs(d) <= std::numeric_limits<float>::max(); }
+bool PositiveNormalFloat(double d) {
+  return d >= std::numeric_limits<float>::min() && d <= std::numeric_limits<float>::max();
+}
+constexpr char kPositiveFloatRange[] = "must be in [1.2e-38, 3.4e38] (the ps computes in float32)";
+constexpr char kFloatRange[] = "must be in [-3.4e38, 3.4e38] (parameters are float32)";
+
+// A rate in (0, 1) that stays below 1 in float32. 0 is refused for Adam's betas because the
+// ps reads an unset (0) beta as its default: a file saying 0 would silently train with 0.9.
+absl::Status UnitRate(const Fields& f, absl::string_view key, double value, bool zero_allowed) {
+  const absl::string_view range = zero_allowed ? "must be in [0, 1)" : "must be in (0, 1)";
+  if (!((zero_allowed ? value >= 0 : value > 0) && value < 1)) return f.RangeError(key, range);
+  if (static_cast<float>(value) >= 1.0f) {
+    return f.RangeError(
+        key, absl::StrCat(range, " in float32, as the ps computes (at most 0.99999994)"));
+  }
   return absl::OkStatus();
 }
 
@@ -383,35 +432,43 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer) {
   double learning_rate = kDefaultLearningRate;
   RETURN_IF_ERROR(f.Double("learning_rate", &learning_rate));
   if (!(learning_rate > 0)) return f.RangeError("learning_rate", "must be > 0");
+  if (!PositiveNormalFloat(learning_rate)) {
+    return f.RangeError("learning_rate", kPositiveFloatRange);
+  }
   optimizer->set_learning_rate(learning_rate);
 
   double momentum = type == OptimizerSpec::MOMENTUM ? kDefaultMomentum : 0.0;
   RETURN_IF_ERROR(f.Double("momentum", &momentum));
-  if (momentum < 0 || momentum >= 1) return f.RangeError("momentum", "must be in [0, 1)");
+  RETURN_IF_ERROR(UnitRate(f, "momentum", momentum, /*zero_allowed=*/true));
   optimizer->set_momentum(momentum);
 
   bool nesterov = false;
   RETURN_IF_ERROR(f.Bool("nesterov", &nesterov));
   optimizer->set_nesterov(nesterov);
 
+  // > 0: the ps reads 0 as its default, 0.1.
   double accumulator = kDefaultInitialAccumulator;
   RETURN_IF_ERROR(f.Double("initial_accumulator_value", &accumulator));
-  if (accumulator < 0) return f.RangeError("initial_accumulator_value", "must be >= 0");
+  if (!(accumulator > 0)) return f.RangeError("initial_accumulator_value", "must be > 0");
+  if (!PositiveNormalFloat(accumulator)) {
+    return f.RangeError("initial_accumulator_value", kPositiveFloatRange);
+  }
   optimizer->set_initial_accumulator_value(accumulator);
 
   double beta1 = kDefaultBeta1;
   RETURN_IF_ERROR(f.Double("beta1", &beta1));
-  if (beta1 < 0 || beta1 >= 1) return f.RangeError("beta1", "must be in [0, 1)");
+  RETURN_IF_ERROR(UnitRate(f, "beta1", beta1, /*zero_allowed=*/false));
   optimizer->set_beta1(beta1);
 
   double beta2 = kDefaultBeta2;
   RETURN_IF_ERROR(f.Double("beta2", &beta2));
-  if (beta2 < 0 || beta2 >= 1) return f.RangeError("beta2", "must be in [0, 1)");
+  RETURN_IF_ERROR(UnitRate(f, "beta2", beta2, /*zero_allowed=*/false));
   optimizer->set_beta2(beta2);
 
   double epsilon = kDefaultEpsilon;
   RETURN_IF_ERROR(f.Double("epsilon", &epsilon));
   if (!(epsilon > 0)) return f.RangeError("epsilon", "must be > 0");
+  if (!PositiveNormalFloat(epsilon)) return f.RangeError("epsilon", kPositiveFloatRange);
   optimizer->set_epsilon(epsilon);
 
   double decay_rate = 0;
@@ -440,14 +497,20 @@ absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerS
   RETURN_IF_ERROR(f.Enum("type", kInitializers, &type));
   init->set_type(type);
 
+  // Each number must survive the conversion to float32, or the parameters start as inf.
+  const auto float_field = [&f](absl::string_view key, double* out) -> absl::Status {
+    RETURN_IF_ERROR(f.Double(key, out));
+    if (!FitsFloat(*out)) return f.RangeError(key, kFloatRange);
+    return absl::OkStatus();
+  };
   double number = 0;
-  RETURN_IF_ERROR(f.Double("value", &number));
+  RETURN_IF_ERROR(float_field("value", &number));
   init->set_value(number);
 
   double minval = 0;
   double maxval = 0;
-  RETURN_IF_ERROR(f.Double("minval", &minval));
-  RETURN_IF_ERROR(f.Double("maxval", &maxval));
+  RETURN_IF_ERROR(float_field("minval", &minval));
+  RETURN_IF_ERROR(float_field("maxval", &maxval));
   // Both 0 means the Keras default range [-0.05, 0.05).
   if (!(minval == 0 && maxval == 0) && minval >= maxval) {
     return FieldError("kernel_initializer.maxval",
@@ -457,11 +520,11 @@ absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerS
   init->set_maxval(maxval);
 
   double mean = 0;
-  RETURN_IF_ERROR(f.Double("mean", &mean));
+  RETURN_IF_ERROR(float_field("mean", &mean));
   init->set_mean(mean);
 
   double stddev = 0;
-  RETURN_IF_ERROR(f.Double("stddev", &stddev));
+  RETURN_IF_ERROR(float_field("stddev", &stddev));
   if (stddev < 0) return f.RangeError("stddev", "must be >= 0");
   init->set_stddev(stddev);
 
@@ -469,6 +532,163 @@ absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerS
   RETURN_IF_ERROR(f.Uint64("seed", &seed));
   init->set_seed(seed);
   return absl::OkStatus();
+}
+
+// A directory that the chief and every ps (or the chief and its evaluator) open, each in its
+// own working directory: a relative path would name a different place in each process.
+absl::Status AbsolutePath(const Fields& f, absl::string_view key, const std::string& path) {
+  if (path.empty()) return f.RangeError(key, "must not be empty");
+  if (path[0] != '/') {
+    return f.RangeError(key,
+                        "must be an absolute path (the chief and every ps open it, each from its "
+                        "own working directory)");
+  }
+  return absl::OkStatus();
+}
+
+// "checkpoint": {"dir": ..., ...} or "checkpoint": "/dir". Without a dir the job has no
+// durable state, and the spec's checkpoint stays unset.
+absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool* has_dir) {
+  *has_dir = false;
+  Json object;
+  RETURN_IF_ERROR(
+      ObjectOrBare(value, "checkpoint", kCheckpointKeys, "dir", "a directory path", &object));
+  Fields f(object, "checkpoint");
+  std::string dir;
+  RETURN_IF_ERROR(f.String("dir", &dir));
+  if (f.Has("dir")) RETURN_IF_ERROR(AbsolutePath(f, "dir", dir));
+
+  int64_t every_steps = 0;
+  RETURN_IF_ERROR(f.Int("every_steps", &every_steps));
+  if (every_steps < 0 || every_steps > kMaxJobSteps) {
+    return f.RangeError("every_steps",
+                        absl::StrCat("must be 0..", kMaxJobSteps, " (0: not by steps)"));
+  }
+  double every_seconds = 0;
+  RETURN_IF_ERROR(f.Double("every_seconds", &every_seconds));
+  if (!(every_seconds >= 0 && every_seconds <= kMaxCheckpointSeconds)) {
+    return f.RangeError("every_seconds",
+                        absl::StrCat("must be 0..", kMaxCheckpointSeconds, " (0: not by time)"));
+  }
+  int64_t keep = kDefaultCheckpointKeep;
+  RETURN_IF_ERROR(f.Int("keep", &keep));
+  if (keep < 1) return f.RangeError("keep", "must be >= 1");
+  if (keep > kMaxInt32) return f.RangeError("keep", absl::StrCat("must be <= ", kMaxInt32));
+  bool keep_best = false;
+  RETURN_IF_ERROR(f.Bool("keep_best", &keep_best));
+
+  if (dir.empty()) {
+    // A schedule with nowhere to write would silently checkpoint nothing.
+    for (absl::string_view key : kCheckpointKeys) {
+      if (key != "dir" && f.Has(key)) {
+        return FieldError(f.PathOf(key),
+                          "needs \"checkpoint.dir\" (the directory to write checkpoints to)");
+      }
+    }
+    return absl::OkStatus();
+  }
+  *has_dir = true;
+  checkpoint->set_dir(dir);
+  checkpoint->set_every_steps(every_steps);
+  checkpoint->set_every_seconds(every_seconds);
+  checkpoint->set_keep(static_cast<int32_t>(keep));
+  checkpoint->set_keep_best(keep_best);
+  return absl::OkStatus();
+}
+
+// "a, b, c and 5 more".
+std::string SomeNames(absl::Span<const std::string> names) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < names.size() && i < kMaxListedNames; ++i) shown.push_back(names[i]);
+  std::string out = absl::StrJoin(shown, ", ");
+  if (names.size() > kMaxListedNames) {
+    absl::StrAppend(&out, " and ", names.size() - kMaxListedNames, " more");
+  }
+  return out;
+}
+
+// "warm_start": {"from": ..., "variables": {...}, "with_slots": ...} or "warm_start": "/ckpt".
+// `variables`: this job's variable names, which the keys of "variables" must be.
+absl::Status ParseWarmStart(const Json* value, const std::vector<std::string>& variables,
+                            WarmStartSpec* warm_start, bool* given) {
+  *given = value != nullptr;
+  if (value == nullptr) return absl::OkStatus();
+  Json object;
+  RETURN_IF_ERROR(
+      ObjectOrBare(value, "warm_start", kWarmStartKeys, "from", "a checkpoint path", &object));
+  Fields f(object, "warm_start");
+  if (!f.Has("from")) {
+    return FieldError("warm_start.from", "is required (the checkpoint to start from)");
+  }
+  std::string from;
+  RETURN_IF_ERROR(f.String("from", &from));
+  RETURN_IF_ERROR(AbsolutePath(f, "from", from));
+  warm_start->set_from(from);
+
+  if (const Json* map = f.Find("variables")) {
+    if (!map->is_object()) {
+      return FieldError("warm_start.variables",
+                        absl::StrCat("expected an object (this job's variable: the checkpoint's "
+                                     "variable), got ",
+                                     Described(*map)));
+    }
+    std::vector<absl::string_view> known(variables.begin(), variables.end());
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      const std::string& name = it.key();
+      const std::string path = absl::StrCat("warm_start.variables.", absl::CHexEscape(name));
+      if (name.empty()) {
+        return FieldError("warm_start.variables", "variable names must not be empty");
+      }
+      if (std::find(variables.begin(), variables.end(), name) == variables.end()) {
+        const absl::string_view suggestion = Suggestion(name, known);
+        return FieldError(
+            "warm_start.variables",
+            absl::StrCat(Quote(name), " is not a variable of this job (",
+                         suggestion.empty() ? absl::StrCat("its variables: ", SomeNames(variables))
+                                            : absl::StrCat("did you mean ", Quote(suggestion), "?"),
+                         ")"));
+      }
+      if (!it->is_string()) {
+        return FieldError(
+            path, absl::StrCat("expected the checkpoint's variable name, got ", Described(*it)));
+      }
+      const std::string source = it->get<std::string>();
+      if (source.empty()) return FieldError(path, "must not be empty");
+      (*warm_start->mutable_variables())[name] = source;
+    }
+  }
+  bool with_slots = false;
+  RETURN_IF_ERROR(f.Bool("with_slots", &with_slots));
+  warm_start->set_with_slots(with_slots);
+  return absl::OkStatus();
+}
+
+// A job name names its variables ("{name}/dense_0/kernel") and its job id, which become keys
+// and file names in checkpoints, metrics and logs.
+bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.'; }
+
+// Bounds of the model, so that a typo ("mlp:2560000") is an error here and not a ps or
+// worker that runs out of memory creating it. Every worker holds all parameters and their
+// gradients; the ps tasks hold them with up to two optimizer slots each.
+constexpr int64_t kMaxModelParameters = int64_t{1} << 30;  // 4 GiB of float32
+constexpr size_t kMaxHiddenLayers = 64;
+
+absl::StatusOr<ModelSpec> ParseModel(const std::string& model) {
+  absl::StatusOr<ModelSpec> spec =
+      ParseModelSpec(model, kFashionMnistInputDim, kFashionMnistNumClasses);
+  if (!spec.ok()) return FieldError("model", spec.status().message());
+  if (spec->hidden.size() > kMaxHiddenLayers) {
+    return FieldError("model", absl::StrCat("has ", spec->hidden.size(), " hidden layers; at most ",
+                                            kMaxHiddenLayers));
+  }
+  int64_t parameters = 0;
+  for (const ParamInfo& param : Params(*spec)) parameters += param.num_elements();
+  if (parameters > kMaxModelParameters) {
+    return FieldError("model",
+                      absl::StrCat(Quote(model), " has ", parameters, " parameters; at most ",
+                                   kMaxModelParameters, " (4 GiB of float32 on every worker)"));
+  }
+  return spec;
 }
 
 absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
@@ -483,6 +703,12 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   std::string name = kDefaultName;
   RETURN_IF_ERROR(f.String("name", &name));
   if (name.empty()) return f.RangeError("name", "must not be empty");
+  if (name.size() > kMaxNameChars || !std::all_of(name.begin(), name.end(), IsNameChar) ||
+      name[0] == '.') {
+    return f.RangeError("name", absl::StrCat("must be 1..", kMaxNameChars,
+                                             " characters of A-Z a-z 0-9 - _ . not starting "
+                                             "with . (it names the job's variables)"));
+  }
   spec.set_name(name);
 
   if (!f.Has("model")) {
@@ -490,10 +716,8 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   std::string model;
   RETURN_IF_ERROR(f.String("model", &model));
-  absl::StatusOr<ModelSpec> model_spec =
-      ParseModelSpec(model, kFashionMnistInputDim, kFashionMnistNumClasses);
-  if (!model_spec.ok()) return FieldError("model", model_spec.status().message());
-  spec.set_model(ModelSpecToString(*model_spec));
+  ASSIGN_OR_RETURN(ModelSpec model_spec, ParseModel(model));
+  spec.set_model(ModelSpecToString(model_spec));
 
   std::string dataset = kFashionMnist;
   RETURN_IF_ERROR(f.OneOf("dataset", kDatasets, "supported:", &dataset));
@@ -511,20 +735,28 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   spec.set_batch_size(static_cast<int32_t>(batch_size));
 
-  // 0 counts as absent, so that a file may say "epochs": 10, "steps": 0.
+  // 0 counts as absent when the other is given, so that a file may say "epochs": 10,
+  // "steps": 0. On its own a 0 would silently train the default of one epoch.
   int64_t epochs = 0;
   int64_t steps = 0;
   RETURN_IF_ERROR(f.Int("epochs", &epochs));
-  if (epochs < 0) return f.RangeError("epochs", "must be > 0");
-  if (epochs > kMaxInt32) return f.RangeError("epochs", absl::StrCat("must be <= ", kMaxInt32));
+  if (epochs < 0 || epochs > kMaxJobEpochs) {
+    return f.RangeError("epochs", absl::StrCat("must be 1..", kMaxJobEpochs));
+  }
   RETURN_IF_ERROR(f.Int("steps", &steps));
-  if (steps < 0) return f.RangeError("steps", "must be > 0");
+  if (steps < 0 || steps > kMaxJobSteps) {
+    return f.RangeError("steps", absl::StrCat("must be 1..", kMaxJobSteps));
+  }
   if (epochs > 0 && steps > 0) {
     return FieldError("steps", absl::StrCat("give either \"epochs\" or \"steps\", not both (got "
                                             "epochs ",
                                             epochs, " and steps ", steps, ")"));
   }
-  if (epochs == 0 && steps == 0) epochs = 1;
+  if (epochs == 0 && steps == 0) {
+    if (f.Has("epochs")) return f.RangeError("epochs", "must be >= 1");
+    if (f.Has("steps")) return f.RangeError("steps", "must be >= 1");
+    epochs = 1;
+  }
   spec.set_epochs(static_cast<int32_t>(epochs));
   spec.set_steps(steps);
 
@@ -550,6 +782,14 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   if (num_replicas > kMaxInt32) {
     return f.RangeError("num_replicas", absl::StrCat("must be <= ", kMaxInt32));
+  }
+  // A sync step waits for num_replicas gradients. With more replicas than workers, workers
+  // compute several replicas of a step in turn: each step is slower, and the model gets
+  // num_replicas times fewer updates for the same examples (1000 replicas on 2 workers ended
+  // at 0.40 accuracy where 2 reach 0.89).
+  if (mode == JobSpec::SYNC && num_workers > 0 && num_replicas > num_workers) {
+    return f.RangeError("num_replicas", absl::StrCat("must be <= the number of workers (",
+                                                     num_workers, ") in sync mode"));
   }
   if (num_replicas == 0) num_replicas = std::max(num_workers, 1);
   spec.set_num_replicas(mode == JobSpec::SYNC ? static_cast<int32_t>(num_replicas) : 0);
@@ -578,11 +818,17 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   int64_t eval_every_steps = 0;
   RETURN_IF_ERROR(f.Int("eval_every_steps", &eval_every_steps));
   if (eval_every_steps < 0) return f.RangeError("eval_every_steps", "must be >= 0");
+  if (eval_every_steps > kMaxJobSteps) {
+    return f.RangeError("eval_every_steps", absl::StrCat("must be <= ", kMaxJobSteps));
+  }
   spec.set_eval_every_steps(eval_every_steps);
 
   int64_t step_timeout_ms = kDefaultStepTimeoutMs;
   RETURN_IF_ERROR(f.Int("step_timeout_ms", &step_timeout_ms));
-  if (step_timeout_ms <= 0) return f.RangeError("step_timeout_ms", "must be > 0");
+  if (step_timeout_ms < kMinStepTimeoutMs || step_timeout_ms > kMaxStepTimeoutMs) {
+    return f.RangeError("step_timeout_ms", absl::StrCat("must be ", kMinStepTimeoutMs, "..",
+                                                        kMaxStepTimeoutMs, " (1 s to 1 h)"));
+  }
   spec.set_step_timeout_ms(step_timeout_ms);
 
   int64_t steps_in_flight = 0;
@@ -598,6 +844,20 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   std::string backend = kDefaultBackend;
   RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
   spec.set_backend(backend);
+
+  bool has_checkpoint = false;
+  CheckpointSpec checkpoint;
+  RETURN_IF_ERROR(ParseCheckpoint(f.Find("checkpoint"), &checkpoint, &has_checkpoint));
+  if (has_checkpoint) *spec.mutable_checkpoint() = std::move(checkpoint);
+
+  std::vector<std::string> variables;
+  for (const ParamInfo& param : Params(model_spec)) {
+    variables.push_back(absl::StrCat(name, "/", param.name));
+  }
+  bool has_warm_start = false;
+  WarmStartSpec warm_start;
+  RETURN_IF_ERROR(ParseWarmStart(f.Find("warm_start"), variables, &warm_start, &has_warm_start));
+  if (has_warm_start) *spec.mutable_warm_start() = std::move(warm_start);
   return spec;
 }
 
@@ -680,6 +940,29 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["step_timeout_ms"] = spec.step_timeout_ms();
   out["steps_in_flight"] = StepsInFlight(spec);
   out["backend"] = spec.backend();
+
+  if (!spec.checkpoint().dir().empty()) {
+    const CheckpointSpec& c = spec.checkpoint();
+    OrderedJson checkpoint;
+    checkpoint["dir"] = c.dir();
+    checkpoint["every_steps"] = c.every_steps();
+    checkpoint["every_seconds"] = c.every_seconds();
+    checkpoint["keep"] = c.keep();
+    checkpoint["keep_best"] = c.keep_best();
+    out["checkpoint"] = std::move(checkpoint);
+  }
+  if (!spec.warm_start().from().empty()) {
+    const WarmStartSpec& w = spec.warm_start();
+    OrderedJson warm_start;
+    warm_start["from"] = w.from();
+    // A proto map iterates in no fixed order; the file lists the names sorted.
+    std::map<std::string, std::string> variables(w.variables().begin(), w.variables().end());
+    OrderedJson names = OrderedJson::object();
+    for (const auto& [name, source] : variables) names[name] = source;
+    warm_start["variables"] = std::move(names);
+    warm_start["with_slots"] = w.with_slots();
+    out["warm_start"] = std::move(warm_start);
+  }
   return out.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);
 }
 

@@ -33,28 +33,66 @@ inline constexpr int kFashionMnistInputDim = 784;
 inline constexpr int kFashionMnistNumClasses = 10;
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 
-// Parses and validates a job file. `num_workers` (the cluster's worker count) is the default
-// of "num_replicas" in sync mode. Defaults: name "job", dataset fashion_mnist, data_dir
-// kDefaultDataDir, batch_size 128, epochs 1 (when neither epochs nor steps is given),
-// optimizer adam with learning_rate 0.001 (beta1 0.9, beta2 0.999, epsilon 1e-7,
-// initial_accumulator_value 0.1, momentum 0.9 for "momentum", else 0), mode async,
-// staleness 2 (stale only), num_replicas num_workers (sync only), partitioner
-// "min_size:262144:4", placement round_robin, seed 42, kernel_initializer glorot_uniform
-// seeded with the job's seed, eval_every_steps 0, step_timeout_ms 60000, steps_in_flight 2
-// (async, stale) or 1 (sync), backend auto. "steps_in_flight" (0..2, 0 meaning the default) is
-// how many steps the chief keeps leased to each worker at once: with 2, a worker pulls the
-// next step's parameters and pushes the last step's gradients while it computes.
+// Bounds of a job's length, far inside every counter derived from it: step ids (int64),
+// epoch numbers (int32: epoch = step / steps per epoch, and an epoch may be a single step),
+// and times. The parser reads no data, so it cannot bound epochs x steps per epoch; with
+// kMaxJobEpochs the epoch numbers stay within int32 whatever the data.
+inline constexpr int64_t kMaxJobSteps = 1000000000;
+inline constexpr int64_t kMaxJobEpochs = 100000;
+
+// Parses and validates a job file. `num_workers` is the cluster's worker count: the default
+// of "num_replicas" in sync mode, and its upper bound; 0 (or less) when unknown (shardctl
+// before it reaches a chief), which checks num_replicas against no cluster and defaults it
+// to 1.
+//
+// Fields and defaults:
+//   name             1..100 characters of A-Z a-z 0-9 - _ . ("job"); it names the job's
+//                    variables, "{name}/dense_{k}/kernel" and "/bias"
+//   model            "mlp:256,128" or "softmax" (required), at most 64 hidden layers and
+//                    2^30 parameters
+//   dataset          fashion_mnist;  data_dir  kDefaultDataDir
+//   batch_size       1..65536 (128)
+//   epochs | steps   1..kMaxJobEpochs | 1..kMaxJobSteps; one of them (1 epoch). A 0 counts
+//                    as absent when the other is given, and is an error on its own.
+//   optimizer        adam with learning_rate 0.001 (beta1 0.9, beta2 0.999, epsilon 1e-7,
+//                    initial_accumulator_value 0.1, momentum 0.9 for "momentum", else 0),
+//                    each within what float32 holds (the ps computes in float32); beta1 and
+//                    beta2 in (0, 1), momentum in [0, 1)
+//   mode             async (sync, stale);  staleness  2 (stale only)
+//   num_replicas     sync only: 1..num_workers (num_workers)
+//   partitioner      "min_size:262144:4";  placement  round_robin
+//   seed             42;  kernel_initializer  glorot_uniform seeded with the job's seed
+//   eval_every_steps 0..kMaxJobSteps (0)
+//   step_timeout_ms  1000..3600000 (60000)
+//   steps_in_flight  0..2, 0 meaning the default: 2 (async, stale) or 1 (sync): how many
+//                    steps the chief keeps leased to each worker at once; with 2, a worker
+//                    pulls the next step's parameters and pushes the last step's gradients
+//                    while it computes
+//   backend          auto (cpu, gpu)
+//   checkpoint       {"dir": "/abs/dir", "every_steps": N, "every_seconds": T, "keep": K,
+//                    "keep_best": B}, or just "/abs/dir" (CheckpointSpec). dir: absolute (the
+//                    chief and every ps open it); every_steps 0..kMaxJobSteps (0: not by
+//                    steps); every_seconds 0..31536000 (0: not by time); keep >= 1 (3);
+//                    keep_best false. The other fields without a dir are an error. Absent
+//                    (or without a dir): no checkpoints, and the spec's checkpoint is unset.
+//   warm_start       {"from": "/abs/ckpt", "variables": {"this job's": "checkpoint's", ...},
+//                    "with_slots": B}, or just "/abs/ckpt" (WarmStartSpec). from: required,
+//                    absolute; the keys of variables must be variables of this job, the
+//                    names non-empty; with_slots false. Absent: the spec's warm_start is unset.
 // "optimizer" and "kernel_initializer" may also be given as a bare type name ("adam"). A
 // JSON null counts as an absent field. The model text is stored normalized ("mlp:256,128").
+// Integers may be written as integral floats (1e4), never as fractions.
 //
 // Every error is INVALID_ARGUMENT with one line naming the field, e.g.
 //   job: "optimizer.learning_rate": must be > 0, got -1
+//   job: "checkpoint.keep": must be >= 1, got 0
 //   job: unknown field "epoch" (did you mean "epochs"?)
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers);
 
 // The spec as a job file: ParseJobSpec(JobSpecToJson(spec), n) gives `spec` back for any spec
-// ParseJobSpec returned (job_id, which the chief assigns, is not part of a job file and is
-// left out). Keys in the job file's order; one line when `indent` < 0, else pretty-printed.
+// ParseJobSpec returned, with n unknown (0) or at least its num_replicas (job_id, which the
+// chief assigns, is not part of a job file and is left out). Every field is written, so the
+// file means the same under later defaults. Keys in the job file's order; one line when `indent` < 0, else pretty-printed.
 std::string JobSpecToJson(const JobSpec& spec, int indent = -1);
 
 // Steps of one epoch: ceil(num_examples / batch_size); 0 when either is not positive.

@@ -1,5 +1,10 @@
 #include "coordinator/job_spec.h"
 
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,7 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace shardps {
@@ -233,10 +240,10 @@ TEST(JobSpecTest, RoundTripsThroughJson) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     const std::string text = JobSpecToJson(*spec);
     EXPECT_THAT(text, Not(HasSubstr("\n")));
-    absl::StatusOr<JobSpec> again = ParseJobSpec(text, 1);
+    absl::StatusOr<JobSpec> again = ParseJobSpec(text, 3);
     ASSERT_TRUE(again.ok()) << again.status() << " in " << text;
     EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString()) << text;
-    absl::StatusOr<JobSpec> pretty = ParseJobSpec(JobSpecToJson(*spec, 2), 1);
+    absl::StatusOr<JobSpec> pretty = ParseJobSpec(JobSpecToJson(*spec, 2), 0);
     ASSERT_TRUE(pretty.ok()) << pretty.status();
     EXPECT_EQ(pretty->SerializeAsString(), spec->SerializeAsString());
   }
@@ -303,8 +310,8 @@ TEST(JobSpecTest, RejectsBadSchedule) {
             R"(job: "batch_size": expected an integer, got string "128")");
   EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 12.5)")),
             R"(job: "batch_size": must be an integer, got 12.5)");
-  EXPECT_EQ(ErrorOf(JobWith(R"("epochs": -1)")), R"(job: "epochs": must be > 0, got -1)");
-  EXPECT_EQ(ErrorOf(JobWith(R"("steps": -5)")), R"(job: "steps": must be > 0, got -5)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("epochs": -1)")), R"(job: "epochs": must be 1..100000, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("steps": -5)")), R"(job: "steps": must be 1..1000000000, got -5)");
   EXPECT_THAT(ErrorOf(JobWith(R"("epochs": 2, "steps": 5)")),
               HasSubstr(R"(job: "steps": give either "epochs" or "steps", not both)"));
   EXPECT_THAT(ErrorOf(JobWith(R"("epochs": 3000000000)")), HasSubstr(R"(job: "epochs": )"));
@@ -312,7 +319,7 @@ TEST(JobSpecTest, RejectsBadSchedule) {
   EXPECT_EQ(ErrorOf(JobWith(R"("eval_every_steps": -1)")),
             R"(job: "eval_every_steps": must be >= 0, got -1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("step_timeout_ms": 0)")),
-            R"(job: "step_timeout_ms": must be > 0, got 0)");
+            R"(job: "step_timeout_ms": must be 1000..3600000 (1 s to 1 h), got 0)");
   constexpr char kInFlightRange[] =
       R"(job: "steps_in_flight": must be 0..2 (0: 2 in async and stale mode, 1 in sync mode), )";
   EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": 3)")), absl::StrCat(kInFlightRange, "got 3"));
@@ -336,13 +343,13 @@ TEST(JobSpecTest, RejectsBadOptimizer) {
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"momentum": -0.1})")),
             R"(job: "optimizer.momentum": must be in [0, 1), got -0.1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"beta1": 1.0})")),
-            R"(job: "optimizer.beta1": must be in [0, 1), got 1.0)");
+            R"(job: "optimizer.beta1": must be in (0, 1), got 1.0)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"beta2": 1.5})")),
-            R"(job: "optimizer.beta2": must be in [0, 1), got 1.5)");
+            R"(job: "optimizer.beta2": must be in (0, 1), got 1.5)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"epsilon": 0})")),
             R"(job: "optimizer.epsilon": must be > 0, got 0)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"initial_accumulator_value": -1})")),
-            R"(job: "optimizer.initial_accumulator_value": must be >= 0, got -1)");
+            R"(job: "optimizer.initial_accumulator_value": must be > 0, got -1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"nesterov": 1})")),
             R"(job: "optimizer.nesterov": expected true or false, got number 1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": 3)")),
@@ -426,10 +433,356 @@ TEST(JobSpecDecayTest, ParsesAndValidatesLearningRateDecay) {
   EXPECT_EQ(round_trip->optimizer().decay_steps(), 1000);
 
   auto bad = ParseJobSpec(R"({"model": "softmax", "optimizer": {"decay_rate": 1.5,
-                              "decay_steps": 10}})", 2);
+                              "decay_steps": 10}})",
+                          2);
   EXPECT_NE(bad.status().message().find("decay_rate"), std::string::npos) << bad.status();
   bad = ParseJobSpec(R"({"model": "softmax", "optimizer": {"decay_rate": 0.9}})", 2);
   EXPECT_NE(bad.status().message().find("decay_steps"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A minimal job with `extra` added (`"key": value, ...`).
+std::string Job(const std::string& extra) {
+  return absl::StrCat(R"({"name": "fm", "model": "mlp:32", )", extra, "}");
+}
+
+// Parses `json`, expecting INVALID_ARGUMENT on one line; returns the message.
+std::string Error(const std::string& json, int num_workers = 2) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(json, num_workers);
+  EXPECT_FALSE(spec.ok()) << json;
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  EXPECT_THAT(std::string(spec.status().message()), Not(HasSubstr("\n")));
+  return std::string(spec.status().message());
+}
+
+JobSpec Parsed(const std::string& json, int num_workers = 2) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(json, num_workers);
+  EXPECT_TRUE(spec.ok()) << spec.status() << " in " << json;
+  return spec.ok() ? *spec : JobSpec();
+}
+
+// JobSpecToJson then ParseJobSpec gives the spec back, and writes it the same way again.
+void ExpectRoundTrip(const JobSpec& spec, int num_workers = 0) {
+  const std::string text = JobSpecToJson(spec);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(text, num_workers);
+  ASSERT_TRUE(again.ok()) << again.status() << " in " << text;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*again, spec))
+      << text << "\nvs\n"
+      << JobSpecToJson(*again);
+  EXPECT_EQ(JobSpecToJson(*again), text);
+  absl::StatusOr<JobSpec> pretty = ParseJobSpec(JobSpecToJson(spec, 2), num_workers);
+  ASSERT_TRUE(pretty.ok()) << pretty.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*pretty, spec));
+}
+
+TEST(JobSpecCheckpointTest, ParsesEveryField) {
+  const JobSpec spec = Parsed(Job(R"("checkpoint": {"dir": "/ckpt/fm", "every_steps": 500,
+      "every_seconds": 90.5, "keep": 5, "keep_best": true})"));
+  ASSERT_TRUE(spec.has_checkpoint());
+  EXPECT_EQ(spec.checkpoint().dir(), "/ckpt/fm");
+  EXPECT_EQ(spec.checkpoint().every_steps(), 500);
+  EXPECT_DOUBLE_EQ(spec.checkpoint().every_seconds(), 90.5);
+  EXPECT_EQ(spec.checkpoint().keep(), 5);
+  EXPECT_TRUE(spec.checkpoint().keep_best());
+  ExpectRoundTrip(spec);
+}
+
+TEST(JobSpecCheckpointTest, DefaultsAndBareDirectory) {
+  for (const std::string& json :
+       {Job(R"("checkpoint": "/ckpt/fm")"), Job(R"("checkpoint": {"dir": "/ckpt/fm"})"),
+        Job(R"("checkpoint": {"dir": "/ckpt/fm", "keep": null})")}) {
+    const JobSpec spec = Parsed(json);
+    ASSERT_TRUE(spec.has_checkpoint()) << json;
+    EXPECT_EQ(spec.checkpoint().dir(), "/ckpt/fm");
+    EXPECT_EQ(spec.checkpoint().every_steps(), 0);
+    EXPECT_EQ(spec.checkpoint().every_seconds(), 0);
+    EXPECT_EQ(spec.checkpoint().keep(), 3);
+    EXPECT_FALSE(spec.checkpoint().keep_best());
+    ExpectRoundTrip(spec);
+  }
+  // No dir: no durable state, and nothing about checkpoints in the spec or its file.
+  for (const std::string& json :
+       {Job(R"("steps": 10)"), Job(R"("checkpoint": null)"), Job(R"("checkpoint": {})"),
+        Job(R"("checkpoint": {"dir": null})")}) {
+    const JobSpec spec = Parsed(json);
+    EXPECT_FALSE(spec.has_checkpoint()) << json;
+    EXPECT_THAT(JobSpecToJson(spec), Not(HasSubstr("checkpoint"))) << json;
+    ExpectRoundTrip(spec);
+  }
+}
+
+TEST(JobSpecCheckpointTest, RejectsBadFields) {
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "keep": 0})")),
+            R"(job: "checkpoint.keep": must be >= 1, got 0)");
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "keep": -2})")),
+            R"(job: "checkpoint.keep": must be >= 1, got -2)");
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "keep": 1.5})")),
+            R"(job: "checkpoint.keep": must be an integer, got 1.5)");
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "/c", "keep": 3000000000})")),
+              HasSubstr(R"(job: "checkpoint.keep": must be <= 2147483647)"));
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"every_steps": 100})")),
+            R"(job: "checkpoint.every_steps": needs "checkpoint.dir" )"
+            R"((the directory to write checkpoints to))");
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"every_seconds": 60})")),
+              HasSubstr(R"(job: "checkpoint.every_seconds": needs "checkpoint.dir")"));
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": null, "keep": 2})")),
+              HasSubstr(R"(job: "checkpoint.keep": needs "checkpoint.dir")"));
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "every_steps": -1})")),
+            R"(job: "checkpoint.every_steps": must be 0..1000000000 (0: not by steps), got -1)");
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "/c", "every_steps": 9e18})")),
+              HasSubstr(R"(job: "checkpoint.every_steps": must be 0..)"));
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "every_seconds": -0.5})")),
+            R"(job: "checkpoint.every_seconds": must be 0..31536000 (0: not by time), got -0.5)");
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "/c", "every_seconds": 1e300})")),
+              HasSubstr(R"(job: "checkpoint.every_seconds": must be 0..31536000)"));
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "every_seconds": "1m"})")),
+            R"(job: "checkpoint.every_seconds": expected a number, got string "1m")");
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "keep_best": 1})")),
+            R"(job: "checkpoint.keep_best": expected true or false, got number 1)");
+  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "ckpt"})")),
+              HasSubstr(R"(job: "checkpoint.dir": must be an absolute path)"));
+  EXPECT_THAT(Error(Job(R"("checkpoint": "ckpt")")),
+              HasSubstr(R"(job: "checkpoint.dir": must be an absolute path)"));
+  EXPECT_EQ(Error(Job(R"("checkpoint": "")")),
+            R"(job: "checkpoint.dir": must not be empty, got "")");
+  EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": 3})")),
+            R"(job: "checkpoint.dir": expected a string, got number 3)");
+  EXPECT_EQ(Error(Job(R"("checkpoint": true)")),
+            R"(job: "checkpoint": expected an object or a directory path, got boolean true)");
+  EXPECT_EQ(
+      Error(Job(R"("checkpoint": {"dir": "/c", "every_step": 5})")),
+      R"(job: unknown field "checkpoint.every_step" (did you mean "checkpoint.every_steps"?))");
+  EXPECT_EQ(Error(Job(R"("checkpoints": "/c")")),
+            R"(job: unknown field "checkpoints" (did you mean "checkpoint"?))");
+}
+
+TEST(JobSpecWarmStartTest, ParsesEveryField) {
+  const JobSpec spec = Parsed(Job(R"("warm_start": {"from": "/ckpt/old",
+      "variables": {"fm/dense_0/kernel": "old/dense_0/kernel", "fm/dense_1/bias": "b"},
+      "with_slots": true})"));
+  ASSERT_TRUE(spec.has_warm_start());
+  EXPECT_EQ(spec.warm_start().from(), "/ckpt/old");
+  ASSERT_EQ(spec.warm_start().variables_size(), 2);
+  EXPECT_EQ(spec.warm_start().variables().at("fm/dense_0/kernel"), "old/dense_0/kernel");
+  EXPECT_EQ(spec.warm_start().variables().at("fm/dense_1/bias"), "b");
+  EXPECT_TRUE(spec.warm_start().with_slots());
+  ExpectRoundTrip(spec);
+  // Written sorted by name, whatever the map's order.
+  EXPECT_THAT(JobSpecToJson(spec),
+              HasSubstr(R"("warm_start":{"from":"/ckpt/old","variables":{"fm/dense_0/kernel":)"
+                        R"("old/dense_0/kernel","fm/dense_1/bias":"b"},"with_slots":true})"));
+}
+
+TEST(JobSpecWarmStartTest, DefaultsAndBarePath) {
+  for (const std::string& json :
+       {Job(R"("warm_start": "/ckpt/old")"), Job(R"("warm_start": {"from": "/ckpt/old"})"),
+        Job(R"("warm_start": {"from": "/ckpt/old", "variables": {}})")}) {
+    const JobSpec spec = Parsed(json);
+    ASSERT_TRUE(spec.has_warm_start()) << json;
+    EXPECT_EQ(spec.warm_start().from(), "/ckpt/old");
+    EXPECT_EQ(spec.warm_start().variables_size(), 0);
+    EXPECT_FALSE(spec.warm_start().with_slots());
+    ExpectRoundTrip(spec);
+  }
+  EXPECT_FALSE(Parsed(Job(R"("warm_start": null)")).has_warm_start());
+}
+
+TEST(JobSpecWarmStartTest, RejectsBadFields) {
+  EXPECT_EQ(Error(Job(R"("warm_start": {"with_slots": true})")),
+            R"(job: "warm_start.from": is required (the checkpoint to start from))");
+  EXPECT_EQ(Error(Job(R"("warm_start": {})")),
+            R"(job: "warm_start.from": is required (the checkpoint to start from))");
+  EXPECT_EQ(Error(Job(R"("warm_start": "")")),
+            R"(job: "warm_start.from": must not be empty, got "")");
+  EXPECT_THAT(Error(Job(R"("warm_start": "old/ckpt")")),
+              HasSubstr(R"(job: "warm_start.from": must be an absolute path)"));
+  EXPECT_EQ(Error(Job(R"("warm_start": 7)")),
+            R"(job: "warm_start": expected an object or a checkpoint path, got number 7)");
+  EXPECT_THAT(Error(Job(R"("warm_start": {"from": "/c", "variables": ["a"]})")),
+              HasSubstr(R"(job: "warm_start.variables": expected an object)"));
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "variables": {"": "a"}})")),
+            R"(job: "warm_start.variables": variable names must not be empty)");
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "variables": {"fm/dense_0/kernel": ""}})")),
+            R"(job: "warm_start.variables.fm/dense_0/kernel": must not be empty)");
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "variables": {"fm/dense_0/bias": 3}})")),
+            R"(job: "warm_start.variables.fm/dense_0/bias": expected the checkpoint's variable )"
+            R"(name, got number 3)");
+  // Keys are this job's variables: a typo is caught here, not as a silently cold variable.
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "variables": {"fm/dense_0/kernal": "k"}})")),
+            R"(job: "warm_start.variables": "fm/dense_0/kernal" is not a variable of this job )"
+            R"((did you mean "fm/dense_0/kernel"?))");
+  EXPECT_EQ(
+      Error(Job(R"("warm_start": {"from": "/c", "variables": {"emb": "k"}})")),
+      R"(job: "warm_start.variables": "emb" is not a variable of this job (its )"
+      R"(variables: fm/dense_0/kernel, fm/dense_0/bias, fm/dense_1/kernel, fm/dense_1/bias))");
+  EXPECT_THAT(Error(R"({"name": "fm", "model": "mlp:8,8,8,8", "warm_start": {"from": "/c",
+               "variables": {"zz": "k"}}})"),
+              HasSubstr("fm/dense_2/kernel, fm/dense_2/bias and 4 more)"));
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "with_slots": "yes"})")),
+            R"(job: "warm_start.with_slots": expected true or false, got string "yes")");
+  EXPECT_EQ(Error(Job(R"("warm_start": {"from": "/c", "variable": {}})")),
+            R"(job: unknown field "warm_start.variable" (did you mean "warm_start.variables"?))");
+}
+
+TEST(JobSpecBoundsTest, EpochsAndSteps) {
+  // A 0 alone used to train one epoch silently.
+  EXPECT_EQ(Error(Job(R"("epochs": 0)")), R"(job: "epochs": must be >= 1, got 0)");
+  EXPECT_EQ(Error(Job(R"("steps": 0)")), R"(job: "steps": must be >= 1, got 0)");
+  EXPECT_EQ(Error(Job(R"("epochs": 0, "steps": 0)")), R"(job: "epochs": must be >= 1, got 0)");
+  // Beside the other, a 0 is a placeholder.
+  EXPECT_EQ(Parsed(Job(R"("epochs": 0, "steps": 5)")).steps(), 5);
+  EXPECT_EQ(Parsed(Job(R"("epochs": 3, "steps": 0)")).epochs(), 3);
+  // Bounded far from the overflow of step ids and (int32) epoch numbers.
+  EXPECT_EQ(Error(Job(R"("steps": 9e18)")), R"(job: "steps": must be 1..1000000000, got 9e+18)");
+  EXPECT_EQ(Error(Job(R"("steps": 9000000000000000000)")),
+            R"(job: "steps": must be 1..1000000000, got 9000000000000000000)");
+  EXPECT_EQ(Error(Job(R"("steps": 1000000001)")),
+            R"(job: "steps": must be 1..1000000000, got 1000000001)");
+  EXPECT_EQ(Parsed(Job(R"("steps": 1e9)")).steps(), kMaxJobSteps);
+  EXPECT_EQ(Error(Job(R"("epochs": 100001)")), R"(job: "epochs": must be 1..100000, got 100001)");
+  EXPECT_EQ(Parsed(Job(R"("epochs": 100000)")).epochs(), kMaxJobEpochs);
+  EXPECT_EQ(Error(Job(R"("steps": 10.5)")), R"(job: "steps": must be an integer, got 10.5)");
+  EXPECT_EQ(Error(Job(R"("epochs": 2.5)")), R"(job: "epochs": must be an integer, got 2.5)");
+  EXPECT_EQ(Error(Job(R"("steps": 18446744073709551615)")),
+            R"(job: "steps": is too large, got 18446744073709551615)");
+  EXPECT_EQ(Error(Job(R"("eval_every_steps": 1e10)")),
+            R"(job: "eval_every_steps": must be <= 1000000000, got 10000000000.0)");
+  EXPECT_EQ(Error(Job(R"("eval_every_steps": 0.5)")),
+            R"(job: "eval_every_steps": must be an integer, got 0.5)");
+}
+
+TEST(JobSpecBoundsTest, SyncReplicasAtMostWorkers) {
+  EXPECT_EQ(Error(Job(R"("mode": "sync", "num_replicas": 1000)"), 2),
+            R"(job: "num_replicas": must be <= the number of workers (2) in sync mode, got 1000)");
+  EXPECT_THAT(Error(Job(R"("mode": "sync", "num_replicas": 3)"), 2),
+              HasSubstr("must be <= the number of workers (2)"));
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync", "num_replicas": 2)"), 2).num_replicas(), 2);
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync", "num_replicas": 1)"), 2).num_replicas(), 1);
+  // Other modes ignore the field; an unknown cluster (0 workers) checks nothing.
+  EXPECT_EQ(Parsed(Job(R"("mode": "async", "num_replicas": 1000)"), 2).num_replicas(), 0);
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync", "num_replicas": 1000)"), 0).num_replicas(), 1000);
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync")"), 0).num_replicas(), 1);
+}
+
+TEST(JobSpecBoundsTest, StepTimeout) {
+  constexpr char kRange[] = R"(job: "step_timeout_ms": must be 1000..3600000 (1 s to 1 h), got )";
+  EXPECT_EQ(Error(Job(R"("step_timeout_ms": 1)")), absl::StrCat(kRange, "1"));
+  EXPECT_EQ(Error(Job(R"("step_timeout_ms": 999)")), absl::StrCat(kRange, "999"));
+  EXPECT_EQ(Error(Job(R"("step_timeout_ms": 3600001)")), absl::StrCat(kRange, "3600001"));
+  EXPECT_EQ(Error(Job(R"("step_timeout_ms": -5)")), absl::StrCat(kRange, "-5"));
+  EXPECT_EQ(Parsed(Job(R"("step_timeout_ms": 1000)")).step_timeout_ms(), 1000);
+  EXPECT_EQ(Parsed(Job(R"("step_timeout_ms": 3600000)")).step_timeout_ms(), 3600000);
+}
+
+TEST(JobSpecBoundsTest, Name) {
+  for (const char* name : {"fashion-mlp", "fm_2.v1", "A", "x-"}) {
+    EXPECT_EQ(Parsed(absl::StrCat(R"({"model": "softmax", "name": ")", name, R"("})")).name(),
+              name);
+  }
+  for (const std::string& name :
+       {std::string("a b"), std::string("../x"), std::string("a/b"), std::string(".hidden"),
+        std::string("caf\\u00e9"), std::string(101, 'n')}) {
+    EXPECT_THAT(Error(absl::StrCat(R"({"model": "softmax", "name": ")", name, R"("})")),
+                HasSubstr(R"(job: "name": must be 1..100 characters of A-Z a-z 0-9 - _ .)"))
+        << name;
+  }
+  EXPECT_EQ(
+      Parsed(absl::StrCat(R"({"model": "softmax", "name": ")", std::string(100, 'n'), R"("})"))
+          .name()
+          .size(),
+      100u);
+}
+
+TEST(JobSpecBoundsTest, ModelSize) {
+  // 784 x 2000000 weights: a typo that would exhaust the memory of a ps or worker.
+  EXPECT_EQ(Error(R"({"model": "mlp:2000000"})"),
+            R"(job: "model": "mlp:2000000" has 1590000010 parameters; at most 1073741824 )"
+            R"((4 GiB of float32 on every worker))");
+  EXPECT_EQ(Parsed(R"({"model": "mlp:1000000"})").model(), "mlp:1000000");
+  const std::string deep = absl::StrCat("mlp:", absl::StrJoin(std::vector<int>(65, 4), ","));
+  EXPECT_EQ(Error(absl::StrCat(R"({"model": ")", deep, R"("})")),
+            R"(job: "model": has 65 hidden layers; at most 64)");
+  const std::string ok = absl::StrCat("mlp:", absl::StrJoin(std::vector<int>(64, 4), ","));
+  EXPECT_EQ(Parsed(absl::StrCat(R"({"model": ")", ok, R"("})")).model(), ok);
+}
+
+TEST(JobSpecBoundsTest, OptimizerValuesThePsCanUse) {
+  // The ps computes in float32: these would round to 0, 1 or infinity there.
+  EXPECT_EQ(Error(Job(R"("optimizer": {"learning_rate": 1e-50})")),
+            R"(job: "optimizer.learning_rate": must be in [1.2e-38, 3.4e38] (the ps computes in )"
+            R"(float32), got 1e-50)");
+  EXPECT_THAT(Error(Job(R"("optimizer": {"learning_rate": 1e39})")),
+              HasSubstr(R"("optimizer.learning_rate": must be in [1.2e-38, 3.4e38])"));
+  EXPECT_THAT(Error(Job(R"("optimizer": {"epsilon": 1e-46})")),
+              HasSubstr(R"("optimizer.epsilon": must be in [1.2e-38, 3.4e38])"));
+  EXPECT_THAT(Error(Job(R"("optimizer": {"initial_accumulator_value": 1e40})")),
+              HasSubstr(R"("optimizer.initial_accumulator_value": must be in [1.2e-38)"));
+  EXPECT_EQ(Error(Job(R"("optimizer": {"beta2": 0.99999999999})")),
+            R"(job: "optimizer.beta2": must be in (0, 1) in float32, as the ps computes (at )"
+            R"(most 0.99999994), got 0.99999999999)");
+  EXPECT_THAT(Error(Job(R"("optimizer": {"type": "momentum", "momentum": 0.999999999})")),
+              HasSubstr(R"("optimizer.momentum": must be in [0, 1) in float32)"));
+  // The ps reads 0 as "unset" and uses its default: a file saying 0 would train with 0.9.
+  EXPECT_EQ(Error(Job(R"("optimizer": {"beta1": 0})")),
+            R"(job: "optimizer.beta1": must be in (0, 1), got 0)");
+  EXPECT_EQ(Error(Job(R"("optimizer": {"initial_accumulator_value": 0})")),
+            R"(job: "optimizer.initial_accumulator_value": must be > 0, got 0)");
+  EXPECT_DOUBLE_EQ(Parsed(Job(R"("optimizer": {"beta2": 0.9999999})")).optimizer().beta2(),
+                   0.9999999);
+  EXPECT_DOUBLE_EQ(
+      Parsed(Job(R"("optimizer": {"type": "momentum", "momentum": 0})")).optimizer().momentum(),
+      0.0);
+}
+
+TEST(JobSpecBoundsTest, InitializerValuesFitFloat32) {
+  EXPECT_EQ(Error(Job(R"("kernel_initializer": {"type": "constant", "value": 1e39})")),
+            R"(job: "kernel_initializer.value": must be in [-3.4e38, 3.4e38] (parameters are )"
+            R"(float32), got 1e+39)");
+  EXPECT_THAT(Error(Job(R"("kernel_initializer": {"type": "random_normal", "stddev": 1e300})")),
+              HasSubstr(R"("kernel_initializer.stddev": must be in [-3.4e38, 3.4e38])"));
+  EXPECT_THAT(Error(Job(R"("kernel_initializer": {"type": "random_uniform", "minval": -1e39,
+                                                     "maxval": 1})")),
+              HasSubstr(R"("kernel_initializer.minval": must be in)"));
+}
+
+TEST(JobSpecBoundsTest, FullRoundTripWithEverything) {
+  const JobSpec spec =
+      Parsed(Job(R"("mode": "sync", "num_replicas": 2, "steps": 1000, "step_timeout_ms": 1000,
+             "checkpoint": {"dir": "/c", "every_seconds": 30}, "warm_start": "/w")"),
+             2);
+  ExpectRoundTrip(spec, 2);
+  ExpectRoundTrip(spec, 0);
+}
+
+// Every job file shipped in deploy/jobs parses.
+TEST(JobSpecDeployTest, ShippedJobFilesAreValid) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  ASSERT_NE(srcdir, nullptr);
+  const std::string dir = absl::StrCat(srcdir, "/shardps/deploy/jobs");
+  DIR* listing = opendir(dir.c_str());
+  ASSERT_NE(listing, nullptr) << dir;
+  int files = 0;
+  while (dirent* entry = readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (!absl::EndsWith(name, ".json")) continue;
+    std::ifstream in(absl::StrCat(dir, "/", name));
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(text.str(), 2);
+    EXPECT_TRUE(spec.ok()) << name << ": " << spec.status();
+    ++files;
+  }
+  closedir(listing);
+  EXPECT_GE(files, 1);
 }
 
 }  // namespace

@@ -79,6 +79,85 @@ std::string WorkersTable(const JobStatus& status) {
   return out;
 }
 
+bool AllPsUp(const JobStatus& status) {
+  return std::all_of(status.ps().begin(), status.ps().end(),
+                     [](const PsInfo& ps) { return ps.state() == "up"; });
+}
+
+// The ps tasks; DOWN and ERROR columns only while some ps is not up.
+std::string PsTable(const JobStatus& status) {
+  if (status.ps().empty()) return "";
+  const bool trouble = !AllPsUp(status);
+  std::string header = absl::StrCat("ps         ", status.ps_size());
+  if (status.generation() > 0) absl::StrAppend(&header, " (generation ", status.generation(), ")");
+  absl::StrAppend(&header, "\n");
+  size_t address_width = std::string("ADDRESS").size();
+  size_t state_width = std::string("STATE").size();
+  for (const PsInfo& ps : status.ps()) {
+    address_width = std::max(address_width, ps.address().size());
+    state_width = std::max(state_width, ps.state().size());
+  }
+  const auto row = [&](absl::string_view index, absl::string_view address, absl::string_view state,
+                       absl::string_view incarnation, absl::string_view generation,
+                       absl::string_view bytes, absl::string_view down, absl::string_view error) {
+    std::string line = absl::StrFormat("  %5s  %-*s  %-*s  %16s  %10s  %10s", index, address_width,
+                                       address, state_width, state, incarnation, generation, bytes);
+    if (trouble) absl::StrAppend(&line, absl::StrFormat("  %6s  %s", down, error));
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return absl::StrCat(line, "\n");
+  };
+  absl::StrAppend(&header, row("INDEX", "ADDRESS", "STATE", "INCARNATION", "GENERATION", "BYTES",
+                               "DOWN", "ERROR"));
+  for (const PsInfo& ps : status.ps()) {
+    const bool up = ps.state() == "up";
+    absl::StrAppend(&header,
+                    row(absl::StrCat(ps.index()), ps.address(), ps.state(),
+                        ps.incarnation() == 0 ? "-" : absl::StrFormat("%x", ps.incarnation()),
+                        absl::StrCat(ps.generation()), FormatBytes(ps.bytes()),
+                        up ? "-" : FormatDuration(ps.down_s()), up ? "" : ps.error()));
+  }
+  return header;
+}
+
+// "7 at 1200 steps, 2m05s ago, 12.3 MiB, written in 0.84 s": no age when `now_unix_s` <= 0.
+std::string CheckpointDetail(const CheckpointInfo& c, double now_unix_s) {
+  std::string out =
+      absl::StrCat(c.id(), c.final() ? " (final)" : "", " at ", c.steps_done(), " steps");
+  if (now_unix_s > 0 && c.unix_time() > 0) {
+    absl::StrAppend(&out, ", ", FormatDuration(std::max(0.0, now_unix_s - c.unix_time())), " ago");
+  }
+  absl::StrAppend(&out, ", ", FormatBytes(c.bytes()),
+                  absl::StrFormat(", written in %.2f s", c.write_seconds()));
+  return out;
+}
+
+std::string RecoveriesSummary(const JobStatus& status) {
+  const int n = status.recoveries_size();
+  return absl::StrCat(n, n == 1 ? " recovery, " : " recoveries, ", status.steps_lost(),
+                      status.steps_lost() == 1 ? " step lost" : " steps lost");
+}
+
+// The most recent recoveries, one a line, newest last.
+constexpr int kRecoveriesShown = 5;
+std::string RecoveryLines(const JobStatus& status, double now_unix_s) {
+  std::string out;
+  const int n = status.recoveries_size();
+  if (n > kRecoveriesShown) {
+    absl::StrAppend(&out, "  (", n - kRecoveriesShown, " earlier not shown)\n");
+  }
+  for (int i = std::max(0, n - kRecoveriesShown); i < n; ++i) {
+    const RecoveryInfo& r = status.recoveries(i);
+    std::string when;
+    if (now_unix_s > 0 && r.unix_time() > 0) {
+      when = absl::StrCat(FormatDuration(std::max(0.0, now_unix_s - r.unix_time())), " ago: ");
+    }
+    absl::StrAppend(&out, "  ", when, r.cause(), ": ", r.action(), ", ", r.steps_lost(),
+                    r.steps_lost() == 1 ? " step lost" : " steps lost",
+                    absl::StrFormat(", %.1f s", r.seconds()), "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string StateName(JobStatus::State state) {
@@ -117,6 +196,10 @@ std::optional<double> EtaSeconds(const JobStatus& status) {
   return static_cast<double>(remaining) / status.steps_per_sec();
 }
 
+bool NotAdvancing(const JobStatus& status) {
+  return status.state() == JobStatus::RUNNING && !status.phase().empty();
+}
+
 std::string FormatClock(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   const int64_t total = static_cast<int64_t>(std::llround(seconds));
@@ -133,6 +216,18 @@ std::string FormatDuration(double seconds) {
   if (total < 60) return absl::StrCat(total, "s");
   if (total < 3600) return absl::StrFormat("%dm%02ds", total / 60, total % 60);
   return absl::StrFormat("%dh%02dm", total / 3600, (total / 60) % 60);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
 std::optional<EpochProgress> Epochs(const JobStatus& status) {
@@ -161,29 +256,42 @@ std::string ProgressBar(int64_t done, int64_t total, int width) {
 std::string TerminalProgressLine(const JobStatus& status, int max_width) {
   // Each part with the order in which it is dropped to fit max_width (higher goes first).
   std::vector<std::pair<int, std::string>> parts;
-  parts.emplace_back(
-      0, absl::StrCat(ProgressBar(status.steps_done(), status.total_steps(), kBarWidth), " ",
-                      status.steps_done(), "/", status.total_steps(), " steps"));
-  if (std::optional<EpochProgress> e = Epochs(status)) {
-    parts.emplace_back(3, absl::StrCat("epoch ", e->current, "/", e->total));
-  }
-  if (status.steps_per_sec() > 0) {
-    parts.emplace_back(4, absl::StrFormat("%.1f steps/s", status.steps_per_sec()));
-  }
-  if (status.steps_done() > 0) {
-    parts.emplace_back(5, absl::StrFormat("loss %.4f", status.loss()));
-    parts.emplace_back(6, absl::StrFormat("acc %.3f", status.accuracy()));
-  }
-  if (status.has_eval()) {
-    parts.emplace_back(2, absl::StrFormat("eval %.3f", status.last_eval().accuracy()));
-  }
-  if (TrainingFinishedAwaitingEval(status)) {
-    parts.emplace_back(1, "final eval...");
-  } else if (status.state() == JobStatus::RUNNING) {
-    std::optional<double> eta = EtaSeconds(status);
-    parts.emplace_back(1, absl::StrCat("ETA ", eta ? FormatClock(*eta) : "--:--"));
+  if (NotAdvancing(status)) {
+    // No bar, speed or ETA: nothing here may look like progress.
+    parts.emplace_back(0, absl::StrCat(status.steps_done(), "/", status.total_steps(), " steps"));
+    parts.emplace_back(0,
+                       absl::StrCat(status.training_done() ? "training done: " : "NOT ADVANCING: ",
+                                    status.phase()));
   } else {
-    parts.emplace_back(1, StateName(status.state()));
+    parts.emplace_back(
+        0, absl::StrCat(ProgressBar(status.steps_done(), status.total_steps(), kBarWidth), " ",
+                        status.steps_done(), "/", status.total_steps(), " steps"));
+    if (std::optional<EpochProgress> e = Epochs(status)) {
+      parts.emplace_back(3, absl::StrCat("epoch ", e->current, "/", e->total));
+    }
+    if (status.steps_per_sec() > 0) {
+      parts.emplace_back(7, absl::StrFormat("%.1f steps/s", status.steps_per_sec()));
+    }
+    if (status.steps_done() > 0) {
+      parts.emplace_back(8, absl::StrFormat("loss %.4f", status.loss()));
+      parts.emplace_back(9, absl::StrFormat("acc %.3f", status.accuracy()));
+    }
+    if (status.has_eval()) {
+      parts.emplace_back(2, absl::StrFormat("eval %.3f", status.last_eval().accuracy()));
+    }
+    if (status.has_checkpoint()) {
+      parts.emplace_back(5, absl::StrCat("ckpt ", status.last_checkpoint().id()));
+    }
+    if (status.recoveries_size() > 0) parts.emplace_back(6, RecoveriesSummary(status));
+    if (TrainingFinishedAwaitingEval(status)) {
+      parts.emplace_back(1, "final eval...");
+    } else if (status.state() == JobStatus::RUNNING) {
+      std::optional<double> eta = EtaSeconds(status);
+      parts.emplace_back(1, absl::StrCat("ETA ", eta ? FormatClock(*eta) : "--:--"));
+    } else {
+      parts.emplace_back(1, StateName(status.state()));
+    }
+    if (!status.checkpoint_error().empty()) parts.emplace_back(1, "CHECKPOINT FAILED");
   }
   const auto join = [&parts] {
     std::vector<absl::string_view> texts;
@@ -194,6 +302,7 @@ std::string TerminalProgressLine(const JobStatus& status, int max_width) {
   while (max_width > 0 && static_cast<int>(line.size()) > max_width && parts.size() > 1) {
     auto first_to_drop = std::max_element(
         parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (first_to_drop->first == 0) break;  // what is left is cut instead
     parts.erase(first_to_drop);
     line = join();
   }
@@ -206,6 +315,11 @@ std::string PlainProgressLine(const JobStatus& status) {
   if (std::optional<EpochProgress> e = Epochs(status)) {
     absl::StrAppend(&line, " epoch ", e->current, "/", e->total);
   }
+  if (NotAdvancing(status)) {
+    absl::StrAppend(
+        &line, status.training_done() ? " training done: " : " NOT ADVANCING: ", status.phase());
+    return line;
+  }
   absl::StrAppend(&line, absl::StrFormat(" steps/s %.1f", status.steps_per_sec()));
   if (status.steps_done() > 0) {
     absl::StrAppend(&line,
@@ -213,6 +327,11 @@ std::string PlainProgressLine(const JobStatus& status) {
   }
   if (status.has_eval()) {
     absl::StrAppend(&line, absl::StrFormat(" eval_acc %.3f", status.last_eval().accuracy()));
+  }
+  if (status.has_checkpoint()) absl::StrAppend(&line, " ckpt ", status.last_checkpoint().id());
+  if (status.recoveries_size() > 0) {
+    absl::StrAppend(&line, " recoveries ", status.recoveries_size(), " steps_lost ",
+                    status.steps_lost());
   }
   if (TrainingFinishedAwaitingEval(status)) {
     absl::StrAppend(&line, " training done, waiting for the final evaluation");
@@ -222,24 +341,36 @@ std::string PlainProgressLine(const JobStatus& status) {
   } else {
     absl::StrAppend(&line, " state ", StateName(status.state()));
   }
+  if (!status.checkpoint_error().empty()) {
+    absl::StrAppend(&line, " CHECKPOINT FAILED: ", status.checkpoint_error());
+  }
   return line;
 }
 
-std::string StatusText(const JobStatus& status) {
+std::string StatusText(const JobStatus& status, double now_unix_s) {
   std::string out;
   const auto field = [&out](absl::string_view label, absl::string_view value) {
     absl::StrAppend(&out, absl::StrFormat("%-10s %s\n", label, value));
   };
   if (status.state() == JobStatus::NO_JOB) {
     field("state", "NO_JOB (no job submitted yet)");
-    absl::StrAppend(&out, WorkersTable(status));
+    absl::StrAppend(&out, PsTable(status), WorkersTable(status));
     return out;
   }
   field("job", absl::StrCat(status.job_id(), " (\"", status.name(), "\")"));
-  field("state", StateName(status.state()));
+  if (NotAdvancing(status)) {
+    field("state", absl::StrCat(StateName(status.state()),
+                                status.training_done() ? ", training done: " : ", NOT ADVANCING: ",
+                                status.phase()));
+  } else {
+    field("state", StateName(status.state()));
+  }
   if (!status.error().empty()) field("error", status.error());
   field("mode", ModeDetail(status));
   if (status.has_job()) field("model", JobDetail(status.job()));
+  if (!status.resumed_from().empty()) {
+    field("resumed", absl::StrCat("from ", status.resumed_from()));
+  }
   std::string progress = absl::StrCat(status.steps_done(), "/", status.total_steps(), " steps",
                                       Percent(status.steps_done(), status.total_steps()));
   if (std::optional<EpochProgress> e = Epochs(status)) {
@@ -254,8 +385,7 @@ std::string StatusText(const JobStatus& status) {
                                  status.examples_per_sec()));
   if (status.pull_ms() + status.compute_ms() + status.push_ms() > 0) {
     field("step time", absl::StrFormat("pull %.2f ms, compute %.2f ms, push %.2f ms (workers)",
-                                       status.pull_ms(), status.compute_ms(),
-                                       status.push_ms()));
+                                       status.pull_ms(), status.compute_ms(), status.push_ms()));
   }
   std::string time = absl::StrCat(FormatClock(status.elapsed_s()), " elapsed");
   if (status.state() == JobStatus::RUNNING && !status.training_done()) {
@@ -274,10 +404,22 @@ std::string StatusText(const JobStatus& status) {
   } else {
     field("eval", "none yet");
   }
+  if (status.has_checkpoint()) {
+    field("checkpoint", CheckpointDetail(status.last_checkpoint(), now_unix_s));
+  } else if (!status.job().checkpoint().dir().empty()) {
+    field("checkpoint", absl::StrCat("none yet (to ", status.job().checkpoint().dir(), ")"));
+  }
+  if (!status.checkpoint_error().empty()) {
+    field("ckpt error", absl::StrCat("CHECKPOINT FAILED: ", status.checkpoint_error()));
+  }
+  if (status.recoveries_size() > 0) {
+    field("recoveries", RecoveriesSummary(status));
+    absl::StrAppend(&out, RecoveryLines(status, now_unix_s));
+  }
   if (status.steps_requeued() > 0) {
     field("requeued", absl::StrCat(status.steps_requeued(), " steps (after worker failures)"));
   }
-  absl::StrAppend(&out, WorkersTable(status));
+  absl::StrAppend(&out, PsTable(status), WorkersTable(status));
   return out;
 }
 
@@ -312,7 +454,26 @@ std::string FinalSummary(const JobStatus& status) {
                                             eval.accuracy(), eval.loss(), eval.step()));
     }
   }
+  if (status.has_checkpoint()) {
+    const CheckpointInfo& c = status.last_checkpoint();
+    absl::StrAppend(&out, c.final() ? "final checkpoint " : "last checkpoint ", c.id(), ": ",
+                    c.path(), " (", c.steps_done(), " steps)\n");
+  }
+  if (!status.checkpoint_error().empty()) {
+    absl::StrAppend(&out, "CHECKPOINT FAILED: ", status.checkpoint_error(), "\n");
+  }
+  if (status.recoveries_size() > 0) absl::StrAppend(&out, RecoveriesSummary(status), "\n");
+  if (!status.resumed_from().empty()) {
+    absl::StrAppend(&out, "resumed from ", status.resumed_from(), "\n");
+  }
   return out;
+}
+
+std::string CheckpointLine(const CheckpointInfo& c) {
+  return absl::StrCat(
+      "checkpoint ", c.id(), ": ", c.path(), ", ", c.steps_done(), " steps, ",
+      FormatBytes(c.bytes()),
+      absl::StrFormat(", written in %.2f s (paused %.0f ms)", c.write_seconds(), c.pause_ms()));
 }
 
 absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty) {
@@ -333,9 +494,17 @@ bool PlainProgressThrottle::Due(const JobStatus& status, double now_s) {
   const bool new_eval = status.has_eval() != last_has_eval_ ||
                         (status.has_eval() && (status.last_eval().step() != last_eval_step_ ||
                                                status.last_eval().unix_time() != last_eval_time_));
+  const bool durable_state_changed = status.phase() != last_phase_ ||
+                                     status.last_checkpoint().id() != last_checkpoint_id_ ||
+                                     status.checkpoint_error() != last_checkpoint_error_ ||
+                                     status.recoveries_size() != last_recoveries_;
   const bool due = !printed_ || status.state() != last_state_ || new_eval ||
-                   now_s - last_print_s_ >= interval_s_;
+                   durable_state_changed || now_s - last_print_s_ >= interval_s_;
   if (!due) return false;
+  last_phase_ = status.phase();
+  last_checkpoint_id_ = status.last_checkpoint().id();
+  last_checkpoint_error_ = status.checkpoint_error();
+  last_recoveries_ = status.recoveries_size();
   printed_ = true;
   last_print_s_ = now_s;
   last_state_ = status.state();

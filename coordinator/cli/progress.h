@@ -1,7 +1,13 @@
 // What shardctl shows of a job: the progress line redrawn on a terminal, the plain lines
 // written to a log, the multi-line `status` text, the final summary and the JSON of a
-// JobStatus. Pure functions of the JobStatus the chief returns (times are passed in), so
-// every format is unit-tested without a chief; the gRPC calls live in shardctl_main.cc.
+// JobStatus, and a committed checkpoint. Pure functions of what the chief returns (the
+// current time is passed in), so every format is unit-tested without a chief; the gRPC calls
+// live in shardctl_main.cc.
+//
+// A RUNNING job that is not advancing (JobStatus.phase: a ps unreachable, a checkpoint cut,
+// a recovery) never shows a bar, a speed or an ETA: its line says NOT ADVANCING and why, so
+// that a failure never looks like progress. What is wrong with durable state (a failed
+// checkpoint, a ps not up, recoveries) is shown; what is fine stays one short line or none.
 //
 // Thread-safety: free functions are pure; a PlainProgressThrottle is a plain value, used by
 // one thread.
@@ -35,11 +41,17 @@ std::string ModeName(const JobStatus& status);
 // the job is not running).
 std::optional<double> EtaSeconds(const JobStatus& status);
 
+// Whether the job is RUNNING but not advancing (status.phase set).
+bool NotAdvancing(const JobStatus& status);
+
 // m:ss below an hour, h:mm:ss above: "0:11", "12:05", "1:02:03"; "--:--" when negative.
 std::string FormatClock(double seconds);
 
 // Compact duration for logs: "11s", "2m05s", "1h02m"; "?" when negative.
 std::string FormatDuration(double seconds);
+
+// Bytes in binary units: "512 B", "1.5 KiB", "12.3 MiB", "2.0 GiB".
+std::string FormatBytes(int64_t bytes);
 
 // The 1-based epoch step `steps_done` falls in, and the number of epochs in `total_steps`;
 // nullopt when steps_per_epoch is unknown.
@@ -54,31 +66,46 @@ std::string ProgressBar(int64_t done, int64_t total, int width);
 
 // The single line redrawn on a terminal:
 //   [#####.....] 1234/4690 steps  epoch 3/10  312.4 steps/s  loss 0.4123  acc 0.861
-//   eval 0.852  ETA 0:11
+//   eval 0.852  ckpt 7  ETA 0:11
+// with "CHECKPOINT FAILED" after the ETA while status.checkpoint_error is set, and
+// "2 recoveries, 35 steps lost" once there were any. A job not advancing shows instead
+//   1234/4690 steps  NOT ADVANCING: paused: ps 1 (10.0.0.3:2222) unreachable for 12 s: ...
 // At most `max_width` characters when it is positive (a line wider than the terminal would
-// wrap, and '\r' could no longer redraw it): acc, loss, speed, epoch, eval and ETA are
-// dropped in that order, then the rest is cut.
+// wrap, and '\r' could no longer redraw it): acc, loss, speed, recoveries, ckpt, epoch,
+// eval and ETA are dropped in that order, then the rest is cut.
 std::string TerminalProgressLine(const JobStatus& status, int max_width = 0);
 
 // One line for a log or a pipe:
-//   step 1234/4690 epoch 3/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.852 eta 11s
+//   step 1234/4690 epoch 3/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.852 ckpt 7
+//   eta 11s
+// with " recoveries 2 steps_lost 35" and " CHECKPOINT FAILED: <error>" when they apply; a job
+// not advancing: "step 1234/4690 epoch 3/10 NOT ADVANCING: <phase>".
 std::string PlainProgressLine(const JobStatus& status);
 
-// `shardctl status`: the job, its progress and metrics, and a table of workers. Ends in a
-// newline.
-std::string StatusText(const JobStatus& status);
+// `shardctl status`: the job, its progress and metrics, why it is not advancing, where it
+// resumed from, its last checkpoint (its age at `now_unix_s`) or checkpoint error, its
+// recoveries, a table of ps tasks (with their errors and downtime when any is not up) and
+// a table of workers. Ends in a newline.
+std::string StatusText(const JobStatus& status, double now_unix_s);
 
 // What `watch` prints when the job ended, e.g.
 //   job fashion-mlp-17 SUCCEEDED
 //   final test accuracy: 0.8912 (loss 0.3051) after 10 epochs, 4690 steps, 95.3 s, mode sync
-// Ends in a newline.
+//   final checkpoint 12: /ckpt/fm/ckpt-12 (4690 steps)
+// and lines for a checkpoint error, recoveries and a resume when there were any. Ends in a
+// newline.
 std::string FinalSummary(const JobStatus& status);
+
+// A committed checkpoint in one line, as `shardctl checkpoint` prints it:
+//   checkpoint 7: /ckpt/fm/ckpt-7, 1200 steps, 12.3 MiB, written in 0.84 s (paused 12 ms)
+std::string CheckpointLine(const CheckpointInfo& checkpoint);
 
 // The JobStatus as JSON (proto field names, defaults included); one line unless `pretty`.
 absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty);
 
 // Decides when a plain progress line is due: the first time, every `interval_s` seconds, and
-// at once when a new evaluation arrives or the state changes.
+// at once when the state, the phase, the last checkpoint, the checkpoint error or the number
+// of recoveries changes, or a new evaluation arrives.
 class PlainProgressThrottle {
  public:
   explicit PlainProgressThrottle(double interval_s = 2.0) : interval_s_(interval_s) {}
@@ -95,6 +122,10 @@ class PlainProgressThrottle {
   bool last_has_eval_ = false;
   int64_t last_eval_step_ = 0;
   double last_eval_time_ = 0;
+  std::string last_phase_;
+  int64_t last_checkpoint_id_ = 0;
+  std::string last_checkpoint_error_;
+  int last_recoveries_ = 0;
 };
 
 }  // namespace shardps

@@ -12,6 +12,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+constexpr double kNow = 1.8e9;  // "now", as unix time, for ages in the status text
+
 // A sync job of 10 epochs of 469 steps, a quarter through, with an evaluation.
 JobStatus RunningJob() {
   JobStatus s;
@@ -176,7 +178,7 @@ TEST(ProgressTest, PlainLine) {
 }
 
 TEST(ProgressTest, StatusText) {
-  const std::string text = StatusText(RunningJob());
+  const std::string text = StatusText(RunningJob(), kNow);
   EXPECT_THAT(text, HasSubstr("job        fashion-mlp-17 (\"fashion-mlp\")\n"));
   EXPECT_THAT(text, HasSubstr("state      RUNNING\n"));
   EXPECT_THAT(text, HasSubstr("mode       sync, 2 replicas per step\n"));
@@ -197,7 +199,7 @@ TEST(ProgressTest, StatusText) {
   failed.set_state(JobStatus::FAILED);
   failed.set_error("worker 1 failed 3 times");
   failed.set_steps_requeued(4);
-  const std::string failed_text = StatusText(failed);
+  const std::string failed_text = StatusText(failed, kNow);
   EXPECT_THAT(failed_text, HasSubstr("error      worker 1 failed 3 times\n"));
   EXPECT_THAT(failed_text, HasSubstr("requeued   4 steps"));
   EXPECT_THAT(failed_text, Not(HasSubstr("ETA")));
@@ -208,10 +210,10 @@ TEST(ProgressTest, StatusTextWithoutJob) {
   WorkerInfo* w = s.add_workers();
   w->set_address("localhost:2223");
   w->set_state("idle");
-  const std::string text = StatusText(s);
+  const std::string text = StatusText(s, kNow);
   EXPECT_THAT(text, HasSubstr("NO_JOB"));
   EXPECT_THAT(text, HasSubstr("localhost:2223"));
-  EXPECT_THAT(StatusText(JobStatus()), HasSubstr("workers    none"));
+  EXPECT_THAT(StatusText(JobStatus(), kNow), HasSubstr("workers    none"));
 }
 
 TEST(ProgressTest, FinalSummary) {
@@ -283,7 +285,7 @@ TEST(ProgressEpochsTest, SyncRoundingDoesNotAddAnEpoch) {
   EXPECT_EQ(epochs->total, 15);
   EXPECT_EQ(epochs->current, 15);
   status.set_total_steps(7036 + 469 * 2);  // steps added: the real count shows
-  EXPECT_EQ(Epochs(status)->total, 18);  // 17 epochs and one step
+  EXPECT_EQ(Epochs(status)->total, 18);    // 17 epochs and one step
 }
 
 }  // namespace
@@ -300,8 +302,226 @@ TEST(StatusTextTest, ShowsStepPhases) {
   status.set_pull_ms(1.25);
   status.set_compute_ms(3.5);
   status.set_push_ms(0.75);
-  std::string text = StatusText(status);
+  std::string text = StatusText(status, kNow);
   EXPECT_NE(text.find("pull 1.25 ms, compute 3.50 ms, push 0.75 ms"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+constexpr char kPsDown[] =
+    "paused: ps 1 (10.0.0.3:2222) unreachable for 12 s: failed to connect to all addresses";
+
+// RunningJob with checkpoints and two ps tasks, all well.
+JobStatus DurableJob() {
+  JobStatus s = RunningJob();
+  s.mutable_job()->mutable_checkpoint()->set_dir("/ckpt/fm");
+  s.set_has_checkpoint(true);
+  CheckpointInfo* c = s.mutable_last_checkpoint();
+  c->set_id(7);
+  c->set_path("/ckpt/fm/ckpt-7");
+  c->set_steps_done(1200);
+  c->set_unix_time(kNow - 125);
+  c->set_bytes(12897484);  // 12.3 MiB
+  c->set_write_seconds(0.8412);
+  c->set_pause_ms(12.4);
+  for (int i = 0; i < 2; ++i) {
+    PsInfo* ps = s.add_ps();
+    ps->set_index(i);
+    ps->set_address(absl::StrCat("ps-", i, ":2222"));
+    ps->set_state("up");
+    ps->set_incarnation(0x5f3a + i);
+    ps->set_generation(0);
+    ps->set_bytes(2048 + i);
+  }
+  return s;
+}
+
+// DurableJob with everything going wrong at once.
+JobStatus TroubledJob() {
+  JobStatus s = DurableJob();
+  s.set_phase(kPsDown);
+  s.set_generation(3);
+  PsInfo* ps1 = s.mutable_ps(1);
+  ps1->set_state("unreachable");
+  ps1->set_error("failed to connect to all addresses");
+  ps1->set_down_s(12.2);
+  s.set_checkpoint_error("checkpoint 8: ps 1: UNAVAILABLE: failed to connect");
+  for (int i = 0; i < 7; ++i) {
+    RecoveryInfo* r = s.add_recoveries();
+    r->set_unix_time(kNow - 600 + i * 60);
+    r->set_cause(absl::StrCat("ps 1 restarted (incarnation 5f3", i, ")"));
+    r->set_action("rolled back to checkpoint 7");
+    r->set_steps_lost(5);
+    r->set_seconds(3.25);
+  }
+  s.set_steps_lost(35);
+  s.set_resumed_from("checkpoint 6 (/ckpt/fm/ckpt-6)");
+  return s;
+}
+
+TEST(DurableProgressTest, FormatBytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(12897484), "12.3 MiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.0 GiB");
+}
+
+TEST(DurableProgressTest, NotAdvancingIsNeverABar) {
+  JobStatus s = RunningJob();
+  EXPECT_FALSE(NotAdvancing(s));
+  s.set_phase(kPsDown);
+  EXPECT_TRUE(NotAdvancing(s));
+  const std::string line = TerminalProgressLine(s);
+  EXPECT_EQ(line, absl::StrCat("1234/4690 steps  NOT ADVANCING: ", kPsDown));
+  // No bar, speed, loss or ETA that could pass for progress.
+  for (const char* moving : {"[", "steps/s", "ETA", "loss", "acc"}) {
+    EXPECT_THAT(line, Not(HasSubstr(moving))) << moving;
+  }
+  // Cut to the width, the reason survives before anything else.
+  const std::string narrow = TerminalProgressLine(s, 50);
+  EXPECT_EQ(narrow, "1234/4690 steps  NOT ADVANCING: paused: ps 1 (10.0");
+  EXPECT_EQ(PlainProgressLine(s),
+            absl::StrCat("step 1234/4690 epoch 3/10 NOT ADVANCING: ", kPsDown));
+
+  s.set_phase("checkpointing");
+  EXPECT_EQ(TerminalProgressLine(s), "1234/4690 steps  NOT ADVANCING: checkpointing");
+  s.set_training_done(true);
+  s.set_steps_done(4690);
+  EXPECT_EQ(TerminalProgressLine(s), "4690/4690 steps  training done: checkpointing");
+  EXPECT_EQ(PlainProgressLine(s), "step 4690/4690 epoch 10/10 training done: checkpointing");
+
+  // A phase left on an ended job is not shown as one.
+  s.set_state(JobStatus::SUCCEEDED);
+  EXPECT_FALSE(NotAdvancing(s));
+  EXPECT_THAT(TerminalProgressLine(s), HasSubstr("SUCCEEDED"));
+}
+
+TEST(DurableProgressTest, LinesShowCheckpointsAndWhatWentWrong) {
+  EXPECT_EQ(TerminalProgressLine(DurableJob()),
+            "[##........] 1234/4690 steps  epoch 3/10  312.4 steps/s  loss 0.4123  acc 0.861  "
+            "eval 0.852  ckpt 7  ETA 0:11");
+  EXPECT_EQ(PlainProgressLine(DurableJob()),
+            "step 1234/4690 epoch 3/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.852 "
+            "ckpt 7 eta 11s");
+
+  JobStatus s = TroubledJob();
+  s.clear_phase();  // advancing again, with a failed checkpoint and past recoveries
+  EXPECT_EQ(TerminalProgressLine(s),
+            "[##........] 1234/4690 steps  epoch 3/10  312.4 steps/s  loss 0.4123  acc 0.861  "
+            "eval 0.852  ckpt 7  7 recoveries, 35 steps lost  ETA 0:11  CHECKPOINT FAILED");
+  const std::string narrow = TerminalProgressLine(s, 70);
+  EXPECT_LE(narrow.size(), 70u);
+  EXPECT_THAT(narrow, HasSubstr("CHECKPOINT FAILED"));
+  EXPECT_THAT(narrow, HasSubstr("ETA 0:11"));
+  EXPECT_THAT(narrow, Not(HasSubstr("recoveries")));
+  EXPECT_EQ(PlainProgressLine(s),
+            "step 1234/4690 epoch 3/10 steps/s 312.4 loss 0.4123 acc 0.861 eval_acc 0.852 "
+            "ckpt 7 recoveries 7 steps_lost 35 eta 11s CHECKPOINT FAILED: checkpoint 8: ps 1: "
+            "UNAVAILABLE: failed to connect");
+}
+
+TEST(DurableProgressTest, StatusTextIsCompactWhenAllIsWell) {
+  const std::string text = StatusText(DurableJob(), kNow);
+  EXPECT_THAT(text, HasSubstr("state      RUNNING\n"));
+  EXPECT_THAT(text, HasSubstr("checkpoint 7 at 1200 steps, 2m05s ago, 12.3 MiB, written in "
+                              "0.84 s\n"));
+  EXPECT_THAT(text, HasSubstr("ps         2\n"));
+  EXPECT_THAT(text, HasSubstr("  INDEX  ADDRESS    STATE       INCARNATION  GENERATION       "
+                              "BYTES\n"));
+  EXPECT_THAT(text, HasSubstr("      1  ps-1:2222  up                 5f3b           0     "
+                              "2.0 KiB\n"));
+  for (const char* absent :
+       {"NOT ADVANCING", "DOWN", "ERROR", "recoveries", "ckpt error", "resumed", "generation"}) {
+    EXPECT_THAT(text, Not(HasSubstr(absent))) << absent;
+  }
+
+  JobStatus none = DurableJob();
+  none.set_has_checkpoint(false);
+  none.clear_last_checkpoint();
+  EXPECT_THAT(StatusText(none, kNow), HasSubstr("checkpoint none yet (to /ckpt/fm)\n"));
+  none.mutable_job()->clear_checkpoint();
+  EXPECT_THAT(StatusText(none, kNow), Not(HasSubstr("checkpoint")));
+}
+
+TEST(DurableProgressTest, StatusTextShowsEverythingWrong) {
+  const std::string text = StatusText(TroubledJob(), kNow);
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("state      RUNNING, NOT ADVANCING: ", kPsDown, "\n")));
+  EXPECT_THAT(text, HasSubstr("resumed    from checkpoint 6 (/ckpt/fm/ckpt-6)\n"));
+  EXPECT_THAT(text, HasSubstr("ckpt error CHECKPOINT FAILED: checkpoint 8: ps 1: UNAVAILABLE: "
+                              "failed to connect\n"));
+  EXPECT_THAT(text, HasSubstr("recoveries 7 recoveries, 35 steps lost\n"
+                              "  (2 earlier not shown)\n"
+                              "  8m00s ago: ps 1 restarted (incarnation 5f32): rolled back to "
+                              "checkpoint 7, 5 steps lost, 3.2 s\n"));
+  EXPECT_THAT(text, HasSubstr("  4m00s ago: ps 1 restarted (incarnation 5f36)"));
+  EXPECT_THAT(text, Not(HasSubstr("5f31)")));
+  EXPECT_THAT(text, HasSubstr("ps         2 (generation 3)\n"));
+  EXPECT_THAT(text, HasSubstr("DOWN  ERROR\n"));
+  EXPECT_THAT(text, HasSubstr("      1  ps-1:2222  unreachable              5f3b"));
+  EXPECT_THAT(text, HasSubstr("12s  failed to connect to all addresses\n"));
+  // The ps that is up has no error and no downtime.
+  EXPECT_THAT(text, HasSubstr("2.0 KiB       -\n"));
+}
+
+TEST(DurableProgressTest, FinalSummaryNamesTheModelAndTheTrouble) {
+  JobStatus done = DurableJob();
+  done.set_state(JobStatus::SUCCEEDED);
+  done.set_steps_done(4690);
+  done.mutable_last_checkpoint()->set_id(12);
+  done.mutable_last_checkpoint()->set_final(true);
+  done.mutable_last_checkpoint()->set_path("/ckpt/fm/ckpt-12");
+  done.mutable_last_checkpoint()->set_steps_done(4690);
+  EXPECT_THAT(FinalSummary(done),
+              HasSubstr("final checkpoint 12: /ckpt/fm/ckpt-12 (4690 steps)\n"));
+  EXPECT_THAT(FinalSummary(done), Not(HasSubstr("recover")));
+
+  JobStatus failed = TroubledJob();
+  failed.set_state(JobStatus::FAILED);
+  const std::string text = FinalSummary(failed);
+  EXPECT_THAT(text, HasSubstr("last checkpoint 7: /ckpt/fm/ckpt-7 (1200 steps)\n"));
+  EXPECT_THAT(text, HasSubstr("CHECKPOINT FAILED: checkpoint 8: ps 1"));
+  EXPECT_THAT(text, HasSubstr("7 recoveries, 35 steps lost\n"));
+  EXPECT_THAT(text, HasSubstr("resumed from checkpoint 6 (/ckpt/fm/ckpt-6)\n"));
+}
+
+TEST(DurableProgressTest, CheckpointLine) {
+  EXPECT_EQ(CheckpointLine(DurableJob().last_checkpoint()),
+            "checkpoint 7: /ckpt/fm/ckpt-7, 1200 steps, 12.3 MiB, written in 0.84 s (paused "
+            "12 ms)");
+}
+
+TEST(DurableProgressTest, JsonHasTheNewFields) {
+  absl::StatusOr<std::string> json = StatusJson(TroubledJob(), /*pretty=*/false);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr(absl::StrCat("\"phase\":\"", kPsDown, "\"")));
+  EXPECT_THAT(*json, HasSubstr("\"generation\":\"3\""));
+  EXPECT_THAT(*json, HasSubstr("\"last_checkpoint\":{\"id\":\"7\""));
+  EXPECT_THAT(*json, HasSubstr("\"state\":\"unreachable\""));
+  EXPECT_THAT(*json, HasSubstr("\"steps_lost\":\"35\""));
+}
+
+TEST(DurableProgressTest, ThrottlePrintsDurableStateChangesAtOnce) {
+  PlainProgressThrottle throttle(2.0);
+  JobStatus s = DurableJob();
+  EXPECT_TRUE(throttle.Due(s, 100.0));
+  EXPECT_FALSE(throttle.Due(s, 100.1));
+  s.set_phase("checkpointing");
+  EXPECT_TRUE(throttle.Due(s, 100.2));
+  EXPECT_FALSE(throttle.Due(s, 100.3));
+  s.clear_phase();
+  EXPECT_TRUE(throttle.Due(s, 100.4));
+  s.mutable_last_checkpoint()->set_id(8);
+  EXPECT_TRUE(throttle.Due(s, 100.5));
+  s.set_checkpoint_error("disk full");
+  EXPECT_TRUE(throttle.Due(s, 100.6));
+  s.add_recoveries()->set_cause("ps 0 restarted");
+  EXPECT_TRUE(throttle.Due(s, 100.7));
+  EXPECT_FALSE(throttle.Due(s, 100.8));
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 // shardctl: the command-line client of the chief's CoordinatorService.
 //
-//   shardctl submit JOB.json [--watch]   shardctl status [--json]   shardctl watch
-//   shardctl add-steps N                 shardctl cancel            shardctl validate JOB.json
+//   shardctl submit JOB.json [--watch] [--fresh|--resume]   shardctl status [--json]
+//   shardctl watch        shardctl add-steps N               shardctl cancel
+//   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
-// invalid job file; 3 chief unreachable; 4 the watched job ended FAILED or CANCELLED.
+// invalid job file (found here or by the chief); 3 chief unreachable; 4 the watched job ended
+// FAILED or CANCELLED.
 //
 // Formatting lives in progress.h; this file holds the command line and the RPCs.
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,9 +33,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
 #include "common/flags.h"
 #include "common/tf_config.h"
 #include "coordinator/cli/progress.h"
@@ -50,6 +57,8 @@ constexpr int kExitUsage = 2;
 constexpr int kExitUnreachable = 3;
 constexpr int kExitInterrupted = 130;
 
+constexpr double kCheckpointTimeoutS = 600;
+
 // Set by SIGINT while watching, so that the progress line is ended cleanly.
 volatile std::sig_atomic_t g_interrupted = 0;
 void OnInterrupt(int) { g_interrupted = 1; }
@@ -63,12 +72,17 @@ struct Options {
   // submit, watch.
   bool watch = false;
   double interval_s = 0.5;
+  // submit.
+  bool fresh = false;
+  bool resume = false;
   // watch.
   double job_wait_s = 120;
   // add-steps, cancel.
   std::string job_id;
   // validate.
   int64_t workers = 2;
+  // export.
+  bool slots = false;
 };
 
 struct Command {
@@ -83,12 +97,17 @@ struct Command {
 constexpr Command kCommands[] = {
     {"submit", "JOB.json", "submit a job file to the chief; --watch follows it to the end", true,
      false, false},
-    {"status", "", "show the chief's job, its progress and its workers", false, false, false},
+    {"status", "", "show the chief's job: progress, checkpoints, recoveries, ps and workers", false,
+     false, false},
     {"watch", "", "follow the current job until it ends, with a progress line", true, false, false},
     {"add-steps", "N", "add N steps to the current job", false, true, false},
     {"cancel", "", "cancel the current job", false, true, false},
+    {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
+     true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
+    {"export", "CKPT OUT", "write a checkpoint's variables, whole, to one safetensors file", false,
+     false, false},
 };
 
 const Command* FindCommand(absl::string_view name) {
@@ -96,6 +115,13 @@ const Command* FindCommand(absl::string_view name) {
     if (name == command.name) return &command;
   }
   return nullptr;
+}
+
+Options DefaultOptions(const Command& command) {
+  Options o;
+  // A checkpoint answers once it is committed, which for a large model takes minutes.
+  if (std::string(command.name) == "checkpoint") o.timeout_s = kCheckpointTimeoutS;
+  return o;
 }
 
 // `command` null registers every flag, to find the command among the arguments.
@@ -112,17 +138,29 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   if (command == nullptr || std::string(command->name) == "watch") {
     parser.AddDouble("job_wait", &o.job_wait_s,
                      "seconds to wait for a job when the chief has none yet (a chief started "
-                     "with --job submits it once its ps tasks are up)");
+                     "with --job submits it once its ps tasks are up), and for a chief that "
+                     "went away while watching to come back with the job");
   }
   if (command == nullptr || std::string(command->name) == "submit") {
     parser.AddBool("watch", &o.watch, "follow the job until it ends, like `shardctl watch`");
+    parser.AddBool("fresh", &o.fresh,
+                   "start from step 0 even if the job's checkpoint dir holds its state (which is "
+                   "removed)");
+    parser.AddBool("resume", &o.resume,
+                   "resume from the job's checkpoint dir, and fail if it holds nothing to resume "
+                   "(with neither flag: resume if it holds the job's state)");
   }
   if (command == nullptr || command->job_id_flag) {
     parser.AddString("job_id", &o.job_id, "the job to act on (default: the current job)");
   }
+  if (command == nullptr || std::string(command->name) == "export") {
+    parser.AddBool("slots", &o.slots,
+                   "also write each variable's optimizer slots (\"NAME/adam_m\", ...)");
+  }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
-                  "number of workers to assume (the default of num_replicas in sync mode)");
+                  "number of workers to assume (in sync mode the default of num_replicas, and "
+                  "its upper bound)");
   }
 }
 
@@ -148,9 +186,11 @@ std::string TopLevelUsage() {
       "  --chief=HOST:PORT   the chief (default: the chief in --tf_config or $TF_CONFIG)\n"
       "  --tf_config=JSON|FILE  the cluster, in TF_CONFIG format (default: $TF_CONFIG)\n"
       "  --json              machine-readable JSON output\n"
-      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10)\n\n"
-      "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file, 3 chief unreachable,\n"
-      "4 the watched job FAILED or was CANCELLED.\n\n"
+      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint: 600)\n\n"
+      "A job whose checkpoint dir already holds its state resumes from it: submit --fresh\n"
+      "starts it over from step 0, --resume fails when there is nothing to resume.\n\n"
+      "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file (found here or by the\n"
+      "chief), 3 chief unreachable, 4 the watched job FAILED or was CANCELLED.\n\n"
       "Run \"shardctl COMMAND --help\" for a command's flags.\n");
   return out;
 }
@@ -200,9 +240,10 @@ absl::StatusOr<std::string> ChiefAddress(const Options& o) {
   return *address;
 }
 
-// Prints a failed RPC and returns the exit code for it.
+// Prints a failed RPC and returns the exit code for it. INVALID_ARGUMENT is a bad command
+// line or job file (exit 2) when `invalid_argument_is_usage`, else an error like any other.
 int ReportRpcError(const absl::Status& status, const std::string& address, absl::string_view what,
-                   double timeout_s) {
+                   double timeout_s, bool invalid_argument_is_usage = true) {
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
       std::cerr << "shardctl: cannot reach the chief at " << address << ": " << status.message()
@@ -213,13 +254,15 @@ int ReportRpcError(const absl::Status& status, const std::string& address, absl:
                 << timeout_s << " s (--timeout)\n";
       return kExitUnreachable;
     case absl::StatusCode::kInvalidArgument:
+      if (!invalid_argument_is_usage) break;
       std::cerr << "shardctl: " << status.message() << "\n";
       return kExitUsage;
     default:
-      std::cerr << "shardctl: " << what << " failed: " << absl::StatusCodeToString(status.code())
-                << ": " << status.message() << "\n";
-      return kExitError;
+      break;
   }
+  std::cerr << "shardctl: " << what << " failed: " << absl::StatusCodeToString(status.code())
+            << ": " << status.message() << "\n";
+  return kExitError;
 }
 
 // Blocking calls to the chief, each bounded by the --timeout deadline.
@@ -244,6 +287,9 @@ class ChiefClient {
   }
   absl::Status Cancel(const CancelJobRequest& request, CancelJobResponse* response) {
     return Call(&CoordinatorService::Stub::CancelJob, request, response);
+  }
+  absl::Status Checkpoint(const CheckpointRequest& request, CheckpointResponse* response) {
+    return Call(&CoordinatorService::Stub::Checkpoint, request, response);
   }
 
  private:
@@ -289,13 +335,29 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
 
   std::string watched = job_id;
   const absl::Time job_deadline = absl::Now() + absl::Seconds(o.job_wait_s);
+  // Once reached, the chief may go away and come back (a supervisor restarts it, and it
+  // resumes the job from its checkpoint dir): ride that out for this long.
+  const absl::Duration outage_limit = absl::Seconds(std::max(o.timeout_s, o.job_wait_s));
   bool said_waiting = false;
   bool reached = false;
-  absl::Time failing_since = absl::InfiniteFuture();
+  absl::Time outage_since = absl::InfiniteFuture();  // chief unreachable or without our job
+  bool said_outage = false;
   bool line_open = false;  // a progress line without its newline is on the terminal
   const auto end_line = [&] {
     if (line_open) std::cout << "\n" << std::flush;
     line_open = false;
+  };
+  // Whether to wait out an outage that started now or earlier, saying so once.
+  const auto ride_out = [&](absl::string_view what) {
+    if (outage_since == absl::InfiniteFuture()) outage_since = absl::Now();
+    if (absl::Now() - outage_since >= outage_limit) return false;
+    if (!said_outage) {
+      end_line();
+      std::cerr << "shardctl: " << what << "; waiting up to " << absl::ToDoubleSeconds(outage_limit)
+                << " s for it to come back...\n";
+      said_outage = true;
+    }
+    return true;
   };
   while (true) {
     if (g_interrupted) {
@@ -306,21 +368,18 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
     JobStatus status;
     absl::Status rpc = client.GetStatus(&status);
     if (!rpc.ok()) {
-      // Once connected, ride out a short outage (a chief restarting, a network blip).
       const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
                              rpc.code() == absl::StatusCode::kDeadlineExceeded;
-      if (transient && reached) {
-        if (failing_since == absl::InfiniteFuture()) failing_since = absl::Now();
-        if (absl::Now() - failing_since < absl::Seconds(std::max(o.timeout_s, 10.0))) {
-          InterruptibleSleep(o.interval_s);
-          continue;
-        }
+      if (transient && reached &&
+          ride_out(
+              absl::StrCat("lost the chief at ", client.address(), " (", rpc.message(), ")"))) {
+        InterruptibleSleep(o.interval_s);
+        continue;
       }
       end_line();
       return ReportRpcError(rpc, client.address(), "GetStatus", client.timeout_s());
     }
     reached = true;
-    failing_since = absl::InfiniteFuture();
 
     if (status.state() == JobStatus::NO_JOB && watched.empty()) {
       if (absl::Now() >= job_deadline) {
@@ -334,6 +393,19 @@ int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
       InterruptibleSleep(o.interval_s);
       continue;
     }
+    // A restarted chief has no job until it has resumed ours.
+    if (status.state() == JobStatus::NO_JOB) {
+      if (ride_out(absl::StrCat("the chief at ", client.address(), " has no job (restarted?)"))) {
+        InterruptibleSleep(o.interval_s);
+        continue;
+      }
+      end_line();
+      std::cerr << "shardctl: job " << watched << " is no longer the chief's job (now none)\n";
+      return kExitError;
+    }
+    if (said_outage) std::cerr << "shardctl: the chief is back\n";
+    outage_since = absl::InfiniteFuture();
+    said_outage = false;
     if (watched.empty()) watched = status.job_id();
     if (status.job_id() != watched) {
       end_line();
@@ -392,7 +464,8 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code)
     *exit_code = UsageError(text.status().message());
     return text.status();
   }
-  if (absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, 1); !spec.ok()) {
+  // The cluster's worker count is the chief's to check (num_replicas in sync mode).
+  if (absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, /*num_workers=*/0); !spec.ok()) {
     std::cerr << "shardctl: " << path << ": " << spec.status().message() << "\n";
     *exit_code = kExitUsage;
     return spec.status();
@@ -403,21 +476,43 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code)
 int RunSubmit(ChiefClient& client, const Options& o, const std::string& text) {
   SubmitJobRequest request;
   request.set_job_json(text);
+  request.set_resume(o.fresh    ? SubmitJobRequest::FRESH
+                     : o.resume ? SubmitJobRequest::RESUME
+                                : SubmitJobRequest::AUTO);
   SubmitJobResponse response;
   if (absl::Status s = client.Submit(request, &response); !s.ok()) {
     return ReportRpcError(s, client.address(), "SubmitJob", client.timeout_s());
   }
+  const bool resumed = response.resumed_at_step() > 0 || !response.resumed_from().empty();
   if (o.json) {
     nlohmann::json out = {{"job_id", response.job_id()}, {"total_steps", response.total_steps()}};
+    if (resumed) {
+      out["resumed_at_step"] = response.resumed_at_step();
+      out["resumed_from"] = response.resumed_from();
+    }
+    if (response.already_finished()) out["already_finished"] = true;
     std::cout << out.dump() << "\n" << std::flush;
+  } else if (response.already_finished()) {
+    std::cout << "job " << response.job_id() << " already finished; nothing to train"
+              << (response.resumed_from().empty() ? "" : " (" + response.resumed_from() + ")")
+              << "\n"
+              << std::flush;
+  } else if (resumed) {
+    std::cout << "resumed job " << response.job_id() << " on " << client.address() << " at step "
+              << response.resumed_at_step() << " of " << response.total_steps()
+              << (response.resumed_from().empty() ? "" : ", from " + response.resumed_from())
+              << "\n"
+              << std::flush;
   } else {
     std::cout << "submitted job " << response.job_id() << " to " << client.address() << ": "
               << response.total_steps() << " steps\n"
               << std::flush;
   }
-  if (!o.watch) return kExitOk;
+  if (!o.watch || response.already_finished()) return kExitOk;
   return Watch(client, o, response.job_id());
 }
+
+double NowUnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
 
 int RunStatus(ChiefClient& client, const Options& o) {
   JobStatus status;
@@ -432,7 +527,7 @@ int RunStatus(ChiefClient& client, const Options& o) {
     }
     std::cout << *json << "\n";
   } else {
-    std::cout << StatusText(status);
+    std::cout << StatusText(status, NowUnixSeconds());
   }
   return kExitOk;
 }
@@ -470,6 +565,97 @@ int RunCancel(ChiefClient& client, const Options& o) {
   return kExitOk;
 }
 
+// Takes a checkpoint now and waits (up to --timeout) until it is committed.
+int RunCheckpoint(ChiefClient& client, const Options& o) {
+  CheckpointRequest request;
+  request.set_job_id(o.job_id);
+  CheckpointResponse response;
+  if (absl::Status s = client.Checkpoint(request, &response); !s.ok()) {
+    return ReportRpcError(s, client.address(), "Checkpoint", client.timeout_s(),
+                          /*invalid_argument_is_usage=*/false);
+  }
+  const CheckpointInfo& c = response.checkpoint();
+  if (o.json) {
+    nlohmann::json out = {{"id", c.id()},
+                          {"path", c.path()},
+                          {"steps_done", c.steps_done()},
+                          {"unix_time", c.unix_time()},
+                          {"bytes", c.bytes()},
+                          {"write_seconds", c.write_seconds()},
+                          {"pause_ms", c.pause_ms()},
+                          {"final", c.final()}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << CheckpointLine(c) << "\n";
+  }
+  return kExitOk;
+}
+
+// OUT of `export`, checked before anything is read: a directory, or a file in a directory
+// that does not exist, is a bad command line.
+absl::Status CheckExportOutput(const std::string& out) {
+  if (out.empty()) return absl::InvalidArgumentError("export: OUT must not be empty");
+  struct stat info {};
+  if (stat(out.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: OUT \"", out, "\" is a directory; give the file to write, e.g. \"",
+                     absl::StripSuffix(out, "/"), "/model.safetensors\""));
+  }
+  const size_t slash = out.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+  if (stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: OUT \"", out, "\": no directory \"", parent, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Writes the checkpoint at `checkpoint` (a checkpoint dir, one checkpoint's dir, or its
+// manifest.json) whole and un-sharded into `out`.
+int RunExport(const Options& o, const std::string& checkpoint, const std::string& out) {
+  if (checkpoint.empty()) return UsageError("export: CKPT must not be empty");
+  if (absl::Status s = CheckExportOutput(out); !s.ok()) return UsageError(s.message());
+  // Opened here to name the checkpoint exported; exported from its manifest, so that a
+  // checkpoint committed meanwhile in the same directory cannot change what is written.
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(checkpoint);
+  if (!reader.ok()) {
+    std::cerr << "shardctl: export: " << reader.status().message() << "\n";
+    return kExitError;
+  }
+  const Manifest& manifest = (*reader)->manifest();
+  if (absl::Status s = ExportCheckpoint((*reader)->manifest_path(), out, o.slots); !s.ok()) {
+    std::cerr << "shardctl: export: " << s.message() << "\n";
+    return kExitError;
+  }
+  struct stat info {};
+  const int64_t bytes = stat(out.c_str(), &info) == 0 ? static_cast<int64_t>(info.st_size) : 0;
+  if (o.json) {
+    nlohmann::json json = {{"checkpoint", (*reader)->manifest_path()},
+                           {"checkpoint_id", manifest.checkpoint_id},
+                           {"job_id", manifest.job_id},
+                           {"steps_done", manifest.progress.steps_done},
+                           {"variables", manifest.variables.size()},
+                           {"slots", o.slots},
+                           {"out", out},
+                           {"bytes", bytes}};
+    std::cout << json.dump() << "\n";
+  } else {
+    std::cout << "exported checkpoint " << manifest.checkpoint_id << " of job " << manifest.job_id
+              << " (" << manifest.progress.steps_done << " steps): " << manifest.variables.size()
+              << (manifest.variables.size() == 1 ? " variable" : " variables")
+              << (o.slots ? " with their slots" : "") << ", " << FormatBytes(bytes) << ", to "
+              << out << "\n";
+  }
+  return kExitOk;
+}
+
+// Positional arguments a command takes: the words of its `args`.
+size_t NumArgs(const Command& command) {
+  const std::vector<absl::string_view> words = absl::StrSplit(command.args, ' ', absl::SkipEmpty());
+  return words.size();
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
 
@@ -496,7 +682,7 @@ int Main(int argc, char** argv) {
     if (command == nullptr) {
       return UsageError(absl::StrCat("unknown command \"", positional[1], "\""));
     }
-    Options o;
+    Options o = DefaultOptions(*command);
     FlagParser parser(ProgramName(*command), command->summary);
     RegisterFlags(parser, o, command);
     std::cout << parser.Usage();
@@ -511,7 +697,7 @@ int Main(int argc, char** argv) {
   }
 
   // Second pass: only the command's flags.
-  Options o;
+  Options o = DefaultOptions(*command);
   FlagParser parser(ProgramName(*command), command->summary);
   RegisterFlags(parser, o, command);
   positional.clear();
@@ -519,7 +705,7 @@ int Main(int argc, char** argv) {
   if (parsed >= 0) return parsed;
   positional.erase(positional.begin());  // the command
   const std::string name = command->name;
-  const size_t expected_args = command->args[0] ? 1 : 0;
+  const size_t expected_args = NumArgs(*command);
   if (positional.size() != expected_args) {
     return UsageError(expected_args == 0
                           ? absl::StrCat(name, ": unexpected argument \"", positional[0], "\"")
@@ -530,8 +716,10 @@ int Main(int argc, char** argv) {
   if (!(o.interval_s > 0)) return UsageError("--interval must be > 0");
   if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
   if (o.workers < 1 || o.workers > 1000000) return UsageError("--workers must be 1..1000000");
+  if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
 
   if (name == "validate") return RunValidate(o, positional[0]);
+  if (name == "export") return RunExport(o, positional[0], positional[1]);
   std::string job_text;
   if (name == "submit") {
     int exit_code = kExitError;
@@ -553,6 +741,7 @@ int Main(int argc, char** argv) {
   if (name == "watch") return Watch(client, o, /*job_id=*/"");
   if (name == "add-steps") return RunAddSteps(client, o, steps);
   if (name == "cancel") return RunCancel(client, o);
+  if (name == "checkpoint") return RunCheckpoint(client, o);
   return UsageError(absl::StrCat("unknown command \"", name, "\""));
 }
 

@@ -1,6 +1,7 @@
 // shardctl as a process: its command line, exit codes and messages, without a chief and
-// against a scripted in-process CoordinatorService. Tests against the real chief live with the
-// chief's integration tests.
+// against a scripted in-process CoordinatorService; `export` of checkpoints written here with
+// the checkpoint library. Tests against the real chief live with the chief's integration
+// tests.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -10,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -21,6 +24,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -161,15 +167,17 @@ TEST(ShardctlTest, HelpListsCommands) {
         std::vector<std::string>{"-h"}}) {
     Result r = RunShardctl(args);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
-    for (const char* command : {"submit JOB.json", "status", "watch", "add-steps N", "cancel",
-                                "validate JOB.json", "--chief", "exit codes"}) {
+    for (const char* command :
+         {"submit JOB.json", "status", "watch", "add-steps N", "cancel", "checkpoint",
+          "validate JOB.json", "export CKPT OUT", "--chief", "exit codes", "--fresh", "--resume"}) {
       EXPECT_THAT(r.out, HasSubstr(command)) << Describe(r);
     }
   }
 }
 
 TEST(ShardctlTest, EveryCommandHasHelp) {
-  for (const char* command : {"submit", "status", "watch", "add-steps", "cancel", "validate"}) {
+  for (const char* command :
+       {"submit", "status", "watch", "add-steps", "cancel", "checkpoint", "validate", "export"}) {
     Result r = RunShardctl({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << Describe(r);
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("usage: shardctl ", command))) << Describe(r);
@@ -180,6 +188,11 @@ TEST(ShardctlTest, EveryCommandHasHelp) {
     EXPECT_EQ(h.out, r.out);
   }
   EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--watch"));
+  EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--fresh"));
+  EXPECT_THAT(RunShardctl({"submit", "--help"}).out, HasSubstr("--resume"));
+  EXPECT_THAT(RunShardctl({"checkpoint", "--help"}).out, HasSubstr("(default: 600)"));
+  EXPECT_THAT(RunShardctl({"export", "--help"}).out, HasSubstr("--slots"));
+  EXPECT_THAT(RunShardctl({"status", "--help"}).out, Not(HasSubstr("--slots")));
   EXPECT_THAT(RunShardctl({"validate", "--help"}).out, HasSubstr("--workers"));
 }
 
@@ -255,6 +268,15 @@ TEST(ShardctlTest, ValidateGoodJobPrintsDefaults) {
   Result json = RunShardctl({"--json", "validate", path});
   EXPECT_EQ(json.exit_code, 0) << Describe(json);
   EXPECT_THAT(json.out, HasSubstr(R"("mode":"sync","num_replicas":2,)"));
+
+  // --workers also bounds num_replicas; submit leaves that check to the chief.
+  const std::string wide = WriteFile(
+      "wide_job.json", R"({"name": "fm", "model": "mlp:64", "mode": "sync", "num_replicas": 4})");
+  Result narrow = RunShardctl({"validate", wide, "--workers=3"});
+  EXPECT_EQ(narrow.exit_code, 2) << Describe(narrow);
+  EXPECT_THAT(narrow.err,
+              HasSubstr(R"("num_replicas": must be <= the number of workers (3) in sync mode)"));
+  EXPECT_EQ(RunShardctl({"validate", wide, "--workers=4"}).exit_code, 0);
 }
 
 TEST(ShardctlTest, SubmitOfBadJobExits2WithoutAChief) {
@@ -276,7 +298,7 @@ TEST(ShardctlTest, UnreachableChiefExits3NamingTheAddress) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"watch"}, std::vector<std::string>{"submit", job, "--watch"},
         std::vector<std::string>{"add-steps", "10"}, std::vector<std::string>{"cancel"},
-        std::vector<std::string>{"status", "--json"}}) {
+        std::vector<std::string>{"checkpoint"}, std::vector<std::string>{"status", "--json"}}) {
     std::vector<std::string> full = args;
     full.push_back("--chief=" + address);
     full.push_back("--timeout=5");
@@ -329,6 +351,24 @@ class FakeChief final : public CoordinatorService::Service {
     absl::MutexLock lock(&mu_);
     return cancels_;
   }
+  SubmitJobRequest::Resume resume() {
+    absl::MutexLock lock(&mu_);
+    return resume_;
+  }
+  int status_calls() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(next_);
+  }
+  // What Checkpoint answers: `info` when `status` is OK.
+  void SetCheckpointAnswer(grpc::Status status, CheckpointInfo info = CheckpointInfo()) {
+    absl::MutexLock lock(&mu_);
+    checkpoint_status_ = std::move(status);
+    checkpoint_ = std::move(info);
+  }
+  std::string checkpoint_job_id() {
+    absl::MutexLock lock(&mu_);
+    return checkpoint_job_id_;
+  }
 
   grpc::Status SubmitJob(grpc::ServerContext*, const SubmitJobRequest* request,
                          SubmitJobResponse* response) override {
@@ -338,9 +378,27 @@ class FakeChief final : public CoordinatorService::Service {
                           "job: \"data_dir\": no such directory");
     }
     submitted_ = request->job_json();
+    resume_ = request->resume();
     response->set_job_id("fm-1");
     response->set_total_steps(4690);
+    // A job named "resumed" resumes from a checkpoint; one named "finished" had finished.
+    if (request->job_json().find("\"resumed\"") != std::string::npos) {
+      response->set_resumed_at_step(1200);
+      response->set_resumed_from("checkpoint 7 (/ckpt/fm/ckpt-7)");
+    }
+    if (request->job_json().find("\"finished\"") != std::string::npos) {
+      response->set_resumed_at_step(4690);
+      response->set_already_finished(true);
+      response->set_resumed_from("checkpoint 12 (/ckpt/fm/ckpt-12)");
+    }
     return grpc::Status::OK;
+  }
+  grpc::Status Checkpoint(grpc::ServerContext*, const CheckpointRequest* request,
+                          CheckpointResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    checkpoint_job_id_ = request->job_id();
+    if (checkpoint_status_.ok()) *response->mutable_checkpoint() = checkpoint_;
+    return checkpoint_status_;
   }
   grpc::Status GetStatus(grpc::ServerContext*, const GetStatusRequest*,
                          JobStatus* response) override {
@@ -367,6 +425,10 @@ class FakeChief final : public CoordinatorService::Service {
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::string submitted_ ABSL_GUARDED_BY(mu_);
   int cancels_ ABSL_GUARDED_BY(mu_) = 0;
+  SubmitJobRequest::Resume resume_ ABSL_GUARDED_BY(mu_) = SubmitJobRequest::AUTO;
+  grpc::Status checkpoint_status_ ABSL_GUARDED_BY(mu_);
+  CheckpointInfo checkpoint_ ABSL_GUARDED_BY(mu_);
+  std::string checkpoint_job_id_ ABSL_GUARDED_BY(mu_);
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
@@ -518,6 +580,421 @@ TEST(ShardctlTest, StatusAddStepsAndCancel) {
   Result cancel = RunShardctl({"cancel", "--chief=" + chief.address()});
   EXPECT_EQ(cancel.exit_code, 0) << Describe(cancel);
   EXPECT_EQ(chief.cancels(), 1);
+}
+
+TEST(ShardctlTest, FreshAndResumeAreExclusive) {
+  FakeChief chief({Status(JobStatus::NO_JOB, 0, false)});
+  const std::string job = WriteFile("either_job.json", R"({"model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--fresh", "--resume", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("--fresh or --resume, not both"));
+  EXPECT_EQ(chief.submitted(), "");  // nothing was sent
+  // Each belongs to submit.
+  EXPECT_EQ(RunShardctl({"status", "--fresh", "--chief=" + chief.address()}).exit_code, 2);
+}
+
+TEST(ShardctlTest, SubmitSendsTheResumeChoice) {
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  const std::string job = WriteFile("choice_job.json", R"({"model": "softmax"})");
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, SubmitJobRequest::Resume>>{
+           {"--fresh", SubmitJobRequest::FRESH},
+           {"--resume", SubmitJobRequest::RESUME},
+           {"--json", SubmitJobRequest::AUTO}}) {
+    Result r = RunShardctl({"submit", job, flag, "--chief=" + chief.address()});
+    EXPECT_EQ(r.exit_code, 0) << flag << ": " << Describe(r);
+    EXPECT_EQ(chief.resume(), want) << flag;
+  }
+}
+
+TEST(ShardctlTest, SubmitSaysWhereItResumed) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  const std::string job =
+      WriteFile("resumed_job.json", R"({"name": "resumed", "model": "softmax"})");
+  Result r = RunShardctl({"submit", job, "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "resumed job fm-1 on " + chief.address() +
+                       " at step 1200 of 4690, from checkpoint 7 (/ckpt/fm/ckpt-7)\n");
+  Result json = RunShardctl({"submit", job, "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_EQ(json.out,
+            "{\"job_id\":\"fm-1\",\"resumed_at_step\":1200,\"resumed_from\":\"checkpoint 7 "
+            "(/ckpt/fm/ckpt-7)\",\"total_steps\":4690}\n");
+}
+
+TEST(ShardctlTest, SubmitOfAFinishedJobTrainsNothingAndExits0) {
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  const std::string job =
+      WriteFile("finished_job.json", R"({"name": "finished", "model": "softmax"})");
+  Result r =
+      RunShardctl({"submit", job, "--watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out,
+            "job fm-1 already finished; nothing to train (checkpoint 12 (/ckpt/fm/ckpt-12))\n");
+  EXPECT_EQ(chief.status_calls(), 0);  // not watched: there is nothing to watch
+  Result json = RunShardctl({"submit", job, "--json", "--chief=" + chief.address()});
+  EXPECT_THAT(json.out, HasSubstr("\"already_finished\":true"));
+}
+
+TEST(ShardctlTest, CheckpointPrintsTheCommittedCheckpoint) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  CheckpointInfo info;
+  info.set_id(7);
+  info.set_path("/ckpt/fm/ckpt-7");
+  info.set_steps_done(1200);
+  info.set_unix_time(1.8e9);
+  info.set_bytes(12897484);
+  info.set_write_seconds(0.84);
+  info.set_pause_ms(12);
+  chief.SetCheckpointAnswer(grpc::Status::OK, info);
+  Result r = RunShardctl({"checkpoint", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out,
+            "checkpoint 7: /ckpt/fm/ckpt-7, 1200 steps, 12.3 MiB, written in 0.84 s (paused 12 "
+            "ms)\n");
+  Result json =
+      RunShardctl({"checkpoint", "--json", "--job_id=fm-1", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_EQ(chief.checkpoint_job_id(), "fm-1");
+  EXPECT_THAT(json.out, HasSubstr("\"id\":7"));
+  EXPECT_THAT(json.out, HasSubstr("\"path\":\"/ckpt/fm/ckpt-7\""));
+  EXPECT_THAT(json.out, HasSubstr("\"bytes\":12897484"));
+  EXPECT_THAT(json.out, HasSubstr("\"steps_done\":1200"));
+}
+
+TEST(ShardctlTest, CheckpointErrorsExit1WithTheMessage) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1200, false)});
+  for (const grpc::Status& answer :
+       {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                     "job fm-1 has no checkpoint dir (\"checkpoint\" in the job file)"),
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no job \"fm-9\""),
+        grpc::Status(grpc::StatusCode::DATA_LOSS,
+                     "ps 1: write /ckpt/fm/ckpt-8/ps-1.safetensors: "
+                     "No space left on device")}) {
+    chief.SetCheckpointAnswer(answer);
+    Result r = RunShardctl({"checkpoint", "--chief=" + chief.address()});
+    EXPECT_EQ(r.exit_code, 1) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("Checkpoint failed: "));
+    EXPECT_THAT(r.err, HasSubstr(answer.error_message()));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// A status that shows a job not advancing, with everything the durable state adds.
+JobStatus PausedStatus() {
+  JobStatus s = Status(JobStatus::RUNNING, 1234, true);
+  s.set_phase("paused: ps 1 (127.0.0.1:9) unreachable for 12 s: connection refused");
+  s.set_generation(2);
+  for (int i = 0; i < 2; ++i) {
+    PsInfo* ps = s.add_ps();
+    ps->set_index(i);
+    ps->set_address(absl::StrCat("127.0.0.1:", 8 + i));
+    ps->set_state(i == 1 ? "unreachable" : "up");
+    ps->set_incarnation(0xabc + i);
+    ps->set_generation(2);
+    if (i == 1) {
+      ps->set_error("connection refused");
+      ps->set_down_s(12);
+    }
+  }
+  s.set_has_checkpoint(true);
+  s.mutable_last_checkpoint()->set_id(7);
+  s.mutable_last_checkpoint()->set_steps_done(1200);
+  s.mutable_last_checkpoint()->set_path("/ckpt/fm/ckpt-7");
+  RecoveryInfo* r = s.add_recoveries();
+  r->set_cause("ps 0 restarted (incarnation abc)");
+  r->set_action("rolled back to checkpoint 7");
+  r->set_steps_lost(20);
+  r->set_seconds(2.5);
+  s.set_steps_lost(20);
+  s.set_resumed_from("live ps state");
+  return s;
+}
+
+TEST(ShardctlTest, StatusShowsWhyAJobIsNotAdvancing) {
+  FakeChief chief({PausedStatus()});
+  Result text = RunShardctl({"status", "--chief=" + chief.address()});
+  EXPECT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("state      RUNNING, NOT ADVANCING: paused: ps 1 "
+                                  "(127.0.0.1:9) unreachable for 12 s: connection refused\n"));
+  EXPECT_THAT(text.out, HasSubstr("resumed    from live ps state\n"));
+  EXPECT_THAT(text.out, HasSubstr("checkpoint 7 at 1200 steps"));
+  EXPECT_THAT(text.out, HasSubstr("recoveries 1 recovery, 20 steps lost\n"));
+  EXPECT_THAT(text.out, HasSubstr("ps 0 restarted (incarnation abc): rolled back to checkpoint 7"));
+  EXPECT_THAT(text.out, HasSubstr("ps         2 (generation 2)\n"));
+  EXPECT_THAT(text.out, HasSubstr("12s  connection refused\n"));
+
+  Result json = RunShardctl({"status", "--json", "--chief=" + chief.address()});
+  EXPECT_EQ(json.exit_code, 0) << Describe(json);
+  EXPECT_THAT(json.out, HasSubstr("\"phase\": \"paused: ps 1"));
+  EXPECT_THAT(json.out, HasSubstr("\"recoveries\": ["));
+  EXPECT_THAT(json.out, HasSubstr("\"last_checkpoint\": {"));
+}
+
+TEST(ShardctlTest, WatchShowsAPauseInsteadOfProgress) {
+  for (bool tty : {false, true}) {
+    FakeChief chief({Status(JobStatus::RUNNING, 1000, false), PausedStatus(),
+                     Status(JobStatus::SUCCEEDED, 4690, true)});
+    Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()}, {}, tty);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr(tty ? "\r1234/4690 steps  NOT ADVANCING: paused: ps 1"
+                                     : "step 1234/4690 epoch 3/10 NOT ADVANCING: paused: ps 1"))
+        << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("final test accuracy: 0.8912"));
+  }
+}
+
+// A chief restarted mid-watch has no job until it resumes ours from its checkpoint dir.
+TEST(ShardctlTest, WatchRidesOutAChiefRestart) {
+  FakeChief chief({Status(JobStatus::RUNNING, 1000, false), Status(JobStatus::NO_JOB, 0, false),
+                   Status(JobStatus::NO_JOB, 0, false), Status(JobStatus::RUNNING, 1200, false),
+                   Status(JobStatus::SUCCEEDED, 4690, true)});
+  Result r = RunShardctl({"watch", "--interval=0.01", "--chief=" + chief.address()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("the chief at " + chief.address() +
+                               " has no job (restarted?); "
+                               "waiting up to 120 s for it to come back"));
+  EXPECT_THAT(r.err, HasSubstr("the chief is back"));
+  EXPECT_THAT(r.out, HasSubstr("final test accuracy: 0.8912"));
+
+  // It gives up after --job_wait (or --timeout, if longer).
+  JobStatus none;  // as a chief without a job answers
+  FakeChief gone({Status(JobStatus::RUNNING, 1000, false), none});
+  Result g = RunShardctl(
+      {"watch", "--interval=0.05", "--job_wait=0", "--timeout=0.5", "--chief=" + gone.address()});
+  EXPECT_EQ(g.exit_code, 1) << Describe(g);
+  EXPECT_THAT(g.err, HasSubstr("job fm-1 is no longer the chief's job (now none)"));
+}
+
+// Submit checks the file locally but leaves the cluster's worker count to the chief.
+TEST(ShardctlTest, SubmitLeavesReplicasAgainstWorkersToTheChief) {
+  const std::string wide =
+      WriteFile("wide_submit.json",
+                R"({"name": "fm", "model": "mlp:64", "mode": "sync", "num_replicas": 64})");
+  FakeChief chief({Status(JobStatus::RUNNING, 0, false)});
+  Result submitted = RunShardctl({"submit", wide, "--chief=" + chief.address()});
+  EXPECT_EQ(submitted.exit_code, 0) << Describe(submitted);
+  EXPECT_THAT(chief.submitted(), HasSubstr("\"num_replicas\": 64"));
+}
+
+// A committed checkpoint 7 of job "fm-1" under `dir`, as 2 ps tasks write it:
+// "fm/dense_0/kernel" [4, 3] in two shards (rows 0-1 on ps 0, rows 2-3 on ps 1) and
+// "fm/dense_0/bias" [3] on ps 1, each with Adam's slots. Element i of the kernel is i, of its
+// adam_m 100 + i, of its adam_v 200 + i; of the bias 1000 + i (slots 1100 + i, 1200 + i).
+// Returns the checkpoint's own directory.
+std::string WriteCheckpoint(const std::string& dir) {
+  absl::StatusOr<CheckpointDir> opened = CheckpointDir::Open(dir, /*create=*/true);
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  if (!opened.ok()) return "";
+  absl::StatusOr<std::string> path = opened->Prepare(7);
+  EXPECT_TRUE(path.ok()) << path.status();
+  if (!path.ok()) return "";
+
+  const auto values = [](float base, int begin, int end) {
+    std::vector<float> out;
+    for (int i = begin; i < end; ++i) out.push_back(base + i);
+    return out;
+  };
+  // Per ps: the tensors (name, shape, values) it holds.
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<float> data;
+  };
+  std::vector<std::vector<Tensor>> per_ps(2);
+  const std::vector<std::string> slots = {"adam_m", "adam_v"};
+  const auto add = [&](int ps, const std::string& shard, std::vector<int64_t> shape, float base,
+                       int begin, int end) {
+    per_ps[ps].push_back({shard, shape, values(base, begin, end)});
+    per_ps[ps].push_back({shard + "/adam_m", shape, values(base + 100, begin, end)});
+    per_ps[ps].push_back({shard + "/adam_v", shape, values(base + 200, begin, end)});
+  };
+  add(0, "fm/dense_0/kernel/part_0", {2, 3}, 0, 0, 6);
+  add(1, "fm/dense_0/kernel/part_1", {2, 3}, 0, 6, 12);
+  add(1, "fm/dense_0/bias/part_0", {3}, 1000, 0, 3);
+
+  Manifest manifest;
+  manifest.checkpoint_id = 7;
+  manifest.job_id = "fm-1";
+  manifest.unix_time = 1.8e9;
+  manifest.job_json = R"({"name":"fm","model":"softmax"})";
+  manifest.progress.steps_done = 1200;
+  manifest.progress.total_steps = 4690;
+  manifest.progress.steps_per_epoch = 469;
+  for (int ps = 0; ps < 2; ++ps) {
+    std::vector<TensorToWrite> tensors;
+    for (const Tensor& t : per_ps[ps]) {
+      TensorToWrite w;
+      w.name = t.name;
+      w.shape = t.shape;
+      w.pieces.push_back(absl::string_view(reinterpret_cast<const char*>(t.data.data()),
+                                           t.data.size() * sizeof(float)));
+      tensors.push_back(std::move(w));
+    }
+    absl::StatusOr<DataFileInfo> file = WriteSafetensors(
+        absl::StrCat(*path, "/", CheckpointDir::DataFileName(ps, 2)), std::move(tensors));
+    EXPECT_TRUE(file.ok()) << file.status();
+    if (!file.ok()) return "";
+    manifest.files.push_back(*file);
+  }
+  const auto shard = [&](const std::string& name, int part, int num_parts, int64_t row_offset,
+                         int64_t rows, int ps) {
+    ManifestShard s;
+    s.name = name;
+    s.part = part;
+    s.num_parts = num_parts;
+    s.row_offset = row_offset;
+    s.rows = rows;
+    s.ps = ps;
+    s.version = 1200;
+    s.file = CheckpointDir::DataFileName(ps, 2);
+    s.tensors = {{"", name}, {"adam_m", name + "/adam_m"}, {"adam_v", name + "/adam_v"}};
+    return s;
+  };
+  ManifestVariable kernel;
+  kernel.name = "fm/dense_0/kernel";
+  kernel.shape = {4, 3};
+  kernel.partitioner = "fixed:2";
+  kernel.slots = slots;
+  kernel.optimizer.set_type(OptimizerSpec::ADAM);
+  kernel.shards = {shard("fm/dense_0/kernel/part_0", 0, 2, 0, 2, 0),
+                   shard("fm/dense_0/kernel/part_1", 1, 2, 2, 2, 1)};
+  ManifestVariable bias;
+  bias.name = "fm/dense_0/bias";
+  bias.shape = {3};
+  bias.partitioner = "fixed:2";
+  bias.slots = slots;
+  bias.optimizer.set_type(OptimizerSpec::ADAM);
+  bias.shards = {shard("fm/dense_0/bias/part_0", 0, 1, 0, 3, 1)};
+  manifest.variables = {kernel, bias};
+  absl::Status committed = opened->Commit(manifest);
+  EXPECT_TRUE(committed.ok()) << committed;
+  return *path;
+}
+
+// The floats of `name` in the safetensors file at `path`, with its shape.
+std::vector<float> ReadTensor(const std::string& path, const std::string& name,
+                              std::vector<int64_t>* shape) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  const TensorInfo* tensor = (*file)->Find(name);
+  EXPECT_NE(tensor, nullptr) << name << " not in " << path;
+  if (tensor == nullptr) return {};
+  shape->assign(tensor->shape().begin(), tensor->shape().end());
+  const int64_t bytes = tensor->data_end() - tensor->data_begin();
+  std::vector<float> out(bytes / sizeof(float));
+  absl::Status read = (*file)->ReadRange(*tensor, 0, bytes, reinterpret_cast<char*>(out.data()));
+  EXPECT_TRUE(read.ok()) << read;
+  return out;
+}
+
+std::vector<std::string> TensorNames(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  std::vector<std::string> names;
+  if (file.ok()) {
+    for (const TensorInfo& t : (*file)->tensors()) names.push_back(t.name());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ShardctlExportTest, WritesWholeVariablesByName) {
+  const std::string dir = TempDir() + "/export_whole";
+  const std::string checkpoint = WriteCheckpoint(dir);
+  ASSERT_FALSE(checkpoint.empty());
+  const std::string out = TempDir() + "/export_whole.safetensors";
+  // The checkpoint dir (its newest checkpoint), the checkpoint, or its manifest.
+  for (const std::string& source : {dir, checkpoint, checkpoint + "/manifest.json"}) {
+    Result r = RunShardctl({"export", source, out});
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("exported checkpoint 7 of job fm-1 (1200 steps): 2 variables, "));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(" to ", out, "\n")));
+    EXPECT_EQ(TensorNames(out), (std::vector<std::string>{"fm/dense_0/bias", "fm/dense_0/kernel"}));
+    std::vector<int64_t> shape;
+    EXPECT_EQ(ReadTensor(out, "fm/dense_0/kernel", &shape),
+              (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+    EXPECT_EQ(shape, (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(ReadTensor(out, "fm/dense_0/bias", &shape), (std::vector<float>{1000, 1001, 1002}));
+    EXPECT_EQ(shape, (std::vector<int64_t>{3}));
+  }
+}
+
+TEST(ShardctlExportTest, SlotsOnRequest) {
+  const std::string dir = TempDir() + "/export_slots";
+  ASSERT_FALSE(WriteCheckpoint(dir).empty());
+  const std::string out = TempDir() + "/export_slots.safetensors";
+  Result r = RunShardctl({"export", dir, out, "--slots", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("\"checkpoint_id\":7"));
+  EXPECT_THAT(r.out, HasSubstr("\"variables\":2"));
+  EXPECT_THAT(r.out, HasSubstr("\"slots\":true"));
+  EXPECT_EQ(TensorNames(out),
+            (std::vector<std::string>{"fm/dense_0/bias", "fm/dense_0/bias/adam_m",
+                                      "fm/dense_0/bias/adam_v", "fm/dense_0/kernel",
+                                      "fm/dense_0/kernel/adam_m", "fm/dense_0/kernel/adam_v"}));
+  std::vector<int64_t> shape;
+  EXPECT_EQ(ReadTensor(out, "fm/dense_0/kernel/adam_v", &shape),
+            (std::vector<float>{200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211}));
+  EXPECT_EQ(shape, (std::vector<int64_t>{4, 3}));
+}
+
+TEST(ShardctlExportTest, BadArgumentsExit2) {
+  const std::string dir = TempDir() + "/export_args";
+  ASSERT_FALSE(WriteCheckpoint(dir).empty());
+  Result one = RunShardctl({"export", dir});
+  EXPECT_EQ(one.exit_code, 2) << Describe(one);
+  EXPECT_THAT(one.err, HasSubstr("export: expected CKPT OUT, got 1 arguments"));
+  EXPECT_EQ(RunShardctl({"export", dir, "a", "b"}).exit_code, 2);
+  Result into_dir = RunShardctl({"export", dir, TempDir()});
+  EXPECT_EQ(into_dir.exit_code, 2) << Describe(into_dir);
+  EXPECT_THAT(into_dir.err, HasSubstr("is a directory; give the file to write"));
+  Result no_dir = RunShardctl({"export", dir, TempDir() + "/no/such/dir/model.safetensors"});
+  EXPECT_EQ(no_dir.exit_code, 2) << Describe(no_dir);
+  EXPECT_THAT(no_dir.err, HasSubstr("no directory \"" + TempDir() + "/no/such/dir\""));
+  EXPECT_EQ(RunShardctl({"export", dir, "out.safetensors", "--bogus"}).exit_code, 2);
+}
+
+TEST(ShardctlExportTest, MissingOrCorruptCheckpointExits1NamingTheFile) {
+  const std::string out = TempDir() + "/export_bad.safetensors";
+  const std::string missing = TempDir() + "/no_such_checkpoint";
+  Result gone = RunShardctl({"export", missing, out});
+  EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
+  EXPECT_THAT(gone.err, HasSubstr("no_such_checkpoint"));
+
+  // A flipped bit in the first tensor of ps 1's file (kernel rows 2-3), past its header.
+  const std::string dir = TempDir() + "/export_corrupt";
+  const std::string checkpoint = WriteCheckpoint(dir);
+  ASSERT_FALSE(checkpoint.empty());
+  const std::string data = checkpoint + "/" + CheckpointDir::DataFileName(1, 2);
+  {
+    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
+    unsigned char length[8] = {};
+    file.read(reinterpret_cast<char*>(length), 8);
+    uint64_t header_bytes = 0;
+    for (int i = 7; i >= 0; --i) header_bytes = header_bytes << 8 | length[i];
+    const std::streamoff at = static_cast<std::streamoff>(8 + header_bytes + 5);
+    char byte = 0;
+    file.seekg(at);
+    file.read(&byte, 1);
+    byte ^= 0x40;
+    file.seekp(at);
+    file.write(&byte, 1);
+    ASSERT_TRUE(file.good());
+  }
+  Result corrupt = RunShardctl({"export", dir, out});
+  EXPECT_EQ(corrupt.exit_code, 1) << Describe(corrupt);
+  EXPECT_THAT(corrupt.err, HasSubstr("ps-00001-of-00002.safetensors"));
+  EXPECT_THAT(corrupt.out, Not(HasSubstr("exported")));
+
+  // A manifest that is not one.
+  const std::string broken = TempDir() + "/export_broken";
+  const std::string broken_checkpoint = WriteCheckpoint(broken);
+  ASSERT_FALSE(broken_checkpoint.empty());
+  std::ofstream(broken_checkpoint + "/manifest.json") << "{\"format\": \"shardps-checkpoint\"";
+  Result bad_manifest = RunShardctl({"export", broken_checkpoint, out});
+  EXPECT_EQ(bad_manifest.exit_code, 1) << Describe(bad_manifest);
+  EXPECT_THAT(bad_manifest.err, HasSubstr("manifest.json"));
 }
 
 }  // namespace
