@@ -232,7 +232,10 @@ uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) {
 
 #ifdef SHARDPS_CRC32C_PCLMUL
 bool HaveFolding() {
-  static const bool have = __builtin_cpu_supports("pclmul");
+  static const bool have = [] {
+    __builtin_cpu_init();  // in case the first CRC runs before libgcc's own constructor
+    return __builtin_cpu_supports("pclmul") != 0;
+  }();
   return have;
 }
 
