@@ -3,7 +3,7 @@
 // shapes, values and metadata, and a file written there opens and reads here.
 //
 // Needs the virtualenv of deploy/python_env.sh, named by SHARDPS_VENV:
-//   bazel test //checkpoint:safetensors_python_test \
+//   bazel test //checkpoint:safetensors_python_test
 //       --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
 #include <stdio.h>
 #include <stdlib.h>
