@@ -1,19 +1,11 @@
 #include "ps_server/shard_store.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <deque>
-#include <limits>
 #include <map>
-#include <new>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,7 +14,6 @@
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -30,13 +21,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/finite.h"
+#include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "ps_server/gradient_bytes.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
-#include "ps_server/param_blocks.h"
+#include "ps_server/parallel_for.h"
+#include "ps_server/shard.h"
+#include "ps_server/unique_ids.h"
+#include "ps_server/version_waiters.h"
 
 // Tensors travel as raw little-endian float32 bytes, copied with memcpy.
 #ifndef ABSL_IS_LITTLE_ENDIAN
@@ -53,437 +47,14 @@ constexpr int64_t kMaxElements = int64_t{1} << 46;
 using FloatArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstFloatArray = Eigen::Map<const Eigen::ArrayXf>;
 
-absl::Status Annotate(const absl::Status& status, absl::string_view prefix) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
-}
-
-std::string Quoted(absl::string_view shard) { return absl::StrCat("shard '", shard, "'"); }
-
-// Runs large optimizer updates on several threads. An update is elementwise (dense) or
-// row-wise over unique rows (sparse), and every piece is computed by the same correctly
-// rounded loop with the same per-update coefficients, so a split update is bit-identical to
-// an unsplit one. The caller claims pieces too, so it never waits behind another caller's
-// work: at worst it computes every piece itself.
-//
-// Thread-safety: Run may be called from any number of threads at once.
-class ParallelFor {
- public:
-  explicit ParallelFor(int helpers) {
-    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  ~ParallelFor() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
-  // Calls fn(begin, end) for consecutive pieces covering [0, n), each at least `grain` long
-  // (one piece, on this thread, when n < 2 * grain); returns when all have run. Inner
-  // boundaries are multiples of `align` (pieces that write floats then do not share cache
-  // lines).
-  void Run(int64_t n, int64_t grain, int64_t align,
-           absl::FunctionRef<void(int64_t, int64_t)> fn) {
-    const int64_t pieces = std::min<int64_t>(static_cast<int64_t>(threads_.size()) + 1,
-                                             n / std::max<int64_t>(grain, 1));
-    if (pieces <= 1) {
-      fn(0, n);
-      return;
-    }
-    Job job(fn, n, pieces, align);
-    {
-      absl::MutexLock lock(&mu_);
-      for (int64_t i = 1; i < pieces; ++i) queue_.push_back(&job);
-    }
-    job.Work();
-    absl::MutexLock lock(&mu_);
-    // Every piece is claimed; helpers that have not picked the job up never will.
-    queue_.erase(std::remove(queue_.begin(), queue_.end(), &job), queue_.end());
-    auto idle = [&job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job.users == 0; };
-    mu_.Await(absl::Condition(&idle));
-  }
-
- private:
-  // One Run's pieces, on the caller's stack until every helper that took it has let go.
-  struct Job {
-    Job(absl::FunctionRef<void(int64_t, int64_t)> f, int64_t size, int64_t count, int64_t a)
-        : fn(f), n(size), pieces(count), align(std::max<int64_t>(a, 1)) {}
-    int64_t Boundary(int64_t i) const {
-      return i == pieces ? n : n * i / pieces / align * align;
-    }
-    void Work() {
-      for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
-        fn(Boundary(i), Boundary(i + 1));
-      }
-    }
-    const absl::FunctionRef<void(int64_t, int64_t)> fn;
-    const int64_t n;
-    const int64_t pieces;
-    const int64_t align;
-    std::atomic<int64_t> next{0};
-    int users = 0;  // helpers inside Work(); guarded by ParallelFor::mu_
-  };
-
-  void Loop() {
-    absl::MutexLock lock(&mu_);
-    while (true) {
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || !queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stop_) return;
-      Job* job = queue_.front();
-      queue_.pop_front();
-      ++job->users;
-      mu_.Unlock();
-      job->Work();
-      mu_.Lock();
-      --job->users;
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);  // one entry per helper a job asks for
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
-
-// CPUs this process may run on (what an affinity mask leaves of the machine).
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  }
-  return std::max(1, CPU_COUNT(&set));
-}
-
-// Updates smaller than this many floats per piece are not split: waking a helper costs more.
-constexpr int64_t kParallelGrain = int64_t{1} << 17;
-
-// Remembers the last `capacity` request ids of a shard, evicting the oldest first
-// (TensorFlow's RecentRequestIds). Not thread-safe: guarded by the shard's mutex.
-class RecentRequestIds {
- public:
-  explicit RecentRequestIds(int64_t capacity) : capacity_(capacity) {}
-
-  bool Contains(uint64_t id) const { return ids_.contains(id); }
-
-  void Insert(uint64_t id) {
-    if (capacity_ <= 0 || !ids_.insert(id).second) return;
-    order_.push_back(id);
-    if (static_cast<int64_t>(order_.size()) > capacity_) {
-      ids_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-
- private:
-  const int64_t capacity_;
-  absl::flat_hash_set<uint64_t> ids_;
-  std::deque<uint64_t> order_;
-};
-
-// One replica's gradient for the SYNC step in progress. A replica contributes either dense
-// pushes (row-range chunks that together cover the shard) or exactly one PushRows.
-struct ReplicaGradient {
-  enum class Kind { kNone, kDense, kRows };
-  Kind kind = Kind::kNone;
-  bool complete = false;
-  // kDense: dense over the shard, allocated by the first chunk; covered[r] = row r arrived.
-  std::vector<float> dense;
-  std::vector<uint8_t> covered;
-  int64_t covered_rows = 0;
-  // kRows: unique ids in order of first appearance, and their (summed) rows.
-  std::vector<int64_t> ids;
-  std::vector<float> rows;
-};
-
-struct Waiter;
-using WaiterList = std::multimap<int64_t, std::shared_ptr<Waiter>>;
-using TimerList = std::multimap<absl::Time, std::shared_ptr<Waiter>>;
-
-struct RowRange {
-  int64_t begin;
-  int64_t end;
-  int64_t size() const { return end - begin; }
-};
-
-struct Geometry {
-  int64_t rows;
-  int64_t width;
-};
-
-// What a SYNC contribution did.
-struct SyncResult {
-  bool duplicate = false;  // nothing new: a re-run of the same (step, replica)
-  bool applied = false;    // it completed the step, which was applied
-};
-
-// One shard: parameters, optimizer slots, version, request-id window, the SYNC step in
-// progress and the pulls waiting for a version. The const fields never change after
-// construction; the rest is guarded by `mu`.
-struct Shard {
-  Shard(const ShardSpec& shard_spec, Geometry g, std::unique_ptr<Optimizer> opt,
-        int64_t id_window)
-      : spec(shard_spec),
-        rows(g.rows),
-        width(g.width),
-        size(g.rows * g.width),
-        optimizer(std::move(opt)),
-        sync(shard_spec.update().mode() == UpdateSpec::SYNC),
-        num_replicas(sync ? shard_spec.update().num_replicas() : 0),
-        bytes(static_cast<int64_t>(sizeof(float)) * size * (1 + optimizer->num_slots())),
-        params(g.rows, g.width),
-        recent_ids(id_window),
-        replicas(static_cast<size_t>(num_replicas)) {
-    for (int s = 0; s < optimizer->num_slots(); ++s) {
-      slots.emplace_back(static_cast<size_t>(size), optimizer->initial_slot_value(s));
-    }
-  }
-
-  const ShardSpec spec;
-  const int64_t rows;
-  const int64_t width;
-  const int64_t size;  // rows * width floats
-  const std::unique_ptr<const Optimizer> optimizer;
-  const bool sync;
-  const int num_replicas;  // SYNC only
-  const int64_t bytes;     // parameters and slots
-
-  absl::Mutex mu;
-  ParamBlocks params ABSL_GUARDED_BY(mu);
-  std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
-  int64_t version ABSL_GUARDED_BY(mu) = 0;
-  RecentRequestIds recent_ids ABSL_GUARDED_BY(mu);
-  std::vector<ReplicaGradient> replicas ABSL_GUARDED_BY(mu);
-  int complete_replicas ABSL_GUARDED_BY(mu) = 0;
-  // Pulls waiting for a version, by min_version.
-  WaiterList waiters ABSL_GUARDED_BY(mu);
-
-  // Slot pointers at element `offset`.
-  std::array<float*, Optimizer::kMaxSlots> SlotsAt(int64_t offset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    std::array<float*, Optimizer::kMaxSlots> p{};
-    for (size_t s = 0; s < slots.size(); ++s) p[s] = slots[s].data() + offset;
-    return p;
-  }
-  absl::Span<float* const> SlotSpan(const std::array<float*, Optimizer::kMaxSlots>& p) const {
-    return absl::Span<float* const>(p.data(), static_cast<size_t>(optimizer->num_slots()));
-  }
-
-  // Applies a dense gradient to `range` now, as one update, split over `parallel`'s threads
-  // when large.
-  // The gradient is read where it lies, run by run (GradientBytes::ForEachRun); a split
-  // update is bit-identical to an unsplit one.
-  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const int64_t offset = range.begin * width;
-    const int64_t step = version + 1;
-    params.Writable(range.begin, range.end);
-    parallel->Run(range.size() * width, kParallelGrain, /*align=*/16,
-                  [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
-                      ApplyDenseRun(step, offset + first, g, n);
-                    });
-                  });
-    ++version;
-  }
-
-  // Applies grad[0, n) to parameter elements [first, first + n), block by block.
-  // REQUIRES: those rows made Writable.
-  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    params.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
-      const auto s = SlotsAt(e);
-      optimizer->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
-                            p, SlotSpan(s));
-    });
-  }
-
-  // Applies row gradients (unique ids) now, as one update, split over `parallel`'s threads
-  // when large.
-  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const auto s = SlotsAt(0);
-    const int64_t step = version + 1;
-    const RowBlocks rows_at = params.WritableRows(ids);
-    parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width),
-                  /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    optimizer->ApplyRows(step, ids.subspan(begin, end - begin),
-                                         grad + begin * width, rows_at, SlotSpan(s));
-                  });
-    ++version;
-  }
-
-  // SYNC: checks that a push belongs to the step in progress.
-  absl::Status CheckStep(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (step < version) {
-      return absl::AbortedError(absl::StrCat("stale step ", step, ": ", Quoted(spec.name()),
-                                             " is at version ", version));
-    }
-    if (step > version) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("step ", step, " is ahead of ", Quoted(spec.name()), " at version ",
-                       version, "; wait for the version (pull with min_version) first"));
-    }
-    return absl::OkStatus();
-  }
-
-  // SYNC: adds the rows of a dense chunk that this replica has not sent yet for the step.
-  SyncResult AddDense(int replica, RowRange range, const GradientBytes& grad)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    ReplicaGradient& rep = replicas[replica];
-    if (rep.complete) return {true, false};
-    if (rep.kind == ReplicaGradient::Kind::kNone) {
-      rep.kind = ReplicaGradient::Kind::kDense;
-      rep.dense.assign(static_cast<size_t>(size), 0.0f);
-      rep.covered.assign(static_cast<size_t>(rows), 0);
-    }
-    int64_t added = 0;
-    for (int64_t r = range.begin; r < range.end;) {
-      if (rep.covered[r]) {
-        ++r;
-        continue;
-      }
-      int64_t run_end = r;
-      while (run_end < range.end && !rep.covered[run_end]) rep.covered[run_end++] = 1;
-      grad.CopyTo((r - range.begin) * width, (run_end - range.begin) * width,
-                  rep.dense.data() + r * width);
-      added += run_end - r;
-      r = run_end;
-    }
-    if (added == 0) return {true, false};
-    rep.covered_rows += added;
-    if (rep.covered_rows == rows) return CompleteReplica(rep);
-    return {};
-  }
-
-  // SYNC: records this replica's one PushRows for the step (ids unique).
-  absl::StatusOr<SyncResult> AddRows(int replica, std::vector<int64_t> ids,
-                                     std::vector<float> grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    ReplicaGradient& rep = replicas[replica];
-    if (rep.complete) return SyncResult{true, false};
-    if (rep.kind == ReplicaGradient::Kind::kDense) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "replica ", replica, " already pushed dense rows for step ", version, " of ",
-          Quoted(spec.name()), "; a replica's step is either dense pushes or one PushRows"));
-    }
-    rep.kind = ReplicaGradient::Kind::kRows;
-    rep.ids = std::move(ids);
-    rep.rows = std::move(grad);
-    return CompleteReplica(rep);
-  }
-
-  SyncResult CompleteReplica(ReplicaGradient& rep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    rep.complete = true;
-    if (++complete_replicas < num_replicas) return {};
-    FinishStep();
-    return {false, true};
-  }
-
-  // SYNC: sums the replicas' gradients in replica order 0..n-1 (a fixed order, so the result
-  // does not depend on arrival order), applies the sum once and starts the next step.
-  void FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const bool rows_only =
-        std::all_of(replicas.begin(), replicas.end(), [](const ReplicaGradient& r) {
-          return r.kind == ReplicaGradient::Kind::kRows;
-        });
-    if (rows_only) {
-      // Sparse: the union of the rows, sorted, each summed in replica order.
-      std::vector<int64_t> ids;
-      for (const ReplicaGradient& r : replicas) ids.insert(ids.end(), r.ids.begin(), r.ids.end());
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-      absl::flat_hash_map<int64_t, int64_t> position;
-      position.reserve(ids.size());
-      for (size_t k = 0; k < ids.size(); ++k) position[ids[k]] = static_cast<int64_t>(k);
-      std::vector<float> sum(ids.size() * static_cast<size_t>(width), 0.0f);
-      for (const ReplicaGradient& r : replicas) {
-        for (size_t k = 0; k < r.ids.size(); ++k) {
-          FloatArray(sum.data() + position[r.ids[k]] * width, width) +=
-              ConstFloatArray(r.rows.data() + k * width, width);
-        }
-      }
-      if (!ids.empty()) {
-        const auto s = SlotsAt(0);
-        optimizer->ApplyRows(version + 1, ids, sum.data(), params.WritableRows(ids),
-                             SlotSpan(s));
-      }
-    } else {
-      std::vector<float> total;
-      for (ReplicaGradient& r : replicas) {
-        if (r.kind == ReplicaGradient::Kind::kDense && total.empty()) {
-          total = std::move(r.dense);
-          continue;
-        }
-        if (total.empty()) total.assign(static_cast<size_t>(size), 0.0f);
-        if (r.kind == ReplicaGradient::Kind::kDense) {
-          FloatArray(total.data(), size) += ConstFloatArray(r.dense.data(), size);
-        } else {
-          for (size_t k = 0; k < r.ids.size(); ++k) {
-            FloatArray(total.data() + r.ids[k] * width, width) +=
-                ConstFloatArray(r.rows.data() + k * width, width);
-          }
-        }
-      }
-      params.Writable(0, rows);
-      ApplyDenseRun(version + 1, 0, total.data(), size);
-    }
-    ++version;
-    // Frees the buffers: a fresh ReplicaGradient owns no memory.
-    for (ReplicaGradient& r : replicas) r = ReplicaGradient();
-    complete_replicas = 0;
-  }
-};
-
-// A pull waiting for a version. Completed exactly once, by whoever wins Claim(): the update
-// that reaches min_version (OK), the timer (DEADLINE_EXCEEDED) or Shutdown (CANCELLED). The
-// winner removes it from the lists it is still in and calls `done` holding no store lock.
-struct Waiter {
-  std::shared_ptr<Shard> shard;
-  int64_t min_version = 0;
-  int64_t timeout_ms = 0;
-  // Fills the response from the shard. REQUIRES: shard->mu held.
-  std::function<void()> fill;
-  ShardStore::DoneCallback done;
-  std::atomic<bool> claimed{false};
-
-  // Guarded by shard->mu.
-  bool in_shard = false;
-  WaiterList::iterator shard_it;
-  // Guarded by the store's timer_mu_.
-  bool in_timer = false;
-  TimerList::iterator timer_it;
-
-  bool Claim() { return !claimed.exchange(true, std::memory_order_acq_rel); }
-};
-
-// Removes waiters whose min_version the shard has reached, claims them and fills their
-// responses (under the lock, so they see exactly this version).
-void CollectReady(Shard& shard, std::vector<std::shared_ptr<Waiter>>* ready)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  const auto end = shard.waiters.upper_bound(shard.version);
-  for (auto it = shard.waiters.begin(); it != end;) {
-    std::shared_ptr<Waiter> w = std::move(it->second);
-    w->in_shard = false;
-    it = shard.waiters.erase(it);
-    if (w->Claim()) {
-      w->fill();
-      ready->push_back(std::move(w));
-    }
-  }
-}
-
 // The start of a mutating request, under the shard's lock: answers with the shard's version
 // and, when the request id was already applied (a retry), marks the response a duplicate and
 // returns true: the caller then changes nothing.
 template <typename Response>
 bool AnswerIfDuplicate(Shard& shard, uint64_t request_id, Response* response)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  response->set_version(shard.version);
-  if (!shard.recent_ids.Contains(request_id)) return false;
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  response->set_version(shard.version());
+  if (!shard.SeenRequest(request_id)) return false;
   response->set_duplicate(true);
   return true;
 }
@@ -491,14 +62,14 @@ bool AnswerIfDuplicate(Shard& shard, uint64_t request_id, Response* response)
 // The end of an accepted Push or PushRows: remembers its request id, answers with the
 // shard's version and what happened, and collects the pulls that version releases.
 template <typename Response>
-void RecordUpdate(Shard& shard, uint64_t request_id, const SyncResult& result,
-                  Response* response, std::vector<std::shared_ptr<Waiter>>* ready)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  shard.recent_ids.Insert(request_id);
-  response->set_version(shard.version);
+void RecordUpdate(Shard& shard, uint64_t request_id, const UpdateResult& result,
+                  Response* response, std::vector<WaiterPtr>* ready)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  shard.RememberRequest(request_id);
+  response->set_version(shard.version());
   response->set_duplicate(result.duplicate);
   response->set_applied(result.applied);
-  if (result.applied) CollectReady(shard, ready);
+  if (result.applied) shard.waiters().TakeReady(shard.version(), ready);
 }
 
 // Pull responses are filled in two halves so that the shard's lock covers only the memcpy:
@@ -518,12 +89,12 @@ std::string TakeBuffer(std::string* response_data, size_t bytes) {
 }
 
 // The response's version and shape for a pull of `range`.
-void FillRangeMeta(Shard& shard, RowRange range, PullResponse* response)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  response->set_version(shard.version);
+void FillRangeMeta(const Shard& shard, RowRange range, PullResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  response->set_version(shard.version());
   TensorShape* shape = response->mutable_shape();
   shape->clear_dim();
-  const auto& dims = shard.spec.shape().dim();
+  const auto& dims = shard.spec().shape().dim();
   if (!dims.empty()) {
     shape->add_dim(range.size());
     for (int i = 1; i < dims.size(); ++i) shape->add_dim(dims[i]);
@@ -531,109 +102,47 @@ void FillRangeMeta(Shard& shard, RowRange range, PullResponse* response)
 }
 
 // REQUIRES: data holds range.size() * width floats.
-void CopyRange(Shard& shard, RowRange range, std::string* data, PullResponse* response)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  shard.params.CopyOut(range.begin * shard.width, range.end * shard.width,
-                       reinterpret_cast<float*>(&(*data)[0]));
+void CopyRange(const Shard& shard, RowRange range, std::string* data, PullResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  shard.CopyRange(range, reinterpret_cast<float*>(&(*data)[0]));
   response->mutable_data()->swap(*data);
   FillRangeMeta(shard, range, response);
 }
 
 // As CopyRange, but the bytes stay in the shard's blocks: `in_place` gets views of them and
 // references that keep them unchanged (ParamBlocks::Share); the response's data stays empty.
-void ShareRange(Shard& shard, RowRange range, ShardStore::PulledBytes* in_place,
-                PullResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  shard.params.Share(range.begin * shard.width, range.end * shard.width, &in_place->pieces,
-                     &in_place->holds);
+void ShareRange(const Shard& shard, RowRange range, ShardStore::PulledBytes* in_place,
+                PullResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  shard.ShareRange(range, &in_place->pieces, &in_place->holds);
   response->clear_data();
   FillRangeMeta(shard, range, response);
 }
 
-
 // REQUIRES: data holds ids.size() * width floats.
-void CopyRows(Shard& shard, absl::Span<const int64_t> ids, std::string* data,
-              PullRowsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  const size_t row_bytes = static_cast<size_t>(shard.width) * sizeof(float);
-  char* out = &(*data)[0];
-  for (size_t k = 0; k < ids.size(); ++k) {
-    std::memcpy(out + k * row_bytes, shard.params.Row(ids[k]), row_bytes);
-  }
+void CopyRows(const Shard& shard, absl::Span<const int64_t> ids, std::string* data,
+              PullRowsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  shard.CopyRows(ids, &(*data)[0]);
   response->mutable_data()->swap(*data);
-  response->set_version(shard.version);
+  response->set_version(shard.version());
 }
 
 absl::StatusOr<RowRange> ResolveRange(const Shard& shard, int64_t begin, int64_t end,
                                       absl::string_view what) {
-  const int64_t resolved_end = end == 0 ? shard.rows : end;
-  if (begin < 0 || begin >= resolved_end || resolved_end > shard.rows) {
+  const int64_t resolved_end = end == 0 ? shard.rows() : end;
+  if (begin < 0 || begin >= resolved_end || resolved_end > shard.rows()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": row range [", begin, ", ", end, ") is not within the shard's ", shard.rows,
-        " rows (need 0 <= row_begin < row_end <= ", shard.rows, "; row_end 0 means the end)"));
+        what, ": row range [", begin, ", ", end, ") is not within the shard's ", shard.rows(),
+        " rows (need 0 <= row_begin < row_end <= ", shard.rows(), "; row_end 0 means the end)"));
   }
   return RowRange{begin, resolved_end};
 }
 
-// Numbers the distinct ids in order of first appearance: (*unique)[slot[k]] == ids[k].
-// Returns whether any id repeats. REQUIRES: every id is in [0, rows).
-//
-// A row push of tens of thousands of random ids spent most of the ps' time in a hash map of
-// every id (a fresh multi-MiB table per request, one cache miss per probe). When the shard's
-// rows are few enough for a bitmap of them to be small next to the ids themselves, a bitmap
-// finds the repeated ids instead, and only those go into a (small) hash map.
-bool UniqueIds(absl::Span<const int64_t> ids, int64_t rows, std::vector<int64_t>* unique,
-               std::vector<uint32_t>* slot) {
-  const size_t n = ids.size();
-  unique->clear();
-  unique->reserve(n);
-  slot->resize(n);
-  auto number = [&](absl::flat_hash_map<int64_t, uint32_t>* first, size_t k) {
-    const auto [it, inserted] =
-        first->try_emplace(ids[k], static_cast<uint32_t>(unique->size()));
-    if (inserted) unique->push_back(ids[k]);
-    (*slot)[k] = it->second;
-  };
-  if (rows / 8 > static_cast<int64_t>(n * sizeof(int64_t)) * 8) {
-    absl::flat_hash_map<int64_t, uint32_t> first;
-    first.reserve(n);
-    for (size_t k = 0; k < n; ++k) number(&first, k);
-    return unique->size() < n;
-  }
-  std::vector<uint64_t> bits(static_cast<size_t>((rows + 63) / 64), 0);
-  std::vector<int64_t> repeated;
-  for (int64_t id : ids) {
-    uint64_t& word = bits[static_cast<size_t>(id >> 6)];
-    const uint64_t bit = uint64_t{1} << (id & 63);
-    if (word & bit) repeated.push_back(id);
-    word |= bit;
-  }
-  if (repeated.empty()) {
-    unique->assign(ids.begin(), ids.end());
-    for (size_t k = 0; k < n; ++k) (*slot)[k] = static_cast<uint32_t>(k);
-    return false;
-  }
-  // Second pass: ids that never repeat are numbered directly, repeated ones through a map.
-  std::fill(bits.begin(), bits.end(), 0);
-  for (int64_t id : repeated) bits[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
-  absl::flat_hash_map<int64_t, uint32_t> first;
-  first.reserve(repeated.size());
-  for (size_t k = 0; k < n; ++k) {
-    const int64_t id = ids[k];
-    if (bits[static_cast<size_t>(id >> 6)] & (uint64_t{1} << (id & 63))) {
-      number(&first, k);
-    } else {
-      (*slot)[k] = static_cast<uint32_t>(unique->size());
-      unique->push_back(id);
-    }
-  }
-  return true;
-}
-
 absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::string_view what) {
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] < 0 || ids[k] >= shard.rows) {
+    if (ids[k] < 0 || ids[k] >= shard.rows()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": ids[", k, "] = ", ids[k],
                                                      " is out of range; the shard has ",
-                                                     shard.rows, " rows"));
+                                                     shard.rows(), " rows"));
     }
   }
   return absl::OkStatus();
@@ -679,9 +188,9 @@ absl::Status CheckRequestId(uint64_t request_id, absl::string_view what) {
 }
 
 absl::Status CheckReplica(const Shard& shard, const SyncTag& tag, absl::string_view what) {
-  if (tag.replica() < 0 || tag.replica() >= shard.num_replicas) {
+  if (tag.replica() < 0 || tag.replica() >= shard.num_replicas()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": sync.replica ", tag.replica(),
-                                                   " is not in [0, ", shard.num_replicas, ")"));
+                                                   " is not in [0, ", shard.num_replicas(), ")"));
   }
   return absl::OkStatus();
 }
@@ -700,7 +209,7 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("a shard spec has an empty name (variable '", spec.variable(), "')"));
   }
-  const std::string what = Quoted(spec.name());
+  const std::string what = QuotedShard(spec.name());
   const auto& shape = spec.shape().dim();
   const auto& full = spec.full_shape().dim();
   if (shape.size() != full.size()) {
@@ -775,48 +284,12 @@ std::string FirstDifference(const ShardSpec& a, const ShardSpec& b) {
   return newline == std::string::npos ? report : report.substr(0, newline);
 }
 
-absl::StatusOr<std::shared_ptr<Shard>> BuildShard(const ShardSpec& spec, Geometry geometry,
-                                                  int64_t id_window) {
-  const std::string what = Quoted(spec.name());
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(spec.optimizer()));
-  std::shared_ptr<Shard> shard;
-  try {
-    shard = std::make_shared<Shard>(spec, geometry, std::move(optimizer), id_window);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
-  }
-  absl::MutexLock lock(&shard->mu);
-  // Block by block (blocks hold whole rows); values are keyed by global element index, so
-  // they do not depend on the blocks either.
-  const int64_t width = shard->width;
-  absl::Status status;
-  shard->params.ForEachRun(0, shard->size, [&](int64_t first, float* p, int64_t n) {
-    if (!status.ok()) return;
-    status = InitializeRows(
-        spec.initializer(), spec.variable().empty() ? spec.name() : spec.variable(),
-        absl::MakeConstSpan(spec.full_shape().dim().data(),
-                            static_cast<size_t>(spec.full_shape().dim_size())),
-        spec.row_offset() + first / width, absl::MakeSpan(p, static_cast<size_t>(n)));
-  });
-  RETURN_IF_ERROR(Annotate(status, what));
-  return shard;
-}
 
 class ShardStoreImpl final : public ShardStore {
  public:
-  explicit ShardStoreImpl(const Options& options)
-      : options_(options), start_(absl::Now()), timer_thread_([this] { TimerLoop(); }) {}
+  explicit ShardStoreImpl(const Options& options) : options_(options), start_(absl::Now()) {}
 
-  ~ShardStoreImpl() override {
-    Shutdown();
-    {
-      absl::MutexLock lock(&timer_mu_);
-      timer_stop_ = true;
-      timer_cv_.Signal();
-    }
-    timer_thread_.join();
-  }
+  ~ShardStoreImpl() override { Shutdown(); }
 
   absl::Status CreateShards(const CreateShardsRequest& request,
                             CreateShardsResponse* response) override {
@@ -831,9 +304,9 @@ class ShardStoreImpl final : public ShardStore {
       if (!inserted) {
         const std::string diff = FirstDifference(request.shards(it->second), spec);
         if (!diff.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(Quoted(spec.name()), " appears twice in the request with different ",
-                           "specs (shards[", it->second, "] vs shards[", i, "]: ", diff, ")"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              QuotedShard(spec.name()), " appears twice in the request with different ",
+              "specs (shards[", it->second, "] vs shards[", i, "]: ", diff, ")"));
         }
         continue;
       }
@@ -849,7 +322,7 @@ class ShardStoreImpl final : public ShardStore {
         if (it == shards_.end()) {
           fresh.push_back(i);
         } else {
-          RETURN_IF_ERROR(CheckSameSpec(it->second->spec, spec));
+          RETURN_IF_ERROR(CheckSameSpec(it->second->spec(), spec));
         }
       }
     }
@@ -857,19 +330,19 @@ class ShardStoreImpl final : public ShardStore {
     std::vector<std::shared_ptr<Shard>> built;
     for (int i : fresh) {
       ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
-                       BuildShard(request.shards(i), geometry[i], options_.request_id_window));
+                       Shard::Create(request.shards(i), geometry[i], options_.request_id_window));
       built.push_back(std::move(shard));
     }
     // 4. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.
     absl::MutexLock lock(&map_mu_);
     for (const auto& shard : built) {
-      auto it = shards_.find(shard->spec.name());
-      if (it != shards_.end()) RETURN_IF_ERROR(CheckSameSpec(it->second->spec, shard->spec));
+      auto it = shards_.find(shard->name());
+      if (it != shards_.end()) RETURN_IF_ERROR(CheckSameSpec(it->second->spec(), shard->spec()));
     }
     int created = 0;
     for (auto& shard : built) {
-      const std::string name = shard->spec.name();
-      const int64_t bytes = shard->bytes;
+      const std::string name = shard->name();
+      const int64_t bytes = shard->bytes();
       if (shards_.emplace(name, std::move(shard)).second) {
         total_bytes_ += bytes;
         ++created;
@@ -884,13 +357,13 @@ class ShardStoreImpl final : public ShardStore {
     response->set_task_index(options_.task_index);
     for (const std::shared_ptr<Shard>& shard : AllShards()) {
       const std::string& variable =
-          shard->spec.variable().empty() ? shard->spec.name() : shard->spec.variable();
+          shard->spec().variable().empty() ? shard->name() : shard->spec().variable();
       if (!request.variable().empty() && request.variable() != variable) continue;
       ShardInfo* info = response->add_shards();
-      *info->mutable_spec() = shard->spec;
-      info->set_bytes(shard->bytes);
-      absl::MutexLock lock(&shard->mu);
-      info->set_version(shard->version);
+      *info->mutable_spec() = shard->spec();
+      info->set_bytes(shard->bytes());
+      absl::MutexLock lock(&shard->mu());
+      info->set_version(shard->version());
     }
     return absl::OkStatus();
   }
@@ -901,7 +374,7 @@ class ShardStoreImpl final : public ShardStore {
 
   void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
             DoneCallback done) override {
-    const std::string what = absl::StrCat("pull from ", Quoted(request.shard()));
+    const std::string what = absl::StrCat("pull from ", QuotedShard(request.shard()));
     absl::Status status = CheckTimeout(request.wait_timeout_ms(), what);
     std::shared_ptr<Shard> shard;
     RowRange range{0, 0};
@@ -930,7 +403,7 @@ class ShardStoreImpl final : public ShardStore {
           [share]() -> std::function<void()> { return share; }, std::move(done));
       return;
     }
-    const size_t bytes = static_cast<size_t>(range.size() * s->width) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(range.size() * s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
     FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
@@ -947,7 +420,7 @@ class ShardStoreImpl final : public ShardStore {
 
   void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                 DoneCallback done) override {
-    const std::string what = absl::StrCat("pull rows from ", Quoted(request.shard()));
+    const std::string what = absl::StrCat("pull rows from ", QuotedShard(request.shard()));
     absl::Status status = CheckTimeout(request.wait_timeout_ms(), what);
     std::shared_ptr<Shard> shard;
     if (status.ok()) {
@@ -963,7 +436,7 @@ class ShardStoreImpl final : public ShardStore {
       return;
     }
     Shard* s = shard.get();
-    const size_t bytes = ids.size() * static_cast<size_t>(s->width) * sizeof(float);
+    const size_t bytes = ids.size() * static_cast<size_t>(s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
     FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
@@ -1036,28 +509,28 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
-    const std::string what = absl::StrCat("push rows to ", Quoted(request.shard()));
+    const std::string what = absl::StrCat("push rows to ", QuotedShard(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     const absl::Span<const int64_t> ids(request.ids().data(),
                                         static_cast<size_t>(request.ids_size()));
     RETURN_IF_ERROR(CheckIds(*shard, ids, what));
+    const int64_t width = shard->width();
     std::vector<float> scratch;
     ASSIGN_OR_RETURN(const float* grad,
-                     CheckedFloats(request.data(), static_cast<int64_t>(ids.size()) * shard->width,
+                     CheckedFloats(request.data(), static_cast<int64_t>(ids.size()) * width,
                                    what, "data", &scratch));
-    if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
+    if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
     // Sum duplicate ids in order of appearance. Without duplicates (the usual case) an ASYNC
     // update reads the request's bytes in place.
-    const int64_t width = shard->width;
     std::vector<int64_t> unique_ids;
     std::vector<float> summed;
     bool has_duplicates = false;
     {
       std::vector<uint32_t> slot;
-      has_duplicates = UniqueIds(ids, shard->rows, &unique_ids, &slot);
-      if (has_duplicates || shard->sync) {
+      has_duplicates = UniqueIds(ids, shard->rows(), &unique_ids, &slot);
+      if (has_duplicates || shard->sync()) {
         summed.resize(unique_ids.size() * static_cast<size_t>(width));
         std::vector<uint8_t> seen(unique_ids.size(), 0);
         for (size_t k = 0; k < ids.size(); ++k) {
@@ -1074,15 +547,15 @@ class ShardStoreImpl final : public ShardStore {
       }
     }
 
-    std::vector<std::shared_ptr<Waiter>> ready;
+    std::vector<WaiterPtr> ready;
     {
-      absl::MutexLock lock(&shard->mu);
+      absl::MutexLock lock(&shard->mu());
       if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      SyncResult result;
-      if (shard->sync) {
+      UpdateResult result;
+      if (shard->sync()) {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
-        ASSIGN_OR_RETURN(result, shard->AddRows(request.sync().replica(), std::move(unique_ids),
-                                                std::move(summed)));
+        ASSIGN_OR_RETURN(result, shard->AddRows(request.sync().replica(),
+                                                std::move(unique_ids), std::move(summed)));
       } else if (!ids.empty()) {
         if (has_duplicates) {
           shard->ApplyRows(unique_ids, summed.data(), &parallel_);
@@ -1098,30 +571,19 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {
-    const std::string what = absl::StrCat("assign to ", Quoted(request.shard()));
+    const std::string what = absl::StrCat("assign to ", QuotedShard(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     ASSIGN_OR_RETURN(RowRange range,
                      ResolveRange(*shard, request.row_begin(), request.row_end(), what));
     std::vector<float> scratch;
     ASSIGN_OR_RETURN(const float* values,
-                     CheckedFloats(request.data(), range.size() * shard->width, what, "data",
+                     CheckedFloats(request.data(), range.size() * shard->width(), what, "data",
                                    &scratch));
-    absl::MutexLock lock(&shard->mu);
+    absl::MutexLock lock(&shard->mu());
     if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-    const int64_t offset = range.begin * shard->width;
-    const int64_t n = range.size() * shard->width;
-    shard->params.Writable(range.begin, range.end);
-    shard->params.ForEachRun(offset, offset + n, [&](int64_t first, float* p, int64_t m) {
-      std::memcpy(p, values + (first - offset), static_cast<size_t>(m) * sizeof(float));
-    });
-    if (request.reset_slots()) {
-      for (size_t s = 0; s < shard->slots.size(); ++s) {
-        std::fill_n(shard->slots[s].data() + offset, n,
-                    shard->optimizer->initial_slot_value(static_cast<int>(s)));
-      }
-    }
-    shard->recent_ids.Insert(request.request_id());
+    shard->Assign(range, values, request.reset_slots());
+    shard->RememberRequest(request.request_id());
     return absl::OkStatus();
   }
 
@@ -1159,20 +621,15 @@ class ShardStoreImpl final : public ShardStore {
     // shard was visited sees the flag (the store's release/acquire through the lock).
     shutdown_.store(true, std::memory_order_release);
     for (const std::shared_ptr<Shard>& shard : AllShards()) {
-      std::vector<std::shared_ptr<Waiter>> cancelled;
+      std::vector<WaiterPtr> cancelled;
       {
-        absl::MutexLock lock(&shard->mu);
-        for (auto& entry : shard->waiters) {
-          entry.second->in_shard = false;
-          cancelled.push_back(std::move(entry.second));
-        }
-        shard->waiters.clear();
+        absl::MutexLock lock(&shard->mu());
+        shard->waiters().TakeAll(&cancelled);
       }
-      for (const std::shared_ptr<Waiter>& w : cancelled) {
-        if (!w->Claim()) continue;
-        RemoveTimer(*w);
-        Finish(*w, absl::CancelledError(absl::StrCat("pull from ", Quoted(shard->spec.name()),
-                                                     ": the ps is shutting down")));
+      for (const WaiterPtr& w : cancelled) {
+        timer_.Remove(*w);
+        w->Finish(absl::CancelledError(absl::StrCat(
+            "pull from ", QuotedShard(shard->name()), ": the ps is shutting down")));
       }
     }
   }
@@ -1181,20 +638,20 @@ class ShardStoreImpl final : public ShardStore {
   // A dense push whose gradient is read where it lies (one buffer, or a batch's pieces).
   absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
                          PushResponse* response) {
-    const std::string what = absl::StrCat("push to ", Quoted(request.shard()));
+    const std::string what = absl::StrCat("push to ", QuotedShard(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     ASSIGN_OR_RETURN(RowRange range,
                      ResolveRange(*shard, request.row_begin(), request.row_end(), what));
-    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width, what, "data"));
-    if (shard->sync) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
+    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data"));
+    if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
-    std::vector<std::shared_ptr<Waiter>> ready;
+    std::vector<WaiterPtr> ready;
     {
-      absl::MutexLock lock(&shard->mu);
+      absl::MutexLock lock(&shard->mu());
       if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      SyncResult result;
-      if (shard->sync) {
+      UpdateResult result;
+      if (shard->sync()) {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
         result = shard->AddDense(request.sync().replica(), range, grad);
       } else {
@@ -1230,7 +687,7 @@ class ShardStoreImpl final : public ShardStore {
     const std::string diff = FirstDifference(existing, wanted);
     if (diff.empty()) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat(
-        Quoted(wanted.name()), " already exists with a different spec (", diff, ")"));
+        QuotedShard(wanted.name()), " already exists with a different spec (", diff, ")"));
   }
 
   // Fills the response now when the shard has reached min_version, else registers a waiter
@@ -1241,29 +698,25 @@ class ShardStoreImpl final : public ShardStore {
                   DoneCallback done) {
     absl::Status status;
     {
-      absl::MutexLock lock(&shard->mu);
-      if (shard->version >= min_version) {
+      absl::MutexLock lock(&shard->mu());
+      if (shard->version() >= min_version) {
         fill_now();
       } else if (shutdown_.load(std::memory_order_acquire)) {
-        status = absl::CancelledError(absl::StrCat("pull from ", Quoted(shard->spec.name()),
+        status = absl::CancelledError(absl::StrCat("pull from ", QuotedShard(shard->name()),
                                                    ": the ps is shutting down"));
       } else {
-        auto w = std::make_shared<Waiter>();
-        w->shard = shard;
+        auto w = std::make_shared<VersionWaiter>();
         w->min_version = min_version;
         w->timeout_ms = timeout_ms;
         w->fill = make_deferred_fill();
-        w->done = std::move(done);
-        w->shard_it = shard->waiters.emplace(min_version, w);
-        w->in_shard = true;
         if (timeout_ms > 0) {
-          // Lock order: shard->mu, then timer_mu_. The timer thread never holds timer_mu_
-          // while it takes a shard's lock.
-          absl::MutexLock timer_lock(&timer_mu_);
-          const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
-          w->timer_it = timers_.emplace(deadline, w);
-          w->in_timer = true;
-          if (w->timer_it == timers_.begin()) timer_cv_.Signal();
+          w->on_timeout = [shard](VersionWaiter& waiter) { Expire(*shard, waiter); };
+        }
+        w->done = std::move(done);
+        shard->waiters().Add(w);
+        if (timeout_ms > 0) {
+          // Lock order: the shard's, then the timer's.
+          timer_.Add(w, absl::Now() + absl::Milliseconds(timeout_ms));
         }
         return;
       }
@@ -1271,72 +724,27 @@ class ShardStoreImpl final : public ShardStore {
     done(status);
   }
 
-  void RemoveTimer(Waiter& w) {
-    absl::MutexLock lock(&timer_mu_);
-    if (w.in_timer) {
-      timers_.erase(w.timer_it);
-      w.in_timer = false;
-    }
-  }
-
-  // Calls the waiter's `done` once; the caller has won Claim() and holds no store lock.
-  static void Finish(Waiter& w, const absl::Status& status) {
-    DoneCallback done = std::move(w.done);
-    w.fill = nullptr;
-    done(status);
-  }
-
-  void CompleteReady(std::vector<std::shared_ptr<Waiter>>* ready) {
-    for (const std::shared_ptr<Waiter>& w : *ready) {
-      RemoveTimer(*w);
-      Finish(*w, absl::OkStatus());
+  // Calls each ready waiter's `done` (with OK); the waiters were claimed and filled under
+  // their shard's lock, which the caller no longer holds.
+  void CompleteReady(std::vector<WaiterPtr>* ready) {
+    for (const WaiterPtr& w : *ready) {
+      timer_.Remove(*w);
+      w->Finish(absl::OkStatus());
     }
     ready->clear();
   }
 
-  void Expire(Waiter& w) {
-    if (!w.Claim()) return;
+  // The timer's half of a waiter that timed out (the timer has claimed it).
+  static void Expire(Shard& shard, VersionWaiter& w) {
     int64_t version;
     {
-      absl::MutexLock lock(&w.shard->mu);
-      if (w.in_shard) {
-        w.shard->waiters.erase(w.shard_it);
-        w.in_shard = false;
-      }
-      version = w.shard->version;
+      absl::MutexLock lock(&shard.mu());
+      shard.waiters().Remove(w);
+      version = shard.version();
     }
-    Finish(w, absl::DeadlineExceededError(absl::StrCat(
-                  "pull from ", Quoted(w.shard->spec.name()), ": version ", version,
-                  " did not reach min_version ", w.min_version, " within ", w.timeout_ms,
-                  " ms")));
-  }
-
-  // The one timer thread: sleeps until the earliest waiter deadline and expires waiters.
-  void TimerLoop() {
-    timer_mu_.Lock();
-    while (!timer_stop_) {
-      const absl::Time now = absl::Now();
-      std::vector<std::shared_ptr<Waiter>> expired;
-      while (!timers_.empty() && timers_.begin()->first <= now) {
-        std::shared_ptr<Waiter> w = std::move(timers_.begin()->second);
-        w->in_timer = false;
-        timers_.erase(timers_.begin());
-        expired.push_back(std::move(w));
-      }
-      if (!expired.empty()) {
-        timer_mu_.Unlock();
-        for (const std::shared_ptr<Waiter>& w : expired) Expire(*w);
-        expired.clear();
-        timer_mu_.Lock();
-        continue;
-      }
-      if (timers_.empty()) {
-        timer_cv_.Wait(&timer_mu_);
-      } else {
-        timer_cv_.WaitWithDeadline(&timer_mu_, timers_.begin()->first);
-      }
-    }
-    timer_mu_.Unlock();
+    w.Finish(absl::DeadlineExceededError(absl::StrCat(
+        "pull from ", QuotedShard(shard.name()), ": version ", version,
+        " did not reach min_version ", w.min_version, " within ", w.timeout_ms, " ms")));
   }
 
   const Options options_;
@@ -1350,12 +758,8 @@ class ShardStoreImpl final : public ShardStore {
   std::map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(map_mu_);
   int64_t total_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
-  absl::Mutex timer_mu_;
-  absl::CondVar timer_cv_;
-  TimerList timers_ ABSL_GUARDED_BY(timer_mu_);
-  bool timer_stop_ ABSL_GUARDED_BY(timer_mu_) = false;
-  // Last: started once every other member is initialized, joined by the destructor.
-  std::thread timer_thread_;
+  // Last: its thread is started once every other member is initialized, and stopped first.
+  WaiterTimer timer_;
 };
 
 }  // namespace

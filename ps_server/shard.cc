@@ -1,0 +1,203 @@
+#include "ps_server/shard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_detail.h"
+#include "common/status_macros.h"
+#include "ps_server/initializer.h"
+
+namespace shardps {
+namespace {
+
+// Updates smaller than this many floats per piece are not split: waking a helper costs more.
+constexpr int64_t kParallelGrain = int64_t{1} << 17;
+
+}  // namespace
+
+std::string QuotedShard(absl::string_view name) { return absl::StrCat("shard '", name, "'"); }
+
+Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
+             int64_t request_id_window)
+    : spec_(spec),
+      rows_(geometry.rows),
+      width_(geometry.width),
+      size_(geometry.rows * geometry.width),
+      optimizer_(std::move(optimizer)),
+      sync_(spec.update().mode() == UpdateSpec::SYNC),
+      num_replicas_(sync_ ? spec.update().num_replicas() : 0),
+      bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
+      params_(geometry.rows, geometry.width),
+      recent_ids_(request_id_window),
+      accumulator_(num_replicas_, geometry.rows, geometry.width) {
+  for (int s = 0; s < optimizer_->num_slots(); ++s) {
+    slots_.emplace_back(static_cast<size_t>(size_), optimizer_->initial_slot_value(s));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geometry geometry,
+                                                     int64_t request_id_window) {
+  const std::string what = QuotedShard(spec.name());
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(spec.optimizer()));
+  std::shared_ptr<Shard> shard;
+  try {
+    shard = std::shared_ptr<Shard>(
+        new Shard(spec, geometry, std::move(optimizer), request_id_window));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
+  }
+  absl::MutexLock lock(&shard->mu_);
+  // Block by block (blocks hold whole rows); values are keyed by global element index, so
+  // they do not depend on the blocks either.
+  const int64_t width = shard->width_;
+  absl::Status status;
+  shard->params_.ForEachRun(0, shard->size_, [&](int64_t first, float* p, int64_t n) {
+    if (!status.ok()) return;
+    status = InitializeRows(
+        spec.initializer(), spec.variable().empty() ? spec.name() : spec.variable(),
+        absl::MakeConstSpan(spec.full_shape().dim().data(),
+                            static_cast<size_t>(spec.full_shape().dim_size())),
+        spec.row_offset() + first / width, absl::MakeSpan(p, static_cast<size_t>(n)));
+  });
+  RETURN_IF_ERROR(Annotate(status, what));
+  return shard;
+}
+
+std::array<float*, Optimizer::kMaxSlots> Shard::SlotsAt(int64_t offset) {
+  std::array<float*, Optimizer::kMaxSlots> p{};
+  for (size_t s = 0; s < slots_.size(); ++s) p[s] = slots_[s].data() + offset;
+  return p;
+}
+
+absl::Span<float* const> Shard::SlotSpan(
+    const std::array<float*, Optimizer::kMaxSlots>& p) const {
+  return absl::Span<float* const>(p.data(), static_cast<size_t>(optimizer_->num_slots()));
+}
+
+void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel) {
+  const int64_t offset = range.begin * width_;
+  const int64_t step = version_ + 1;
+  params_.Writable(range.begin, range.end);
+  parallel->Run(range.size() * width_, kParallelGrain, /*align=*/16,
+                [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
+                    ApplyDenseRun(step, offset + first, g, n);
+                  });
+                });
+  ++version_;
+}
+
+void Shard::ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n) {
+  params_.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
+    const auto s = SlotsAt(e);
+    optimizer_->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
+                           p, SlotSpan(s));
+  });
+}
+
+void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel) {
+  const auto s = SlotsAt(0);
+  const int64_t step = version_ + 1;
+  const RowBlocks rows_at = params_.WritableRows(ids);
+  parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width_),
+                /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  optimizer_->ApplyRows(step, ids.subspan(begin, end - begin),
+                                        grad + begin * width_, rows_at, SlotSpan(s));
+                });
+  ++version_;
+}
+
+absl::Status Shard::CheckStep(int64_t step) const {
+  if (step < version_) {
+    return absl::AbortedError(absl::StrCat("stale step ", step, ": ", QuotedShard(name()),
+                                           " is at version ", version_));
+  }
+  if (step > version_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step, " is ahead of ", QuotedShard(name()), " at version ",
+                     version_, "; wait for the version (pull with min_version) first"));
+  }
+  return absl::OkStatus();
+}
+
+UpdateResult Shard::AddDense(int replica, RowRange range, const GradientBytes& grad) {
+  return FinishIfComplete(accumulator_.AddDense(replica, range.begin, range.end, grad));
+}
+
+absl::StatusOr<UpdateResult> Shard::AddRows(int replica, std::vector<int64_t> ids,
+                                            std::vector<float> rows) {
+  absl::StatusOr<SyncAccumulator::Result> result =
+      accumulator_.AddRows(replica, std::move(ids), std::move(rows));
+  if (!result.ok()) {
+    return Annotate(result.status(), absl::StrCat(QuotedShard(name()), " step ", version_));
+  }
+  return FinishIfComplete(*result);
+}
+
+UpdateResult Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
+  UpdateResult update;
+  update.duplicate = result.duplicate;
+  if (result.complete) {
+    FinishStep();
+    update.applied = true;
+  }
+  return update;
+}
+
+void Shard::FinishStep() {
+  // Everything that may run out of memory comes before the first write: the blocks are made
+  // writable (copies keep the values), then the sum is taken (which may move the first
+  // replica's buffer out of the accumulator).
+  const int64_t step = version_ + 1;
+  if (accumulator_.rows_only()) {
+    SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    if (!sum.ids.empty()) {
+      const RowBlocks rows_at = params_.WritableRows(sum.ids);
+      const auto s = SlotsAt(0);
+      optimizer_->ApplyRows(step, sum.ids, sum.values.data(), rows_at, SlotSpan(s));
+    }
+  } else {
+    params_.Writable(0, rows_);
+    SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    ApplyDenseRun(step, 0, sum.values.data(), size_);
+  }
+  ++version_;
+  accumulator_.Clear();
+}
+
+void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
+  const int64_t offset = range.begin * width_;
+  const int64_t n = range.size() * width_;
+  params_.Writable(range.begin, range.end);
+  params_.ForEachRun(offset, offset + n, [&](int64_t first, float* p, int64_t m) {
+    std::memcpy(p, values + (first - offset), static_cast<size_t>(m) * sizeof(float));
+  });
+  if (reset_slots) {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      std::fill_n(slots_[s].data() + offset, n,
+                  optimizer_->initial_slot_value(static_cast<int>(s)));
+    }
+  }
+}
+
+void Shard::CopyRange(RowRange range, float* out) const {
+  params_.CopyOut(range.begin * width_, range.end * width_, out);
+}
+
+void Shard::ShareRange(RowRange range, std::vector<absl::string_view>* pieces,
+                       std::vector<std::shared_ptr<const void>>* holds) const {
+  params_.Share(range.begin * width_, range.end * width_, pieces, holds);
+}
+
+void Shard::CopyRows(absl::Span<const int64_t> ids, char* out) const {
+  const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    std::memcpy(out + k * row_bytes, params_.Row(ids[k]), row_bytes);
+  }
+}
+
+}  // namespace shardps
