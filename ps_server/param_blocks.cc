@@ -27,6 +27,11 @@ ParamBlocks::ParamBlocks(int64_t rows, int64_t width)
   }
 }
 
+void ParamBlocks::Fill(float value) {
+  Writable(0, rows_);
+  ForEachRun(0, size(), [value](int64_t, float* v, int64_t n) { std::fill_n(v, n, value); });
+}
+
 int64_t ParamBlocks::BlockFloats(int64_t b) const {
   const int64_t first = b << shift_;
   return (std::min(rows_, first + rows_per_block()) - first) * width_;

@@ -1,5 +1,7 @@
 // ParamBlocks: a shard's parameters (rows x width float32, row-major) in blocks of whole rows,
-// each block reference-counted, so that a pull can send parameters from where they lie.
+// each block reference-counted, so that a pull can send parameters from where they lie. Each
+// optimizer slot of a shard is a ParamBlocks of the same geometry (so the same blocks hold
+// the same rows), and a snapshot takes references to parameters and slots alike.
 //
 // A pull takes references to the blocks it sends (Share) under the shard's lock and gRPC
 // sends straight from them; a writer first makes every block it is about to change its own
@@ -31,6 +33,13 @@ class ParamBlocks {
 
   // Uninitialized parameters. Throws std::bad_alloc when memory runs out.
   ParamBlocks(int64_t rows, int64_t width);
+  // Movable (a restore builds fresh blocks and moves them in); references handed out stay
+  // valid.
+  ParamBlocks(ParamBlocks&&) = default;
+  ParamBlocks& operator=(ParamBlocks&&) = default;
+
+  // Sets every element to `value` (making every block writable first).
+  void Fill(float value);
 
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }
@@ -79,9 +88,9 @@ class ParamBlocks {
   template <typename Fn>
   void Runs(int64_t begin, int64_t end, Fn fn) const;
 
-  const int64_t rows_;
-  const int64_t width_;
-  const int shift_;
+  int64_t rows_;
+  int64_t width_;
+  int shift_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::vector<float*> pointers_;  // blocks_[b]->data.get()
   int64_t copies_ = 0;

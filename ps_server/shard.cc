@@ -30,11 +30,14 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       sync_(spec.update().mode() == UpdateSpec::SYNC),
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
+      slots_count_(static_cast<size_t>(optimizer_->num_slots())),
       params_(geometry.rows, geometry.width),
       recent_ids_(request_id_window),
       accumulator_(num_replicas_, geometry.rows, geometry.width) {
-  for (int s = 0; s < optimizer_->num_slots(); ++s) {
-    slots_.emplace_back(static_cast<size_t>(size_), optimizer_->initial_slot_value(s));
+  slots_.reserve(slots_count_);
+  for (size_t s = 0; s < slots_count_; ++s) {
+    slots_.emplace_back(geometry.rows, geometry.width);
+    slots_.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
   }
 }
 
@@ -67,46 +70,52 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geom
   return shard;
 }
 
-std::array<float*, Optimizer::kMaxSlots> Shard::SlotsAt(int64_t offset) {
-  std::array<float*, Optimizer::kMaxSlots> p{};
-  for (size_t s = 0; s < slots_.size(); ++s) p[s] = slots_[s].data() + offset;
-  return p;
+Shard::WritableState Shard::MakeWritable(int64_t row_begin, int64_t row_end) {
+  WritableState state{params_.Writable(row_begin, row_end), {}};
+  for (size_t s = 0; s < slots_count_; ++s) {
+    state.slots[s] = slots_[s].Writable(row_begin, row_end);
+  }
+  return state;
 }
 
-absl::Span<float* const> Shard::SlotSpan(
-    const std::array<float*, Optimizer::kMaxSlots>& p) const {
-  return absl::Span<float* const>(p.data(), static_cast<size_t>(optimizer_->num_slots()));
+Shard::WritableState Shard::MakeWritableRows(absl::Span<const int64_t> ids) {
+  WritableState state{params_.WritableRows(ids), {}};
+  for (size_t s = 0; s < slots_count_; ++s) state.slots[s] = slots_[s].WritableRows(ids);
+  return state;
 }
 
 void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel) {
   const int64_t offset = range.begin * width_;
   const int64_t step = version_ + 1;
-  params_.Writable(range.begin, range.end);
+  const WritableState state = MakeWritable(range.begin, range.end);
   parallel->Run(range.size() * width_, kParallelGrain, /*align=*/16,
                 [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                   grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
-                    ApplyDenseRun(step, offset + first, g, n);
+                    ApplyDenseRun(step, offset + first, g, n, state);
                   });
                 });
   ++version_;
 }
 
-void Shard::ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n) {
+void Shard::ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
+                          const WritableState& state) {
   params_.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
-    const auto s = SlotsAt(e);
+    // A run lies in one block, and a slot's block holds the same rows: its elements
+    // [e, e + m) are contiguous too.
+    std::array<float*, Optimizer::kMaxSlots> at{};
+    for (size_t s = 0; s < slots_count_; ++s) at[s] = state.slots[s].Row(e / width_) + e % width_;
     optimizer_->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
-                           p, SlotSpan(s));
+                           p, absl::Span<float* const>(at.data(), slots_count_));
   });
 }
 
 void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel) {
-  const auto s = SlotsAt(0);
   const int64_t step = version_ + 1;
-  const RowBlocks rows_at = params_.WritableRows(ids);
+  const WritableState state = MakeWritableRows(ids);
   parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width_),
                 /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                   optimizer_->ApplyRows(step, ids.subspan(begin, end - begin),
-                                        grad + begin * width_, rows_at, SlotSpan(s));
+                                        grad + begin * width_, state.params, SlotSpan(state));
                 });
   ++version_;
 }
@@ -156,14 +165,13 @@ void Shard::FinishStep() {
   if (accumulator_.rows_only()) {
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
     if (!sum.ids.empty()) {
-      const RowBlocks rows_at = params_.WritableRows(sum.ids);
-      const auto s = SlotsAt(0);
-      optimizer_->ApplyRows(step, sum.ids, sum.values.data(), rows_at, SlotSpan(s));
+      const WritableState state = MakeWritableRows(sum.ids);
+      optimizer_->ApplyRows(step, sum.ids, sum.values.data(), state.params, SlotSpan(state));
     }
   } else {
-    params_.Writable(0, rows_);
+    const WritableState state = MakeWritable(0, rows_);
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
-    ApplyDenseRun(step, 0, sum.values.data(), size_);
+    ApplyDenseRun(step, 0, sum.values.data(), size_, state);
   }
   ++version_;
   accumulator_.Clear();
@@ -172,14 +180,20 @@ void Shard::FinishStep() {
 void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
   const int64_t offset = range.begin * width_;
   const int64_t n = range.size() * width_;
-  params_.Writable(range.begin, range.end);
+  // Every block that changes is made writable before the first write.
+  if (reset_slots) {
+    MakeWritable(range.begin, range.end);
+  } else {
+    params_.Writable(range.begin, range.end);
+  }
   params_.ForEachRun(offset, offset + n, [&](int64_t first, float* p, int64_t m) {
     std::memcpy(p, values + (first - offset), static_cast<size_t>(m) * sizeof(float));
   });
   if (reset_slots) {
-    for (size_t s = 0; s < slots_.size(); ++s) {
-      std::fill_n(slots_[s].data() + offset, n,
-                  optimizer_->initial_slot_value(static_cast<int>(s)));
+    for (size_t s = 0; s < slots_count_; ++s) {
+      const float initial = optimizer_->initial_slot_value(static_cast<int>(s));
+      slots_[s].ForEachRun(offset, offset + n,
+                           [initial](int64_t, float* v, int64_t m) { std::fill_n(v, m, initial); });
     }
   }
 }

@@ -131,14 +131,24 @@ class Shard {
   Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
         int64_t request_id_window);
 
-  // Slot pointers at element `offset`.
-  std::array<float*, Optimizer::kMaxSlots> SlotsAt(int64_t offset)
+  // Where the rows of the parameters and of each slot are, once made writable.
+  struct WritableState {
+    RowBlocks params;
+    std::array<RowBlocks, Optimizer::kMaxSlots> slots;
+  };
+  // Makes rows [begin, end), or the rows listed, writable in the parameters and every slot
+  // (copying the blocks that a pull or a snapshot still holds).
+  WritableState MakeWritable(int64_t row_begin, int64_t row_end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Span<float* const> SlotSpan(const std::array<float*, Optimizer::kMaxSlots>& p) const;
-  // Applies grad[0, n) to parameter elements [first, first + n), block by block.
-  // REQUIRES: those rows made writable.
-  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n)
+  WritableState MakeWritableRows(absl::Span<const int64_t> ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Span<const RowBlocks> SlotSpan(const WritableState& state) const {
+    return absl::Span<const RowBlocks>(state.slots.data(), slots_count_);
+  }
+  // Applies grad[0, n) to elements [first, first + n) of the parameters and slots, block by
+  // block. REQUIRES: those rows made writable; `state` from that call.
+  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
+                     const WritableState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   UpdateResult FinishIfComplete(const SyncAccumulator::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: applies the step's summed gradient once and starts the next step.
@@ -152,10 +162,12 @@ class Shard {
   const bool sync_;
   const int num_replicas_;
   const int64_t bytes_;
+  const size_t slots_count_;
 
   mutable absl::Mutex mu_;
   ParamBlocks params_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<float>> slots_ ABSL_GUARDED_BY(mu_);
+  // One per optimizer slot, with the parameters' geometry (the same rows in the same blocks).
+  std::vector<ParamBlocks> slots_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   RecentRequestIds recent_ids_ ABSL_GUARDED_BY(mu_);
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
