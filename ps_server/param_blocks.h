@@ -15,6 +15,7 @@
 #ifndef SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 #define SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,6 +34,8 @@ class ParamBlocks {
 
   // Uninitialized parameters. Throws std::bad_alloc when memory runs out.
   ParamBlocks(int64_t rows, int64_t width);
+  // No rows.
+  ParamBlocks() : ParamBlocks(0, 1) {}
   // Movable (a restore builds fresh blocks and moves them in); references handed out stay
   // valid.
   ParamBlocks(ParamBlocks&&) = default;
@@ -46,8 +49,10 @@ class ParamBlocks {
   int64_t size() const { return rows_ * width_; }
   int64_t rows_per_block() const { return int64_t{1} << shift_; }
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
-  // Blocks copied because a pull held them when a writer came (for tests and metrics).
+  // Blocks copied because a pull or a snapshot held them when a writer came (for tests and
+  // metrics), and the bytes of those copied because a snapshot held them.
   int64_t copies() const { return copies_; }
+  int64_t snapshot_copy_bytes() const { return snapshot_copy_bytes_; }
 
   // Makes the blocks holding rows [row_begin, row_end), or the rows listed, safe to write:
   // each one a pull still holds is replaced by a copy. Returns the row map to write through;
@@ -75,12 +80,18 @@ class ParamBlocks {
   // in to `holds`: while a reference is held, that block's bytes do not change.
   void Share(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
              std::vector<std::shared_ptr<const void>>* holds) const;
+  // As Share, for a checkpoint snapshot: a block copied while a snapshot's reference to it is
+  // held counts in snapshot_copy_bytes().
+  void ShareForSnapshot(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
+                        std::vector<std::shared_ptr<const void>>* holds) const;
 
  private:
   struct Block {
     explicit Block(int64_t floats) : data(new float[static_cast<size_t>(floats)]) {}
     std::unique_ptr<float[]> data;
+    std::atomic<int> snapshot_refs{0};  // snapshots' references among its holders
   };
+  struct SnapshotRef;
 
   int64_t BlockFloats(int64_t b) const;
   void MakeOwn(int64_t b);
@@ -94,6 +105,7 @@ class ParamBlocks {
   std::vector<std::shared_ptr<Block>> blocks_;
   std::vector<float*> pointers_;  // blocks_[b]->data.get()
   int64_t copies_ = 0;
+  int64_t snapshot_copy_bytes_ = 0;
 };
 
 }  // namespace shardps

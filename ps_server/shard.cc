@@ -31,43 +31,91 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
-      params_(geometry.rows, geometry.width),
+      params_(0, 1),
       recent_ids_(request_id_window),
-      accumulator_(num_replicas_, geometry.rows, geometry.width) {
-  slots_.reserve(slots_count_);
-  for (size_t s = 0; s < slots_count_; ++s) {
-    slots_.emplace_back(geometry.rows, geometry.width);
-    slots_.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
-  }
+      accumulator_(num_replicas_, geometry.rows, geometry.width) {}
+
+absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) return Annotate(optimizer.status(), QuotedShard(spec.name()));
+  return static_cast<int64_t>(sizeof(float)) * geometry.rows * geometry.width *
+         (1 + (*optimizer)->num_slots());
 }
 
 absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geometry geometry,
                                                      int64_t request_id_window) {
   const std::string what = QuotedShard(spec.name());
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(spec.optimizer()));
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) return Annotate(optimizer.status(), what);
   std::shared_ptr<Shard> shard;
+  State state;
   try {
     shard = std::shared_ptr<Shard>(
-        new Shard(spec, geometry, std::move(optimizer), request_id_window));
+        new Shard(spec, geometry, *std::move(optimizer), request_id_window));
+    state = shard->NewState();
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
   }
+  RETURN_IF_ERROR(shard->InitializeParams(&state.params));
   absl::MutexLock lock(&shard->mu_);
+  shard->params_ = std::move(state.params);
+  shard->slots_ = std::move(state.slots);
+  return shard;
+}
+
+Shard::State Shard::NewState() const {
+  State state{ParamBlocks(rows_, width_), {}};
+  state.slots.reserve(slots_count_);
+  for (size_t s = 0; s < slots_count_; ++s) {
+    state.slots.emplace_back(rows_, width_);
+    state.slots.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
+  }
+  return state;
+}
+
+absl::Status Shard::InitializeParams(ParamBlocks* params) const {
   // Block by block (blocks hold whole rows); values are keyed by global element index, so
   // they do not depend on the blocks either.
-  const int64_t width = shard->width_;
   absl::Status status;
-  shard->params_.ForEachRun(0, shard->size_, [&](int64_t first, float* p, int64_t n) {
+  params->Writable(0, rows_);
+  params->ForEachRun(0, size_, [&](int64_t first, float* p, int64_t n) {
     if (!status.ok()) return;
     status = InitializeRows(
-        spec.initializer(), spec.variable().empty() ? spec.name() : spec.variable(),
-        absl::MakeConstSpan(spec.full_shape().dim().data(),
-                            static_cast<size_t>(spec.full_shape().dim_size())),
-        spec.row_offset() + first / width, absl::MakeSpan(p, static_cast<size_t>(n)));
+        spec_.initializer(), spec_.variable().empty() ? spec_.name() : spec_.variable(),
+        absl::MakeConstSpan(spec_.full_shape().dim().data(),
+                            static_cast<size_t>(spec_.full_shape().dim_size())),
+        spec_.row_offset() + first / width_, absl::MakeSpan(p, static_cast<size_t>(n)));
   });
-  RETURN_IF_ERROR(Annotate(status, what));
-  return shard;
+  return Annotate(status, QuotedShard(name()));
+}
+
+int64_t Shard::snapshot_copy_bytes() const {
+  int64_t bytes = replaced_snapshot_copy_bytes_ + params_.snapshot_copy_bytes();
+  for (const ParamBlocks& slot : slots_) bytes += slot.snapshot_copy_bytes();
+  return bytes;
+}
+
+Shard::Snapshot Shard::TakeSnapshot() const {
+  Snapshot snapshot;
+  snapshot.version = version_;
+  snapshot.tensors.resize(1 + slots_count_);
+  params_.ShareForSnapshot(0, size_, &snapshot.tensors[0].pieces, &snapshot.tensors[0].holds);
+  for (size_t s = 0; s < slots_count_; ++s) {
+    Snapshot::Tensor& tensor = snapshot.tensors[1 + s];
+    tensor.slot = std::string(optimizer_->slot_name(static_cast<int>(s)));
+    slots_[s].ShareForSnapshot(0, size_, &tensor.pieces, &tensor.holds);
+  }
+  return snapshot;
+}
+
+void Shard::ReplaceState(State state, int64_t version) {
+  replaced_snapshot_copy_bytes_ = snapshot_copy_bytes();
+  params_ = std::move(state.params);
+  slots_ = std::move(state.slots);
+  version_ = version;
+  accumulator_.Clear();
+  recent_ids_.Clear();
 }
 
 Shard::WritableState Shard::MakeWritable(int64_t row_begin, int64_t row_end) {
@@ -122,8 +170,10 @@ void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, Parallel
 
 absl::Status Shard::CheckStep(int64_t step) const {
   if (step < version_) {
-    return absl::AbortedError(absl::StrCat("stale step ", step, ": ", QuotedShard(name()),
-                                           " is at version ", version_));
+    return WithDetail(absl::AbortedError(absl::StrCat("stale step ", step, ": ",
+                                                      QuotedShard(name()), " is at version ",
+                                                      version_)),
+                      ErrorDetail::STALE_STEP);
   }
   if (step > version_) {
     return absl::FailedPreconditionError(

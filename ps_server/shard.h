@@ -54,11 +54,33 @@ struct UpdateResult {
 
 class Shard {
  public:
+  // Parameters and optimizer slots, each in copy-on-write blocks of the shard's geometry.
+  struct State {
+    ParamBlocks params;
+    std::vector<ParamBlocks> slots;  // in the optimizer's slot order
+  };
+
+  // A snapshot of the shard at one version: for the parameters and then each slot, views of
+  // the bytes and references that keep them unchanged while held (an update copies a block
+  // that a snapshot holds, and counts the bytes in snapshot_copy_bytes()).
+  struct Snapshot {
+    struct Tensor {
+      std::string slot;  // "" for the parameters, else the optimizer's slot name
+      std::vector<absl::string_view> pieces;
+      std::vector<std::shared_ptr<const void>> holds;
+    };
+    int64_t version = 0;
+    std::vector<Tensor> tensors;
+  };
+
   // Allocates the shard and initializes its parameters from spec.initializer and its slots
   // to the optimizer's initial values. RESOURCE_EXHAUSTED when memory runs out; errors name
   // the shard. REQUIRES: `spec` validated and `geometry` computed from it.
   static absl::StatusOr<std::shared_ptr<Shard>> Create(const ShardSpec& spec, Geometry geometry,
                                                        int64_t request_id_window);
+  // The bytes a shard of this spec takes (parameters and slots), or an error naming the
+  // shard when the optimizer is invalid.
+  static absl::StatusOr<int64_t> BytesFor(const ShardSpec& spec, Geometry geometry);
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -83,6 +105,33 @@ class Shard {
     recent_ids_.Insert(request_id);
   }
   VersionWaiters& waiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_; }
+
+  // A dropped shard (DropShards) is out of the store's map; requests that found it before
+  // the drop see this under its lock and answer as for a missing shard.
+  bool dropped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return dropped_; }
+  void MarkDropped() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { dropped_ = true; }
+
+  // SYNC: some replica has pushed for the step in progress.
+  bool step_in_progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return accumulator_.in_progress();
+  }
+  // Bytes of blocks copied because a snapshot held them, over the shard's life.
+  int64_t snapshot_copy_bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Checkpoints.
+
+  // Takes references to the parameters and slots at the current version (no copy). May throw
+  // std::bad_alloc (the lists of references), changing nothing.
+  Snapshot TakeSnapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh state of this shard's geometry, for a restore to fill outside the lock: the
+  // parameters uninitialized, the slots at their initial values. Throws std::bad_alloc.
+  State NewState() const;
+  // Sets `params` (of this shard's geometry) to the shard's initial values.
+  absl::Status InitializeParams(ParamBlocks* params) const;
+  // Replaces the parameters, slots and version, and starts afresh: the SYNC step in progress
+  // and the request-id window are cleared. Waiters stay; the caller releases those the new
+  // version reaches. REQUIRES: `state` of this shard's geometry and slots.
+  void ReplaceState(State state, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Updates. Each either changes the shard as a whole or, when it throws std::bad_alloc
   // (a block copied on write, a buffer for a step), changes nothing that a read can see.
@@ -172,6 +221,9 @@ class Shard {
   RecentRequestIds recent_ids_ ABSL_GUARDED_BY(mu_);
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
   VersionWaiters waiters_ ABSL_GUARDED_BY(mu_);
+  bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+  // snapshot_copy_bytes of the blocks a restore replaced.
+  int64_t replaced_snapshot_copy_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardps

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,7 +16,9 @@
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -22,10 +26,13 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/error_detail.h"
+#include "common/fanout.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "proto/error.pb.h"
 #include "ps_server/gradient_bytes.h"
 #include "ps_server/initializer.h"
+#include "ps_server/memory_budget.h"
 #include "ps_server/optimizer.h"
 #include "ps_server/parallel_for.h"
 #include "ps_server/shard.h"
@@ -285,14 +292,240 @@ std::string FirstDifference(const ShardSpec& a, const ShardSpec& b) {
 }
 
 
+// What a request that ran out of memory answers.
+absl::Status OutOfMemory(absl::string_view what) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ": the ps ran out of memory; nothing was changed by this request"));
+}
+
+// Runs `fn`, turning std::bad_alloc into RESOURCE_EXHAUSTED: no request may take the ps down
+// by needing more memory than there is. Every update allocates (and copies blocks on write)
+// before it writes, so a request that fails this way has changed nothing.
+template <typename Fn>
+absl::Status Guarded(absl::string_view what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(what);
+  }
+}
+
+// "variable 'v' (shard 'v/part_1')", or "shard 'v'" for an unsplit variable.
+std::string VariableAndShard(const ShardSpec& spec) {
+  if (spec.variable().empty() || spec.variable() == spec.name()) return QuotedShard(spec.name());
+  return absl::StrCat("variable '", spec.variable(), "' (", QuotedShard(spec.name()), ")");
+}
+
+const std::string& VariableOf(const ShardSpec& spec) {
+  return spec.variable().empty() ? spec.name() : spec.variable();
+}
+
+uint64_t RandomIncarnation() {
+  absl::BitGen gen;
+  uint64_t incarnation = 0;
+  while (incarnation == 0) incarnation = absl::Uniform<uint64_t>(gen);
+  return incarnation;
+}
+
 class ShardStoreImpl final : public ShardStore {
  public:
-  explicit ShardStoreImpl(const Options& options) : options_(options), start_(absl::Now()) {}
+  explicit ShardStoreImpl(const Options& options)
+      : options_(options),
+        start_(absl::Now()),
+        incarnation_(options.incarnation != 0 ? options.incarnation : RandomIncarnation()),
+        budget_(options.memory_budget_bytes, options.snapshot_reserve, options.task_index) {}
 
   ~ShardStoreImpl() override { Shutdown(); }
 
   absl::Status CreateShards(const CreateShardsRequest& request,
                             CreateShardsResponse* response) override {
+    return Guarded("create shards", [&] { return CreateShardsImpl(request, response); });
+  }
+
+  absl::Status ListShards(const ListShardsRequest& request,
+                          ListShardsResponse* response) override {
+    return Guarded("list shards", [&]() -> absl::Status {
+      response->set_task_index(options_.task_index);
+      for (const std::shared_ptr<Shard>& shard : AllShards()) {
+        if (!request.variable().empty() && request.variable() != VariableOf(shard->spec())) {
+          continue;
+        }
+        ShardInfo* info = response->add_shards();
+        *info->mutable_spec() = shard->spec();
+        info->set_bytes(shard->bytes());
+        absl::MutexLock lock(&shard->mu());
+        info->set_version(shard->version());
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  void Pull(const PullRequest& request, PullResponse* response, DoneCallback done) override {
+    Pull(request, response, nullptr, std::move(done));
+  }
+
+  void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
+            DoneCallback done) override {
+    const std::string what = absl::StrCat("pull from ", QuotedShard(request.shard()));
+    bool pending = false;
+    const absl::Status status = Guarded(what, [&] {
+      return StartPull(request, response, in_place, what, &done, &pending);
+    });
+    if (!pending) done(status);
+  }
+
+  void PullBatch(const PullBatchRequest& request, std::vector<PullResponse>* responses,
+                 std::vector<PulledBytes>* in_place, DoneCallback done) override {
+    // `done` moves into `holder` only once that is allocated, so that whatever runs out of
+    // memory here, one of the two is called exactly once.
+    std::shared_ptr<DoneCallback> holder;
+    std::shared_ptr<Fanout> fan;
+    const absl::Status status = Guarded("pull batch", [&]() -> absl::Status {
+      // Every item is resolved first, so that a batch too large for one reply fails before
+      // anything is pulled.
+      int64_t total = 0;
+      for (int i = 0; i < request.pulls_size(); ++i) {
+        const PullRequest& item = request.pulls(i);
+        const std::string what = absl::StrCat("pull from ", QuotedShard(item.shard()));
+        ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
+        ASSIGN_OR_RETURN(RowRange range,
+                         ResolveRange(*shard, item.row_begin(), item.row_end(), what));
+        total += range.size() * shard->width() * static_cast<int64_t>(sizeof(float));
+        if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
+          return ReplyTooLarge(absl::StrCat("pull batch (", request.pulls_size(), " items)"),
+                               absl::StrCat("at least ", total));
+        }
+      }
+      responses->clear();
+      responses->resize(static_cast<size_t>(request.pulls_size()));
+      in_place->clear();
+      in_place->resize(static_cast<size_t>(request.pulls_size()));
+      holder = std::make_shared<DoneCallback>(std::move(done));
+      fan = Fanout::Make(static_cast<size_t>(request.pulls_size()),
+                         [holder](const absl::Status& s) { (*holder)(s); });
+      return absl::OkStatus();
+    });
+    if (fan == nullptr) {
+      if (holder != nullptr) {
+        (*holder)(status);
+      } else {
+        done(status);
+      }
+      return;
+    }
+    for (int i = 0; i < request.pulls_size(); ++i) {
+      try {
+        Pull(request.pulls(i), &(*responses)[static_cast<size_t>(i)],
+             &(*in_place)[static_cast<size_t>(i)],
+             [fan](const absl::Status& s) { fan->Finish(s); });
+      } catch (const std::bad_alloc&) {
+        fan->Finish(OutOfMemory("pull batch"));
+      }
+    }
+  }
+
+  void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
+                DoneCallback done) override {
+    const std::string what = absl::StrCat("pull rows from ", QuotedShard(request.shard()));
+    bool pending = false;
+    const absl::Status status =
+        Guarded(what, [&] { return StartPullRows(request, response, what, &done, &pending); });
+    if (!pending) done(status);
+  }
+
+  absl::Status Push(const PushRequest& request, PushResponse* response) override {
+    return Push(request, request.data(), response);
+  }
+
+  absl::Status Push(const PushRequest& request, absl::string_view data,
+                    PushResponse* response) override {
+    return Guarded(absl::StrCat("push to ", QuotedShard(request.shard())),
+                   [&] { return PushDense(request, GradientBytes(data), response); });
+  }
+
+  absl::Status PushBatch(const PushBatchRequest& request,
+                         PushBatchResponse* response) override {
+    const absl::string_view data = request.data();
+    return PushBatch(request, absl::MakeConstSpan(&data, 1), response);
+  }
+
+  absl::Status PushBatch(const PushBatchRequest& request,
+                         absl::Span<const absl::string_view> pieces,
+                         PushBatchResponse* response) override {
+    return Guarded("push batch", [&] { return PushBatchImpl(request, pieces, response); });
+  }
+
+  absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
+    return Guarded(absl::StrCat("push rows to ", QuotedShard(request.shard())),
+                   [&] { return PushRowsImpl(request, response); });
+  }
+
+  absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {
+    return Guarded(absl::StrCat("assign to ", QuotedShard(request.shard())),
+                   [&] { return AssignImpl(request, response); });
+  }
+
+  void Health(HealthResponse* response) override {
+    response->set_task_type("ps");
+    response->set_task_index(options_.task_index);
+    int64_t copied = 0;
+    for (const std::shared_ptr<Shard>& shard : AllShards()) {
+      absl::MutexLock lock(&shard->mu());
+      copied += shard->snapshot_copy_bytes();
+    }
+    {
+      absl::MutexLock lock(&map_mu_);
+      response->set_num_shards(static_cast<int32_t>(shards_.size()));
+      response->set_bytes(total_bytes_);
+      copied += dropped_snapshot_copy_bytes_;
+    }
+    response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - start_));
+    response->set_status(shutdown_.load(std::memory_order_acquire) ? "SHUTTING_DOWN"
+                                                                   : "SERVING");
+    response->set_incarnation(incarnation_);
+    response->set_generation(generation_.load(std::memory_order_acquire));
+    response->set_memory_budget_bytes(budget_.budget_bytes());
+    response->set_memory_available_bytes(budget_.available_bytes());
+    response->set_snapshot_copy_bytes(copied);
+  }
+
+  absl::Status SetGeneration(const SetGenerationRequest& request,
+                             SetGenerationResponse* response) override {
+    if (request.generation() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("set generation: generation must be >= 0, got ", request.generation()));
+    }
+    response->set_generation(RaiseGeneration(request.generation()));
+    return absl::OkStatus();
+  }
+
+  absl::Status DropShards(const DropShardsRequest& request,
+                          DropShardsResponse* response) override {
+    return Guarded("drop shards", [&] { return DropShardsImpl(request, response); });
+  }
+
+  absl::Status Snapshot(const SnapshotRequest&, SnapshotResponse*) override {
+    return absl::UnimplementedError("Snapshot is not implemented yet");
+  }
+  absl::Status SnapshotStatus(const SnapshotStatusRequest&, SnapshotStatusResponse*) override {
+    return absl::UnimplementedError("SnapshotStatus is not implemented yet");
+  }
+  absl::Status Restore(const RestoreRequest&, RestoreResponse*) override {
+    return absl::UnimplementedError("Restore is not implemented yet");
+  }
+
+  void Shutdown() override {
+    // Set before visiting the shards: a pull that registers under a shard's lock after this
+    // shard was visited sees the flag (the store's release/acquire through the lock).
+    shutdown_.store(true, std::memory_order_release);
+    for (const std::shared_ptr<Shard>& shard : AllShards()) {
+      CancelWaiters(*shard, "the ps is shutting down");
+    }
+  }
+
+ private:
+  absl::Status CreateShardsImpl(const CreateShardsRequest& request,
+                                CreateShardsResponse* response) {
     // 1. Validate every spec; a name twice in the request must carry the same spec.
     std::vector<Geometry> geometry(static_cast<size_t>(request.shards_size()));
     absl::flat_hash_map<std::string, int> first_index;
@@ -326,14 +559,22 @@ class ShardStoreImpl final : public ShardStore {
         }
       }
     }
-    // 3. Allocate and initialize outside the map lock (a large table takes a while).
+    // 3. The memory budget, before any allocation: every new shard's bytes are reserved,
+    // or none (the reservation is returned unless the shards are inserted).
+    Reservation reservation(&budget_);
+    for (int i : fresh) {
+      const ShardSpec& spec = request.shards(i);
+      ASSIGN_OR_RETURN(const int64_t bytes, Shard::BytesFor(spec, geometry[i]));
+      RETURN_IF_ERROR(reservation.Add(bytes, absl::StrCat("create ", VariableAndShard(spec))));
+    }
+    // 4. Allocate and initialize outside the map lock (a large table takes a while).
     std::vector<std::shared_ptr<Shard>> built;
     for (int i : fresh) {
       ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
                        Shard::Create(request.shards(i), geometry[i], options_.request_id_window));
       built.push_back(std::move(shard));
     }
-    // 4. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.
+    // 5. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.
     absl::MutexLock lock(&map_mu_);
     for (const auto& shard : built) {
       auto it = shards_.find(shard->name());
@@ -345,6 +586,7 @@ class ShardStoreImpl final : public ShardStore {
       const int64_t bytes = shard->bytes();
       if (shards_.emplace(name, std::move(shard)).second) {
         total_bytes_ += bytes;
+        reservation.Keep(bytes);
         ++created;
       }
     }
@@ -352,60 +594,45 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
-  absl::Status ListShards(const ListShardsRequest& request,
-                          ListShardsResponse* response) override {
-    response->set_task_index(options_.task_index);
-    for (const std::shared_ptr<Shard>& shard : AllShards()) {
-      const std::string& variable =
-          shard->spec().variable().empty() ? shard->name() : shard->spec().variable();
-      if (!request.variable().empty() && request.variable() != variable) continue;
-      ShardInfo* info = response->add_shards();
-      *info->mutable_spec() = shard->spec();
-      info->set_bytes(shard->bytes());
-      absl::MutexLock lock(&shard->mu());
-      info->set_version(shard->version());
+  // Memory reserved in the budget for a request, returned when the request does not keep it.
+  class Reservation {
+   public:
+    explicit Reservation(MemoryBudget* budget) : budget_(budget) {}
+    ~Reservation() { budget_->Release(bytes_); }
+    absl::Status Add(int64_t bytes, absl::string_view what) {
+      RETURN_IF_ERROR(budget_->Reserve(bytes, what));
+      bytes_ += bytes;
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
-  }
+    void Keep(int64_t bytes) { bytes_ -= bytes; }
 
-  void Pull(const PullRequest& request, PullResponse* response, DoneCallback done) override {
-    Pull(request, response, nullptr, std::move(done));
-  }
+   private:
+    MemoryBudget* const budget_;
+    int64_t bytes_ = 0;
+  };
 
-  void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
-            DoneCallback done) override {
-    const std::string what = absl::StrCat("pull from ", QuotedShard(request.shard()));
-    absl::Status status = CheckTimeout(request.wait_timeout_ms(), what);
-    std::shared_ptr<Shard> shard;
-    RowRange range{0, 0};
-    if (status.ok()) {
-      absl::StatusOr<std::shared_ptr<Shard>> found = FindShard(request.shard(), what);
-      status = found.status();
-      if (status.ok()) shard = *std::move(found);
-    }
-    if (status.ok()) {
-      absl::StatusOr<RowRange> resolved =
-          ResolveRange(*shard, request.row_begin(), request.row_end(), what);
-      status = resolved.status();
-      if (status.ok()) range = *resolved;
-    }
-    if (!status.ok()) {
-      done(status);
-      return;
-    }
+  // Starts a pull: fills the response now, or registers a waiter (then *pending is true and
+  // `*done` has been taken), or fails.
+  absl::Status StartPull(const PullRequest& request, PullResponse* response,
+                         PulledBytes* in_place, const std::string& what, DoneCallback* done,
+                         bool* pending) {
+    RETURN_IF_ERROR(CheckTimeout(request.wait_timeout_ms(), what));
+    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
+    ASSIGN_OR_RETURN(RowRange range,
+                     ResolveRange(*shard, request.row_begin(), request.row_end(), what));
+    RETURN_IF_ERROR(CheckReplyBytes(range.size(), shard->width(), what));
     Shard* s = shard.get();
     if (in_place != nullptr) {
       auto share = [s, range, response, in_place]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         ShareRange(*s, range, in_place, response);
       };
-      FillOrWait(
+      return FillOrWait(
           std::move(shard), request.min_version(), request.wait_timeout_ms(), share,
-          [share]() -> std::function<void()> { return share; }, std::move(done));
-      return;
+          [share]() -> std::function<void()> { return share; }, done, pending);
     }
     const size_t bytes = static_cast<size_t>(range.size() * s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
-    FillOrWait(
+    return FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
         [s, range, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           CopyRange(*s, range, &data, response);
@@ -415,30 +642,21 @@ class ShardStoreImpl final : public ShardStore {
           return [s, range, response, late = std::move(data)]() mutable
                  ABSL_NO_THREAD_SAFETY_ANALYSIS { CopyRange(*s, range, &late, response); };
         },
-        std::move(done));
+        done, pending);
   }
 
-  void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
-                DoneCallback done) override {
-    const std::string what = absl::StrCat("pull rows from ", QuotedShard(request.shard()));
-    absl::Status status = CheckTimeout(request.wait_timeout_ms(), what);
-    std::shared_ptr<Shard> shard;
-    if (status.ok()) {
-      absl::StatusOr<std::shared_ptr<Shard>> found = FindShard(request.shard(), what);
-      status = found.status();
-      if (status.ok()) shard = *std::move(found);
-    }
+  absl::Status StartPullRows(const PullRowsRequest& request, PullRowsResponse* response,
+                             const std::string& what, DoneCallback* done, bool* pending) {
+    RETURN_IF_ERROR(CheckTimeout(request.wait_timeout_ms(), what));
+    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
     const absl::Span<const int64_t> ids(request.ids().data(),
                                         static_cast<size_t>(request.ids_size()));
-    if (status.ok()) status = CheckIds(*shard, ids, what);
-    if (!status.ok()) {
-      done(status);
-      return;
-    }
+    RETURN_IF_ERROR(CheckReplyBytes(static_cast<int64_t>(ids.size()), shard->width(), what));
+    RETURN_IF_ERROR(CheckIds(*shard, ids, what));
     Shard* s = shard.get();
     const size_t bytes = ids.size() * static_cast<size_t>(s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
-    FillOrWait(
+    return FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
         [s, ids, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           CopyRows(*s, ids, &data, response);
@@ -451,22 +669,37 @@ class ShardStoreImpl final : public ShardStore {
             CopyRows(*s, owned, &late, response);
           };
         },
-        std::move(done));
+        done, pending);
   }
 
-  absl::Status Push(const PushRequest& request, PushResponse* response) override {
-    return Push(request, request.data(), response);
+  // RESOURCE_EXHAUSTED when `count` rows of `width` floats would pass max_reply_bytes (or
+  // overflow).
+  absl::Status CheckReplyBytes(int64_t count, int64_t width, absl::string_view what) const {
+    const int64_t row_bytes = width * static_cast<int64_t>(sizeof(float));
+    const bool overflows = count > 0 && row_bytes > std::numeric_limits<int64_t>::max() / count;
+    if (overflows) return ReplyTooLarge(what, absl::StrCat(count, " rows of ", row_bytes));
+    const int64_t bytes = count * row_bytes;
+    if (options_.max_reply_bytes > 0 && bytes > options_.max_reply_bytes) {
+      return ReplyTooLarge(what, absl::StrCat(bytes));
+    }
+    return absl::OkStatus();
   }
 
-  absl::Status PushBatch(const PushBatchRequest& request,
-                         PushBatchResponse* response) override {
-    const absl::string_view data = request.data();
-    return PushBatch(request, absl::MakeConstSpan(&data, 1), response);
+  absl::Status ReplyTooLarge(absl::string_view what, absl::string_view bytes) const {
+    ErrorDetail detail;
+    detail.set_kind(ErrorDetail::LIMIT);
+    detail.set_ps_task(options_.task_index);
+    detail.set_limit("--max_reply_bytes");
+    return WithDetail(absl::ResourceExhaustedError(absl::StrCat(
+                          what, ": the reply would be ", bytes, " bytes, more than ps task ",
+                          options_.task_index, "'s --max_reply_bytes=", options_.max_reply_bytes,
+                          "; pull fewer rows per call")),
+                      detail);
   }
 
-  absl::Status PushBatch(const PushBatchRequest& request,
-                         absl::Span<const absl::string_view> pieces,
-                         PushBatchResponse* response) override {
+  absl::Status PushBatchImpl(const PushBatchRequest& request,
+                             absl::Span<const absl::string_view> pieces,
+                             PushBatchResponse* response) {
     const GradientBytes data(pieces);
     if (request.data_bytes_size() != request.pushes_size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -503,12 +736,37 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
-  absl::Status Push(const PushRequest& request, absl::string_view data,
-                    PushResponse* response) override {
-    return PushDense(request, GradientBytes(data), response);
+  // A dense push whose gradient is read where it lies (one buffer, or a batch's pieces).
+  absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
+                         PushResponse* response) {
+    const std::string what = absl::StrCat("push to ", QuotedShard(request.shard()));
+    RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
+    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
+    ASSIGN_OR_RETURN(RowRange range,
+                     ResolveRange(*shard, request.row_begin(), request.row_end(), what));
+    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data"));
+    if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
+
+    std::vector<WaiterPtr> ready;
+    {
+      absl::MutexLock lock(&shard->mu());
+      RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
+      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
+      UpdateResult result;
+      if (shard->sync()) {
+        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
+        result = shard->AddDense(request.sync().replica(), range, grad);
+      } else {
+        shard->ApplyDense(range, grad, &parallel_);
+        result.applied = true;
+      }
+      RecordUpdate(*shard, request.request_id(), result, response, &ready);
+    }
+    CompleteReady(&ready);
+    return absl::OkStatus();
   }
 
-  absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
+  absl::Status PushRowsImpl(const PushRowsRequest& request, PushRowsResponse* response) {
     const std::string what = absl::StrCat("push rows to ", QuotedShard(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
@@ -550,6 +808,7 @@ class ShardStoreImpl final : public ShardStore {
     std::vector<WaiterPtr> ready;
     {
       absl::MutexLock lock(&shard->mu());
+      RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
       if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
       UpdateResult result;
       if (shard->sync()) {
@@ -570,7 +829,7 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
-  absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {
+  absl::Status AssignImpl(const AssignRequest& request, AssignResponse* response) {
     const std::string what = absl::StrCat("assign to ", QuotedShard(request.shard()));
     RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
     ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
@@ -581,97 +840,114 @@ class ShardStoreImpl final : public ShardStore {
                      CheckedFloats(request.data(), range.size() * shard->width(), what, "data",
                                    &scratch));
     absl::MutexLock lock(&shard->mu());
+    RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
     if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
     shard->Assign(range, values, request.reset_slots());
     shard->RememberRequest(request.request_id());
     return absl::OkStatus();
   }
 
-  void Health(HealthResponse* response) override {
-    response->set_task_type("ps");
-    response->set_task_index(options_.task_index);
+  absl::Status DropShardsImpl(const DropShardsRequest& request, DropShardsResponse* response) {
+    if (request.variables().empty() && !request.all()) {
+      return absl::InvalidArgumentError(
+          "drop shards: list the variables to drop, or set all to drop every shard");
+    }
+    const absl::flat_hash_set<std::string> variables(request.variables().begin(),
+                                                     request.variables().end());
+    std::vector<std::shared_ptr<Shard>> dropped;
     {
       absl::MutexLock lock(&map_mu_);
-      response->set_num_shards(static_cast<int32_t>(shards_.size()));
-      response->set_bytes(total_bytes_);
+      for (auto it = shards_.begin(); it != shards_.end();) {
+        if (request.all() || variables.contains(VariableOf(it->second->spec()))) {
+          total_bytes_ -= it->second->bytes();
+          dropped.push_back(std::move(it->second));
+          it = shards_.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
-    response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - start_));
-    response->set_status(shutdown_.load(std::memory_order_acquire) ? "SHUTTING_DOWN"
-                                                                   : "SERVING");
-  }
-
-  absl::Status SetGeneration(const SetGenerationRequest&, SetGenerationResponse*) override {
-    return absl::UnimplementedError("SetGeneration is not implemented yet");
-  }
-  absl::Status DropShards(const DropShardsRequest&, DropShardsResponse*) override {
-    return absl::UnimplementedError("DropShards is not implemented yet");
-  }
-  absl::Status Snapshot(const SnapshotRequest&, SnapshotResponse*) override {
-    return absl::UnimplementedError("Snapshot is not implemented yet");
-  }
-  absl::Status SnapshotStatus(const SnapshotStatusRequest&, SnapshotStatusResponse*) override {
-    return absl::UnimplementedError("SnapshotStatus is not implemented yet");
-  }
-  absl::Status Restore(const RestoreRequest&, RestoreResponse*) override {
-    return absl::UnimplementedError("Restore is not implemented yet");
-  }
-
-  void Shutdown() override {
-    // Set before visiting the shards: a pull that registers under a shard's lock after this
-    // shard was visited sees the flag (the store's release/acquire through the lock).
-    shutdown_.store(true, std::memory_order_release);
-    for (const std::shared_ptr<Shard>& shard : AllShards()) {
-      std::vector<WaiterPtr> cancelled;
+    int64_t copied = 0;
+    for (const std::shared_ptr<Shard>& shard : dropped) {
+      budget_.Release(shard->bytes());
       {
         absl::MutexLock lock(&shard->mu());
-        shard->waiters().TakeAll(&cancelled);
+        shard->MarkDropped();
+        copied += shard->snapshot_copy_bytes();
       }
-      for (const WaiterPtr& w : cancelled) {
-        timer_.Remove(*w);
-        w->Finish(absl::CancelledError(absl::StrCat(
-            "pull from ", QuotedShard(shard->name()), ": the ps is shutting down")));
-      }
+      CancelWaiters(*shard, "the shard was dropped");
+    }
+    {
+      absl::MutexLock lock(&map_mu_);
+      dropped_snapshot_copy_bytes_ += copied;
+    }
+    response->set_dropped(static_cast<int32_t>(dropped.size()));
+    return absl::OkStatus();
+  }
+
+  // Fails every pull waiting on `shard` with CANCELLED, saying `why`.
+  void CancelWaiters(Shard& shard, absl::string_view why) {
+    std::vector<WaiterPtr> cancelled;
+    {
+      absl::MutexLock lock(&shard.mu());
+      shard.waiters().TakeAll(&cancelled);
+    }
+    for (const WaiterPtr& w : cancelled) {
+      timer_.Remove(*w);
+      w->Finish(absl::CancelledError(
+          absl::StrCat("pull from ", QuotedShard(shard.name()), ": ", why)));
     }
   }
 
- private:
-  // A dense push whose gradient is read where it lies (one buffer, or a batch's pieces).
-  absl::Status PushDense(const PushRequest& request, const GradientBytes& grad,
-                         PushResponse* response) {
-    const std::string what = absl::StrCat("push to ", QuotedShard(request.shard()));
-    RETURN_IF_ERROR(CheckRequestId(request.request_id(), what));
-    ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(request.shard(), what));
-    ASSIGN_OR_RETURN(RowRange range,
-                     ResolveRange(*shard, request.row_begin(), request.row_end(), what));
-    RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data"));
-    if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
-
-    std::vector<WaiterPtr> ready;
-    {
-      absl::MutexLock lock(&shard->mu());
-      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      UpdateResult result;
-      if (shard->sync()) {
-        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
-        result = shard->AddDense(request.sync().replica(), range, grad);
-      } else {
-        shard->ApplyDense(range, grad, &parallel_);
-        result.applied = true;
-      }
-      RecordUpdate(*shard, request.request_id(), result, response, &ready);
+  // Under the shard's lock, before a mutating request changes anything: the shard is still
+  // in the store, and the request's recovery generation is the store's (or 0, unfenced).
+  // Checked under the lock so that an update racing with a Restore (which raises the
+  // generation first, then replaces each shard under its lock) either lands before the
+  // shard is replaced or is refused: never on the restored state.
+  absl::Status CheckUpdate(const Shard& shard, int64_t generation, absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+    if (shard.dropped()) return NoSuchShard(what);
+    if (generation == 0) return absl::OkStatus();
+    const int64_t current = generation_.load(std::memory_order_acquire);
+    if (generation < current) {
+      ErrorDetail detail;
+      detail.set_kind(ErrorDetail::STALE_GENERATION);
+      detail.set_ps_task(options_.task_index);
+      detail.set_ps_incarnation(incarnation_);
+      detail.set_generation(current);
+      return WithDetail(absl::AbortedError(absl::StrCat(
+                            what, ": the update belongs to generation ", generation,
+                            " but ps task ", options_.task_index, " is at generation ", current,
+                            " (rolled back since); it was not applied")),
+                        detail);
     }
-    CompleteReady(&ready);
+    if (generation > current) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": the update belongs to generation ", generation, ", ahead of ps task ",
+          options_.task_index, "'s generation ", current, "; set the generation first"));
+    }
     return absl::OkStatus();
+  }
+
+  // Raises the generation to `generation` when that is higher; returns the generation after.
+  int64_t RaiseGeneration(int64_t generation) {
+    int64_t current = generation_.load(std::memory_order_acquire);
+    while (generation > current &&
+           !generation_.compare_exchange_weak(current, generation, std::memory_order_acq_rel)) {
+    }
+    return std::max(current, generation);
+  }
+
+  absl::Status NoSuchShard(absl::string_view what) const {
+    return absl::NotFoundError(
+        absl::StrCat(what, ": no such shard on ps task ", options_.task_index));
   }
 
   absl::StatusOr<std::shared_ptr<Shard>> FindShard(const std::string& name,
                                                    absl::string_view what) const {
     absl::MutexLock lock(&map_mu_);
     auto it = shards_.find(name);
-    if (it == shards_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat(what, ": no such shard on ps task ", options_.task_index));
-    }
+    if (it == shards_.end()) return NoSuchShard(what);
     return it->second;
   }
 
@@ -691,37 +967,45 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   // Fills the response now when the shard has reached min_version, else registers a waiter
-  // completed later by an update, the timer or Shutdown. `done` runs with no store lock held.
-  void FillOrWait(std::shared_ptr<Shard> shard, int64_t min_version, int64_t timeout_ms,
-                  absl::FunctionRef<void()> fill_now,
-                  absl::FunctionRef<std::function<void()>()> make_deferred_fill,
-                  DoneCallback done) {
-    absl::Status status;
-    {
-      absl::MutexLock lock(&shard->mu());
-      if (shard->version() >= min_version) {
-        fill_now();
-      } else if (shutdown_.load(std::memory_order_acquire)) {
-        status = absl::CancelledError(absl::StrCat("pull from ", QuotedShard(shard->name()),
-                                                   ": the ps is shutting down"));
-      } else {
-        auto w = std::make_shared<VersionWaiter>();
-        w->min_version = min_version;
-        w->timeout_ms = timeout_ms;
-        w->fill = make_deferred_fill();
-        if (timeout_ms > 0) {
-          w->on_timeout = [shard](VersionWaiter& waiter) { Expire(*shard, waiter); };
-        }
-        w->done = std::move(done);
-        shard->waiters().Add(w);
-        if (timeout_ms > 0) {
-          // Lock order: the shard's, then the timer's.
-          timer_.Add(w, absl::Now() + absl::Milliseconds(timeout_ms));
-        }
-        return;
+  // completed later by an update, the timer, DropShards or Shutdown: then *pending is true
+  // and `*done` has been moved into the waiter (the last step, after everything that may
+  // throw), to be called holding no store lock.
+  absl::Status FillOrWait(std::shared_ptr<Shard> shard, int64_t min_version, int64_t timeout_ms,
+                          absl::FunctionRef<void()> fill_now,
+                          absl::FunctionRef<std::function<void()>()> make_deferred_fill,
+                          DoneCallback* done, bool* pending) {
+    absl::MutexLock lock(&shard->mu());
+    if (shard->dropped()) {
+      return NoSuchShard(absl::StrCat("pull from ", QuotedShard(shard->name())));
+    }
+    if (shard->version() >= min_version) {
+      fill_now();
+      return absl::OkStatus();
+    }
+    if (shutdown_.load(std::memory_order_acquire)) {
+      return absl::CancelledError(absl::StrCat("pull from ", QuotedShard(shard->name()),
+                                               ": the ps is shutting down"));
+    }
+    auto w = std::make_shared<VersionWaiter>();
+    w->min_version = min_version;
+    w->timeout_ms = timeout_ms;
+    w->fill = make_deferred_fill();
+    if (timeout_ms > 0) {
+      w->on_timeout = [shard](VersionWaiter& waiter) { Expire(*shard, waiter); };
+    }
+    shard->waiters().Add(w);
+    if (timeout_ms > 0) {
+      // Lock order: the shard's, then the timer's.
+      try {
+        timer_.Add(w, absl::Now() + absl::Milliseconds(timeout_ms));
+      } catch (const std::bad_alloc&) {
+        shard->waiters().Remove(*w);
+        throw;
       }
     }
-    done(status);
+    w->done = std::move(*done);
+    *pending = true;
+    return absl::OkStatus();
   }
 
   // Calls each ready waiter's `done` (with OK); the waiters were claimed and filled under
@@ -749,7 +1033,11 @@ class ShardStoreImpl final : public ShardStore {
 
   const Options options_;
   const absl::Time start_;
+  const uint64_t incarnation_;
   std::atomic<bool> shutdown_{false};
+  // The recovery generation; only rises. Read under a shard's lock by every update.
+  std::atomic<int64_t> generation_{0};
+  MemoryBudget budget_;
   // Helpers for large updates: one per further core, so that an update finishes sooner when
   // cores are idle (the end of a push, when the client only waits).
   ParallelFor parallel_{std::min(7, UsableCores() - 1)};
@@ -757,6 +1045,7 @@ class ShardStoreImpl final : public ShardStore {
   mutable absl::Mutex map_mu_;
   std::map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(map_mu_);
   int64_t total_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
+  int64_t dropped_snapshot_copy_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
   // Last: its thread is started once every other member is initialized, and stopped first.
   WaiterTimer timer_;
@@ -768,6 +1057,14 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const Options& op
   if (options.request_id_window < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ShardStore options: request_id_window must be >= 0, got ", options.request_id_window));
+  }
+  RETURN_IF_ERROR(Annotate(
+      MemoryBudget::Validate(options.memory_budget_bytes, options.snapshot_reserve),
+      "ShardStore options"));
+  if (options.max_reply_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShardStore options: max_reply_bytes must be >= 0 (0: no limit), got ",
+        options.max_reply_bytes));
   }
   return std::unique_ptr<ShardStore>(new ShardStoreImpl(options));
 }

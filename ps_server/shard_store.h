@@ -11,7 +11,8 @@
 // the shard's lock (a copy, or references to the parameter blocks that updates then copy
 // before writing), so it sees the shard before or after an update, never half of one.
 // A bad request returns a non-OK status naming the shard, field or shape at fault and changes
-// nothing.
+// nothing; a request that would need more memory than the ps has fails with
+// RESOURCE_EXHAUSTED (std::bad_alloc never escapes a call).
 #ifndef SHARDPS_PS_SERVER_SHARD_STORE_H_
 #define SHARDPS_PS_SERVER_SHARD_STORE_H_
 
@@ -45,6 +46,9 @@ class ShardStore {
     int64_t max_reply_bytes = 0;
     // The store's incarnation (HealthResponse.incarnation); 0: drawn at random.
     uint64_t incarnation = 0;
+    // Tests only: called on the snapshot writer's thread before each snapshot's file is
+    // written (a test holds a snapshot's references there while it updates the shards).
+    std::function<void(int64_t checkpoint_id)> before_snapshot_write;
   };
 
   // Completion of a request that may wait (pulls with min_version): called exactly once,
@@ -84,6 +88,16 @@ class ShardStore {
   // *in_place instead, without a copy. *in_place must live until `done` has been called.
   virtual void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
                     DoneCallback done) = 0;
+  // A batch of pulls (PullBatchRequest), each item as the in-place Pull above: item i's
+  // version and shape go to (*responses)[i] and its bytes to (*in_place)[i] (both resized
+  // to the items). Completes once every item has; the first failure is returned, naming its
+  // shard. A batch whose items together would pass Options::max_reply_bytes fails at once,
+  // before anything is pulled. `responses` and `in_place` must live until `done` is called.
+  virtual void PullBatch(const PullBatchRequest& request, std::vector<PullResponse>* responses,
+                         std::vector<PulledBytes>* in_place, DoneCallback done) = 0;
+  // Rows by id. Pulls (Pull, PullBatch, PullRows) whose reply would pass
+  // Options::max_reply_bytes fail at once with RESOURCE_EXHAUSTED (ErrorDetail LIMIT),
+  // before any memory is allocated for them.
   virtual void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                         DoneCallback done) = 0;
 
