@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "checkpoint/safetensors.h"
 #include "common/error_detail.h"
 #include "common/fanout.h"
 #include "common/status_macros.h"
@@ -36,6 +37,7 @@
 #include "ps_server/optimizer.h"
 #include "ps_server/parallel_for.h"
 #include "ps_server/shard.h"
+#include "ps_server/snapshot_writer.h"
 #include "ps_server/unique_ids.h"
 #include "ps_server/version_waiters.h"
 
@@ -320,6 +322,12 @@ const std::string& VariableOf(const ShardSpec& spec) {
   return spec.variable().empty() ? spec.name() : spec.variable();
 }
 
+SnapshotWriter::Options WriterOptions(const ShardStore::Options& options) {
+  SnapshotWriter::Options writer;
+  writer.before_write = options.before_snapshot_write;
+  return writer;
+}
+
 uint64_t RandomIncarnation() {
   absl::BitGen gen;
   uint64_t incarnation = 0;
@@ -504,11 +512,17 @@ class ShardStoreImpl final : public ShardStore {
     return Guarded("drop shards", [&] { return DropShardsImpl(request, response); });
   }
 
-  absl::Status Snapshot(const SnapshotRequest&, SnapshotResponse*) override {
-    return absl::UnimplementedError("Snapshot is not implemented yet");
+  absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response) override {
+    return Guarded(absl::StrCat("snapshot ", request.checkpoint_id()),
+                   [&] { return SnapshotImpl(request, response); });
   }
-  absl::Status SnapshotStatus(const SnapshotStatusRequest&, SnapshotStatusResponse*) override {
-    return absl::UnimplementedError("SnapshotStatus is not implemented yet");
+
+  absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
+                              SnapshotStatusResponse* response) override {
+    return Guarded("snapshot status", [&] {
+      *response = writer_.Status(request.checkpoint_id());
+      return absl::OkStatus();
+    });
   }
   absl::Status Restore(const RestoreRequest&, RestoreResponse*) override {
     return absl::UnimplementedError("Restore is not implemented yet");
@@ -847,6 +861,82 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
+  absl::Status SnapshotImpl(const SnapshotRequest& request, SnapshotResponse* response) {
+    const std::string what = absl::StrCat("snapshot ", request.checkpoint_id());
+    if (request.path().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": path is empty"));
+    }
+    RETURN_IF_ERROR(CheckSnapshotGeneration(request.generation(), what));
+    if (writer_.InUse(request.checkpoint_id())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": a snapshot with this checkpoint id is still being written"));
+    }
+    // The cut: each shard's version and references to its blocks, under its lock. Nothing
+    // is copied; updates that come later copy the blocks they touch (copy-on-write).
+    SnapshotWriter::Job job;
+    job.checkpoint_id = request.checkpoint_id();
+    job.path = request.path();
+    SnapshotResponse answer;
+    for (const std::shared_ptr<Shard>& shard : AllShards()) {
+      Shard::Snapshot snapshot;
+      {
+        absl::MutexLock lock(&shard->mu());
+        if (shard->dropped()) continue;
+        if (shard->sync() && shard->step_in_progress()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              what, ": ", QuotedShard(shard->name()), " has SYNC step ", shard->version(),
+              " partly pushed; snapshots are taken at step boundaries"));
+        }
+        snapshot = shard->TakeSnapshot();
+      }
+      ShardInfo* info = answer.add_shards();
+      *info->mutable_spec() = shard->spec();
+      info->set_version(snapshot.version);
+      info->set_bytes(shard->bytes());
+      const std::vector<int64_t> shape(shard->spec().shape().dim().begin(),
+                                       shard->spec().shape().dim().end());
+      for (Shard::Snapshot::Tensor& t : snapshot.tensors) {
+        TensorToWrite tensor;
+        tensor.name = t.slot.empty() ? shard->name() : absl::StrCat(shard->name(), "/", t.slot);
+        tensor.shape = shape;
+        tensor.pieces = std::move(t.pieces);
+        tensor.holds = std::move(t.holds);
+        job.tensors.push_back(std::move(tensor));
+      }
+    }
+    job.metadata = {{"format", "shardps-ps-snapshot"},
+                    {"ps_task", absl::StrCat(options_.task_index)},
+                    {"checkpoint_id", absl::StrCat(request.checkpoint_id())},
+                    {"generation", absl::StrCat(request.generation())}};
+    RETURN_IF_ERROR(Annotate(writer_.Submit(std::move(job)), what));
+    *response = std::move(answer);
+    return absl::OkStatus();
+  }
+
+  // A snapshot belongs to the store's generation: a lower one is from a chief that has been
+  // superseded (ABORTED, STALE_GENERATION), a higher one means this ps missed a
+  // SetGeneration (FAILED_PRECONDITION), as for updates.
+  absl::Status CheckSnapshotGeneration(int64_t generation, absl::string_view what) const {
+    const int64_t current = generation_.load(std::memory_order_acquire);
+    if (generation < current) {
+      ErrorDetail detail;
+      detail.set_kind(ErrorDetail::STALE_GENERATION);
+      detail.set_ps_task(options_.task_index);
+      detail.set_ps_incarnation(incarnation_);
+      detail.set_generation(current);
+      return WithDetail(absl::AbortedError(absl::StrCat(
+                            what, ": generation ", generation, " is stale; ps task ",
+                            options_.task_index, " is at generation ", current)),
+                        detail);
+    }
+    if (generation > current) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": generation ", generation, " is ahead of ps task ", options_.task_index,
+          "'s generation ", current, "; set the generation first"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status DropShardsImpl(const DropShardsRequest& request, DropShardsResponse* response) {
     if (request.variables().empty() && !request.all()) {
       return absl::InvalidArgumentError(
@@ -1047,6 +1137,9 @@ class ShardStoreImpl final : public ShardStore {
   int64_t total_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
   int64_t dropped_snapshot_copy_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
+  // Writes snapshots' files; destroyed before the shards' map (it holds only references to
+  // blocks, never to shards).
+  SnapshotWriter writer_{WriterOptions(options_)};
   // Last: its thread is started once every other member is initialized, and stopped first.
   WaiterTimer timer_;
 };
