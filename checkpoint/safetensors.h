@@ -79,6 +79,8 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   int64_t file_bytes() const { return file_bytes_; }
+  // Where the data section starts: 8 + the header's length.
+  int64_t data_offset() const { return data_offset_; }
   // Tensors in data order, with data_begin / data_end; crc32c is left 0 (not in the file).
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* Find(absl::string_view name) const;
