@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors.h"
 #include "common/error_detail.h"
 #include "common/fanout.h"
@@ -37,6 +38,7 @@
 #include "ps_server/optimizer.h"
 #include "ps_server/parallel_for.h"
 #include "ps_server/shard.h"
+#include "ps_server/shard_restore.h"
 #include "ps_server/snapshot_writer.h"
 #include "ps_server/unique_ids.h"
 #include "ps_server/version_waiters.h"
@@ -524,8 +526,8 @@ class ShardStoreImpl final : public ShardStore {
       return absl::OkStatus();
     });
   }
-  absl::Status Restore(const RestoreRequest&, RestoreResponse*) override {
-    return absl::UnimplementedError("Restore is not implemented yet");
+  absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override {
+    return Guarded("restore", [&] { return RestoreImpl(request, response); });
   }
 
   void Shutdown() override {
@@ -867,6 +869,15 @@ class ShardStoreImpl final : public ShardStore {
       return absl::InvalidArgumentError(absl::StrCat(what, ": path is empty"));
     }
     RETURN_IF_ERROR(CheckSnapshotGeneration(request.generation(), what));
+    // Held while the cut is taken, so that no Restore replaces shards in the middle of it.
+    if (!restore_mu_.TryLock()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": a restore is in progress; snapshot after it"));
+    }
+    struct Unlock {
+      absl::Mutex* mu;
+      ~Unlock() { mu->Unlock(); }
+    } unlock{&restore_mu_};
     if (writer_.InUse(request.checkpoint_id())) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": a snapshot with this checkpoint id is still being written"));
@@ -913,28 +924,111 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
+  absl::Status RestoreImpl(const RestoreRequest& request, RestoreResponse* response) {
+    // One restore at a time; a snapshot is refused meanwhile (it would cut a half-restored
+    // ps).
+    absl::MutexLock restoring(&restore_mu_);
+    // 1. The generation first: from here on, an update from before the rollback is refused,
+    // and one that slipped in before this point is overwritten below.
+    if (request.generation() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: generation must be >= 0, got ", request.generation()));
+    }
+    if (request.generation() != 0) {
+      const int64_t current = generation_.load(std::memory_order_acquire);
+      if (request.generation() < current) {
+        return StaleGeneration("restore", request.generation(), current);
+      }
+      RaiseGeneration(request.generation());
+    }
+    // 2. The shards, and where each comes from; every check before anything is read.
+    std::vector<std::shared_ptr<Shard>> shards;
+    if (request.shards().empty()) {
+      shards = AllShards();
+    } else {
+      for (const std::string& name : request.shards()) {
+        ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
+                         FindShard(name, absl::StrCat("restore ", QuotedShard(name))));
+        shards.push_back(std::move(shard));
+      }
+    }
+    std::unique_ptr<CheckpointReader> reader;
+    if (!request.manifest().empty()) {
+      ASSIGN_OR_RETURN(reader, CheckpointReader::Open(request.manifest()));
+    }
+    std::vector<std::pair<std::shared_ptr<Shard>, ShardSource>> plan;
+    for (std::shared_ptr<Shard>& shard : shards) {
+      ShardSource source{VariableOf(shard->spec()), request.params_only()};
+      if (!request.variable_map().empty()) {
+        auto it = request.variable_map().find(source.variable);
+        if (it == request.variable_map().end()) continue;  // a warm start skips it
+        source.variable = it->second;
+      }
+      if (reader != nullptr) {
+        RETURN_IF_ERROR(CheckRestorable(reader->manifest(), reader->manifest_path(), *shard,
+                                        source));
+      }
+      plan.emplace_back(std::move(shard), std::move(source));
+    }
+    // 3. Shard by shard: read into fresh blocks outside the shard's lock, then swap them in
+    // under it. A failure (a corrupt file) leaves that shard and the ones after it as they
+    // were; the caller restores again (from an older checkpoint).
+    int64_t bytes_read = 0;
+    for (auto& [shard, source] : plan) {
+      absl::StatusOr<RestoredState> restored =
+          reader != nullptr ? ReadShardState(*reader, *shard, source) : InitialShardState(*shard);
+      if (!restored.ok()) return restored.status();
+      bytes_read += restored->bytes_read;
+      std::vector<WaiterPtr> ready;
+      ShardInfo* info = response->add_shards();
+      *info->mutable_spec() = shard->spec();
+      info->set_bytes(shard->bytes());
+      info->set_version(restored->version);
+      {
+        absl::MutexLock lock(&shard->mu());
+        if (shard->dropped()) {
+          return NoSuchShard(absl::StrCat("restore ", QuotedShard(shard->name())));
+        }
+        shard->ReplaceState(std::move(restored->state), restored->version);
+        shard->waiters().TakeReady(shard->version(), &ready);
+      }
+      CompleteReady(&ready);
+    }
+    response->set_bytes_read(bytes_read);
+    return absl::OkStatus();
+  }
+
   // A snapshot belongs to the store's generation: a lower one is from a chief that has been
   // superseded (ABORTED, STALE_GENERATION), a higher one means this ps missed a
   // SetGeneration (FAILED_PRECONDITION), as for updates.
   absl::Status CheckSnapshotGeneration(int64_t generation, absl::string_view what) const {
     const int64_t current = generation_.load(std::memory_order_acquire);
-    if (generation < current) {
-      ErrorDetail detail;
-      detail.set_kind(ErrorDetail::STALE_GENERATION);
-      detail.set_ps_task(options_.task_index);
-      detail.set_ps_incarnation(incarnation_);
-      detail.set_generation(current);
-      return WithDetail(absl::AbortedError(absl::StrCat(
-                            what, ": generation ", generation, " is stale; ps task ",
-                            options_.task_index, " is at generation ", current)),
-                        detail);
-    }
-    if (generation > current) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": generation ", generation, " is ahead of ps task ", options_.task_index,
-          "'s generation ", current, "; set the generation first"));
-    }
+    if (generation < current) return StaleGeneration(what, generation, current);
+    if (generation > current) return GenerationAhead(what, generation, current);
     return absl::OkStatus();
+  }
+
+  // ABORTED with ErrorDetail STALE_GENERATION: `what` belongs to a generation the ps has
+  // left (a rollback happened since); it changes nothing.
+  absl::Status StaleGeneration(absl::string_view what, int64_t generation,
+                               int64_t current) const {
+    ErrorDetail detail;
+    detail.set_kind(ErrorDetail::STALE_GENERATION);
+    detail.set_ps_task(options_.task_index);
+    detail.set_ps_incarnation(incarnation_);
+    detail.set_generation(current);
+    return WithDetail(absl::AbortedError(absl::StrCat(
+                          what, ": it belongs to generation ", generation, " but ps task ",
+                          options_.task_index, " is at generation ", current,
+                          " (rolled back since); nothing was changed")),
+                      detail);
+  }
+
+  absl::Status GenerationAhead(absl::string_view what, int64_t generation,
+                               int64_t current) const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": it belongs to generation ", generation, ", ahead of ps task ",
+        options_.task_index, "'s generation ", current, "; set the generation first"));
   }
 
   absl::Status DropShardsImpl(const DropShardsRequest& request, DropShardsResponse* response) {
@@ -999,23 +1093,8 @@ class ShardStoreImpl final : public ShardStore {
     if (shard.dropped()) return NoSuchShard(what);
     if (generation == 0) return absl::OkStatus();
     const int64_t current = generation_.load(std::memory_order_acquire);
-    if (generation < current) {
-      ErrorDetail detail;
-      detail.set_kind(ErrorDetail::STALE_GENERATION);
-      detail.set_ps_task(options_.task_index);
-      detail.set_ps_incarnation(incarnation_);
-      detail.set_generation(current);
-      return WithDetail(absl::AbortedError(absl::StrCat(
-                            what, ": the update belongs to generation ", generation,
-                            " but ps task ", options_.task_index, " is at generation ", current,
-                            " (rolled back since); it was not applied")),
-                        detail);
-    }
-    if (generation > current) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": the update belongs to generation ", generation, ", ahead of ps task ",
-          options_.task_index, "'s generation ", current, "; set the generation first"));
-    }
+    if (generation < current) return StaleGeneration(what, generation, current);
+    if (generation > current) return GenerationAhead(what, generation, current);
     return absl::OkStatus();
   }
 
@@ -1131,6 +1210,8 @@ class ShardStoreImpl final : public ShardStore {
   // Helpers for large updates: one per further core, so that an update finishes sooner when
   // cores are idle (the end of a push, when the client only waits).
   ParallelFor parallel_{std::min(7, UsableCores() - 1)};
+
+  absl::Mutex restore_mu_;  // held by a Restore throughout
 
   mutable absl::Mutex map_mu_;
   std::map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(map_mu_);
