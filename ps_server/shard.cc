@@ -138,9 +138,11 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
   const WritableState state = MakeWritable(range.begin, range.end);
   parallel->Run(range.size() * width_, kParallelGrain, /*align=*/16,
                 [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                  grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t n) {
-                    ApplyDenseRun(step, offset + first, g, n, state);
-                  });
+                  grad.ForEachRun(begin, end,
+                                  [&](int64_t first, const float* g, int64_t n)
+                                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                        ApplyDenseRun(step, offset + first, g, n, state);
+                                      });
                 });
   ++version_;
 }

@@ -129,12 +129,24 @@ void ShareRange(const Shard& shard, RowRange range, ShardStore::PulledBytes* in_
   FillRangeMeta(shard, range, response);
 }
 
+// The same for the fills a waiter runs (a std::function, called under the shard's lock by
+// whoever completes the waiter: the analysis cannot follow it there).
+void CopyRangeLocked(const Shard& shard, RowRange range, std::string* data,
+                     PullResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  CopyRange(shard, range, data, response);
+}
+
 // REQUIRES: data holds ids.size() * width floats.
 void CopyRows(const Shard& shard, absl::Span<const int64_t> ids, std::string* data,
               PullRowsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
   shard.CopyRows(ids, &(*data)[0]);
   response->mutable_data()->swap(*data);
   response->set_version(shard.version());
+}
+
+void CopyRowsLocked(const Shard& shard, absl::Span<const int64_t> ids, std::string* data,
+                    PullRowsResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  CopyRows(shard, ids, data, response);
 }
 
 absl::StatusOr<RowRange> ResolveRange(const Shard& shard, int64_t begin, int64_t end,
@@ -655,8 +667,9 @@ class ShardStoreImpl final : public ShardStore {
         },
         // A deferred fill takes the sized buffer along (only one of the two ever runs).
         [s, range, response, &data]() -> std::function<void()> {
-          return [s, range, response, late = std::move(data)]() mutable
-                 ABSL_NO_THREAD_SAFETY_ANALYSIS { CopyRange(*s, range, &late, response); };
+          return [s, range, response, late = std::move(data)]() mutable {
+            CopyRangeLocked(*s, range, &late, response);
+          };
         },
         done, pending);
   }
@@ -681,9 +694,7 @@ class ShardStoreImpl final : public ShardStore {
         // and takes the sized buffer along.
         [s, ids, response, &data]() -> std::function<void()> {
           return [s, owned = std::vector<int64_t>(ids.begin(), ids.end()), response,
-                  late = std::move(data)]() mutable ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            CopyRows(*s, owned, &late, response);
-          };
+                  late = std::move(data)]() mutable { CopyRowsLocked(*s, owned, &late, response); };
         },
         done, pending);
   }
@@ -874,10 +885,19 @@ class ShardStoreImpl final : public ShardStore {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": a restore is in progress; snapshot after it"));
     }
-    struct Unlock {
-      absl::Mutex* mu;
-      ~Unlock() { mu->Unlock(); }
-    } unlock{&restore_mu_};
+    absl::Status status;
+    try {
+      status = TakeCut(request, what, response);
+    } catch (const std::bad_alloc&) {
+      status = OutOfMemory(what);
+    }
+    restore_mu_.Unlock();
+    return status;
+  }
+
+  // Takes the snapshot's references under each shard's lock and queues the file.
+  absl::Status TakeCut(const SnapshotRequest& request, const std::string& what,
+                       SnapshotResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(restore_mu_) {
     if (writer_.InUse(request.checkpoint_id())) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": a snapshot with this checkpoint id is still being written"));

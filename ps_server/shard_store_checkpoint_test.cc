@@ -330,14 +330,6 @@ Cluster MakeCluster(int num_ps, int num_shards, const std::vector<Variable>& var
   return cluster;
 }
 
-ShardStore& StoreOf(Cluster& cluster, const std::string& shard) {
-  for (const auto& [spec, ps] : cluster.shards) {
-    if (spec.name() == shard) return *cluster.stores[static_cast<size_t>(ps)];
-  }
-  ADD_FAILURE() << "no shard " << shard;
-  return *cluster.stores[0];
-}
-
 // A variable's parameters, whole, pulled shard by shard.
 std::vector<float> PullVariable(Cluster& cluster, const std::string& variable) {
   std::vector<float> all;
