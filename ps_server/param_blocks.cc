@@ -57,7 +57,10 @@ void ParamBlocks::MakeOwn(int64_t b) {
     block = std::move(copy);
     pointers_[static_cast<size_t>(b)] = block->data.get();
     ++copies_;
-    if (for_snapshot) snapshot_copy_bytes_ += static_cast<int64_t>(bytes);
+    if (for_snapshot) {
+      snapshot_copy_bytes_ += static_cast<int64_t>(bytes);
+      if (sink_ != nullptr) sink_->fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    }
     return;
   }
   // The count is 1: every pull that held the block has dropped its reference, with a release

@@ -53,6 +53,9 @@ class ParamBlocks {
   // metrics), and the bytes of those copied because a snapshot held them.
   int64_t copies() const { return copies_; }
   int64_t snapshot_copy_bytes() const { return snapshot_copy_bytes_; }
+  // Also adds those bytes to `*sink` (a store-wide figure read without the shard's lock).
+  // REQUIRES: *sink outlives every write through these blocks.
+  void set_snapshot_copy_sink(std::atomic<int64_t>* sink) { sink_ = sink; }
 
   // Makes the blocks holding rows [row_begin, row_end), or the rows listed, safe to write:
   // each one a pull still holds is replaced by a copy. Returns the row map to write through;
@@ -106,6 +109,7 @@ class ParamBlocks {
   std::vector<float*> pointers_;  // blocks_[b]->data.get()
   int64_t copies_ = 0;
   int64_t snapshot_copy_bytes_ = 0;
+  std::atomic<int64_t>* sink_ = nullptr;
 };
 
 }  // namespace shardps

@@ -21,7 +21,7 @@ constexpr int64_t kParallelGrain = int64_t{1} << 17;
 std::string QuotedShard(absl::string_view name) { return absl::StrCat("shard '", name, "'"); }
 
 Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
-             int64_t request_id_window)
+             int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes)
     : spec_(spec),
       rows_(geometry.rows),
       width_(geometry.width),
@@ -31,6 +31,7 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
+      snapshot_copy_bytes_(snapshot_copy_bytes),
       params_(0, 1),
       recent_ids_(request_id_window),
       accumulator_(num_replicas_, geometry.rows, geometry.width) {}
@@ -42,8 +43,9 @@ absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry
          (1 + (*optimizer)->num_slots());
 }
 
-absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geometry geometry,
-                                                     int64_t request_id_window) {
+absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
+    const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
+    std::atomic<int64_t>* snapshot_copy_bytes) {
   const std::string what = QuotedShard(spec.name());
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return Annotate(optimizer.status(), what);
@@ -51,7 +53,7 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geom
   State state;
   try {
     shard = std::shared_ptr<Shard>(
-        new Shard(spec, geometry, *std::move(optimizer), request_id_window));
+        new Shard(spec, geometry, *std::move(optimizer), request_id_window, snapshot_copy_bytes));
     state = shard->NewState();
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -66,10 +68,12 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(const ShardSpec& spec, Geom
 
 Shard::State Shard::NewState() const {
   State state{ParamBlocks(rows_, width_), {}};
+  state.params.set_snapshot_copy_sink(snapshot_copy_bytes_);
   state.slots.reserve(slots_count_);
   for (size_t s = 0; s < slots_count_; ++s) {
     state.slots.emplace_back(rows_, width_);
     state.slots.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
+    state.slots.back().set_snapshot_copy_sink(snapshot_copy_bytes_);
   }
   return state;
 }
@@ -90,12 +94,6 @@ absl::Status Shard::InitializeParams(ParamBlocks* params) const {
   return Annotate(status, QuotedShard(name()));
 }
 
-int64_t Shard::snapshot_copy_bytes() const {
-  int64_t bytes = replaced_snapshot_copy_bytes_ + params_.snapshot_copy_bytes();
-  for (const ParamBlocks& slot : slots_) bytes += slot.snapshot_copy_bytes();
-  return bytes;
-}
-
 Shard::Snapshot Shard::TakeSnapshot() const {
   Snapshot snapshot;
   snapshot.version = version_;
@@ -110,7 +108,6 @@ Shard::Snapshot Shard::TakeSnapshot() const {
 }
 
 void Shard::ReplaceState(State state, int64_t version) {
-  replaced_snapshot_copy_bytes_ = snapshot_copy_bytes();
   params_ = std::move(state.params);
   slots_ = std::move(state.slots);
   version_ = version;

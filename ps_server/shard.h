@@ -9,6 +9,7 @@
 #define SHARDPS_PS_SERVER_SHARD_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,7 +63,7 @@ class Shard {
 
   // A snapshot of the shard at one version: for the parameters and then each slot, views of
   // the bytes and references that keep them unchanged while held (an update copies a block
-  // that a snapshot holds, and counts the bytes in snapshot_copy_bytes()).
+  // that a snapshot holds, and counts its bytes).
   struct Snapshot {
     struct Tensor {
       std::string slot;  // "" for the parameters, else the optimizer's slot name
@@ -75,9 +76,12 @@ class Shard {
 
   // Allocates the shard and initializes its parameters from spec.initializer and its slots
   // to the optimizer's initial values. RESOURCE_EXHAUSTED when memory runs out; errors name
-  // the shard. REQUIRES: `spec` validated and `geometry` computed from it.
-  static absl::StatusOr<std::shared_ptr<Shard>> Create(const ShardSpec& spec, Geometry geometry,
-                                                       int64_t request_id_window);
+  // the shard. Bytes of blocks copied because a snapshot held them are added to
+  // `*snapshot_copy_bytes` when given (it must outlive every update of the shard).
+  // REQUIRES: `spec` validated and `geometry` computed from it.
+  static absl::StatusOr<std::shared_ptr<Shard>> Create(
+      const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
+      std::atomic<int64_t>* snapshot_copy_bytes = nullptr);
   // The bytes a shard of this spec takes (parameters and slots), or an error naming the
   // shard when the optimizer is invalid.
   static absl::StatusOr<int64_t> BytesFor(const ShardSpec& spec, Geometry geometry);
@@ -115,8 +119,6 @@ class Shard {
   bool step_in_progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return accumulator_.in_progress();
   }
-  // Bytes of blocks copied because a snapshot held them, over the shard's life.
-  int64_t snapshot_copy_bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Checkpoints.
 
@@ -178,7 +180,7 @@ class Shard {
 
  private:
   Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
-        int64_t request_id_window);
+        int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes);
 
   // Where the rows of the parameters and of each slot are, once made writable.
   struct WritableState {
@@ -212,6 +214,7 @@ class Shard {
   const int num_replicas_;
   const int64_t bytes_;
   const size_t slots_count_;
+  std::atomic<int64_t>* const snapshot_copy_bytes_;
 
   mutable absl::Mutex mu_;
   ParamBlocks params_ ABSL_GUARDED_BY(mu_);
@@ -222,8 +225,6 @@ class Shard {
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
   VersionWaiters waiters_ ABSL_GUARDED_BY(mu_);
   bool dropped_ ABSL_GUARDED_BY(mu_) = false;
-  // snapshot_copy_bytes of the blocks a restore replaced.
-  int64_t replaced_snapshot_copy_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardps

@@ -490,16 +490,10 @@ class ShardStoreImpl final : public ShardStore {
   void Health(HealthResponse* response) override {
     response->set_task_type("ps");
     response->set_task_index(options_.task_index);
-    int64_t copied = 0;
-    for (const std::shared_ptr<Shard>& shard : AllShards()) {
-      absl::MutexLock lock(&shard->mu());
-      copied += shard->snapshot_copy_bytes();
-    }
     {
       absl::MutexLock lock(&map_mu_);
       response->set_num_shards(static_cast<int32_t>(shards_.size()));
       response->set_bytes(total_bytes_);
-      copied += dropped_snapshot_copy_bytes_;
     }
     response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - start_));
     response->set_status(shutdown_.load(std::memory_order_acquire) ? "SHUTTING_DOWN"
@@ -508,7 +502,7 @@ class ShardStoreImpl final : public ShardStore {
     response->set_generation(generation_.load(std::memory_order_acquire));
     response->set_memory_budget_bytes(budget_.budget_bytes());
     response->set_memory_available_bytes(budget_.available_bytes());
-    response->set_snapshot_copy_bytes(copied);
+    response->set_snapshot_copy_bytes(snapshot_copy_bytes_.load(std::memory_order_relaxed));
   }
 
   absl::Status SetGeneration(const SetGenerationRequest& request,
@@ -599,7 +593,8 @@ class ShardStoreImpl final : public ShardStore {
     std::vector<std::shared_ptr<Shard>> built;
     for (int i : fresh) {
       ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
-                       Shard::Create(request.shards(i), geometry[i], options_.request_id_window));
+                       Shard::Create(request.shards(i), geometry[i], options_.request_id_window,
+                                     &snapshot_copy_bytes_));
       built.push_back(std::move(shard));
     }
     // 5. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.
@@ -1071,19 +1066,13 @@ class ShardStoreImpl final : public ShardStore {
         }
       }
     }
-    int64_t copied = 0;
     for (const std::shared_ptr<Shard>& shard : dropped) {
       budget_.Release(shard->bytes());
       {
         absl::MutexLock lock(&shard->mu());
         shard->MarkDropped();
-        copied += shard->snapshot_copy_bytes();
       }
       CancelWaiters(*shard, "the shard was dropped");
-    }
-    {
-      absl::MutexLock lock(&map_mu_);
-      dropped_snapshot_copy_bytes_ += copied;
     }
     response->set_dropped(static_cast<int32_t>(dropped.size()));
     return absl::OkStatus();
@@ -1226,6 +1215,9 @@ class ShardStoreImpl final : public ShardStore {
   std::atomic<bool> shutdown_{false};
   // The recovery generation; only rises. Read under a shard's lock by every update.
   std::atomic<int64_t> generation_{0};
+  // Bytes of blocks that updates copied because a snapshot held them (Health). Outlives
+  // every shard's updates: the shards are used only within the store's calls.
+  std::atomic<int64_t> snapshot_copy_bytes_{0};
   MemoryBudget budget_;
   // Helpers for large updates: one per further core, so that an update finishes sooner when
   // cores are idle (the end of a push, when the client only waits).
@@ -1236,7 +1228,6 @@ class ShardStoreImpl final : public ShardStore {
   mutable absl::Mutex map_mu_;
   std::map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(map_mu_);
   int64_t total_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
-  int64_t dropped_snapshot_copy_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
   // Writes snapshots' files; destroyed before the shards' map (it holds only references to
   // blocks, never to shards).
