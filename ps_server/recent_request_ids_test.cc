@@ -1,5 +1,7 @@
 #include "ps_server/recent_request_ids.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace shardps {
@@ -45,6 +47,26 @@ TEST(RecentRequestIdsTest, ClearForgetsEverything) {
   EXPECT_EQ(ids.size(), 0);
   ids.Insert(1);
   EXPECT_TRUE(ids.Contains(1));
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// The ring grows as ids arrive and keeps their order through growth and wrap-around.
+TEST(RecentRequestIdsTest, KeepsOrderThroughGrowthAndWrapAround) {
+  RecentRequestIds ids(100);
+  for (uint64_t id = 1; id <= 1000; ++id) {
+    ids.Reserve();
+    ids.Insert(id);
+    ASSERT_EQ(ids.size(), std::min<int64_t>(static_cast<int64_t>(id), 100));
+    const uint64_t oldest = id > 100 ? id - 99 : 1;
+    ASSERT_TRUE(ids.Contains(oldest)) << id;
+    ASSERT_TRUE(ids.Contains(id));
+    if (oldest > 1) ASSERT_FALSE(ids.Contains(oldest - 1)) << id;
+  }
 }
 
 }  // namespace

@@ -105,6 +105,10 @@ class Shard {
   bool SeenRequest(uint64_t request_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return recent_ids_.Contains(request_id);
   }
+  // Makes room to remember one more request id; an update calls it before it changes
+  // anything, so that RememberRequest cannot fail after the change (may throw
+  // std::bad_alloc).
+  void ReserveRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { recent_ids_.Reserve(); }
   void RememberRequest(uint64_t request_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     recent_ids_.Insert(request_id);
   }

@@ -326,6 +326,17 @@ absl::Status Guarded(absl::string_view what, Fn&& fn) {
   }
 }
 
+// The same for a request on one shard ("push to shard 's'"), the message built only on
+// failure (the data path pays for no string).
+template <typename Fn>
+absl::Status Guarded(absl::string_view kind, absl::string_view shard, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(absl::StrCat(kind, " ", QuotedShard(shard)));
+  }
+}
+
 // "variable 'v' (shard 'v/part_1')", or "shard 'v'" for an unsplit variable.
 std::string VariableAndShard(const ShardSpec& spec) {
   if (spec.variable().empty() || spec.variable() == spec.name()) return QuotedShard(spec.name());
@@ -461,7 +472,7 @@ class ShardStoreImpl final : public ShardStore {
 
   absl::Status Push(const PushRequest& request, absl::string_view data,
                     PushResponse* response) override {
-    return Guarded(absl::StrCat("push to ", QuotedShard(request.shard())),
+    return Guarded("push to", request.shard(),
                    [&] { return PushDense(request, GradientBytes(data), response); });
   }
 
@@ -478,12 +489,12 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
-    return Guarded(absl::StrCat("push rows to ", QuotedShard(request.shard())),
+    return Guarded("push rows to", request.shard(),
                    [&] { return PushRowsImpl(request, response); });
   }
 
   absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {
-    return Guarded(absl::StrCat("assign to ", QuotedShard(request.shard())),
+    return Guarded("assign to", request.shard(),
                    [&] { return AssignImpl(request, response); });
   }
 
@@ -774,9 +785,12 @@ class ShardStoreImpl final : public ShardStore {
       absl::MutexLock lock(&shard->mu());
       RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
       if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      UpdateResult result;
       if (shard->sync()) {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
+      }
+      PrepareUpdate(*shard, &ready);
+      UpdateResult result;
+      if (shard->sync()) {
         result = shard->AddDense(request.sync().replica(), range, grad);
       } else {
         shard->ApplyDense(range, grad, &parallel_);
@@ -832,9 +846,12 @@ class ShardStoreImpl final : public ShardStore {
       absl::MutexLock lock(&shard->mu());
       RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
       if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      UpdateResult result;
       if (shard->sync()) {
         RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
+      }
+      PrepareUpdate(*shard, &ready);
+      UpdateResult result;
+      if (shard->sync()) {
         ASSIGN_OR_RETURN(result, shard->AddRows(request.sync().replica(),
                                                 std::move(unique_ids), std::move(summed)));
       } else if (!ids.empty()) {
@@ -864,6 +881,7 @@ class ShardStoreImpl final : public ShardStore {
     absl::MutexLock lock(&shard->mu());
     RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
     if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
+    shard->ReserveRequest();
     shard->Assign(range, values, request.reset_slots());
     shard->RememberRequest(request.request_id());
     return absl::OkStatus();
@@ -874,8 +892,8 @@ class ShardStoreImpl final : public ShardStore {
     if (request.path().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": path is empty"));
     }
-    RETURN_IF_ERROR(CheckSnapshotGeneration(request.generation(), what));
-    // Held while the cut is taken, so that no Restore replaces shards in the middle of it.
+    // Held while the cut is taken, so that no Restore replaces shards (or moves the
+    // generation) in the middle of it.
     if (!restore_mu_.TryLock()) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": a restore is in progress; snapshot after it"));
@@ -893,6 +911,7 @@ class ShardStoreImpl final : public ShardStore {
   // Takes the snapshot's references under each shard's lock and queues the file.
   absl::Status TakeCut(const SnapshotRequest& request, const std::string& what,
                        SnapshotResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(restore_mu_) {
+    RETURN_IF_ERROR(CheckSnapshotGeneration(request.generation(), what));
     if (writer_.InUse(request.checkpoint_id())) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": a snapshot with this checkpoint id is still being written"));
@@ -1004,6 +1023,7 @@ class ShardStoreImpl final : public ShardStore {
         if (shard->dropped()) {
           return NoSuchShard(absl::StrCat("restore ", QuotedShard(shard->name())));
         }
+        ready.reserve(shard->waiters().CountReady(restored->version));
         shard->ReplaceState(std::move(restored->state), restored->version);
         shard->waiters().TakeReady(shard->version(), &ready);
       }
@@ -1078,14 +1098,23 @@ class ShardStoreImpl final : public ShardStore {
     return absl::OkStatus();
   }
 
+  // Before an update changes anything: room for its request id and for the pulls its
+  // version may release, so that what follows the change cannot fail (RecordUpdate).
+  static void PrepareUpdate(Shard& shard, std::vector<WaiterPtr>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+    shard.ReserveRequest();
+    ready->reserve(shard.waiters().CountReady(shard.version() + 1));
+  }
+
   // Fails every pull waiting on `shard` with CANCELLED, saying `why`.
   void CancelWaiters(Shard& shard, absl::string_view why) {
-    std::vector<WaiterPtr> cancelled;
-    {
-      absl::MutexLock lock(&shard.mu());
-      shard.waiters().TakeAll(&cancelled);
-    }
-    for (const WaiterPtr& w : cancelled) {
+    while (true) {
+      WaiterPtr w;
+      {
+        absl::MutexLock lock(&shard.mu());
+        w = shard.waiters().TakeFirst();
+      }
+      if (w == nullptr) return;
       timer_.Remove(*w);
       w->Finish(absl::CancelledError(
           absl::StrCat("pull from ", QuotedShard(shard.name()), ": ", why)));
@@ -1191,7 +1220,7 @@ class ShardStoreImpl final : public ShardStore {
   void CompleteReady(std::vector<WaiterPtr>* ready) {
     for (const WaiterPtr& w : *ready) {
       timer_.Remove(*w);
-      w->Finish(absl::OkStatus());
+      w->Finish(w->fill_status);
     }
     ready->clear();
   }

@@ -1,5 +1,7 @@
 #include "ps_server/version_waiters.h"
 
+#include <iterator>
+#include <new>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -27,25 +29,39 @@ void VersionWaiters::Remove(VersionWaiter& waiter) {
   waiter.in_shard_ = false;
 }
 
+size_t VersionWaiters::CountReady(int64_t version) const {
+  return static_cast<size_t>(std::distance(waiters_.begin(), waiters_.upper_bound(version)));
+}
+
 void VersionWaiters::TakeReady(int64_t version, std::vector<WaiterPtr>* ready) {
   const auto end = waiters_.upper_bound(version);
+  if (waiters_.begin() == end) return;
+  // Room first: a waiter claimed must reach `ready`, or nobody would ever finish it.
+  ready->reserve(ready->size() + static_cast<size_t>(std::distance(waiters_.begin(), end)));
   for (auto it = waiters_.begin(); it != end;) {
     WaiterPtr w = std::move(it->second);
     w->in_shard_ = false;
     it = waiters_.erase(it);
     if (w->Claim()) {
-      w->fill();
+      try {
+        w->fill();
+      } catch (const std::bad_alloc&) {
+        w->fill_status = absl::ResourceExhaustedError(
+            "the ps ran out of memory filling the pull's response");
+      }
       ready->push_back(std::move(w));
     }
   }
 }
 
-void VersionWaiters::TakeAll(std::vector<WaiterPtr>* taken) {
-  for (auto& entry : waiters_) {
-    entry.second->in_shard_ = false;
-    if (entry.second->Claim()) taken->push_back(std::move(entry.second));
+WaiterPtr VersionWaiters::TakeFirst() {
+  while (!waiters_.empty()) {
+    WaiterPtr w = std::move(waiters_.begin()->second);
+    w->in_shard_ = false;
+    waiters_.erase(waiters_.begin());
+    if (w->Claim()) return w;
   }
-  waiters_.clear();
+  return nullptr;
 }
 
 WaiterTimer::WaiterTimer() : thread_([this] { Loop(); }) {}

@@ -38,6 +38,9 @@ struct VersionWaiter {
   // Called by the timer, on its thread and holding no lock, once it has won Claim() for
   // this waiter: removes it from its shard and finishes it with DEADLINE_EXCEEDED.
   std::function<void(VersionWaiter&)> on_timeout;
+  // What TakeReady's fill() came to: OK, or RESOURCE_EXHAUSTED when it ran out of memory.
+  // The one who finishes a ready waiter passes this on.
+  absl::Status fill_status;
 
   // True for exactly one caller.
   bool Claim() { return !claimed_.exchange(true, std::memory_order_acq_rel); }
@@ -68,10 +71,15 @@ class VersionWaiters {
   void Remove(VersionWaiter& waiter);
   // Removes the waiters whose min_version is at most `version`, and for each that this call
   // claims, calls fill() (so it sees exactly this version) and appends it to `ready`: the
-  // caller then finishes them with OK, after RemoveTimer, holding no lock.
+  // caller then finishes them with their fill_status, after RemoveTimer, holding no lock.
+  // May throw std::bad_alloc (growing `ready`) before it changes anything.
   void TakeReady(int64_t version, std::vector<WaiterPtr>* ready);
-  // Removes every waiter; appends those this call claims to `taken`.
-  void TakeAll(std::vector<WaiterPtr>* taken);
+  // Removes waiters until one that this call claims (the timer may have claimed others),
+  // and returns it; nullptr once the list is empty. Allocates nothing: Shutdown and
+  // DropShards cancel every waiter whatever the memory left.
+  WaiterPtr TakeFirst();
+  // How many waiters a TakeReady(version) would take (to reserve room before an update).
+  size_t CountReady(int64_t version) const;
   bool empty() const { return waiters_.empty(); }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -59,13 +60,31 @@ TEST(VersionWaitersTest, AClaimedWaiterIsNotTakenAgain) {
   waiters.Add(claimed);
   waiters.Add(MakeWaiter(1, &b));
   ASSERT_TRUE(claimed->Claim());  // the timer won this one
-  std::vector<WaiterPtr> taken;
-  waiters.TakeAll(&taken);
-  ASSERT_EQ(taken.size(), 1u);
+  WaiterPtr taken = waiters.TakeFirst();
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(waiters.TakeFirst(), nullptr);
   EXPECT_TRUE(waiters.empty());
-  taken[0]->Finish(absl::CancelledError("shutting down"));
+  taken->Finish(absl::CancelledError("shutting down"));
   EXPECT_EQ(b.status.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(a.done_calls, 0);
+}
+
+TEST(VersionWaitersTest, AFillOutOfMemoryFinishesTheWaiterWithResourceExhausted) {
+  VersionWaiters waiters;
+  Probe p;
+  WaiterPtr w = MakeWaiter(1, &p);
+  w->fill = [] { throw std::bad_alloc(); };
+  waiters.Add(w);
+  waiters.Add(MakeWaiter(2, &p));
+  EXPECT_EQ(waiters.CountReady(1), 1u);
+  EXPECT_EQ(waiters.CountReady(2), 2u);
+  std::vector<WaiterPtr> ready;
+  waiters.TakeReady(1, &ready);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]->fill_status.code(), absl::StatusCode::kResourceExhausted);
+  ready[0]->Finish(ready[0]->fill_status);
+  EXPECT_EQ(p.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(waiters.CountReady(1), 0u);
 }
 
 TEST(VersionWaitersTest, RemoveIsANoOpForAWaiterNoLongerListed) {
