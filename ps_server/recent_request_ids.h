@@ -35,6 +35,8 @@ class RecentRequestIds {
   int64_t size() const { return size_; }
 
  private:
+  void Grow();
+
   const int64_t capacity_;
   absl::flat_hash_set<uint64_t> ids_;
   // A ring of the ids in order: ring_[(head_ + i) % ring_.size()] for i in [0, size_),
