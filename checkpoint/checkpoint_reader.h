@@ -41,11 +41,15 @@ class CheckpointReader {
   // consecutive chunks of whole rows. The sink may have been handed bytes of a tensor that
   // then fails its checksum: on error, discard what the sink built. `bytes_read` (optional)
   // adds the bytes read from disk.
+  // "first row" is the variable's global row number (row_begin for the first chunk); the
+  // bytes are valid only during the call. A chunk never spans two source shards. Unknown
+  // variable or slot: NOT_FOUND; a range outside [0, rows): INVALID_ARGUMENT.
   virtual absl::Status ReadRows(const std::string& variable, const std::string& slot,
                                 int64_t row_begin, int64_t row_end,
                                 absl::FunctionRef<absl::Status(int64_t, absl::string_view)> sink,
                                 int64_t* bytes_read = nullptr) = 0;
-  // The same into `out` (row-major floats, (row_end - row_begin) * row width of them).
+  // The same into `out` (row-major floats, (row_end - row_begin) * row width of them;
+  // INVALID_ARGUMENT when the variable is not F32 or `out` has another size).
   absl::Status ReadRows(const std::string& variable, const std::string& slot,
                         int64_t row_begin, int64_t row_end, absl::Span<float> out,
                         int64_t* bytes_read = nullptr);
@@ -58,6 +62,9 @@ class CheckpointReader {
 // un-sharded, under its own name ("mlp/dense_0/kernel", full shape), into one safetensors
 // file at `out_path`; with `with_slots`, each optimizer slot too ("mlp/dense_0/kernel/adam_m").
 // The metadata records the job id, checkpoint id and steps. Ready for numpy, PyTorch or JAX.
+// The bytes go from the mapped data files straight to the writer; the CRC-32C it computes
+// for each exported tensor must equal the manifest's CRCs of its shards combined, else the
+// corrupt source tensor is DATA_LOSS naming its file and nothing is left at `out_path`.
 absl::Status ExportCheckpoint(const std::string& path, const std::string& out_path,
                               bool with_slots);
 

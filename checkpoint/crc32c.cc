@@ -7,6 +7,10 @@
 #ifdef __SSE4_2__
 #include <nmmintrin.h>
 #endif
+#if defined(__SSE4_2__) && defined(__x86_64__)
+#include <wmmintrin.h>
+#define SHARDPS_CRC32C_PCLMUL 1
+#endif
 
 namespace shardps {
 namespace {
@@ -34,6 +38,10 @@ struct Tables {
   // Register shifts over kLong and kShort zero bytes, one table per register byte.
   uint32_t shift_long[4][256];
   uint32_t shift_short[4][256];
+  // Folding constants of the carry-less multiply path: x^(d-1) mod P for a fold over d bits
+  // (the product of two reflected operands comes out multiplied by x), in the high half of
+  // a 64-bit lane. Over 512 bits (four 128-bit lanes) and over 128 bits.
+  uint64_t fold512_hi, fold512_lo, fold128_hi, fold128_lo;
 };
 
 // Stream lengths of the three-way interleaved hardware loop: large blocks of 3 * kLong bytes,
@@ -41,6 +49,16 @@ struct Tables {
 constexpr size_t kLong = 8192;
 constexpr size_t kShort = 256;
 
+// x^n mod P, for n < 2^64.
+uint32_t XPowBits(const Tables& t, uint64_t n) {
+  uint32_t p = kOne;
+  for (int k = 0; n != 0; n >>= 1, ++k) {
+    if (n & 1) p = MulMod(t.x_pow2[k], p);
+  }
+  return p;
+}
+
+// x^(8n) mod P: the shift over n zero bytes, for any 64-bit n.
 uint32_t XPow8n(const Tables& t, uint64_t n) {
   uint32_t p = kOne;
   for (int k = 3; n != 0; n >>= 1, ++k) {
@@ -74,6 +92,12 @@ const Tables& GetTables() {
     }
     FillShift(*t, kLong, t->shift_long);
     FillShift(*t, kShort, t->shift_short);
+    // A lane's high 64 bits (bits 0..63 of the register: the earlier, higher-degree half)
+    // move 64 bits further than its low half.
+    t->fold512_hi = uint64_t{XPowBits(*t, 512 + 64 - 1)} << 32;
+    t->fold512_lo = uint64_t{XPowBits(*t, 512 - 1)} << 32;
+    t->fold128_hi = uint64_t{XPowBits(*t, 128 + 64 - 1)} << 32;
+    t->fold128_lo = uint64_t{XPowBits(*t, 128 - 1)} << 32;
     return t;
   }();
   return *tables;
@@ -110,6 +134,49 @@ inline uint64_t ThreeStreams(uint64_t reg, const uint8_t* p, size_t len,
   } while (p < end);
   uint32_t joined = Shift(shift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
   return Shift(shift, joined) ^ static_cast<uint32_t>(c2);
+}
+#endif
+
+
+#ifdef SHARDPS_CRC32C_PCLMUL
+// Folds lane `x` (a 128-bit piece of the message, bit i the coefficient of x^(127-i)) over
+// the distance whose constants `k` holds, and adds the next piece `y`: the carry-less
+// products of its two halves with x^(d+64-1) and x^(d-1) mod P are congruent to the lane
+// moved d bits on.
+__attribute__((target("pclmul"))) inline __m128i Fold(__m128i x, __m128i k, __m128i y) {
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                                     _mm_clmulepi64_si128(x, k, 0x11)),
+                       y);
+}
+
+// The raw register after `reg` is extended over [p, p + n), n a positive multiple of 64:
+// four lanes folded 512 bits at a time, then into one, whose 128 bits the crc32 instruction
+// reduces (crc32 of a lane from register 0 is the lane times x^32 mod P).
+__attribute__((target("pclmul"))) uint32_t FoldBlocks(uint32_t reg, const uint8_t* p, size_t n) {
+  const Tables& t = GetTables();
+  const __m128i k512 = _mm_set_epi64x(static_cast<int64_t>(t.fold512_lo),
+                                      static_cast<int64_t>(t.fold512_hi));
+  const __m128i k128 = _mm_set_epi64x(static_cast<int64_t>(t.fold128_lo),
+                                      static_cast<int64_t>(t.fold128_hi));
+  const auto load = [](const uint8_t* q) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  };
+  // The register enters as the message's first 32 bits would: added to them.
+  __m128i x0 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(reg)));
+  __m128i x1 = load(p + 16), x2 = load(p + 32), x3 = load(p + 48);
+  for (const uint8_t* const end = p + n - 64; p < end;) {
+    p += 64;
+    x0 = Fold(x0, k512, load(p));
+    x1 = Fold(x1, k512, load(p + 16));
+    x2 = Fold(x2, k512, load(p + 32));
+    x3 = Fold(x3, k512, load(p + 48));
+  }
+  __m128i x = Fold(x0, k128, x1);
+  x = Fold(x, k128, x2);
+  x = Fold(x, k128, x3);
+  uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+  c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+  return static_cast<uint32_t>(c);
 }
 #endif
 
@@ -163,10 +230,38 @@ uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) {
 }
 #endif
 
+#ifdef SHARDPS_CRC32C_PCLMUL
+bool HaveFolding() {
+  static const bool have = [] {
+    __builtin_cpu_init();  // in case the first CRC runs before libgcc's own constructor
+    return __builtin_cpu_supports("pclmul") != 0;
+  }();
+  return have;
+}
+
+uint32_t ExtendFolding(uint32_t crc, const void* data, size_t n) {
+  if (!HaveFolding()) return ExtendHardware(crc, data, n);
+  const auto* p = static_cast<const uint8_t*>(data);
+  const size_t folded = n / 64 * 64;
+  uint32_t reg = ~crc;
+  if (folded > 0) reg = FoldBlocks(reg, p, folded);
+  return ExtendHardware(~reg, p + folded, n - folded);
+}
+#else
+bool HaveFolding() { return false; }
+
+uint32_t ExtendFolding(uint32_t crc, const void* data, size_t n) {
+  return ExtendHardware(crc, data, n);
+}
+#endif
+
 }  // namespace crc32c_internal
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
 #ifdef __SSE4_2__
+  // Folding pays for its setup from a few hundred bytes on; the crc32 instruction's three
+  // streams are the path on CPUs without carry-less multiply.
+  if (n >= crc32c_internal::kFoldingMinBytes) return crc32c_internal::ExtendFolding(crc, data, n);
   return crc32c_internal::ExtendHardware(crc, data, n);
 #else
   return crc32c_internal::ExtendPortable(crc, data, n);

@@ -42,6 +42,10 @@ class Crc32cImplTest : public ::testing::TestWithParam<Impl> {
       GTEST_SKIP() << "this build has no SSE4.2 (compiled without __SSE4_2__): the hardware "
                       "implementation is the portable one here";
     }
+    if (GetParam().fn == crc32c_internal::ExtendFolding && !crc32c_internal::HaveFolding()) {
+      GTEST_SKIP() << "no PCLMULQDQ folding here (not x86-64 with SSE4.2, or the CPU lacks "
+                      "PCLMULQDQ): it falls back to the crc32 instruction";
+    }
   }
   uint32_t Crc(const std::string& s) const { return GetParam().fn(0, s.data(), s.size()); }
 };
@@ -58,6 +62,7 @@ TEST_P(Crc32cImplTest, MatchesReferenceAtEveryLengthAndAlignment) {
   const std::string data = RandomBytes(3 * 8192 * 2 + 3 * 256 + 100, 1);
   std::vector<size_t> lengths;
   for (size_t n = 0; n <= 800; ++n) lengths.push_back(n);
+  for (size_t n = 1000; n <= 1100; ++n) lengths.push_back(n);  // folding: blocks and tails
   for (size_t n : {3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1, 3 * 8192 + 3 * 256 + 7, 6 * 8192,
                    6 * 8192 + 3 * 256 + 99}) {
     lengths.push_back(n);
@@ -88,9 +93,10 @@ TEST_P(Crc32cImplTest, ExtendInPiecesEqualsWhole) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Both, Crc32cImplTest,
+INSTANTIATE_TEST_SUITE_P(Each, Crc32cImplTest,
                          ::testing::Values(Impl{"Portable", crc32c_internal::ExtendPortable},
-                                           Impl{"Hardware", crc32c_internal::ExtendHardware}),
+                                           Impl{"Hardware", crc32c_internal::ExtendHardware},
+                                           Impl{"Folding", crc32c_internal::ExtendFolding}),
                          [](const ::testing::TestParamInfo<Impl>& info) {
                            return std::string(info.param.name);
                          });
