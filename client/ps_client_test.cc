@@ -405,6 +405,7 @@ void ExpectPsDetail(const absl::Status& s, ErrorDetail::Kind kind, int ps_task) 
 TEST_F(PsClientCallsTest, EveryUpdateCarriesTheGeneration) {
   Start({});
   Create("w", {6, 4}, 3);
+  ASSERT_TRUE(client_->SetGenerationAll(7).ok());  // a ps refuses updates from the future
   absl::Mutex mu;
   std::vector<int64_t> generations;
   for (InterceptingPsInterface* ps : ps_) {

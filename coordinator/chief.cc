@@ -927,8 +927,8 @@ class ChiefImpl : public Chief {
     absl::Status snapped;
     std::vector<SnapshotResponse> snapshots;
     absl::StatusOr<int64_t> id = dir.NextId();
-    absl::StatusOr<std::string> path = id.status();
-    if (id.ok()) path = dir.Prepare(*id);
+    absl::StatusOr<std::string> path =
+        id.ok() ? dir.Prepare(*id) : absl::StatusOr<std::string>(id.status());
     if (path.ok()) {
       std::vector<std::string> files;
       for (int k = 0; k < num_ps(); ++k) {

@@ -1,0 +1,334 @@
+// The chief's durable state, in-process: two real ShardStores behind interceptors (so a ps
+// can "restart" with a new incarnation and nothing in it), fake workers the test answers,
+// and a real checkpoint directory. Checkpoints at barriers, rollback after a ps restart,
+// resume after a chief restart, a finished job, an unusable directory.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "client/intercepting_ps_interface.h"
+#include "client/local_ps_interface.h"
+#include "client/ps_client.h"
+#include "coordinator/chief.h"
+#include "coordinator/fake_worker.h"
+#include "gtest/gtest.h"
+#include "ps_server/shard_store.h"
+
+namespace shardps {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/chief_durable_", name);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  return dir;
+}
+
+class ChiefDurableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (int k = 0; k < 2; ++k) {
+      stores_.push_back(NewStore(k, 1000 + k));
+      auto ic = std::make_unique<InterceptingPsInterface>(
+          absl::StrCat("ps", k), NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
+      ps_.push_back(ic.get());
+      ps.push_back(std::move(ic));
+    }
+    PsClient::Options options;
+    options.max_attempts = 2;
+    options.initial_backoff = absl::Milliseconds(5);
+    client_ = *PsClient::Create(std::move(ps), options);
+  }
+
+  void TearDown() override {
+    chief_.reset();
+    for (auto& s : stores_) s->Shutdown();
+  }
+
+  static std::unique_ptr<ShardStore> NewStore(int task, uint64_t incarnation) {
+    ShardStore::Options o;
+    o.task_index = task;
+    o.incarnation = incarnation;
+    return *ShardStore::Create(o);
+  }
+
+  // ps k restarts: a new incarnation holding nothing.
+  void RestartPs(int k, uint64_t incarnation) {
+    stores_.push_back(NewStore(k, incarnation));
+    ps_[k]->SetInner(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
+  }
+
+  void StartChief(int n) {
+    Chief::Options options;
+    options.ps_addresses = {"ps0", "ps1"};
+    options.ps = client_.get();
+    options.probe_interval = absl::Hours(1);
+    options.probe_interval_ps = absl::Milliseconds(20);
+    options.ps_unreachable_after = absl::Milliseconds(200);
+    workers_.clear();
+    for (int i = 0; i < n; ++i) {
+      auto worker = std::make_unique<FakeWorker>(absl::StrCat("worker", i));
+      workers_.push_back(worker.get());
+      options.workers.push_back(std::move(worker));
+    }
+    chief_ = *Chief::Create(std::move(options));
+  }
+
+  std::string Job(const std::string& dir, const std::string& extra) {
+    return absl::StrCat(R"({"name": "t", "model": "mlp:8", "batch_size": 64, "backend": "cpu",)",
+                        R"( "partitioner": "fixed:2", "checkpoint": {"dir": ")", dir,
+                        R"(", "every_steps": 10, "keep": 2})", extra, "}");
+  }
+
+  template <typename Pred>
+  bool WaitForStatus(Pred pred) {
+    absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      if (pred(chief_->Status())) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+  // The chief "dies": the calls it has in flight fail (a dead process's calls go nowhere;
+  // the fake worker's callbacks would reach a destroyed chief), and it is destroyed.
+  void KillChief() {
+    for (FakeWorker* w : workers_) {
+      while (w->Finish(absl::UnavailableError("the chief is gone")) >= 0) {
+      }
+    }
+    chief_.reset();
+  }
+
+  // Finishes worker 0's steps as they come until the status satisfies `pred` (a checkpoint
+  // waits at its barrier for the steps below it).
+  template <typename Pred>
+  bool PumpUntil(Pred pred) {
+    absl::Time deadline = absl::Now() + kWait;
+    while (!pred(chief_->Status())) {
+      if (absl::Now() > deadline) return false;
+      if (workers_[0]->WaitForPending(1)) workers_[0]->Finish();
+      absl::SleepFor(absl::Milliseconds(5));  // slower than a commit, so few steps pass it
+    }
+    return true;
+  }
+
+  // Finishes steps on worker 0 until `steps_done` are done (or kWait passes).
+  bool RunUntil(int64_t steps_done) {
+    absl::Time deadline = absl::Now() + kWait;
+    while (chief_->Status().steps_done() < steps_done) {
+      if (absl::Now() > deadline) return false;
+      if (workers_[0]->WaitForPending(1)) workers_[0]->Finish();
+    }
+    return true;
+  }
+
+  std::vector<std::unique_ptr<ShardStore>> stores_;
+  std::vector<InterceptingPsInterface*> ps_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<FakeWorker*> workers_;
+  std::unique_ptr<Chief> chief_;
+};
+
+TEST_F(ChiefDurableTest, CheckpointsAtBarriersAndAFinalOneEndTheJob) {
+  const std::string dir = FreshDir("final");
+  StartChief(1);
+  auto submitted = chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 25)"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_TRUE(submitted->resumed_from().empty());
+  ASSERT_TRUE(RunUntil(12)) << chief_->Status().DebugString();
+  // The cadence is "at least every_steps": the cut comes at a barrier a little later.
+  ASSERT_TRUE(PumpUntil([](const JobStatus& s) { return s.has_checkpoint(); }));
+  ASSERT_TRUE(RunUntil(25)) << chief_->Status().DebugString();
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait)) << chief_->Status().DebugString();
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED) << status.DebugString();
+  ASSERT_TRUE(status.has_checkpoint());
+  EXPECT_TRUE(status.last_checkpoint().final());
+  EXPECT_EQ(status.last_checkpoint().steps_done(), 25);
+  EXPECT_TRUE(status.checkpoint_error().empty()) << status.checkpoint_error();
+
+  CheckpointDir d = *CheckpointDir::Open(dir, false);
+  std::vector<CommittedCheckpoint> all = *d.List();
+  ASSERT_EQ(all.size(), 2u);  // keep 2
+  EXPECT_TRUE(all[0].manifest.final);
+  EXPECT_EQ(all[0].manifest.progress.steps_done, 25);
+  EXPECT_EQ(all[0].manifest.job_id, status.job_id());
+  // Every checkpoint is a cut at a barrier: a whole number of steps, every earlier one in.
+  EXPECT_GE(all[1].manifest.progress.steps_done, 10);
+  EXPECT_LT(all[1].manifest.progress.steps_done, 25);
+  // The model reads back whole.
+  auto reader = *CheckpointReader::Open(dir);
+  const ManifestVariable* v = reader->manifest().FindVariable("t/dense_0/kernel");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->shards.size(), 2u);
+  EXPECT_EQ(v->slots, (std::vector<std::string>{"adam_m", "adam_v"}));
+  std::vector<float> kernel(784 * 8);
+  ASSERT_TRUE(reader->ReadRows("t/dense_0/kernel", "", 0, 784, absl::MakeSpan(kernel)).ok());
+  std::vector<float> live(784 * 8);
+  ASSERT_TRUE(client_->Pull("t/dense_0/kernel", absl::MakeSpan(live)).ok());
+  EXPECT_EQ(kernel, live);
+
+  // Started again, the job says it finished and trains nothing.
+  chief_.reset();
+  StartChief(1);
+  auto again = chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 25)"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_finished());
+  EXPECT_EQ(again->job_id(), status.job_id());
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(workers_[0]->steps_received(), 0);
+}
+
+TEST_F(ChiefDurableTest, APsRestartRollsEveryPsBackToTheNewestCheckpoint) {
+  const std::string dir = FreshDir("rollback");
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 200, "steps_in_flight": 1)"))
+                  .ok());
+  ASSERT_TRUE(RunUntil(10));
+  ASSERT_TRUE(PumpUntil([](const JobStatus& s) {
+    return s.has_checkpoint() && s.last_checkpoint().steps_done() >= 10;
+  }));
+  ASSERT_TRUE(RunUntil(chief_->Status().steps_done() + 3));
+  const int64_t cut = chief_->Status().last_checkpoint().steps_done();
+  const int64_t generation = chief_->Status().generation();
+  const int64_t done = chief_->Status().steps_done();
+  ASSERT_TRUE(workers_[0]->WaitForPending(1));  // a step of the old generation in flight
+  RestartPs(1, 4242);
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.recoveries_size() == 1; }))
+      << chief_->Status().DebugString();
+  JobStatus status = chief_->Status();
+  EXPECT_NE(status.recoveries(0).cause().find("ps 1"), std::string::npos)
+      << status.recoveries(0).cause();
+  EXPECT_NE(status.recoveries(0).action().find(absl::StrCat("(step ", cut, ")")),
+            std::string::npos)
+      << status.recoveries(0).action();
+  EXPECT_EQ(status.recoveries(0).steps_lost(), done - cut);
+  EXPECT_EQ(status.steps_done(), cut);
+  EXPECT_GT(status.generation(), generation);
+  // The old generation's step finishes now: it does not count.
+  workers_[0]->Finish();
+  EXPECT_EQ(chief_->Status().steps_done(), cut);
+  // The restarted ps holds the job's shards again, restored, at the new generation.
+  HealthResponse health;
+  stores_.back()->Health(&health);
+  EXPECT_GT(health.num_shards(), 0);
+  EXPECT_EQ(health.generation(), status.generation());
+  ASSERT_TRUE(RunUntil(200)) << chief_->Status().DebugString();
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+}
+
+TEST_F(ChiefDurableTest, ARestartedChiefResumesFromLivePsStateWithoutLosingWork) {
+  const std::string dir = FreshDir("live");
+  StartChief(1);
+  auto first = chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 30, "steps_in_flight": 1)"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(RunUntil(15));
+  const int64_t generation = chief_->Status().generation();
+  KillChief();  // the ps keep their state
+  StartChief(1);
+  auto second =
+      chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 30, "steps_in_flight": 1)"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->job_id(), first->job_id());
+  EXPECT_EQ(second->resumed_at_step(), 15);
+  EXPECT_NE(second->resumed_from().find("live"), std::string::npos) << second->resumed_from();
+  EXPECT_EQ(chief_->Status().generation(), generation);
+  // Only the 15 steps not done run.
+  std::vector<int64_t> run;
+  while (chief_->Status().steps_done() < 30) {
+    ASSERT_TRUE(workers_[0]->WaitForPending(1)) << chief_->Status().DebugString();
+    run.push_back(workers_[0]->Finish());
+  }
+  EXPECT_EQ(run.size(), 15u);
+  for (int64_t s : run) EXPECT_GE(s, 15);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(chief_->Status().steps_lost(), 0);
+}
+
+TEST_F(ChiefDurableTest, ARestartedChiefWhosePsAlsoRestartedRollsBack) {
+  const std::string dir = FreshDir("both");
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "sync", "steps": 200)")).ok());
+  ASSERT_TRUE(RunUntil(10));
+  ASSERT_TRUE(PumpUntil([](const JobStatus& s) { return s.has_checkpoint(); }));
+  ASSERT_TRUE(RunUntil(chief_->Status().steps_done() + 3));
+  const int64_t cut = chief_->Status().last_checkpoint().steps_done();
+  KillChief();
+  RestartPs(0, 777);
+  StartChief(1);
+  auto second = chief_->Submit(Job(dir, R"(, "mode": "sync", "steps": 200)"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->resumed_at_step(), cut);
+  EXPECT_NE(second->resumed_from().find("checkpoint"), std::string::npos)
+      << second->resumed_from();
+  ASSERT_TRUE(RunUntil(200));
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+}
+
+TEST_F(ChiefDurableTest, OnDemandCheckpointAnswersOnceCommitted) {
+  const std::string dir = FreshDir("ondemand");
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 50, "steps_in_flight": 1)"))
+                  .ok());
+  ASSERT_TRUE(RunUntil(3));
+  absl::Notification done;
+  absl::StatusOr<CheckpointInfo> info;
+  chief_->Checkpoint("", [&](absl::StatusOr<CheckpointInfo> i) {
+    info = std::move(i);
+    done.Notify();
+  });
+  // The cut waits for the step in flight, which the test finishes.
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+    if (workers_[0]->WaitForPending(1)) workers_[0]->Finish();
+  }
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_GE(info->steps_done(), 3);
+  EXPECT_FALSE(info->final());
+  auto committed = *CheckpointDir::Open(dir, false)->List();
+  ASSERT_FALSE(committed.empty());
+  EXPECT_EQ(committed[0].id, info->id());
+  chief_->Cancel("");
+  while (workers_[0]->Finish() >= 0) {
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+}
+
+TEST_F(ChiefDurableTest, AnUnusableDirectoryIsReportedAndTrainingGoesOn) {
+  StartChief(1);
+  // A file where a directory must be: it cannot be created, even by root.
+  const std::string file = FreshDir("file");
+  std::system(absl::StrCat("touch '", file, "'").c_str());
+  auto submitted = chief_->Submit(absl::StrCat(
+      R"({"name": "t", "model": "mlp:8", "backend": "cpu", "steps": 5, "mode": "async",)",
+      R"( "checkpoint": ")", file, R"(/ckpt"})"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  JobStatus status = chief_->Status();
+  EXPECT_NE(status.checkpoint_error().find(file), std::string::npos) << status.checkpoint_error();
+  ASSERT_TRUE(RunUntil(5));
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+  absl::Notification done;
+  absl::Status refused;
+  chief_->Checkpoint("", [&](absl::StatusOr<CheckpointInfo> i) {
+    refused = i.status();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace shardps

@@ -1,0 +1,130 @@
+// FakeWorker: a WorkerInterface for the chief's tests whose StartJob succeeds at once and
+// whose RunStep calls stay pending until the test finishes them (with any status).
+//
+// Thread-safety: thread-safe.
+#ifndef SHARDPS_COORDINATOR_FAKE_WORKER_H_
+#define SHARDPS_COORDINATOR_FAKE_WORKER_H_
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/worker_interface.h"
+
+namespace shardps {
+
+constexpr absl::Duration kFakeWorkerWait = absl::Seconds(20);
+
+// A worker whose StartJob succeeds at once (answered from a thread of its own, never from the
+// chief's call) and whose RunStep calls stay pending until the test finishes them.
+class FakeWorker : public WorkerInterface {
+ public:
+  struct Call {
+    StepRequest request;
+    StepResponse* response;
+    StatusCallback done;
+  };
+
+  explicit FakeWorker(std::string address) : address_(std::move(address)) {}
+  ~FakeWorker() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  const std::string& address() const override { return address_; }
+
+  void StartJobAsync(const StartJobRequest*, StartJobResponse* response, absl::Time,
+                     StatusCallback done) override {
+    response->set_backend("fake");
+    absl::MutexLock lock(&mu_);
+    ++starts_;
+    threads_.emplace_back([done = std::move(done)] { done(absl::OkStatus()); });
+  }
+
+  void RunStepAsync(const StepRequest* request, StepResponse* response, absl::Time,
+                    StatusCallback done) override {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(Call{*request, response, std::move(done)});
+    ++steps_received_;
+    max_pending_ = std::max<int>(max_pending_, static_cast<int>(pending_.size()));
+  }
+
+  void StatusAsync(const WorkerStatusRequest*, WorkerStatusResponse*, absl::Time,
+                   StatusCallback done) override {
+    done(absl::OkStatus());
+  }
+  void ShutdownAsync(const WorkerShutdownRequest*, WorkerShutdownResponse*, absl::Time,
+                     StatusCallback done) override {
+    done(absl::OkStatus());
+  }
+
+  // Waits until `n` steps are pending; returns false after kFakeWorkerWait.
+  bool WaitForPending(int n) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int>(pending_.size()) >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&ready), kFakeWorkerWait);
+  }
+
+  // Step ids pending, oldest first.
+  std::vector<int64_t> Pending() {
+    absl::MutexLock lock(&mu_);
+    std::vector<int64_t> ids;
+    for (const Call& c : pending_) ids.push_back(c.request.step_id());
+    return ids;
+  }
+
+  // Finishes the pending call of step `step_id` (the oldest pending one when -1) with `s`.
+  // Returns its step id, or -1 when none is pending.
+  int64_t Finish(absl::Status s = absl::OkStatus(), int64_t step_id = -1) {
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_.begin();
+      if (step_id >= 0) {
+        it = std::find_if(pending_.begin(), pending_.end(),
+                          [step_id](const Call& c) { return c.request.step_id() == step_id; });
+      }
+      if (it == pending_.end()) return -1;
+      call = std::move(*it);
+      pending_.erase(it);
+    }
+    if (s.ok()) {
+      call.response->set_examples(64);
+      call.response->set_loss(1.0);
+    }
+    call.done(s);  // on the test's thread: the chief's lock is not held here
+    return call.request.step_id();
+  }
+
+  int steps_received() {
+    absl::MutexLock lock(&mu_);
+    return steps_received_;
+  }
+  int max_pending() {
+    absl::MutexLock lock(&mu_);
+    return max_pending_;
+  }
+  int starts() {
+    absl::MutexLock lock(&mu_);
+    return starts_;
+  }
+
+ private:
+  const std::string address_;
+  absl::Mutex mu_;
+  std::vector<Call> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  int steps_received_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  int starts_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COORDINATOR_FAKE_WORKER_H_
