@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "common/finite.h"
 
@@ -97,8 +98,14 @@ void GradientBytes::ForEachRun(int64_t begin, int64_t end,
                                absl::FunctionRef<void(int64_t, const float*, int64_t)> fn) const {
   // Per thread, on the heap: too large for the stacks of gRPC's threads to take lightly.
   thread_local std::unique_ptr<float[]> scratch_buffer;
-  if (scratch_buffer == nullptr) scratch_buffer.reset(new float[kScratchFloats]);
-  float* const scratch = scratch_buffer.get();
+  if (scratch_buffer == nullptr) scratch_buffer.reset(new (std::nothrow) float[kScratchFloats]);
+  // Out of memory, runs go through a small buffer on the stack instead: this may run on a
+  // ParallelFor helper, where an exception would end the process. (Results do not depend on
+  // how a gradient is cut into runs.)
+  constexpr int64_t kSmallFloats = 256;
+  float small[kSmallFloats];
+  float* const scratch = scratch_buffer != nullptr ? scratch_buffer.get() : small;
+  const int64_t scratch_floats = scratch_buffer != nullptr ? kScratchFloats : kSmallFloats;
   size_t i = begin < end ? PieceAt(4 * begin) : 0;
   for (int64_t f = begin; f < end;) {
     const int64_t offset = 4 * f;
@@ -111,7 +118,7 @@ void GradientBytes::ForEachRun(int64_t begin, int64_t end,
       f += n;
       continue;
     }
-    const int64_t n = std::min(end - f, kScratchFloats);
+    const int64_t n = std::min(end - f, scratch_floats);
     CopyTo(f, f + n, scratch);
     fn(f, scratch, n);
     f += n;

@@ -74,17 +74,18 @@ class KernelOptimizer final : public Optimizer {
   }
 
   void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
-                 const RowBlocks& params, absl::Span<float* const> slots) const override {
+                 const RowBlocks& params, absl::Span<const RowBlocks> slots) const override {
     const auto c = kernel_.Prepare(step, decay_.Scale(step));
     const int64_t width = params.width;
-    float* row_slots[kMaxSlots];
+    float* row_slots[kMaxSlots] = {};
     for (size_t k = 0; k < rows.size(); ++k) {
-      const int64_t offset = rows[k] * width;
-      for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s] + offset;
+      for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s].Row(rows[k]);
       kernel_.Update(c, width, grad + static_cast<int64_t>(k) * width, params.Row(rows[k]),
                      row_slots);
     }
   }
+
+  absl::string_view slot_name(int slot) const override { return kernel_.slot_name(slot); }
 
  private:
   const Kernel kernel_;
@@ -106,6 +107,7 @@ struct LrCoefficients {
 
 struct NoopKernel {
   float initial_slot_value(int) const { return 0.0f; }
+  absl::string_view slot_name(int) const { return ""; }
   LrCoefficients Prepare(int64_t, double) const { return {0.0f}; }
   void Update(const LrCoefficients&, int64_t, const float*, float*, float* const*) const {}
 };
@@ -113,6 +115,7 @@ struct NoopKernel {
 struct SgdKernel {
   float lr;
   float initial_slot_value(int) const { return 0.0f; }
+  absl::string_view slot_name(int) const { return ""; }
   LrCoefficients Prepare(int64_t, double scale) const {
     return {static_cast<float>(lr * scale)};
   }
@@ -128,6 +131,7 @@ struct MomentumKernel {
   float momentum;
   bool nesterov;
   float initial_slot_value(int) const { return 0.0f; }
+  absl::string_view slot_name(int) const { return "momentum"; }
   LrCoefficients Prepare(int64_t, double scale) const {
     return {static_cast<float>(lr * scale)};
   }
@@ -157,6 +161,7 @@ struct AdagradKernel {
   float epsilon;
   float initial_accumulator;
   float initial_slot_value(int) const { return initial_accumulator; }
+  absl::string_view slot_name(int) const { return "accumulator"; }
   LrCoefficients Prepare(int64_t, double scale) const {
     return {static_cast<float>(lr * scale)};
   }
@@ -182,6 +187,7 @@ struct AdamKernel {
     float lr_t;
   };
   float initial_slot_value(int) const { return 0.0f; }
+  absl::string_view slot_name(int slot) const { return slot == 0 ? "adam_m" : "adam_v"; }
   Coefficients Prepare(int64_t step, double scale) const {
     const double t = static_cast<double>(step);
     const double lr_t =

@@ -2,12 +2,12 @@
 // (TF2 optimizer_v2) update rules:
 //
 //   SGD       p -= lr * g
-//   MOMENTUM  v = momentum * v - lr * g;  p += v                      (slot 0: v)
+//   MOMENTUM  v = momentum * v - lr * g;  p += v                      (slot 0: v, "momentum")
 //             nesterov: v = momentum * v - lr * g;  p += momentum * v - lr * g
-//   ADAGRAD   acc += g * g;  p -= lr * g / (sqrt(acc) + epsilon)      (slot 0: acc)
+//   ADAGRAD   acc += g * g;  p -= lr * g / (sqrt(acc) + epsilon)      (slot 0: "accumulator")
 //   ADAM      lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
-//             m = beta1 * m + (1 - beta1) * g                          (slot 0: m)
-//             v = beta2 * v + (1 - beta2) * g * g                      (slot 1: v)
+//             m = beta1 * m + (1 - beta1) * g                          (slot 0: "adam_m")
+//             v = beta2 * v + (1 - beta2) * g * g                      (slot 1: "adam_v")
 //             p -= lr_t * m / (sqrt(v) + epsilon)
 //             (Keras' epsilon is the paper's "epsilon hat", added to sqrt(v) as is.)
 //   NOOP      validates the spec and leaves everything unchanged.
@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/ps.pb.h"
 
@@ -79,12 +80,18 @@ class Optimizer {
   virtual void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
                           absl::Span<float* const> slots) const = 0;
 
-  // Applies grad row k (grad + k * width) to row rows[k] of params and slots; the slots'
-  // rows are params.width floats apart. Rows not listed are untouched. Each row is applied
-  // once per listed occurrence, so callers sum duplicate ids first.
-  // REQUIRES: every rows[k] is a row of the buffers; grad holds rows.size() * width floats.
+  // Applies grad row k (grad + k * width) to row rows[k] of params and of each slot (the
+  // slots are laid out in blocks as the parameters are). Rows not listed are untouched.
+  // Each row is applied once per listed occurrence, so callers sum duplicate ids first.
+  // REQUIRES: slots.size() == num_slots(); every rows[k] is a row of the buffers; grad
+  // holds rows.size() * width floats.
   virtual void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
-                         const RowBlocks& params, absl::Span<float* const> slots) const = 0;
+                         const RowBlocks& params, absl::Span<const RowBlocks> slots) const = 0;
+
+  // The name of slot `slot` (checkpoint tensors are "<shard>/<slot name>"): MOMENTUM's
+  // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v".
+  // REQUIRES: 0 <= slot < num_slots().
+  virtual absl::string_view slot_name(int slot) const = 0;
 };
 
 }  // namespace shardps

@@ -1,6 +1,7 @@
 #include "ps_server/optimizer.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -172,12 +173,14 @@ TEST(OptimizerTest, RowsAreLazyAndMatchDense) {
     }
     std::vector<float*> slot_ptrs;
     for (auto& v : slots) slot_ptrs.push_back(v.data());
+    std::vector<RowBlocks> slot_rows;
+    for (float* const& base : slot_ptrs) slot_rows.push_back(RowBlocks::Contiguous(&base, kWidth));
     const std::vector<int64_t> rows = {4, 1};
     std::vector<float> grad(rows.size() * kWidth);
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.5f + i;
     for (int t = 1; t <= 3; ++t) {
       float* base = params.data();
-      opt->ApplyRows(t, rows, grad.data(), RowBlocks::Contiguous(&base, kWidth), slot_ptrs);
+      opt->ApplyRows(t, rows, grad.data(), RowBlocks::Contiguous(&base, kWidth), slot_rows);
     }
 
     // Reference: a dense apply on one row-sized buffer per listed row.
@@ -357,6 +360,78 @@ TEST(OptimizerTest, AdamEdgeValuesStayFinite) {
     EXPECT_EQ(s.params[3], before[3]);
     EXPECT_EQ(s.params[0], before[0]);  // zero gradient: no change
   }
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST(OptimizerTest, SlotNames) {
+  struct Case {
+    OptimizerSpec::Type type;
+    std::vector<std::string> names;
+  };
+  const Case cases[] = {{OptimizerSpec::SGD, {}},
+                        {OptimizerSpec::NOOP, {}},
+                        {OptimizerSpec::MOMENTUM, {"momentum"}},
+                        {OptimizerSpec::ADAGRAD, {"accumulator"}},
+                        {OptimizerSpec::ADAM, {"adam_m", "adam_v"}}};
+  for (const Case& c : cases) {
+    OptimizerSpec spec;
+    spec.set_type(c.type);
+    spec.set_learning_rate(0.1);
+    auto opt = Optimizer::Create(spec);
+    ASSERT_TRUE(opt.ok());
+    ASSERT_EQ((*opt)->num_slots(), static_cast<int>(c.names.size())) << c.type;
+    for (int s = 0; s < (*opt)->num_slots(); ++s) {
+      EXPECT_EQ((*opt)->slot_name(s), c.names[s]) << c.type;
+    }
+  }
+}
+
+// Slots in blocks of rows (as a shard keeps them) are updated as contiguous slots are.
+TEST(OptimizerTest, RowsWithBlockedSlotsMatchContiguousSlots) {
+  constexpr int kRows = 6;
+  constexpr int kWidth = 3;
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAM);
+  spec.set_learning_rate(0.1);
+  auto opt = Optimizer::Create(spec);
+  ASSERT_TRUE(opt.ok());
+  const std::vector<int64_t> rows = {5, 0, 3};
+  std::vector<float> grad(rows.size() * kWidth);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.25f * static_cast<float>(i) - 1.0f;
+
+  // Contiguous: one buffer each.
+  std::vector<float> params(kRows * kWidth, 1.0f), m(kRows * kWidth, 0.0f), v = m;
+  float* p_base = params.data();
+  float* m_base = m.data();
+  float* v_base = v.data();
+  const RowBlocks slot_rows[] = {RowBlocks::Contiguous(&m_base, kWidth),
+                                 RowBlocks::Contiguous(&v_base, kWidth)};
+  // Blocked: two rows per block, each block its own allocation.
+  std::vector<std::vector<float>> bp(3, std::vector<float>(2 * kWidth, 1.0f));
+  std::vector<std::vector<float>> bm(3, std::vector<float>(2 * kWidth, 0.0f)), bv = bm;
+  float* pp[3] = {bp[0].data(), bp[1].data(), bp[2].data()};
+  float* mp[3] = {bm[0].data(), bm[1].data(), bm[2].data()};
+  float* vp[3] = {bv[0].data(), bv[1].data(), bv[2].data()};
+  const RowBlocks blocked_slots[] = {RowBlocks{mp, 1, kWidth}, RowBlocks{vp, 1, kWidth}};
+  for (int t = 1; t <= 3; ++t) {
+    (*opt)->ApplyRows(t, rows, grad.data(), RowBlocks::Contiguous(&p_base, kWidth), slot_rows);
+    (*opt)->ApplyRows(t, rows, grad.data(), RowBlocks{pp, 1, kWidth}, blocked_slots);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kWidth; ++c) {
+      const int i = r * kWidth + c;
+      EXPECT_EQ(bp[r / 2][(r % 2) * kWidth + c], params[i]) << r << "," << c;
+      EXPECT_EQ(bm[r / 2][(r % 2) * kWidth + c], m[i]) << r << "," << c;
+      EXPECT_EQ(bv[r / 2][(r % 2) * kWidth + c], v[i]) << r << "," << c;
+    }
+  }
+  EXPECT_NE(params[5 * kWidth], 1.0f);
+  EXPECT_EQ(params[1 * kWidth], 1.0f);
 }
 
 }  // namespace

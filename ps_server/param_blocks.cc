@@ -27,20 +27,40 @@ ParamBlocks::ParamBlocks(int64_t rows, int64_t width)
   }
 }
 
+void ParamBlocks::Fill(float value) {
+  Writable(0, rows_);
+  ForEachRun(0, size(), [value](int64_t, float* v, int64_t n) { std::fill_n(v, n, value); });
+}
+
 int64_t ParamBlocks::BlockFloats(int64_t b) const {
   const int64_t first = b << shift_;
   return (std::min(rows_, first + rows_per_block()) - first) * width_;
 }
 
+// A snapshot's reference to a block: holds the block (so a writer copies it) and marks it
+// held by a snapshot while it lives.
+struct ParamBlocks::SnapshotRef {
+  explicit SnapshotRef(std::shared_ptr<Block> b) : block(std::move(b)) {
+    block->snapshot_refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~SnapshotRef() { block->snapshot_refs.fetch_sub(1, std::memory_order_relaxed); }
+  std::shared_ptr<Block> block;
+};
+
 void ParamBlocks::MakeOwn(int64_t b) {
   std::shared_ptr<Block>& block = blocks_[static_cast<size_t>(b)];
   if (block.use_count() > 1) {
+    const bool for_snapshot = block->snapshot_refs.load(std::memory_order_relaxed) > 0;
+    const size_t bytes = static_cast<size_t>(BlockFloats(b)) * sizeof(float);
     auto copy = std::make_shared<Block>(BlockFloats(b));
-    std::memcpy(copy->data.get(), block->data.get(),
-                static_cast<size_t>(BlockFloats(b)) * sizeof(float));
+    std::memcpy(copy->data.get(), block->data.get(), bytes);
     block = std::move(copy);
     pointers_[static_cast<size_t>(b)] = block->data.get();
     ++copies_;
+    if (for_snapshot) {
+      snapshot_copy_bytes_ += static_cast<int64_t>(bytes);
+      if (sink_ != nullptr) sink_->fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    }
     return;
   }
   // The count is 1: every pull that held the block has dropped its reference, with a release
@@ -108,6 +128,16 @@ void ParamBlocks::Share(int64_t begin, int64_t end, std::vector<absl::string_vie
     pieces->emplace_back(reinterpret_cast<const char*>(pointers_[static_cast<size_t>(b)] + offset),
                          static_cast<size_t>(n) * sizeof(float));
     holds->push_back(blocks_[static_cast<size_t>(b)]);
+  });
+}
+
+void ParamBlocks::ShareForSnapshot(int64_t begin, int64_t end,
+                                   std::vector<absl::string_view>* pieces,
+                                   std::vector<std::shared_ptr<const void>>* holds) const {
+  Runs(begin, end, [&](int64_t, int64_t b, int64_t offset, int64_t n) {
+    pieces->emplace_back(reinterpret_cast<const char*>(pointers_[static_cast<size_t>(b)] + offset),
+                         static_cast<size_t>(n) * sizeof(float));
+    holds->push_back(std::make_shared<const SnapshotRef>(blocks_[static_cast<size_t>(b)]));
   });
 }
 

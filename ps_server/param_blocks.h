@@ -1,5 +1,7 @@
 // ParamBlocks: a shard's parameters (rows x width float32, row-major) in blocks of whole rows,
-// each block reference-counted, so that a pull can send parameters from where they lie.
+// each block reference-counted, so that a pull can send parameters from where they lie. Each
+// optimizer slot of a shard is a ParamBlocks of the same geometry (so the same blocks hold
+// the same rows), and a snapshot takes references to parameters and slots alike.
 //
 // A pull takes references to the blocks it sends (Share) under the shard's lock and gRPC
 // sends straight from them; a writer first makes every block it is about to change its own
@@ -13,6 +15,7 @@
 #ifndef SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 #define SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -31,14 +34,28 @@ class ParamBlocks {
 
   // Uninitialized parameters. Throws std::bad_alloc when memory runs out.
   ParamBlocks(int64_t rows, int64_t width);
+  // No rows.
+  ParamBlocks() : ParamBlocks(0, 1) {}
+  // Movable (a restore builds fresh blocks and moves them in); references handed out stay
+  // valid.
+  ParamBlocks(ParamBlocks&&) = default;
+  ParamBlocks& operator=(ParamBlocks&&) = default;
+
+  // Sets every element to `value` (making every block writable first).
+  void Fill(float value);
 
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }
   int64_t size() const { return rows_ * width_; }
   int64_t rows_per_block() const { return int64_t{1} << shift_; }
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
-  // Blocks copied because a pull held them when a writer came (for tests and metrics).
+  // Blocks copied because a pull or a snapshot held them when a writer came (for tests and
+  // metrics), and the bytes of those copied because a snapshot held them.
   int64_t copies() const { return copies_; }
+  int64_t snapshot_copy_bytes() const { return snapshot_copy_bytes_; }
+  // Also adds those bytes to `*sink` (a store-wide figure read without the shard's lock).
+  // REQUIRES: *sink outlives every write through these blocks.
+  void set_snapshot_copy_sink(std::atomic<int64_t>* sink) { sink_ = sink; }
 
   // Makes the blocks holding rows [row_begin, row_end), or the rows listed, safe to write:
   // each one a pull still holds is replaced by a copy. Returns the row map to write through;
@@ -66,12 +83,18 @@ class ParamBlocks {
   // in to `holds`: while a reference is held, that block's bytes do not change.
   void Share(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
              std::vector<std::shared_ptr<const void>>* holds) const;
+  // As Share, for a checkpoint snapshot: a block copied while a snapshot's reference to it is
+  // held counts in snapshot_copy_bytes().
+  void ShareForSnapshot(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
+                        std::vector<std::shared_ptr<const void>>* holds) const;
 
  private:
   struct Block {
     explicit Block(int64_t floats) : data(new float[static_cast<size_t>(floats)]) {}
     std::unique_ptr<float[]> data;
+    std::atomic<int> snapshot_refs{0};  // snapshots' references among its holders
   };
+  struct SnapshotRef;
 
   int64_t BlockFloats(int64_t b) const;
   void MakeOwn(int64_t b);
@@ -79,12 +102,14 @@ class ParamBlocks {
   template <typename Fn>
   void Runs(int64_t begin, int64_t end, Fn fn) const;
 
-  const int64_t rows_;
-  const int64_t width_;
-  const int shift_;
+  int64_t rows_;
+  int64_t width_;
+  int shift_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::vector<float*> pointers_;  // blocks_[b]->data.get()
   int64_t copies_ = 0;
+  int64_t snapshot_copy_bytes_ = 0;
+  std::atomic<int64_t>* sink_ = nullptr;
 };
 
 }  // namespace shardps

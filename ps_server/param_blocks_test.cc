@@ -89,5 +89,26 @@ TEST(ParamBlocksTest, ASharedBlockIsCopiedOnWriteAndTheShareKeepsItsBytes) {
   EXPECT_EQ(p.Row(0), row0);
 }
 
+TEST(ParamBlocksTest, FillCopiesSharedBlocksAndMovesKeepShares) {
+  ParamBlocks p(1000, 300);
+  FillIota(p);
+  std::vector<absl::string_view> pieces;
+  std::vector<std::shared_ptr<const void>> holds;
+  p.Share(0, 300, &pieces, &holds);  // row 0, block 0
+  p.Fill(2.5f);
+  EXPECT_EQ(p.copies(), 1);
+  std::vector<float> row0(300);
+  std::memcpy(row0.data(), pieces[0].data(), 1200);
+  EXPECT_EQ(row0[7], 7.0f);  // the share still reads the values before Fill
+  for (int64_t r : {0, 511, 512, 999}) EXPECT_EQ(p.Row(r)[299], 2.5f);
+
+  // A moved ParamBlocks keeps its blocks (and the share stays valid).
+  ParamBlocks moved = std::move(p);
+  EXPECT_EQ(moved.rows(), 1000);
+  EXPECT_EQ(moved.Row(999)[0], 2.5f);
+  std::memcpy(row0.data(), pieces[0].data(), 1200);
+  EXPECT_EQ(row0[299], 299.0f);
+}
+
 }  // namespace
 }  // namespace shardps

@@ -4,9 +4,17 @@
 //
 // Exits 0 after a Shutdown RPC (unless --long_lived) or SIGINT/SIGTERM, 2 on a bad command
 // line or configuration, 1 when it cannot serve (port taken).
+//
+// Memory: --memory_budget_bytes bounds what its shards' parameters and optimizer slots may
+// take (CreateShards fails past it, naming the variable), less --snapshot_reserve of it, kept
+// for the blocks that updates copy while a checkpoint snapshot is being written. The default
+// is 90% of the memory this process may use (the machine's, or its cgroup's limit when
+// lower). --max_reply_bytes bounds one pull's reply.
+#include <cmath>
 #include <iostream>
 
 #include "common/flags.h"
+#include "ps_server/process_memory.h"
 #include "ps_server/rpc/grpc_ps_service.h"
 #include "ps_server/shard_store.h"
 #include "rpc/daemon.h"
@@ -19,15 +27,56 @@ int Main(int argc, char** argv) {
   FlagParser flags("ps", "shardps parameter-server daemon; the cluster comes from TF_CONFIG.");
   Daemon daemon("ps", &flags);
   int64_t threads = 4;
+  int64_t memory_budget_bytes = -1;
+  double snapshot_reserve = 0.5;
+  int64_t max_reply_bytes = int64_t{64} << 20;
   flags.AddInt("threads", &threads, "threads for large requests");
+  flags.AddInt("memory_budget_bytes", &memory_budget_bytes,
+               "bytes that parameters, optimizer slots and checkpoint snapshots' copies may "
+               "take; -1: 90% of the memory this process may use (machine or cgroup); 0: no "
+               "budget");
+  flags.AddDouble("snapshot_reserve", &snapshot_reserve,
+                  "fraction of --memory_budget_bytes kept for the blocks updates copy while a "
+                  "checkpoint snapshot is written, in [0, 1)");
+  flags.AddInt("max_reply_bytes", &max_reply_bytes,
+               "largest reply one pull may ask for (0: no limit)");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
   if (threads < 1 || threads > 256) {
     std::cerr << "error: --threads must be 1..256, got " << threads << "\n";
     return 2;
   }
+  if (memory_budget_bytes < -1) {
+    std::cerr << "error: --memory_budget_bytes must be >= 0, or -1 for the default, got "
+              << memory_budget_bytes << "\n";
+    return 2;
+  }
+  if (!(snapshot_reserve >= 0 && snapshot_reserve < 1)) {
+    std::cerr << "error: --snapshot_reserve must be in [0, 1), got " << snapshot_reserve << "\n";
+    return 2;
+  }
+  if (max_reply_bytes < 0) {
+    std::cerr << "error: --max_reply_bytes must be >= 0 (0: no limit), got " << max_reply_bytes
+              << "\n";
+    return 2;
+  }
+  std::string budget_source = "--memory_budget_bytes";
+  if (memory_budget_bytes == -1) {
+    absl::StatusOr<MemoryLimit> limit = ProcessMemoryLimit();
+    if (!limit.ok()) {
+      std::cerr << "error: cannot tell the memory this process may use for the default "
+                   "--memory_budget_bytes (set it): "
+                << limit.status() << "\n";
+      return 2;
+    }
+    memory_budget_bytes = static_cast<int64_t>(std::floor(0.9 * static_cast<double>(limit->bytes)));
+    budget_source = "90% of " + std::to_string(limit->bytes) + " bytes (" + limit->source + ")";
+  }
 
   ShardStore::Options store_options;
   store_options.task_index = daemon.config().task_index;
+  store_options.memory_budget_bytes = memory_budget_bytes;
+  store_options.snapshot_reserve = snapshot_reserve;
+  store_options.max_reply_bytes = max_reply_bytes;
   absl::StatusOr<std::unique_ptr<ShardStore>> store = ShardStore::Create(store_options);
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
@@ -46,6 +95,9 @@ int Main(int argc, char** argv) {
   if (server == nullptr) return 1;
   std::cerr << "ps: " << daemon.config().DebugString() << " serving on "
             << daemon.listen_address() << "\n";
+  std::cerr << "ps: memory budget " << memory_budget_bytes << " bytes (" << budget_source
+            << "), " << snapshot_reserve << " of it reserved for snapshots; replies up to "
+            << max_reply_bytes << " bytes\n";
 
   daemon.WaitForStop();
   (*store)->Shutdown();  // fails waiting pulls, so the server can drain

@@ -11,7 +11,12 @@
 // the shard's lock (a copy, or references to the parameter blocks that updates then copy
 // before writing), so it sees the shard before or after an update, never half of one.
 // A bad request returns a non-OK status naming the shard, field or shape at fault and changes
-// nothing.
+// nothing; a request that would need more memory than the ps has fails with
+// RESOURCE_EXHAUSTED (std::bad_alloc never escapes a call).
+//
+// Durable state: every update is fenced by a recovery generation (SetGeneration), checked
+// under the shard's lock; Snapshot cuts every shard by reference and writes the file off the
+// serving threads; Restore reads a checkpoint by rows, whatever partitioning wrote it.
 #ifndef SHARDPS_PS_SERVER_SHARD_STORE_H_
 #define SHARDPS_PS_SERVER_SHARD_STORE_H_
 
@@ -21,8 +26,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/ps.pb.h"
 
@@ -45,6 +50,9 @@ class ShardStore {
     int64_t max_reply_bytes = 0;
     // The store's incarnation (HealthResponse.incarnation); 0: drawn at random.
     uint64_t incarnation = 0;
+    // Tests only: called on the snapshot writer's thread before each snapshot's file is
+    // written (a test holds a snapshot's references there while it updates the shards).
+    std::function<void(int64_t checkpoint_id)> before_snapshot_write;
   };
 
   // Completion of a request that may wait (pulls with min_version): called exactly once,
@@ -84,6 +92,16 @@ class ShardStore {
   // *in_place instead, without a copy. *in_place must live until `done` has been called.
   virtual void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
                     DoneCallback done) = 0;
+  // A batch of pulls (PullBatchRequest), each item as the in-place Pull above: item i's
+  // version and shape go to (*responses)[i] and its bytes to (*in_place)[i] (both resized
+  // to the items). Completes once every item has; the first failure is returned, naming its
+  // shard. A batch whose items together would pass Options::max_reply_bytes fails at once,
+  // before anything is pulled. `responses` and `in_place` must live until `done` is called.
+  virtual void PullBatch(const PullBatchRequest& request, std::vector<PullResponse>* responses,
+                         std::vector<PulledBytes>* in_place, DoneCallback done) = 0;
+  // Rows by id. Pulls (Pull, PullBatch, PullRows) whose reply would pass
+  // Options::max_reply_bytes fail at once with RESOURCE_EXHAUSTED (ErrorDetail LIMIT),
+  // before any memory is allocated for them.
   virtual void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                         DoneCallback done) = 0;
 
@@ -142,17 +160,33 @@ class ShardStore {
   // ABORTED with ErrorDetail STALE_GENERATION; one above the store's: FAILED_PRECONDITION.
   virtual absl::Status SetGeneration(const SetGenerationRequest& request,
                                      SetGenerationResponse* response) = 0;
-  // Removes every shard of the listed variables; waiting pulls on them fail (CANCELLED).
+  // Removes every shard of the listed variables (every shard with `all`; neither is
+  // INVALID_ARGUMENT); waiting pulls on them fail (CANCELLED), later requests NOT_FOUND, and
+  // their memory returns to the budget.
   virtual absl::Status DropShards(const DropShardsRequest& request,
                                   DropShardsResponse* response) = 0;
   // Takes a snapshot of every shard (references to its copy-on-write parameter and slot
-  // blocks, under each shard's lock) and answers at once; the file is written afterwards on
-  // a thread of the store's. FAILED_PRECONDITION when a SYNC shard has a step in progress
-  // (the chief cuts at step boundaries) or an id is already in use.
+  // blocks, under each shard's lock) and answers at once with each shard's ShardInfo at the
+  // cut; the file is written afterwards on a thread of the store's (ps_server/
+  // snapshot_writer.h): one tensor per shard named as the shard, one per slot
+  // "<shard>/<slot name>", metadata with the ps task, checkpoint id and generation.
+  // FAILED_PRECONDITION when a SYNC shard has a step partly pushed (the chief cuts at step
+  // boundaries), the id is still being written, or a Restore is in progress; a generation
+  // other than the store's is refused as for updates (lower: ABORTED STALE_GENERATION,
+  // higher: FAILED_PRECONDITION).
   virtual absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response) = 0;
+  // WRITING, DONE (with the file's DataFileInfo), FAILED (with the error; no file is left)
+  // or UNKNOWN; the statuses of the last 16 finished snapshots are kept.
   virtual absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
                                       SnapshotStatusResponse* response) = 0;
-  // Blocks while it reads (call it off the serving threads).
+  // Raises the generation first (a non-zero one below the store's is ABORTED
+  // STALE_GENERATION), checks every shard of the request against the checkpoint before
+  // reading anything (a missing variable, a shape or slot mismatch: FAILED_PRECONDITION),
+  // then restores shard by shard (ps_server/shard_restore.h): each read whole into fresh
+  // blocks and swapped in under its lock. A checksum failure is DATA_LOSS (ErrorDetail
+  // CHECKPOINT_CORRUPT naming the file) and leaves that shard, and those after it, as they
+  // were: restore again, from another checkpoint. Blocks while it reads (call it off the
+  // serving threads); one Restore at a time.
   virtual absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) = 0;
 
   // Fails every waiting pull with CANCELLED and every later one too. Idempotent.

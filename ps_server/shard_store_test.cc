@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/error_detail.h"
 #include "gtest/gtest.h"
 
 namespace shardps {
@@ -1230,6 +1232,335 @@ TEST(ShardStoreTest, BadPushBatchesChangeNothingAndNameTheField) {
   }
   EXPECT_EQ(PullAll(*store, "a").data, (std::vector<float>{0, 0}));
   EXPECT_EQ(PullAll(*store, "a").version, 0);
+}
+
+}  // namespace
+}  // namespace shardps
+
+// --- Recovery generations, limits, DropShards, Health.
+
+namespace shardps {
+namespace {
+
+std::unique_ptr<ShardStore> NewStoreWith(ShardStore::Options options) {
+  auto store = ShardStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return *std::move(store);
+}
+
+absl::Status SetGeneration(ShardStore& store, int64_t generation, int64_t* after = nullptr) {
+  SetGenerationRequest request;
+  request.set_generation(generation);
+  SetGenerationResponse response;
+  absl::Status s = store.SetGeneration(request, &response);
+  if (after != nullptr) *after = response.generation();
+  return s;
+}
+
+TEST(ShardStoreTest, GenerationOnlyRises) {
+  auto store = NewStore();
+  int64_t after = -1;
+  ASSERT_TRUE(SetGeneration(*store, 3, &after).ok());
+  EXPECT_EQ(after, 3);
+  ASSERT_TRUE(SetGeneration(*store, 2, &after).ok());
+  EXPECT_EQ(after, 3);
+  EXPECT_EQ(SetGeneration(*store, -1).code(), absl::StatusCode::kInvalidArgument);
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.generation(), 3);
+}
+
+TEST(ShardStoreTest, UpdatesFromAStaleGenerationAreRefusedAndChangeNothing) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("w", {2, 2}, Adam()), SyncSpec("s", {2}, 1, Sgd())}).ok());
+  ASSERT_TRUE(SetGeneration(*store, 5).ok());
+  const Snapshot before = PullAll(*store, "w");
+  const Snapshot s_before = PullAll(*store, "s");
+
+  uint64_t id = 100;
+  auto push = [&](int64_t generation) {
+    PushRequest r;
+    r.set_request_id(++id);
+    r.set_shard("w");
+    r.set_data(Bytes({1, 1, 1, 1}));
+    r.set_generation(generation);
+    PushResponse resp;
+    return store->Push(r, &resp);
+  };
+  auto push_rows = [&](int64_t generation) {
+    PushRowsRequest r;
+    r.set_request_id(++id);
+    r.set_shard("w");
+    r.add_ids(1);
+    r.set_data(Bytes({1, 1}));
+    r.set_generation(generation);
+    PushRowsResponse resp;
+    return store->PushRows(r, &resp);
+  };
+  auto assign = [&](int64_t generation) {
+    AssignRequest r;
+    r.set_request_id(++id);
+    r.set_shard("w");
+    r.set_data(Bytes({7, 7, 7, 7}));
+    r.set_generation(generation);
+    AssignResponse resp;
+    return store->Assign(r, &resp);
+  };
+  auto sync_push = [&](int64_t generation) {
+    PushRequest r;
+    r.set_request_id(++id);
+    r.set_shard("s");
+    r.set_data(Bytes({1, 1}));
+    r.set_generation(generation);
+    PushResponse resp;
+    return store->Push(r, &resp);
+  };
+  auto batch = [&](int64_t generation) {
+    PushBatchRequest r;
+    PushRequest* item = r.add_pushes();
+    item->set_request_id(++id);
+    item->set_shard("w");
+    item->set_generation(generation);
+    r.add_data_bytes(16);
+    r.set_data(Bytes({1, 1, 1, 1}));
+    PushBatchResponse resp;
+    return store->PushBatch(r, &resp);
+  };
+  const std::vector<std::pair<std::string, std::function<absl::Status(int64_t)>>> updates = {
+      {"push", push}, {"push rows", push_rows}, {"assign", assign},
+      {"sync push", sync_push}, {"push batch", batch}};
+  for (const auto& [label, run] : updates) {
+    const absl::Status stale = run(4);
+    EXPECT_EQ(stale.code(), absl::StatusCode::kAborted) << label << ": " << stale;
+    const auto detail = GetDetail(stale);
+    ASSERT_TRUE(detail.has_value()) << label;
+    EXPECT_EQ(detail->kind(), ErrorDetail::STALE_GENERATION) << label;
+    EXPECT_EQ(detail->generation(), 5) << label;
+    EXPECT_EQ(detail->ps_task(), 2) << label;
+    EXPECT_TRUE(absl::StrContains(stale.message(), "generation 4")) << stale;
+    const absl::Status ahead = run(6);
+    EXPECT_EQ(ahead.code(), absl::StatusCode::kFailedPrecondition) << label << ": " << ahead;
+  }
+  EXPECT_EQ(Bytes(PullAll(*store, "w").data), Bytes(before.data));
+  EXPECT_EQ(PullAll(*store, "w").version, before.version);
+  EXPECT_EQ(Bytes(PullAll(*store, "s").data), Bytes(s_before.data));
+  // The current generation and 0 (unfenced) are applied.
+  EXPECT_TRUE(push(5).ok());
+  EXPECT_TRUE(push(0).ok());
+  EXPECT_TRUE(sync_push(5).ok());
+  EXPECT_EQ(PullAll(*store, "w").version, 2);
+  EXPECT_EQ(PullAll(*store, "s").version, 1);
+}
+
+TEST(ShardStoreTest, StaleSyncStepsCarryAStaleStepDetail) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {SyncSpec("s", {2}, 1, Sgd())}).ok());
+  ASSERT_TRUE(Push(*store, "s", 1, {1, 1}, 0, 0, nullptr, 0, 0).ok());
+  const absl::Status stale = Push(*store, "s", 2, {1, 1}, 0, 0, nullptr, 0, 0);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(DetailKind(stale), ErrorDetail::STALE_STEP);
+  // A missing shard stays NOT_FOUND with no detail (the client adds its own).
+  const absl::Status missing = Push(*store, "nope", 3, {1});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(DetailKind(missing), ErrorDetail::UNSPECIFIED);
+}
+
+TEST(ShardStoreTest, CreateShardsPastTheMemoryBudgetFailsBeforeAllocating) {
+  ShardStore::Options options;
+  options.task_index = 1;
+  options.memory_budget_bytes = 4000;
+  options.snapshot_reserve = 0.5;  // 2000 bytes for parameters and slots
+  auto store = NewStoreWith(options);
+  // Adam: 3 floats per element. 100 elements: 1200 bytes.
+  ASSERT_TRUE(Create(*store, {Spec("a", {100}, Adam())}).ok());
+  ShardSpec b = Spec("b/part_0", {100}, Adam());
+  b.set_variable("b");
+  const absl::Status s = Create(*store, {Spec("c", {10}, Sgd()), b});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  for (const char* needle : {"variable 'b'", "'b/part_0'", "1200 bytes", "760 bytes available"}) {
+    EXPECT_TRUE(absl::StrContains(s.message(), needle)) << needle << " not in " << s;
+  }
+  const auto detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->kind(), ErrorDetail::LIMIT);
+  EXPECT_EQ(detail->limit(), "--memory_budget_bytes");
+  // Nothing was created, "c" included, and nothing stays reserved.
+  ListShardsResponse listed;
+  ASSERT_TRUE(store->ListShards({}, &listed).ok());
+  EXPECT_EQ(listed.shards_size(), 1);
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.memory_budget_bytes(), 4000);
+  EXPECT_EQ(health.memory_available_bytes(), 800);
+  EXPECT_EQ(health.bytes(), 1200);
+  // What fits still fits; dropping "a" makes room for "b".
+  ASSERT_TRUE(Create(*store, {Spec("c", {10}, Sgd())}).ok());
+  DropShardsRequest drop;
+  drop.add_variables("a");
+  DropShardsResponse dropped;
+  ASSERT_TRUE(store->DropShards(drop, &dropped).ok());
+  EXPECT_EQ(dropped.dropped(), 1);
+  EXPECT_TRUE(Create(*store, {b}).ok());
+  store->Health(&health);
+  EXPECT_EQ(health.memory_available_bytes(), 2000 - 40 - 1200);
+}
+
+TEST(ShardStoreTest, BadOptionsAreRefused) {
+  ShardStore::Options bad_reserve;
+  bad_reserve.snapshot_reserve = 1.0;
+  EXPECT_EQ(ShardStore::Create(bad_reserve).status().code(), absl::StatusCode::kInvalidArgument);
+  ShardStore::Options bad_budget;
+  bad_budget.memory_budget_bytes = -1;
+  EXPECT_EQ(ShardStore::Create(bad_budget).status().code(), absl::StatusCode::kInvalidArgument);
+  ShardStore::Options bad_reply;
+  bad_reply.max_reply_bytes = -1;
+  EXPECT_EQ(ShardStore::Create(bad_reply).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+void ExpectReplyLimit(const absl::Status& s, const std::string& bytes) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), bytes)) << bytes << " not in " << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "--max_reply_bytes=1048576")) << s;
+  const auto detail = GetDetail(s);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->kind(), ErrorDetail::LIMIT);
+  EXPECT_EQ(detail->limit(), "--max_reply_bytes");
+}
+
+TEST(ShardStoreTest, PullsPastTheReplyBoundFailAtOnce) {
+  ShardStore::Options options;
+  options.max_reply_bytes = 1 << 20;
+  auto store = NewStoreWith(options);
+  // 1 MiB rows (262144 floats), 3 of them.
+  ASSERT_TRUE(Create(*store, {Spec("e", {3, 262144}, Sgd(), Constant(0))}).ok());
+  // 40,000 ids of 1 MiB rows ask for a ~40 GiB reply: refused before anything is allocated
+  // (this used to abort the ps on std::bad_alloc).
+  PullRowsRequest rows;
+  rows.set_shard("e");
+  for (int i = 0; i < 40000; ++i) rows.add_ids(i % 3);
+  PullRowsResponse rows_response;
+  absl::Status status = absl::UnknownError("not called");
+  store->PullRows(rows, &rows_response, [&](const absl::Status& s) { status = s; });
+  ExpectReplyLimit(status, "41943040000 bytes");
+  EXPECT_TRUE(rows_response.data().empty());
+
+  // One row fits; two do not.
+  PullRequest pull;
+  pull.set_shard("e");
+  pull.set_row_begin(0);
+  pull.set_row_end(1);
+  PullResponse response;
+  EXPECT_TRUE(PullNow(*store, pull, &response).ok());
+  pull.set_row_end(2);
+  ExpectReplyLimit(PullNow(*store, pull, &response), "2097152 bytes");
+
+  // A batch is bounded as a whole.
+  PullBatchRequest batch;
+  for (int i = 0; i < 2; ++i) {
+    PullRequest* item = batch.add_pulls();
+    item->set_shard("e");
+    item->set_row_begin(i);
+    item->set_row_end(i + 1);
+  }
+  std::vector<PullResponse> responses;
+  std::vector<ShardStore::PulledBytes> pulled;
+  status = absl::UnknownError("not called");
+  store->PullBatch(batch, &responses, &pulled, [&](const absl::Status& s) { status = s; });
+  ExpectReplyLimit(status, "2097152 bytes");
+  EXPECT_TRUE(pulled.empty());
+}
+
+TEST(ShardStoreTest, PullBatchPullsEveryItemInPlace) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("a", {3, 2}, Sgd(), Constant(1)),
+                              Spec("b", {2}, Sgd(), Constant(2))})
+                  .ok());
+  PullBatchRequest batch;
+  PullRequest* a = batch.add_pulls();
+  a->set_shard("a");
+  a->set_row_begin(1);
+  batch.add_pulls()->set_shard("b");
+  std::vector<PullResponse> responses;
+  std::vector<ShardStore::PulledBytes> pulled;
+  absl::Status status = absl::UnknownError("not called");
+  store->PullBatch(batch, &responses, &pulled, [&](const absl::Status& s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(responses.size(), 2u);
+  ASSERT_EQ(pulled.size(), 2u);
+  std::string a_bytes, b_bytes;
+  for (absl::string_view p : pulled[0].pieces) a_bytes.append(p.data(), p.size());
+  for (absl::string_view p : pulled[1].pieces) b_bytes.append(p.data(), p.size());
+  EXPECT_EQ(a_bytes, Bytes({1, 1, 1, 1}));
+  EXPECT_EQ(b_bytes, Bytes({2, 2}));
+  EXPECT_EQ(responses[0].shape().dim(0), 2);
+  // An unknown shard fails the batch, naming it.
+  batch.add_pulls()->set_shard("nope");
+  store->PullBatch(batch, &responses, &pulled, [&](const absl::Status& s) { status = s; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(status.message(), "'nope'"));
+}
+
+TEST(ShardStoreTest, DropShardsRemovesVariablesAndCancelsTheirWaiters) {
+  auto store = NewStore();
+  ShardSpec a0 = Spec("a/part_0", {2});
+  a0.set_variable("a");
+  ShardSpec a1 = Spec("a/part_1", {2});
+  a1.set_variable("a");
+  ASSERT_TRUE(Create(*store, {a0, a1, Spec("b", {2})}).ok());
+  PullRequest wait;
+  wait.set_shard("a/part_1");
+  wait.set_min_version(1);
+  PullResponse waited;
+  absl::Status waited_status = absl::UnknownError("still waiting");
+  store->Pull(wait, &waited, [&](const absl::Status& s) { waited_status = s; });
+  EXPECT_EQ(waited_status.code(), absl::StatusCode::kUnknown);
+
+  DropShardsRequest drop;
+  drop.add_variables("a");
+  drop.add_variables("not-there");
+  DropShardsResponse response;
+  ASSERT_TRUE(store->DropShards(drop, &response).ok());
+  EXPECT_EQ(response.dropped(), 2);
+  EXPECT_EQ(waited_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(absl::StrContains(waited_status.message(), "dropped")) << waited_status;
+  EXPECT_EQ(Push(*store, "a/part_0", 1, {1, 1}).code(), absl::StatusCode::kNotFound);
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.num_shards(), 1);
+  EXPECT_EQ(health.bytes(), 2 * 4);
+  // Dropped shards can be created again, with another spec.
+  EXPECT_TRUE(Create(*store, {Spec("a/part_0", {5})}).ok());
+
+  EXPECT_EQ(store->DropShards(DropShardsRequest(), &response).code(),
+            absl::StatusCode::kInvalidArgument);
+  DropShardsRequest all;
+  all.set_all(true);
+  ASSERT_TRUE(store->DropShards(all, &response).ok());
+  EXPECT_EQ(response.dropped(), 2);
+  store->Health(&health);
+  EXPECT_EQ(health.num_shards(), 0);
+  EXPECT_EQ(health.bytes(), 0);
+}
+
+TEST(ShardStoreTest, HealthReportsIncarnationAndMemory) {
+  ShardStore::Options options;
+  options.incarnation = 77;
+  options.memory_budget_bytes = 1000;
+  options.snapshot_reserve = 0.2;
+  auto store = NewStoreWith(options);
+  HealthResponse health;
+  store->Health(&health);
+  EXPECT_EQ(health.incarnation(), 77u);
+  EXPECT_EQ(health.generation(), 0);
+  EXPECT_EQ(health.memory_budget_bytes(), 1000);
+  EXPECT_EQ(health.memory_available_bytes(), 800);
+  EXPECT_EQ(health.snapshot_copy_bytes(), 0);
+  // Drawn at random (non-zero) when not given, and different per store.
+  HealthResponse h1, h2;
+  NewStore()->Health(&h1);
+  NewStore()->Health(&h2);
+  EXPECT_NE(h1.incarnation(), 0u);
+  EXPECT_NE(h1.incarnation(), h2.incarnation());
 }
 
 }  // namespace

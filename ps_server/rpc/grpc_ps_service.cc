@@ -6,7 +6,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/fanout.h"
 #include "grpcpp/support/message_allocator.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
@@ -227,26 +226,19 @@ class GrpcPsService : public PsServiceBase {
       reactor->Finish(parsed);
       return reactor;
     }
-    const int n = call->request.pulls_size();
     int64_t rows = 0;
     bool whole = false;
     for (const PullRequest& item : call->request.pulls()) {
       rows += item.row_end() - item.row_begin();
       whole |= item.row_end() == 0;
     }
-    call->responses.resize(static_cast<size_t>(n));
-    call->pulled.resize(static_cast<size_t>(n));
     // A step's small shards are copied on gRPC's thread: handing them to the executor costs
     // a thread wake-up, more than the copy. An empty batch is answered at once.
-    Run(whole || rows > kInlineBatchRows, [this, reactor, call, response_buffer, n] {
-      auto fan = Fanout::Make(static_cast<size_t>(n),
-                              [reactor, call, response_buffer](const absl::Status& s) {
-                                ReplyBatch(reactor, s, call, response_buffer);
-                              });
-      for (int i = 0; i < n; ++i) {
-        store_->Pull(call->request.pulls(i), &call->responses[i], &call->pulled[i],
-                     [fan](const absl::Status& s) { fan->Finish(s); });
-      }
+    Run(whole || rows > kInlineBatchRows, [this, reactor, call, response_buffer] {
+      store_->PullBatch(call->request, &call->responses, &call->pulled,
+                        [reactor, call, response_buffer](const absl::Status& s) {
+                          ReplyBatch(reactor, s, call, response_buffer);
+                        });
     });
     return reactor;
   }
@@ -313,6 +305,49 @@ class GrpcPsService : public PsServiceBase {
     store_->Health(response);
     response->set_task_type(options_.task_type);
     reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* SetGeneration(grpc::CallbackServerContext* ctx,
+                                          const SetGenerationRequest* request,
+                                          SetGenerationResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(store_->SetGeneration(*request, response)));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* DropShards(grpc::CallbackServerContext* ctx,
+                                       const DropShardsRequest* request,
+                                       DropShardsResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    // Takes shard locks (and frees the shards' memory): off gRPC's thread.
+    Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->DropShards(*request, response))); });
+    return reactor;
+  }
+
+  // Snapshot takes every shard's lock in turn; Restore reads the checkpoint from disk. Both
+  // run on the executor, never on gRPC's threads.
+  grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* ctx,
+                                     const SnapshotRequest* request,
+                                     SnapshotResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Snapshot(*request, response))); });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* SnapshotStatus(grpc::CallbackServerContext* ctx,
+                                           const SnapshotStatusRequest* request,
+                                           SnapshotStatusResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(store_->SnapshotStatus(*request, response)));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
+                                    const RestoreRequest* request,
+                                    RestoreResponse* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Restore(*request, response))); });
     return reactor;
   }
 

@@ -1,0 +1,266 @@
+#include "ps_server/shard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_detail.h"
+#include "common/status_macros.h"
+#include "ps_server/initializer.h"
+
+namespace shardps {
+namespace {
+
+// Updates smaller than this many floats per piece are not split: waking a helper costs more.
+constexpr int64_t kParallelGrain = int64_t{1} << 17;
+
+}  // namespace
+
+std::string QuotedShard(absl::string_view name) { return absl::StrCat("shard '", name, "'"); }
+
+Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
+             int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes)
+    : spec_(spec),
+      rows_(geometry.rows),
+      width_(geometry.width),
+      size_(geometry.rows * geometry.width),
+      optimizer_(std::move(optimizer)),
+      sync_(spec.update().mode() == UpdateSpec::SYNC),
+      num_replicas_(sync_ ? spec.update().num_replicas() : 0),
+      bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
+      slots_count_(static_cast<size_t>(optimizer_->num_slots())),
+      snapshot_copy_bytes_(snapshot_copy_bytes),
+      params_(0, 1),
+      recent_ids_(request_id_window),
+      accumulator_(num_replicas_, geometry.rows, geometry.width) {}
+
+absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) return Annotate(optimizer.status(), QuotedShard(spec.name()));
+  return static_cast<int64_t>(sizeof(float)) * geometry.rows * geometry.width *
+         (1 + (*optimizer)->num_slots());
+}
+
+absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
+    const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
+    std::atomic<int64_t>* snapshot_copy_bytes) {
+  const std::string what = QuotedShard(spec.name());
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) return Annotate(optimizer.status(), what);
+  std::shared_ptr<Shard> shard;
+  State state;
+  try {
+    shard = std::shared_ptr<Shard>(
+        new Shard(spec, geometry, *std::move(optimizer), request_id_window, snapshot_copy_bytes));
+    state = shard->NewState();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
+  }
+  RETURN_IF_ERROR(shard->InitializeParams(&state.params));
+  absl::MutexLock lock(&shard->mu_);
+  shard->params_ = std::move(state.params);
+  shard->slots_ = std::move(state.slots);
+  return shard;
+}
+
+Shard::State Shard::NewState() const {
+  State state{ParamBlocks(rows_, width_), {}};
+  state.params.set_snapshot_copy_sink(snapshot_copy_bytes_);
+  state.slots.reserve(slots_count_);
+  for (size_t s = 0; s < slots_count_; ++s) {
+    state.slots.emplace_back(rows_, width_);
+    state.slots.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
+    state.slots.back().set_snapshot_copy_sink(snapshot_copy_bytes_);
+  }
+  return state;
+}
+
+absl::Status Shard::InitializeParams(ParamBlocks* params) const {
+  // Block by block (blocks hold whole rows); values are keyed by global element index, so
+  // they do not depend on the blocks either.
+  absl::Status status;
+  params->Writable(0, rows_);
+  params->ForEachRun(0, size_, [&](int64_t first, float* p, int64_t n) {
+    if (!status.ok()) return;
+    status = InitializeRows(
+        spec_.initializer(), spec_.variable().empty() ? spec_.name() : spec_.variable(),
+        absl::MakeConstSpan(spec_.full_shape().dim().data(),
+                            static_cast<size_t>(spec_.full_shape().dim_size())),
+        spec_.row_offset() + first / width_, absl::MakeSpan(p, static_cast<size_t>(n)));
+  });
+  return Annotate(status, QuotedShard(name()));
+}
+
+Shard::Snapshot Shard::TakeSnapshot() const {
+  Snapshot snapshot;
+  snapshot.version = version_;
+  snapshot.tensors.resize(1 + slots_count_);
+  params_.ShareForSnapshot(0, size_, &snapshot.tensors[0].pieces, &snapshot.tensors[0].holds);
+  for (size_t s = 0; s < slots_count_; ++s) {
+    Snapshot::Tensor& tensor = snapshot.tensors[1 + s];
+    tensor.slot = std::string(optimizer_->slot_name(static_cast<int>(s)));
+    slots_[s].ShareForSnapshot(0, size_, &tensor.pieces, &tensor.holds);
+  }
+  return snapshot;
+}
+
+void Shard::ReplaceState(State state, int64_t version) {
+  params_ = std::move(state.params);
+  slots_ = std::move(state.slots);
+  version_ = version;
+  accumulator_.Clear();
+  recent_ids_.Clear();
+}
+
+Shard::WritableState Shard::MakeWritable(int64_t row_begin, int64_t row_end) {
+  WritableState state{params_.Writable(row_begin, row_end), {}};
+  for (size_t s = 0; s < slots_count_; ++s) {
+    state.slots[s] = slots_[s].Writable(row_begin, row_end);
+  }
+  return state;
+}
+
+Shard::WritableState Shard::MakeWritableRows(absl::Span<const int64_t> ids) {
+  WritableState state{params_.WritableRows(ids), {}};
+  for (size_t s = 0; s < slots_count_; ++s) state.slots[s] = slots_[s].WritableRows(ids);
+  return state;
+}
+
+void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel) {
+  const int64_t offset = range.begin * width_;
+  const int64_t step = version_ + 1;
+  const WritableState state = MakeWritable(range.begin, range.end);
+  parallel->Run(range.size() * width_, kParallelGrain, /*align=*/16,
+                [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  grad.ForEachRun(begin, end,
+                                  [&](int64_t first, const float* g, int64_t n)
+                                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                        ApplyDenseRun(step, offset + first, g, n, state);
+                                      });
+                });
+  ++version_;
+}
+
+void Shard::ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
+                          const WritableState& state) {
+  params_.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
+    // A run lies in one block, and a slot's block holds the same rows: its elements
+    // [e, e + m) are contiguous too.
+    std::array<float*, Optimizer::kMaxSlots> at{};
+    for (size_t s = 0; s < slots_count_; ++s) at[s] = state.slots[s].Row(e / width_) + e % width_;
+    optimizer_->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
+                           p, absl::Span<float* const>(at.data(), slots_count_));
+  });
+}
+
+void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel) {
+  const int64_t step = version_ + 1;
+  const WritableState state = MakeWritableRows(ids);
+  parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width_),
+                /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  optimizer_->ApplyRows(step, ids.subspan(begin, end - begin),
+                                        grad + begin * width_, state.params, SlotSpan(state));
+                });
+  ++version_;
+}
+
+absl::Status Shard::CheckStep(int64_t step) const {
+  if (step < version_) {
+    return WithDetail(absl::AbortedError(absl::StrCat("stale step ", step, ": ",
+                                                      QuotedShard(name()), " is at version ",
+                                                      version_)),
+                      ErrorDetail::STALE_STEP);
+  }
+  if (step > version_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step, " is ahead of ", QuotedShard(name()), " at version ",
+                     version_, "; wait for the version (pull with min_version) first"));
+  }
+  return absl::OkStatus();
+}
+
+UpdateResult Shard::AddDense(int replica, RowRange range, const GradientBytes& grad) {
+  return FinishIfComplete(accumulator_.AddDense(replica, range.begin, range.end, grad));
+}
+
+absl::StatusOr<UpdateResult> Shard::AddRows(int replica, std::vector<int64_t> ids,
+                                            std::vector<float> rows) {
+  absl::StatusOr<SyncAccumulator::Result> result =
+      accumulator_.AddRows(replica, std::move(ids), std::move(rows));
+  if (!result.ok()) {
+    return Annotate(result.status(), absl::StrCat(QuotedShard(name()), " step ", version_));
+  }
+  return FinishIfComplete(*result);
+}
+
+UpdateResult Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
+  UpdateResult update;
+  update.duplicate = result.duplicate;
+  if (result.complete) {
+    FinishStep();
+    update.applied = true;
+  }
+  return update;
+}
+
+void Shard::FinishStep() {
+  // Everything that may run out of memory comes before the first write: the blocks are made
+  // writable (copies keep the values), then the sum is taken (which may move the first
+  // replica's buffer out of the accumulator).
+  const int64_t step = version_ + 1;
+  if (accumulator_.rows_only()) {
+    SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    if (!sum.ids.empty()) {
+      const WritableState state = MakeWritableRows(sum.ids);
+      optimizer_->ApplyRows(step, sum.ids, sum.values.data(), state.params, SlotSpan(state));
+    }
+  } else {
+    const WritableState state = MakeWritable(0, rows_);
+    SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    ApplyDenseRun(step, 0, sum.values.data(), size_, state);
+  }
+  ++version_;
+  accumulator_.Clear();
+}
+
+void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
+  const int64_t offset = range.begin * width_;
+  const int64_t n = range.size() * width_;
+  // Every block that changes is made writable before the first write.
+  if (reset_slots) {
+    MakeWritable(range.begin, range.end);
+  } else {
+    params_.Writable(range.begin, range.end);
+  }
+  params_.ForEachRun(offset, offset + n, [&](int64_t first, float* p, int64_t m) {
+    std::memcpy(p, values + (first - offset), static_cast<size_t>(m) * sizeof(float));
+  });
+  if (reset_slots) {
+    for (size_t s = 0; s < slots_count_; ++s) {
+      const float initial = optimizer_->initial_slot_value(static_cast<int>(s));
+      slots_[s].ForEachRun(offset, offset + n,
+                           [initial](int64_t, float* v, int64_t m) { std::fill_n(v, m, initial); });
+    }
+  }
+}
+
+void Shard::CopyRange(RowRange range, float* out) const {
+  params_.CopyOut(range.begin * width_, range.end * width_, out);
+}
+
+void Shard::ShareRange(RowRange range, std::vector<absl::string_view>* pieces,
+                       std::vector<std::shared_ptr<const void>>* holds) const {
+  params_.Share(range.begin * width_, range.end * width_, pieces, holds);
+}
+
+void Shard::CopyRows(absl::Span<const int64_t> ids, char* out) const {
+  const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    std::memcpy(out + k * row_bytes, params_.Row(ids[k]), row_bytes);
+  }
+}
+
+}  // namespace shardps

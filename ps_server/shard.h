@@ -1,0 +1,236 @@
+// Shard: one shard of a variable as a ps task holds it: parameters and optimizer slots,
+// version (the count of applied updates), the window of recent request ids, the SYNC step in
+// progress and the pulls waiting for a version. It applies updates and answers reads; the
+// store (ps_server/shard_store.h) validates requests, finds shards and takes their locks.
+//
+// Thread-safety: the const accessors may be called from any thread; every other method
+// REQUIRES mu() held. References that ShareRange hands out may be dropped on any thread.
+#ifndef SHARDPS_PS_SERVER_SHARD_H_
+#define SHARDPS_PS_SERVER_SHARD_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "proto/ps.pb.h"
+#include "ps_server/gradient_bytes.h"
+#include "ps_server/optimizer.h"
+#include "ps_server/parallel_for.h"
+#include "ps_server/param_blocks.h"
+#include "ps_server/recent_request_ids.h"
+#include "ps_server/sync_accumulator.h"
+#include "ps_server/version_waiters.h"
+
+namespace shardps {
+
+// "shard 'name'", for messages.
+std::string QuotedShard(absl::string_view name);
+
+struct RowRange {
+  int64_t begin;
+  int64_t end;
+  int64_t size() const { return end - begin; }
+};
+
+// A shard's rows and row width (the product of its shape's dims after the first).
+struct Geometry {
+  int64_t rows;
+  int64_t width;
+};
+
+// What an accepted Push or PushRows did.
+struct UpdateResult {
+  bool duplicate = false;  // SYNC: nothing new (a re-run of the same step and replica)
+  bool applied = false;    // an update was applied (SYNC: this push completed the step)
+};
+
+class Shard {
+ public:
+  // Parameters and optimizer slots, each in copy-on-write blocks of the shard's geometry.
+  struct State {
+    ParamBlocks params;
+    std::vector<ParamBlocks> slots;  // in the optimizer's slot order
+  };
+
+  // A snapshot of the shard at one version: for the parameters and then each slot, views of
+  // the bytes and references that keep them unchanged while held (an update copies a block
+  // that a snapshot holds, and counts its bytes).
+  struct Snapshot {
+    struct Tensor {
+      std::string slot;  // "" for the parameters, else the optimizer's slot name
+      std::vector<absl::string_view> pieces;
+      std::vector<std::shared_ptr<const void>> holds;
+    };
+    int64_t version = 0;
+    std::vector<Tensor> tensors;
+  };
+
+  // Allocates the shard and initializes its parameters from spec.initializer and its slots
+  // to the optimizer's initial values. RESOURCE_EXHAUSTED when memory runs out; errors name
+  // the shard. Bytes of blocks copied because a snapshot held them are added to
+  // `*snapshot_copy_bytes` when given (it must outlive every update of the shard).
+  // REQUIRES: `spec` validated and `geometry` computed from it.
+  static absl::StatusOr<std::shared_ptr<Shard>> Create(
+      const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
+      std::atomic<int64_t>* snapshot_copy_bytes = nullptr);
+  // The bytes a shard of this spec takes (parameters and slots), or an error naming the
+  // shard when the optimizer is invalid.
+  static absl::StatusOr<int64_t> BytesFor(const ShardSpec& spec, Geometry geometry);
+
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  const ShardSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name(); }
+  int64_t rows() const { return rows_; }
+  int64_t width() const { return width_; }
+  int64_t size() const { return size_; }  // rows * width floats
+  const Optimizer& optimizer() const { return *optimizer_; }
+  bool sync() const { return sync_; }
+  int num_replicas() const { return num_replicas_; }  // SYNC only
+  int64_t bytes() const { return bytes_; }            // parameters and slots
+
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  int64_t version() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_; }
+  bool SeenRequest(uint64_t request_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return recent_ids_.Contains(request_id);
+  }
+  // Makes room to remember one more request id; an update calls it before it changes
+  // anything, so that RememberRequest cannot fail after the change (may throw
+  // std::bad_alloc).
+  void ReserveRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { recent_ids_.Reserve(); }
+  void RememberRequest(uint64_t request_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    recent_ids_.Insert(request_id);
+  }
+  VersionWaiters& waiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_; }
+
+  // A dropped shard (DropShards) is out of the store's map; requests that found it before
+  // the drop see this under its lock and answer as for a missing shard.
+  bool dropped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return dropped_; }
+  void MarkDropped() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { dropped_ = true; }
+
+  // SYNC: some replica has pushed for the step in progress.
+  bool step_in_progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return accumulator_.in_progress();
+  }
+
+  // --- Checkpoints.
+
+  // Takes references to the parameters and slots at the current version (no copy). May throw
+  // std::bad_alloc (the lists of references), changing nothing.
+  Snapshot TakeSnapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh state of this shard's geometry, for a restore to fill outside the lock: the
+  // parameters uninitialized, the slots at their initial values. Throws std::bad_alloc.
+  State NewState() const;
+  // Sets `params` (of this shard's geometry) to the shard's initial values.
+  absl::Status InitializeParams(ParamBlocks* params) const;
+  // Replaces the parameters, slots and version, and starts afresh: the SYNC step in progress
+  // and the request-id window are cleared. Waiters stay; the caller releases those the new
+  // version reaches. REQUIRES: `state` of this shard's geometry and slots.
+  void ReplaceState(State state, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Updates. Each either changes the shard as a whole or, when it throws std::bad_alloc
+  // (a block copied on write, a buffer for a step), changes nothing that a read can see.
+
+  // ASYNC: applies a dense gradient to `range` now, as one update (the version advances),
+  // split over `parallel`'s threads when large. The gradient is read where it lies.
+  // REQUIRES: `grad` holds range.size() * width finite floats.
+  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC: applies row gradients now, as one update. REQUIRES: ids unique and in range;
+  // grad holds ids.size() * width floats.
+  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // SYNC: checks that a push belongs to the step in progress: a lower step is stale
+  // (ABORTED), a higher one is ahead (FAILED_PRECONDITION).
+  absl::Status CheckStep(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: adds a replica's dense chunk or its rows to the step (SyncAccumulator) and, when
+  // that completes the step, applies the sum and advances the version.
+  // REQUIRES: CheckStep passed; replica in [0, num_replicas).
+  UpdateResult AddDense(int replica, RowRange range, const GradientBytes& grad)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<UpdateResult> AddRows(int replica, std::vector<int64_t> ids,
+                                       std::vector<float> rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Overwrites `range` with `values` (range.size() * width floats); with reset_slots, also
+  // returns those rows' slots to their initial values. The version does not change.
+  void Assign(RowRange range, const float* values, bool reset_slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Reads.
+
+  // Copies the parameters of `range` to `out` (range.size() * width floats).
+  void CopyRange(RowRange range, float* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends views of the parameters of `range`, in order, and references that keep them
+  // unchanged while held (ParamBlocks::Share).
+  void ShareRange(RowRange range, std::vector<absl::string_view>* pieces,
+                  std::vector<std::shared_ptr<const void>>* holds) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies rows `ids` (in range) to `out`, one after another.
+  void CopyRows(absl::Span<const int64_t> ids, char* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+ private:
+  Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
+        int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes);
+
+  // Where the rows of the parameters and of each slot are, once made writable.
+  struct WritableState {
+    RowBlocks params;
+    std::array<RowBlocks, Optimizer::kMaxSlots> slots;
+  };
+  // Makes rows [begin, end), or the rows listed, writable in the parameters and every slot
+  // (copying the blocks that a pull or a snapshot still holds).
+  WritableState MakeWritable(int64_t row_begin, int64_t row_end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WritableState MakeWritableRows(absl::Span<const int64_t> ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Span<const RowBlocks> SlotSpan(const WritableState& state) const {
+    return absl::Span<const RowBlocks>(state.slots.data(), slots_count_);
+  }
+  // Applies grad[0, n) to elements [first, first + n) of the parameters and slots, block by
+  // block. REQUIRES: those rows made writable; `state` from that call.
+  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
+                     const WritableState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  UpdateResult FinishIfComplete(const SyncAccumulator::Result& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: applies the step's summed gradient once and starts the next step.
+  void FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ShardSpec spec_;
+  const int64_t rows_;
+  const int64_t width_;
+  const int64_t size_;
+  const std::unique_ptr<const Optimizer> optimizer_;
+  const bool sync_;
+  const int num_replicas_;
+  const int64_t bytes_;
+  const size_t slots_count_;
+  std::atomic<int64_t>* const snapshot_copy_bytes_;
+
+  mutable absl::Mutex mu_;
+  ParamBlocks params_ ABSL_GUARDED_BY(mu_);
+  // One per optimizer slot, with the parameters' geometry (the same rows in the same blocks).
+  std::vector<ParamBlocks> slots_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  RecentRequestIds recent_ids_ ABSL_GUARDED_BY(mu_);
+  SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
+  VersionWaiters waiters_ ABSL_GUARDED_BY(mu_);
+  bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_PS_SERVER_SHARD_H_

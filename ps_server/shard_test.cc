@@ -1,0 +1,160 @@
+#include "ps_server/shard.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "ps_server/gradient_bytes.h"
+#include "ps_server/parallel_for.h"
+
+namespace shardps {
+namespace {
+
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+ShardSpec Spec(int64_t rows, int64_t width, OptimizerSpec::Type type = OptimizerSpec::SGD,
+               int sync_replicas = 0) {
+  ShardSpec s;
+  s.set_name("v/part_0");
+  s.set_variable("v");
+  s.set_num_parts(1);
+  s.mutable_shape()->add_dim(rows);
+  s.mutable_shape()->add_dim(width);
+  s.mutable_full_shape()->add_dim(rows);
+  s.mutable_full_shape()->add_dim(width);
+  s.mutable_initializer()->set_type(InitializerSpec::CONSTANT);
+  s.mutable_initializer()->set_value(1.0);
+  s.mutable_optimizer()->set_type(type);
+  s.mutable_optimizer()->set_learning_rate(0.5);
+  s.mutable_optimizer()->set_momentum(0.5);
+  if (sync_replicas > 0) {
+    s.mutable_update()->set_mode(UpdateSpec::SYNC);
+    s.mutable_update()->set_num_replicas(sync_replicas);
+  }
+  return s;
+}
+
+std::shared_ptr<Shard> Make(const ShardSpec& spec) {
+  auto shard = Shard::Create(spec, Geometry{spec.shape().dim(0), spec.shape().dim(1)}, 16);
+  EXPECT_TRUE(shard.ok()) << shard.status();
+  return *std::move(shard);
+}
+
+std::vector<float> All(Shard& shard) {
+  std::vector<float> out(static_cast<size_t>(shard.size()));
+  absl::MutexLock lock(&shard.mu());
+  shard.CopyRange({0, shard.rows()}, out.data());
+  return out;
+}
+
+TEST(ShardTest, CreateInitializesAndCountsBytes) {
+  auto shard = Make(Spec(3, 2, OptimizerSpec::ADAM));
+  EXPECT_EQ(shard->rows(), 3);
+  EXPECT_EQ(shard->width(), 2);
+  EXPECT_EQ(shard->bytes(), 3 * 2 * 4 * 3);  // parameters and Adam's two slots
+  EXPECT_EQ(All(*shard), std::vector<float>(6, 1.0f));
+  absl::MutexLock lock(&shard->mu());
+  EXPECT_EQ(shard->version(), 0);
+}
+
+TEST(ShardTest, DenseAndRowUpdatesAgreeAndAdvanceTheVersion) {
+  ParallelFor parallel(1);
+  auto dense = Make(Spec(4, 3, OptimizerSpec::MOMENTUM));
+  auto rows = Make(Spec(4, 3, OptimizerSpec::MOMENTUM));
+  const std::vector<float> grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::string bytes = Bytes(grad);
+  const std::vector<int64_t> ids = {0, 1, 2, 3};
+  for (int t = 0; t < 3; ++t) {
+    absl::MutexLock a(&dense->mu());
+    absl::MutexLock b(&rows->mu());
+    dense->ApplyDense({0, 4}, GradientBytes(bytes), &parallel);
+    rows->ApplyRows(ids, grad.data(), &parallel);
+  }
+  EXPECT_EQ(All(*dense), All(*rows));
+  EXPECT_NE(All(*dense), std::vector<float>(12, 1.0f));
+  absl::MutexLock lock(&dense->mu());
+  EXPECT_EQ(dense->version(), 3);
+}
+
+TEST(ShardTest, ASharedRangeKeepsItsBytesThroughAnUpdate) {
+  ParallelFor parallel(0);
+  auto shard = Make(Spec(2, 2));
+  std::vector<absl::string_view> pieces;
+  std::vector<std::shared_ptr<const void>> holds;
+  {
+    absl::MutexLock lock(&shard->mu());
+    shard->ShareRange({0, 2}, &pieces, &holds);
+    const std::string grad = Bytes({1, 1, 1, 1});
+    shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);
+  }
+  std::string shared;
+  for (absl::string_view p : pieces) shared.append(p.data(), p.size());
+  EXPECT_EQ(shared, Bytes({1, 1, 1, 1}));
+  EXPECT_EQ(All(*shard), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+TEST(ShardTest, CopyRowsGathersRowsInTheOrderAsked) {
+  auto shard = Make(Spec(3, 2));
+  {
+    absl::MutexLock lock(&shard->mu());
+    const std::vector<float> values = {0, 1, 2, 3, 4, 5};
+    shard->Assign({0, 3}, values.data(), false);
+  }
+  std::vector<float> out(4);
+  absl::MutexLock lock(&shard->mu());
+  shard->CopyRows({2, 0}, reinterpret_cast<char*>(out.data()));
+  EXPECT_EQ(out, (std::vector<float>{4, 5, 0, 1}));
+}
+
+TEST(ShardTest, AssignResetsSlotsOnlyWhenAsked) {
+  ParallelFor parallel(0);
+  auto shard = Make(Spec(2, 1, OptimizerSpec::MOMENTUM));
+  absl::MutexLock lock(&shard->mu());
+  const std::string grad = Bytes({1, 1});
+  shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);  // v = -0.5, p = 0.5
+  const std::vector<float> ten = {10};
+  shard->Assign({0, 1}, ten.data(), /*reset_slots=*/false);   // row 0 keeps v
+  shard->Assign({1, 2}, ten.data(), /*reset_slots=*/true);    // row 1: v = 0
+  shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);
+  std::vector<float> out(2);
+  shard->CopyRange({0, 2}, out.data());
+  // Row 0: v = 0.5 * -0.5 - 0.5 = -0.75. Row 1: v = -0.5.
+  EXPECT_EQ(out, (std::vector<float>{10 - 0.75f, 10 - 0.5f}));
+  EXPECT_EQ(shard->version(), 2);
+}
+
+TEST(ShardTest, SyncStepsApplyOnceWhenEveryReplicaIsIn) {
+  auto shard = Make(Spec(2, 1, OptimizerSpec::SGD, /*sync_replicas=*/2));
+  absl::MutexLock lock(&shard->mu());
+  EXPECT_EQ(shard->CheckStep(-1).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(shard->CheckStep(1).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(shard->CheckStep(0).ok());
+  const std::string g0 = Bytes({1, 2});
+  UpdateResult r = shard->AddDense(0, {0, 2}, GradientBytes(g0));
+  EXPECT_FALSE(r.applied);
+  EXPECT_EQ(shard->version(), 0);
+  auto rows = shard->AddRows(1, {1}, {4});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->applied);
+  EXPECT_EQ(shard->version(), 1);
+  std::vector<float> out(2);
+  shard->CopyRange({0, 2}, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1 - 0.5f, 1 - 0.5f * 6}));
+  EXPECT_EQ(shard->CheckStep(0).code(), absl::StatusCode::kAborted);
+}
+
+TEST(ShardTest, RequestIdsAreRemembered) {
+  auto shard = Make(Spec(1, 1));
+  absl::MutexLock lock(&shard->mu());
+  EXPECT_FALSE(shard->SeenRequest(5));
+  shard->RememberRequest(5);
+  EXPECT_TRUE(shard->SeenRequest(5));
+}
+
+}  // namespace
+}  // namespace shardps
