@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +51,9 @@ class CheckpointDir {
   // `create`: make the directory (and parents) when missing. FAILED_PRECONDITION naming the
   // path when it is missing (and not created), not a directory, or not writable.
   static absl::StatusOr<CheckpointDir> Open(const std::string& path, bool create);
+  // For readers only (the evaluator, export, restore): the directory must exist; it may be
+  // read-only (writing methods then fail with the filesystem's error).
+  static absl::StatusOr<CheckpointDir> OpenReadOnly(const std::string& path);
 
   const std::string& path() const { return path_; }
   std::string JobFile() const;    // DIR/job.json
@@ -92,16 +96,21 @@ class CheckpointDir {
 // last record (a crash mid-write) is ignored when read.
 class StepJournal {
  public:
-  // Opens (creating, appending) the journal at `path`.
+  // Opens (creating, appending) the journal at `path`. A torn last record is cut off first,
+  // so that new records start on a record boundary.
   static absl::StatusOr<std::unique_ptr<StepJournal>> Open(const std::string& path);
   ~StepJournal();
+  // One write(2) of one 20-byte record (generation, step id, CRC-32C); may be called from
+  // several threads. A short write (disk full) is undone, so the journal stays aligned.
   absl::Status Append(int64_t generation, int64_t step_id);
   // Every whole record of the journal at `path`, in order (empty when the file is missing).
+  // A corrupt record followed by a valid one is DATA_LOSS naming the file and offset.
   static absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> Read(const std::string& path);
 
  private:
-  explicit StepJournal(int fd) : fd_(fd) {}
-  int fd_;
+  StepJournal(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  const int fd_;
+  const std::string path_;
 };
 
 }  // namespace shardps

@@ -79,6 +79,8 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   int64_t file_bytes() const { return file_bytes_; }
+  // Where the data section starts: 8 + the header's length.
+  int64_t data_offset() const { return data_offset_; }
   // Tensors in data order, with data_begin / data_end; crc32c is left 0 (not in the file).
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* Find(absl::string_view name) const;
@@ -92,13 +94,18 @@ class SafetensorsFile {
   // bytes) for each in order, and then checks the bytes' CRC-32C against `expected_crc32c`:
   // DATA_LOSS naming the file and tensor on a mismatch (fn has then seen the bad bytes; the
   // caller discards what it built). An error from fn stops the read and is returned.
+  // `granule` > 0: every chunk is a multiple of that many bytes instead (whole rows; the
+  // tensor's size must be a multiple of it).
   absl::Status StreamTensor(const TensorInfo& tensor, uint32_t expected_crc32c,
-                            absl::FunctionRef<absl::Status(int64_t, absl::string_view)> fn) const;
+                            absl::FunctionRef<absl::Status(int64_t, absl::string_view)> fn,
+                            int64_t granule = 0) const;
   // Reads the whole file and checks its size and CRC-32C (DATA_LOSS naming the file).
   absl::Status Verify(int64_t expected_bytes, uint32_t expected_crc32c) const;
 
  private:
   SafetensorsFile() = default;
+  // INVALID_ARGUMENT unless `tensor`'s data lies within this file's data section.
+  absl::Status CheckBounds(const TensorInfo& tensor) const;
   std::string path_;
   int fd_ = -1;
   int64_t file_bytes_ = 0;

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Creates, where missing, the Python virtualenv in which shardps' safetensors files are
+# checked against the reference implementation (the `safetensors` package from PyPI, with
+# numpy), and prints its path. Idempotent: an existing venv with the pinned versions is left
+# as it is; a missing venv is created and missing or other versions are installed.
+#
+#   bazel test //checkpoint:safetensors_python_test --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
+#
+# Where: ${SHARDPS_VENV:-$HOME/.cache/shardps/venv}. Which Python: ${PYTHON:-python3}.
+# Progress goes to stderr; stdout is only the path.
+set -euo pipefail
+
+venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
+python="${PYTHON:-python3}"
+# Versions with wheels for CPython 3.10 to 3.13 on x86-64 and arm64 Linux.
+requirements=(numpy==2.2.6 safetensors==0.5.3)
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python_env: creating $venv with $("$python" --version 2>&1)" >&2
+  mkdir -p "$(dirname "$venv")"
+  if ! "$python" -m venv "$venv" >&2; then
+    echo "python_env: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
+
+# Exit 0 when every pinned package is installed at its version.
+pinned_present() {
+  "$venv/bin/python" - "${requirements[@]}" <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for requirement in sys.argv[1:]:
+    name, wanted = requirement.split("==")
+    try:
+        if version(name) != wanted:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+}
+
+if ! pinned_present; then
+  echo "python_env: installing ${requirements[*]} into $venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
+  pinned_present || { echo "python_env: ${requirements[*]} did not install" >&2; exit 1; }
+fi
+echo "$venv"
