@@ -2,8 +2,8 @@
 
 #include <signal.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -134,8 +134,7 @@ int Daemon::Init(int argc, char** argv) {
   }
   const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
-    return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout,
-                              std::cerr);
+    return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout, std::cerr);
   }
   if (config_optional_ && tf_config_flag_.empty() && (env == nullptr || env[0] == '\0')) {
     has_config_ = false;
@@ -200,8 +199,8 @@ void Daemon::StartOrphanWatch() {
 void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes) {
   ConfigureServerBuilder(builder);
   if (max_request_bytes > 0) {
-    builder->SetMaxReceiveMessageSize(static_cast<int>(
-        std::min<int64_t>(max_request_bytes, std::numeric_limits<int>::max())));
+    builder->SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<int64_t>(max_request_bytes, std::numeric_limits<int>::max())));
   }
 }
 
@@ -222,8 +221,7 @@ std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& s
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port_ == 0) {
-    std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_
-              << " (port in use?)\n";
+    std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_ << " (port in use?)\n";
     return nullptr;
   }
   return server;

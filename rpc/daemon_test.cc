@@ -78,8 +78,7 @@ TEST(DaemonTest, ZeroOrLongLivedTurnsTheOrphanWatchOff) {
   {
     FlagParser flags("worker", "test");
     Daemon daemon("worker", &flags, /*serves=*/false);
-    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0.01", "--long_lived"}),
-              -1);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0.01", "--long_lived"}), -1);
     EXPECT_EQ(daemon.orphan_timeout(), absl::ZeroDuration());
     EXPECT_FALSE(daemon.WaitForStopWithTimeout(absl::Milliseconds(50)));
     EXPECT_EQ(daemon.stop_cause(), StopCause::kNone);
