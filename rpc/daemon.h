@@ -29,8 +29,8 @@
 // Request sizes. Serve caps the largest request message a daemon accepts
 // (--max_request_bytes; the default is the daemon's: 16 MiB for the ps, which takes the
 // client library's 4 MiB chunks with room for their framing, 4 MiB for the others, whose
-// requests are small). gRPC refuses a larger message with RESOURCE_EXHAUSTED as soon as it
-// sees its length ("... larger than max (N vs. LIMIT)"), instead of reading it whole first.
+// requests are small). gRPC refuses a larger message with RESOURCE_EXHAUSTED ("Received
+// message larger than max (N vs. LIMIT)") from its length, before the service sees it.
 //
 // Thread-safety: Init, Serve and the setters are called from main() before the daemon is
 // shared; RequestStop, NoteChiefContact, the Wait* methods and the stop accessors may be
