@@ -32,6 +32,7 @@ JobSpec SoftmaxJob(const std::string& job_id, const std::string& checkpoint_dir)
   spec->set_job_id(job_id);
   if (!checkpoint_dir.empty()) {
     spec->mutable_checkpoint()->set_dir(checkpoint_dir);
+    spec->mutable_checkpoint()->set_keep(3);  // as ParseJobSpec defaults it
     spec->mutable_checkpoint()->set_every_steps(10);
   }
   return *spec;
