@@ -1,9 +1,14 @@
-// Evaluator: measures the model on held-out data while it trains. Pulls a consistent
-// snapshot of the parameters (every shard of every variable at the same version), evaluates
-// the whole test set once (every example exactly once), and formats the result as a JSON line
-// for the metrics file. No gRPC here: the daemon (evaluator_main.cc) talks to the chief.
+// Evaluator: a model's parameters in, its metrics on the held-out data out. Given a job (its
+// model and dataset), it loads the test split once and evaluates any values of the model's
+// parameters on every test example exactly once. Both of the evaluator daemon's modes use it
+// (evaluator/job_follower.h: a consistent snapshot pulled from the ps; evaluator/sidecar.h: a
+// committed checkpoint), so the same parameters give the same metrics, to the last bit, from
+// either source.
 //
-// Thread-safety: an Evaluator is used by one thread.
+// No gRPC and no I/O besides loading the test set.
+//
+// Thread-safety: Evaluate may be called from several threads only if the backend allows it
+// (the CPU and GPU backends run one call at a time per object: use one thread).
 #ifndef SHARDPS_EVALUATOR_EVALUATOR_H_
 #define SHARDPS_EVALUATOR_EVALUATOR_H_
 
@@ -12,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/ps_client.h"
 #include "proto/job.pb.h"
 #include "worker/compute/backend.h"
 #include "worker/compute/model.h"
@@ -22,33 +26,36 @@ namespace shardps {
 
 class Evaluator {
  public:
-  // Loads the test split of the job's dataset and checks that the ps hold every parameter.
-  static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job, PsClient* ps,
+  // Loads the test split of job.data_dir() (empty: the default directory) and parses
+  // job.model(). FAILED_PRECONDITION naming the directory when the data cannot be loaded;
+  // INVALID_ARGUMENT for a bad model text. `backend` must outlive the Evaluator.
+  static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job,
                                                            ComputeBackend* backend);
 
-  // Pulls a snapshot whose shards all have one version (retrying up to `max_attempts` times
-  // while updates land between shards), then evaluates every test example. `consistent`
-  // (optional) says whether the snapshot was consistent; if it never was, the last pull is
-  // evaluated and result.step is its lowest version.
-  absl::StatusOr<EvalMetrics> Evaluate(int max_attempts = 50, bool* consistent = nullptr);
+  const JobSpec& job() const { return job_; }
+  // The model's parameters, in Params(model) order.
+  const std::vector<ParamInfo>& params() const { return params_; }
+  // Their variables' names, "{job name}/{param name}" (on the ps and in checkpoints).
+  const std::vector<std::string>& variable_names() const { return variable_names_; }
+  // One zeroed buffer per parameter, sized for it.
+  std::vector<std::vector<float>> NewValues() const;
 
-  const std::string& job_id() const { return job_.job_id(); }
+  // Evaluates every test example once, in batches of 1000, with `values` (one per parameter,
+  // in order, each of its num_elements()). Sets examples, loss (mean), accuracy and
+  // unix_time; the caller sets what says where the values came from (step, checkpoint_id,
+  // steps_done). INVALID_ARGUMENT naming the parameter when a value has the wrong size.
+  absl::StatusOr<EvalMetrics> Evaluate(const std::vector<std::vector<float>>& values) const;
 
  private:
-  Evaluator(JobSpec job, PsClient* ps, ComputeBackend* backend, ModelSpec model, Dataset test);
+  Evaluator(JobSpec job, ComputeBackend* backend, ModelSpec model, Dataset test);
 
-  JobSpec job_;
-  PsClient* ps_;
-  ComputeBackend* backend_;
-  ModelSpec model_;
-  Dataset test_;
-  std::vector<ParamInfo> params_;
-  std::vector<std::vector<float>> values_;
+  const JobSpec job_;
+  ComputeBackend* const backend_;
+  const ModelSpec model_;
+  const Dataset test_;
+  const std::vector<ParamInfo> params_;
+  std::vector<std::string> variable_names_;
 };
-
-// One line of the metrics file (JSON, no newline).
-std::string EvalJsonLine(const std::string& job_id, const EvalMetrics& result, int64_t steps_done,
-                         bool consistent, bool final);
 
 }  // namespace shardps
 

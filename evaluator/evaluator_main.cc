@@ -1,152 +1,151 @@
-// The evaluator daemon. Follows the chief's job: while it trains, evaluates a consistent
-// snapshot of the parameters on the whole test set (every `eval_every_steps` steps, or as
-// often as it can), reports each result to the chief (shown by `shardctl status`) and appends
-// it to the metrics file (JSON lines). After training it runs a final evaluation, reports it,
-// and exits 0.
-#include <fstream>
+// The evaluator daemon: measures the model on the test set while it trains. Two modes:
+//
+//   ps mode (the default): follows the chief's job (TF_CONFIG names the chief and the ps).
+//     While the job trains it evaluates a consistent snapshot of the live parameters, every
+//     eval_every_steps steps or as often as it can, and once training is done the final
+//     model; it waits while the job is paused (recovering) and while the chief is
+//     unreachable (a restarted chief resumes the job). evaluator/job_follower.h.
+//       TF_CONFIG=... evaluator [--metrics_file=F] [--backend=cpu] [--threads=N]
+//   sidecar mode (TensorFlow's SidecarEvaluator): evaluates each committed checkpoint in a
+//     job's checkpoint directory once, from the files alone; TF_CONFIG is optional (with a
+//     chief in it, each result is reported to the chief too). evaluator/sidecar.h.
+//       evaluator --checkpoint_dir=DIR [--metrics_file=F] [--long_lived]
+//
+// Each evaluation is appended to --metrics_file as a JSON line (evaluator/metrics_file.h).
+//
+// Exit codes (rpc/daemon.h; the README's "Exit codes"): 0 after the final evaluation of a
+// job that succeeded (sidecar: of the checkpoint marked final); 4 when the job failed or was
+// cancelled (no final evaluation); 5 on SIGINT/SIGTERM; 6 after --orphan_timeout_s without
+// an answer from the chief (sidecar: without an answer or a new checkpoint); 2 for a bad
+// command line or configuration; 1 when it cannot start (no compute backend). --long_lived
+// keeps it running after a job ends (ps mode: it follows the next job) and turns the orphan
+// timeout off.
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
-#include "evaluator/evaluator.h"
-#include "grpcpp/client_context.h"
-#include "proto/coordinator.grpc.pb.h"
+#include "evaluator/eval_loop.h"
+#include "evaluator/job_follower.h"
+#include "evaluator/metrics_file.h"
+#include "evaluator/rpc/grpc_chief_link.h"
+#include "evaluator/sidecar.h"
 #include "rpc/daemon.h"
-#include "rpc/grpc_util.h"
 #include "worker/compute/backend.h"
 
 namespace shardps {
 namespace {
 
-absl::StatusOr<JobStatus> GetStatus(CoordinatorService::Stub* chief) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  JobStatus status;
-  grpc::Status s = chief->GetStatus(&ctx, GetStatusRequest(), &status);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return status;
-}
-
-absl::Status Report(CoordinatorService::Stub* chief, const std::string& job_id,
-                    const EvalMetrics& result, bool final) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  ReportEvalRequest request;
-  request.set_job_id(job_id);
-  *request.mutable_result() = result;
-  request.set_final(final);
-  ReportEvalResponse response;
-  return FromGrpcStatus(chief->ReportEval(&ctx, request, &response));
-}
-
 int Main(int argc, char** argv) {
   FlagParser flags("evaluator",
-                   "shardps evaluator daemon: evaluates the chief's job on held-out data.");
+                   "shardps evaluator daemon: evaluates the chief's job on held-out data, live "
+                   "from the ps (TF_CONFIG) or from its checkpoints (--checkpoint_dir).");
   Daemon daemon("evaluator", &flags, /*serves=*/false);
-  std::string metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu";
-  int64_t threads = 1, chief_timeout_s = 60;
+  daemon.set_config_optional();
+  std::string metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu", checkpoint_dir;
+  int64_t threads = 1;
+  double poll_interval_s = 2;
   flags.AddString("metrics_file", &metrics_file, "append evaluations here as JSON lines");
   flags.AddString("backend", &backend_flag, "compute backend: auto, cpu or gpu");
   flags.AddInt("threads", &threads, "CPU compute threads");
-  flags.AddInt("chief_timeout_s", &chief_timeout_s,
-               "exit 1 when the chief stays unreachable this long during a job");
+  flags.AddString("checkpoint_dir", &checkpoint_dir,
+                  "sidecar mode: evaluate each committed checkpoint in this directory once");
+  flags.AddDouble("poll_interval_s", &poll_interval_s,
+                  "sidecar mode: how often to look for new checkpoints");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
-  const TfConfig* config = &daemon.config();
-  if (config->NumTasks("chief") != 1) {
+
+  const bool sidecar = !checkpoint_dir.empty();
+  if (!sidecar && !daemon.has_config()) {
+    std::cerr << "error: the evaluator follows the chief's job named by TF_CONFIG (or "
+                 "--tf_config), or evaluates a checkpoint directory (--checkpoint_dir); "
+                 "neither was given\n";
+    return kExitBadConfig;
+  }
+  const bool has_chief = daemon.has_config() && daemon.config().NumTasks("chief") == 1;
+  if (!sidecar && !has_chief) {
     std::cerr << "error: TF_CONFIG: cluster.chief: the evaluator needs the chief's address\n";
-    return 2;
+    return kExitBadConfig;
+  }
+  if (!(poll_interval_s > 0)) {
+    std::cerr << "error: --poll_interval_s must be > 0, got " << poll_interval_s << "\n";
+    return kExitBadConfig;
+  }
+  if (threads < 1 || threads > 1024) {
+    std::cerr << "error: --threads must be 1..1024, got " << threads << "\n";
+    return kExitBadConfig;
   }
   absl::StatusOr<BackendKind> kind = ParseBackendKind(backend_flag);
   if (!kind.ok()) {
     std::cerr << "error: --backend: " << kind.status().message() << "\n";
-    return 2;
+    return kExitBadConfig;
   }
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
       ComputeBackend::Create(*kind, static_cast<int>(threads));
   if (!backend.ok()) {
     std::cerr << "error: " << backend.status().message() << "\n";
-    return 1;
+    return kExitError;
   }
-  std::ofstream metrics(metrics_file, std::ios::app);
-  if (!metrics) {
-    std::cerr << "error: --metrics_file: cannot open \"" << metrics_file << "\"\n";
-    return 2;
+  absl::StatusOr<std::unique_ptr<MetricsFile>> metrics = MetricsFile::Open(metrics_file);
+  if (!metrics.ok()) {
+    std::cerr << "error: --metrics_file: " << metrics.status().message() << "\n";
+    return kExitBadConfig;
   }
-  std::string chief_address = config->Tasks("chief")[0];
-  auto chief = CoordinatorService::NewStub(NewChannel(chief_address));
-  std::cerr << "evaluator: " << config->DebugString() << ", chief at " << chief_address
+  std::unique_ptr<ChiefLink> chief;
+  std::string chief_address;
+  if (has_chief) {
+    chief_address = daemon.config().Tasks("chief")[0];
+    chief = NewGrpcChiefLink(chief_address);
+  }
+  std::cerr << "evaluator: "
+            << (daemon.has_config() ? daemon.config().DebugString() : std::string("no TF_CONFIG"))
+            << (sidecar ? absl::StrCat(", sidecar of ", checkpoint_dir) : std::string(", ps mode"))
+            << (has_chief ? absl::StrCat(", chief at ", chief_address) : std::string())
             << ", backend " << (*backend)->Name() << ", metrics to " << metrics_file << "\n";
 
-  std::unique_ptr<PsClient> ps;
-  std::unique_ptr<Evaluator> evaluator;
-  int64_t last_eval_steps = -1;
-  absl::Time last_contact = absl::Now();
-  while (!daemon.stop_requested()) {
-    absl::StatusOr<JobStatus> status = GetStatus(chief.get());
-    if (!status.ok()) {
-      if (evaluator != nullptr && absl::Now() - last_contact > absl::Seconds(chief_timeout_s)) {
-        std::cerr << "evaluator: chief unreachable for " << chief_timeout_s << " s: "
-                  << status.status() << "\n";
-        return 1;
-      }
-      daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
-      continue;
-    }
-    last_contact = absl::Now();
-    bool running = status->state() == JobStatus::RUNNING;
-    if (evaluator == nullptr || evaluator->job_id() != status->job_id()) {
-      if (!running || status->training_done()) {
-        if (evaluator != nullptr) return 0;  // our job ended and another is not running
-        daemon.WaitForStopWithTimeout(absl::Milliseconds(300));
-        continue;
-      }
-      auto client = NewGrpcPsClient(config->Tasks("ps"), PsClient::Options());
-      if (!client.ok()) {
-        std::cerr << "evaluator: " << client.status() << "\n";
-        return 1;
-      }
-      ps = std::move(*client);
-      auto created = Evaluator::Create(status->job(), ps.get(), backend->get());
-      if (!created.ok()) {
-        std::cerr << "evaluator: " << created.status() << "\n";
-        daemon.WaitForStopWithTimeout(absl::Seconds(1));
-        continue;
-      }
-      evaluator = std::move(*created);
-      last_eval_steps = -1;
-      std::cerr << "evaluator: following job " << status->job_id() << "\n";
-    }
-    if (!running) {
-      std::cerr << "evaluator: job " << status->job_id() << " ended ("
-                << JobStatus::State_Name(status->state()) << ")\n";
-      return 0;
-    }
-    bool final = status->training_done();
-    int64_t every = std::max<int64_t>(1, status->job().eval_every_steps());
-    if (!final && last_eval_steps >= 0 && status->steps_done() - last_eval_steps < every) {
-      daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
-      continue;
-    }
-    bool consistent = false;
-    absl::StatusOr<EvalMetrics> result = evaluator->Evaluate(50, &consistent);
-    if (!result.ok()) {
-      std::cerr << "evaluator: evaluation failed: " << result.status() << "\n";
-      daemon.WaitForStopWithTimeout(absl::Seconds(1));
-      continue;
-    }
-    last_eval_steps = status->steps_done();
-    metrics << EvalJsonLine(status->job_id(), *result, status->steps_done(), consistent, final)
-            << std::endl;
-    absl::Status reported = Report(chief.get(), status->job_id(), *result, final);
-    if (!reported.ok()) std::cerr << "evaluator: report failed: " << reported << "\n";
-    if (final) {
-      std::cerr << "evaluator: final test accuracy " << result->accuracy() << " loss "
-                << result->loss() << " at version " << result->step() << "\n";
-      return 0;
-    }
+  EvalLoopHooks hooks;
+  hooks.sleep = [&daemon](absl::Duration timeout) {
+    return daemon.WaitForStopWithTimeout(timeout);
+  };
+  hooks.on_contact = [&daemon] { daemon.NoteChiefContact(); };
+  hooks.on_eval = [&metrics](const EvalRecord& record) {
+    absl::Status written = (*metrics)->Append(record);
+    if (!written.ok()) std::cerr << "evaluator: " << written << "\n";
+  };
+
+  EvalOutcome outcome;
+  if (sidecar) {
+    SidecarOptions options;
+    options.checkpoint_dir = checkpoint_dir;
+    options.backend = backend->get();
+    options.chief = chief.get();
+    options.long_lived = daemon.long_lived();
+    options.poll_interval = absl::Seconds(poll_interval_s);
+    outcome = RunSidecar(options, hooks);
+  } else {
+    JobFollowerOptions options;
+    options.chief = chief.get();
+    options.backend = backend->get();
+    options.long_lived = daemon.long_lived();
+    const std::vector<std::string> ps_addresses = daemon.config().Tasks("ps");
+    options.connect_ps = [ps_addresses] {
+      return NewGrpcPsClient(ps_addresses, PsClient::Options());
+    };
+    outcome = FollowChiefJobs(options, hooks);
   }
-  return 0;
+  switch (outcome) {
+    case EvalOutcome::kSucceeded:
+      return kExitDone;
+    case EvalOutcome::kJobFailed:
+      return kExitJobFailed;
+    case EvalOutcome::kStopped:
+      break;
+  }
+  const int code = daemon.StopExitCode();
+  std::cerr << "evaluator: stopped (" << StopCauseName(daemon.stop_cause()) << "), exit code "
+            << code << "\n";
+  return code;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "ps_server/snapshot_writer.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -140,6 +142,35 @@ TEST(SnapshotWriterTest, AnUnwritableDirectoryFailsWithAClearErrorAndNoFile) {
   c.tensors.push_back(Tensor("w", {1}));
   ASSERT_TRUE(writer.Submit(std::move(c)).ok());
   EXPECT_EQ(WaitFinished(writer, 7).state(), SnapshotStatusResponse::DONE);
+}
+
+// A full disk, as the write sees it: past RLIMIT_FSIZE a write fails (EFBIG) the way it
+// fails on a full file system (ENOSPC), midway through the file.
+TEST(SnapshotWriterTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
+  const std::string dir = TestDir("full");
+  const std::string path = dir + "/ps-0.safetensors";
+  struct rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 16 << 10;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  SnapshotStatusResponse status;
+  {
+    SnapshotWriter writer(SnapshotWriter::Options{});
+    SnapshotWriter::Job job;
+    job.checkpoint_id = 4;
+    job.path = path;
+    job.tensors.push_back(Tensor("big", std::vector<float>(64 << 10, 1.0f)));  // 256 KiB
+    ASSERT_TRUE(writer.Submit(std::move(job)).ok());
+    status = WaitFinished(writer, 4);
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(status.state(), SnapshotStatusResponse::FAILED);
+  EXPECT_TRUE(absl::StrContains(status.error(), path)) << status.error();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
 TEST(SnapshotWriterTest, KeepsTheLastFewStatuses) {

@@ -2,20 +2,67 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
-#include <thread>
+#include <limits>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/daemon_config.h"
 #include "common/process_tuning.h"
 #include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
 #include "rpc/grpc_util.h"
+#include "rpc/orphan_clock.h"
 
 namespace shardps {
 
+static_assert(kExitBadConfig == kConfigInvalid, "one code for a bad configuration");
+
+namespace {
+
+// Default --max_request_bytes: the ps takes the client library's chunks
+// (PsClient::Options::max_chunk_bytes, 4 MiB) and their framing; the other daemons take small
+// control messages only.
+constexpr int64_t kPsMaxRequestBytes = 16 << 20;
+constexpr int64_t kControlMaxRequestBytes = 4 << 20;
+
+}  // namespace
+
+const char* StopCauseName(StopCause cause) {
+  switch (cause) {
+    case StopCause::kNone:
+      return "none";
+    case StopCause::kRequest:
+      return "request";
+    case StopCause::kSignal:
+      return "signal";
+    case StopCause::kOrphaned:
+      return "orphaned";
+  }
+  return "unknown";
+}
+
+// The state that outlives the Daemon in its detached signal thread.
 struct Daemon::Shared {
-  absl::Notification stop;
+  absl::Mutex mu;
+  StopCause cause ABSL_GUARDED_BY(mu) = StopCause::kNone;
+  bool closing ABSL_GUARDED_BY(mu) = false;  // the Daemon is being destroyed
+  // Replaced in Init, before any thread reads it; read-only (its atomics aside) after.
+  std::unique_ptr<OrphanClock> orphan =
+      std::make_unique<OrphanClock>(absl::ZeroDuration(), OrphanClock::MonotonicNow());
+
+  // The first cause wins. Returns whether it was this one.
+  bool Stop(StopCause c) {
+    absl::MutexLock lock(&mu);
+    if (cause != StopCause::kNone) return false;
+    cause = c;
+    return true;
+  }
+  bool stopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return cause != StopCause::kNone; }
 };
 
 void Daemon::BlockTerminationSignals() {
@@ -28,37 +75,79 @@ void Daemon::BlockTerminationSignals() {
 }
 
 Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
-    : task_type_(std::move(task_type)), flags_(flags), shared_(std::make_shared<Shared>()) {
+    : task_type_(std::move(task_type)),
+      flags_(flags),
+      serves_(serves),
+      follows_chief_(task_type_ != "chief"),
+      max_request_bytes_(task_type_ == "ps" ? kPsMaxRequestBytes : kControlMaxRequestBytes),
+      shared_(std::make_shared<Shared>()) {
   flags_->AddString("tf_config", &tf_config_flag_,
                     "cluster config: inline JSON or a file path (default: $TF_CONFIG)");
   flags_->AddBool("validate_config", &validate_only_,
                   "only validate the configuration: print the task and address, exit 0 or 2");
-  if (serves) {
+  flags_->AddBool("long_lived", &long_lived_,
+                  serves_ ? "keep serving after a job ends (ignore Shutdown requests; no orphan "
+                            "timeout)"
+                          : "keep running after a job ends (no orphan timeout)");
+  if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: all interfaces; the port is TF_CONFIG's)");
-    flags_->AddBool("long_lived", &long_lived_,
-                    "keep serving after a job ends (ignore Shutdown requests)");
   }
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  {
+    absl::MutexLock lock(&shared_->mu);
+    shared_->closing = true;
+  }
+  if (orphan_watch_.joinable()) orphan_watch_.join();
+}
+
+absl::Duration Daemon::orphan_timeout() const { return shared_->orphan->timeout(); }
 
 int Daemon::Init(int argc, char** argv) {
   TuneMallocForBulkTransfers();
   DisableMutexDeadlockDetection();
+  // Registered here, so that the defaults a daemon set since construction are the ones
+  // --help shows.
+  if (serves_) {
+    flags_->AddInt("max_request_bytes", &max_request_bytes_,
+                   "largest request message accepted (larger ones fail RESOURCE_EXHAUSTED); "
+                   "0: no limit");
+  }
+  if (follows_chief_) {
+    flags_->AddDouble("orphan_timeout_s", &orphan_timeout_s_,
+                      "stop with exit code 6 after this long without contact from the chief "
+                      "(0: never)");
+  }
   int rc = HandleParseResult(*flags_, flags_->Parse(argc, argv));
   if (rc >= 0) return rc;
+  if (max_request_bytes_ < 0 || max_request_bytes_ > std::numeric_limits<int>::max()) {
+    std::cerr << "error: --max_request_bytes must be 0..2147483647, got " << max_request_bytes_
+              << "\n";
+    return kExitBadConfig;
+  }
+  if (!std::isfinite(orphan_timeout_s_) || orphan_timeout_s_ < 0) {
+    std::cerr << "error: --orphan_timeout_s must be a number >= 0, got " << orphan_timeout_s_
+              << "\n";
+    return kExitBadConfig;
+  }
+  const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
-    return ValidateConfigMain(LoadTfConfig(tf_config_flag_, std::getenv("TF_CONFIG")),
-                              task_type_, std::cout, std::cerr);
+    return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout, std::cerr);
   }
-  absl::StatusOr<TfConfig> config =
-      LoadDaemonConfig(tf_config_flag_, std::getenv("TF_CONFIG"), task_type_);
-  if (!config.ok()) {
-    std::cerr << "error: " << config.status().message() << "\n";
-    return kConfigInvalid;
+  if (config_optional_ && tf_config_flag_.empty() && (env == nullptr || env[0] == '\0')) {
+    has_config_ = false;
+  } else {
+    absl::StatusOr<TfConfig> config = LoadDaemonConfig(tf_config_flag_, env, task_type_);
+    if (!config.ok()) {
+      std::cerr << "error: " << config.status().message() << "\n";
+      return kExitBadConfig;
+    }
+    config_ = *std::move(config);
+    has_config_ = true;
   }
-  config_ = *std::move(config);
+
   // The signal thread holds the shared state, so it may outlive this object at exit.
   std::thread([shared = shared_, type = task_type_] {
     sigset_t set;
@@ -67,14 +156,59 @@ int Daemon::Init(int argc, char** argv) {
     sigaddset(&set, SIGTERM);
     int sig = 0;
     if (sigwait(&set, &sig) == 0) {
-      std::cerr << type << ": signal " << sig << ", stopping\n";
-      if (!shared->stop.HasBeenNotified()) shared->stop.Notify();
+      std::cerr << type << ": signal " << sig << " (" << strsignal(sig) << "), stopping\n";
+      shared->Stop(StopCause::kSignal);
     }
   }).detach();
+
+  if (follows_chief_ && !long_lived_ && orphan_timeout_s_ > 0) {
+    shared_->orphan = std::make_unique<OrphanClock>(absl::Seconds(orphan_timeout_s_),
+                                                    OrphanClock::MonotonicNow());
+    StartOrphanWatch();
+  }
   return -1;
 }
 
+void Daemon::StartOrphanWatch() {
+  orphan_watch_ = std::thread([shared = shared_.get(), type = task_type_] {
+    const OrphanClock& clock = *shared->orphan;
+    absl::MutexLock lock(&shared->mu);
+    auto done = [shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) {
+      return shared->stopped() || shared->closing;
+    };
+    while (!done()) {
+      const absl::Duration now = OrphanClock::MonotonicNow();
+      if (clock.Expired(now)) {
+        const double timeout_s = absl::ToDoubleSeconds(clock.timeout());
+        std::cerr << type << ": no contact from the chief "
+                  << (clock.contacted()
+                          ? absl::StrCat("for ", absl::ToDoubleSeconds(now - clock.last_contact()),
+                                         " s")
+                          : absl::StrCat("since start, ", timeout_s, " s ago"))
+                  << " (--orphan_timeout_s=" << timeout_s
+                  << "): the job is gone; stopping with exit code " << kExitOrphaned << "\n";
+        shared->cause = StopCause::kOrphaned;
+        return;
+      }
+      // Contacts do not wake this thread: after the wait it looks at the clock again.
+      shared->mu.AwaitWithTimeout(absl::Condition(&done), clock.Deadline() - now);
+    }
+  });
+}
+
+void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes) {
+  ConfigureServerBuilder(builder);
+  if (max_request_bytes > 0) {
+    builder->SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<int64_t>(max_request_bytes, std::numeric_limits<int>::max())));
+  }
+}
+
 std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& services) {
+  if (!has_config_) {
+    std::cerr << "error: " << task_type_ << ": no TF_CONFIG: nothing to listen on\n";
+    return nullptr;
+  }
   absl::StatusOr<std::string> listen = ListenAddress(config_.TaskAddress(), bind_host_);
   if (!listen.ok()) {
     std::cerr << "error: " << listen.status().message() << "\n";
@@ -82,32 +216,58 @@ std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& s
   }
   listen_ = *listen;
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(&builder);
-  int bound_port = 0;
-  builder.AddListeningPort(listen_, grpc::InsecureServerCredentials(), &bound_port);
+  ConfigureBuilder(&builder, max_request_bytes_);
+  builder.AddListeningPort(listen_, grpc::InsecureServerCredentials(), &bound_port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_
-              << " (port in use?)\n";
+  if (server == nullptr || bound_port_ == 0) {
+    std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_ << " (port in use?)\n";
     return nullptr;
   }
   return server;
 }
 
+void Daemon::NoteChiefContact() { shared_->orphan->NoteContact(OrphanClock::MonotonicNow()); }
+
 void Daemon::RequestStop(const std::string& why, bool from_rpc) {
   bool ignored = from_rpc && long_lived_;
   std::cerr << task_type_ << ": stop requested" << (why.empty() ? "" : ": ") << why
             << (ignored ? " (ignored: --long_lived)" : "") << "\n";
-  if (!ignored && !shared_->stop.HasBeenNotified()) shared_->stop.Notify();
+  if (!ignored) shared_->Stop(StopCause::kRequest);
 }
 
-void Daemon::WaitForStop() { shared_->stop.WaitForNotification(); }
+void Daemon::WaitForStop() {
+  absl::MutexLock lock(&shared_->mu);
+  Shared* shared = shared_.get();
+  auto stopped = [shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->stopped(); };
+  shared_->mu.Await(absl::Condition(&stopped));
+}
 
 bool Daemon::WaitForStopWithTimeout(absl::Duration timeout) {
-  return shared_->stop.WaitForNotificationWithTimeout(timeout);
+  absl::MutexLock lock(&shared_->mu);
+  Shared* shared = shared_.get();
+  auto stopped = [shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->stopped(); };
+  return shared_->mu.AwaitWithTimeout(absl::Condition(&stopped), timeout);
 }
 
-bool Daemon::stop_requested() const { return shared_->stop.HasBeenNotified(); }
+bool Daemon::stop_requested() const { return stop_cause() != StopCause::kNone; }
+
+StopCause Daemon::stop_cause() const {
+  absl::MutexLock lock(&shared_->mu);
+  return shared_->cause;
+}
+
+int Daemon::StopExitCode() const {
+  switch (stop_cause()) {
+    case StopCause::kNone:
+    case StopCause::kRequest:
+      return kExitDone;
+    case StopCause::kSignal:
+      return kExitInterrupted;
+    case StopCause::kOrphaned:
+      return kExitOrphaned;
+  }
+  return kExitError;
+}
 
 }  // namespace shardps

@@ -1,31 +1,81 @@
 // Daemon: what every shardps daemon (ps, worker, chief, evaluator) does the same way —
-// the common flags (--tf_config, --validate_config, --bind_host, --long_lived), loading and
-// checking TF_CONFIG with the promised exit codes (2 for a bad command line or config),
-// serving gRPC services on the task's address (1 when the port is taken), and stopping on
-// SIGINT/SIGTERM or on request (a Shutdown RPC).
+// the common flags, loading and checking TF_CONFIG, serving gRPC services on the task's
+// address, stopping on SIGINT/SIGTERM, on request (a Shutdown RPC) or when the chief has been
+// gone too long, and the exit code each of those ends with (one table for every daemon,
+// below; the README's "Exit codes" says what a supervisor should do with each).
+//
+// Common flags: --tf_config, --validate_config, --long_lived; a daemon that serves has
+// --bind_host and --max_request_bytes; one that follows a chief (every type but "chief") has
+// --orphan_timeout_s.
 //
 // Usage, in main():
 //   Daemon::BlockTerminationSignals();     // first, before any thread starts
 //   FlagParser flags(...); Daemon daemon("ps", &flags); ...add own flags...
 //   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
 //   ... daemon.Serve({service.get()}) ... daemon.WaitForStop();
+//   return daemon.StopExitCode();
 //
-// Thread-safety: RequestStop and the Wait* methods may be called from any thread.
+// Orphans. A ps, worker or evaluator serves one chief's job. When that chief is gone for
+// good (its job deleted, its node lost with no restart), nothing would ever stop them; so
+// each notes every contact from the chief (NoteChiefContact: the chief's RPCs to a worker,
+// its Health probes to a ps, the status it answers the evaluator) and the daemon stops with
+// kExitOrphaned after --orphan_timeout_s without one, counting from its start until the first
+// contact. The default, an hour, rides out every way a chief comes back (a restart that
+// resumes the job, a pod rescheduled to another node and its image pulled, a pending pod
+// waiting for room, a long checkpoint restore) with a wide margin over the chief's pings
+// every few seconds, and still hands an abandoned cluster's machines back the same hour.
+// 0 (or --long_lived, whose daemons outlive jobs and chiefs by design) turns it off.
+//
+// Request sizes. Serve caps the largest request message a daemon accepts
+// (--max_request_bytes; the default is the daemon's: 16 MiB for the ps, which takes the
+// client library's 4 MiB chunks with room for their framing, 4 MiB for the others, whose
+// requests are small). gRPC refuses a larger message with RESOURCE_EXHAUSTED ("Received
+// message larger than max (N vs. LIMIT)") from its length, before the service sees it.
+//
+// Thread-safety: Init, Serve and the setters are called from main() before the daemon is
+// shared; RequestStop, NoteChiefContact, the Wait* methods and the stop accessors may be
+// called from any thread.
 #ifndef SHARDPS_RPC_DAEMON_H_
 #define SHARDPS_RPC_DAEMON_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/tf_config.h"
 #include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 
 namespace shardps {
+
+// Exit codes of every daemon (shardctl has its own: coordinator/cli/shardctl_main.cc).
+// Done: the job succeeded, or a Shutdown RPC stopped the daemon at the job's end.
+inline constexpr int kExitDone = 0;
+// Cannot serve (port taken, no compute backend) or an unexpected failure.
+inline constexpr int kExitError = 1;
+// Bad command line or configuration (TF_CONFIG, flags, the job file): fix it, don't retry.
+inline constexpr int kExitBadConfig = 2;
+// The job failed or was cancelled (chief, evaluator).
+inline constexpr int kExitJobFailed = 4;
+// SIGINT or SIGTERM while a job may be running (say, an eviction): restart the daemon.
+inline constexpr int kExitInterrupted = 5;
+// No contact from a chief for --orphan_timeout_s: the job is gone; do not restart.
+inline constexpr int kExitOrphaned = 6;
+
+// Why a daemon stopped.
+enum class StopCause {
+  kNone,      // not stopped
+  kRequest,   // RequestStop: a Shutdown RPC, or the daemon's own decision
+  kSignal,    // SIGINT or SIGTERM
+  kOrphaned,  // --orphan_timeout_s without contact from the chief
+};
+// "none", "request", "signal", "orphaned".
+const char* StopCauseName(StopCause cause);
 
 class Daemon {
  public:
@@ -33,41 +83,82 @@ class Daemon {
   // and ignores SIGPIPE; a thread of the Daemon takes them with sigwait.
   static void BlockTerminationSignals();
 
-  // Registers the common flags on `flags`. `serves`: the daemon listens (--bind_host).
+  // Registers the common flags on `flags` (some in Init, so that a daemon may change their
+  // defaults first). `serves`: the daemon listens (--bind_host, --max_request_bytes).
   Daemon(std::string task_type, FlagParser* flags, bool serves = true);
+  // Stops the orphan watch (not the daemon); the signal thread lives on, detached.
   ~Daemon();
 
+  // Defaults of the common flags, before Init (the flag, when given, wins).
+  void set_default_max_request_bytes(int64_t bytes) { max_request_bytes_ = bytes; }
+  void set_default_orphan_timeout_s(double seconds) { orphan_timeout_s_ = seconds; }
+  // Before Init: run without TF_CONFIG when neither --tf_config nor $TF_CONFIG is given
+  // (has_config() is then false). For the evaluator's sidecar mode.
+  void set_config_optional() { config_optional_ = true; }
+
   // Parses the command line, handles --help and --validate_config, loads TF_CONFIG and checks
-  // the task type. Returns an exit code (>= 0: return it from main) or -1 to go on.
+  // the task type and the common flags, then starts taking signals and, when enabled, the
+  // orphan watch. Returns an exit code (>= 0: return it from main) or -1 to go on.
   int Init(int argc, char** argv);
 
+  bool has_config() const { return has_config_; }
   const TfConfig& config() const { return config_; }
   bool long_lived() const { return long_lived_; }
+  // ZeroDuration when the orphan watch is off (a chief, --orphan_timeout_s=0, --long_lived).
+  absl::Duration orphan_timeout() const;
+  int64_t max_request_bytes() const { return max_request_bytes_; }
 
-  // Builds and starts a gRPC server with `services` on this task's port. Prints the error and
-  // returns null when the address is bad or the port is taken.
+  // shardps' server settings (rpc/grpc_util.h) with requests capped at `max_request_bytes`
+  // (0: no cap): what Serve applies.
+  static void ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes);
+
+  // Builds and starts a gRPC server with `services` on this task's port, requests capped at
+  // max_request_bytes(). Prints the error and returns null when the address is bad or the
+  // port is taken (exit kExitError).
   std::unique_ptr<grpc::Server> Serve(const std::vector<grpc::Service*>& services);
   // The address Serve listens on ("0.0.0.0:2222").
   const std::string& listen_address() const { return listen_; }
+  // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
+  int bound_port() const { return bound_port_; }
 
-  // Asks the daemon to stop. A request from a Shutdown RPC (`from_rpc`) is ignored under
-  // --long_lived; a signal is never ignored.
+  // Notes contact from the chief: the orphan clock starts over. Lock-free; call it on every
+  // RPC from the chief.
+  void NoteChiefContact();
+
+  // Asks the daemon to stop (cause kRequest). A request from a Shutdown RPC (`from_rpc`) is
+  // ignored under --long_lived. The first cause to stop a daemon is the one it keeps.
   void RequestStop(const std::string& why, bool from_rpc);
   void WaitForStop();
+  // True once stopped; false when `timeout` passed first.
   bool WaitForStopWithTimeout(absl::Duration timeout);
   bool stop_requested() const;
+  StopCause stop_cause() const;
+  // The exit code of the stop: kRequest (or not stopped) kExitDone, kSignal kExitInterrupted,
+  // kOrphaned kExitOrphaned. A chief or evaluator that knows its job's outcome returns that
+  // instead (kExitJobFailed).
+  int StopExitCode() const;
 
  private:
   struct Shared;
+  void StartOrphanWatch();
+
   const std::string task_type_;
   FlagParser* const flags_;
+  const bool serves_;
+  const bool follows_chief_;
   std::string tf_config_flag_;
   std::string bind_host_;
   bool validate_only_ = false;
   bool long_lived_ = false;
+  bool config_optional_ = false;
+  bool has_config_ = false;
+  int64_t max_request_bytes_;
+  double orphan_timeout_s_ = 3600;
   TfConfig config_;
   std::string listen_;
+  int bound_port_ = 0;
   std::shared_ptr<Shared> shared_;  // also held by the signal thread
+  std::thread orphan_watch_;
 };
 
 }  // namespace shardps

@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "worker/compute/cuda_backend.h"
 #include "worker/compute/model.h"
 #include "worker/data/batcher.h"
@@ -51,6 +52,7 @@ struct StepSlot {
 // the steps that hold them (slot_busy).
 struct Job {
   JobSpec spec;
+  std::vector<std::string> ps_addresses;
   ModelSpec model;
   std::vector<std::string> variables;  // "{job name}/{param}", in Params(model) order
   std::vector<size_t> param_sizes;     // elements, in the same order
@@ -180,9 +182,15 @@ class StepExecutorImpl : public StepExecutor {
     }
     absl::MutexLock start_lock(&start_mu_);
     StartJobResponse response;
+    std::vector<std::string> addresses(request.ps_addresses().begin(),
+                                       request.ps_addresses().end());
     {
       absl::MutexLock lock(&mu_);
-      if (job_ != nullptr && job_->spec.job_id() == spec.job_id()) {
+      // The same start again (a chief re-sending it) changes nothing. The same job with any
+      // other spec or ps list (a chief restarted with another partitioner, say) is started
+      // afresh: the shard layout it was discovered with may be stale.
+      if (job_ != nullptr && job_->ps_addresses == addresses &&
+          google::protobuf::util::MessageDifferencer::Equals(job_->spec, spec)) {
         response.set_backend(job_->backend_name);
         return response;
       }
@@ -218,14 +226,13 @@ class StepExecutorImpl : public StepExecutor {
     job->backend = backend_;
     job->backend_name = backend_->Name();
 
-    std::vector<std::string> addresses(request.ps_addresses().begin(),
-                                       request.ps_addresses().end());
     absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
     if (!ps.ok()) {
       return Annotate(ps.status(),
                       absl::StrCat(what, ": connecting to ps ", absl::StrJoin(addresses, ",")));
     }
     job->ps = *std::move(ps);
+    job->ps_addresses = addresses;
     RETURN_IF_ERROR(
         Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
 

@@ -59,8 +59,12 @@ class StepExecutor {
   static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(Options options);
   virtual ~StepExecutor() = default;
 
-  // Starts job request.job(), replacing the current one. Idempotent for the current job id:
-  // returns the backend's name again and changes nothing. Errors (nothing changes):
+  // Starts job request.job(), replacing the current one. Idempotent for the current job's
+  // request: the same spec (every field) and ps addresses return the backend's name again and
+  // change nothing. The same job id with anything else different (a chief that restarted
+  // with another partitioner, say) starts the job afresh: it re-connects to the ps tasks and
+  // re-discovers the shard layout, and steps of the old start finish on the old one. Errors
+  // (nothing changes):
   // INVALID_ARGUMENT for a bad request (empty job id, batch size <= 0, bad model or backend
   // text, no ps addresses); FAILED_PRECONDITION when the data cannot be loaded (naming the
   // data_dir), a parameter is missing on the ps or has another shape (naming the variable

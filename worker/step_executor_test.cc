@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -33,8 +34,13 @@ class StepExecutorTest : public ::testing::Test {
   void SetUp() override { StartPs(); }
 
   // Fresh ps tasks (and a chief client to them); executors connect to them at StartJob.
+  // The old tasks are shut down but kept: a client a worker still holds fails against them
+  // instead of touching freed memory.
   void StartPs() {
-    for (auto& store : stores_) store->Shutdown();
+    for (auto& store : stores_) {
+      store->Shutdown();
+      retired_.push_back(std::move(store));
+    }
     stores_.clear();
     for (int p = 0; p < kNumPs; ++p) {
       ShardStore::Options options;
@@ -98,6 +104,7 @@ class StepExecutorTest : public ::testing::Test {
     options.num_threads = 2;
     options.pull_wait_timeout = pull_wait;
     options.connect = [this](const std::vector<std::string>& addresses) {
+      ++connects_;
       return Connect(addresses);
     };
     auto executor = StepExecutor::Create(options);
@@ -107,7 +114,8 @@ class StepExecutorTest : public ::testing::Test {
 
   // A softmax model's variables for job `name`: kernel [784,10] glorot_uniform and bias [10]
   // zeros, SGD, split in two and placed round robin.
-  void CreateVariables(const std::string& name, int sync_replicas = 0) {
+  void CreateVariables(const std::string& name, int sync_replicas = 0,
+                       const std::string& partitioner_text = "fixed:2") {
     std::vector<VariableDef> defs(2);
     defs[0].name = name + "/dense_0/kernel";
     defs[0].shape = {784, 10};
@@ -124,7 +132,7 @@ class StepExecutorTest : public ::testing::Test {
         def.update.set_num_replicas(sync_replicas);
       }
     }
-    auto partitioner = ParsePartitioner("fixed:2");
+    auto partitioner = ParsePartitioner(partitioner_text);
     ASSERT_TRUE(partitioner.ok()) << partitioner.status();
     auto placer = NewRoundRobinPlacer(kNumPs);
     ASSERT_TRUE(placer.ok()) << placer.status();
@@ -186,6 +194,8 @@ class StepExecutorTest : public ::testing::Test {
   }
 
   std::vector<std::unique_ptr<ShardStore>> stores_;
+  std::vector<std::unique_ptr<ShardStore>> retired_;
+  std::atomic<int> connects_{0};  // calls of the executors' connect function
   std::unique_ptr<PsClient> chief_;
   absl::Mutex intercept_mu_;
   Interceptor interceptor_ ABSL_GUARDED_BY(intercept_mu_);
@@ -238,6 +248,79 @@ TEST_F(StepExecutorTest, StartJobIsIdempotentForTheSameJobId) {
   WorkerStatusResponse status = worker->Status();
   EXPECT_EQ(status.task_index(), 3);
   EXPECT_EQ(status.steps_run(), 1);  // the job was not restarted
+  EXPECT_EQ(connects_.load(), 1);
+}
+
+// A chief that restarted with another partitioner for the same job: the ps tasks (fresh here,
+// the old ones still up) now hold the variables in one shard each. A worker that kept its
+// old client and layout would go on with stale shards (here: the old tasks; on real ps, pulls
+// failing as if a ps had lost its shards); the changed spec makes it start again.
+TEST_F(StepExecutorTest, StartJobWithAChangedSpecRestartsTheJob) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  ASSERT_TRUE(worker->RunStep(Step("job-1", 0, 0)).ok());
+  ASSERT_EQ(connects_.load(), 1);
+
+  StartPs();
+  CreateVariables("fm", 0, "fixed:1");
+  StartJobRequest same = Start("job-1");
+  ASSERT_TRUE(worker->StartJob(same).ok());
+  EXPECT_EQ(connects_.load(), 1);  // identical: still the old layout, on the old tasks
+  ASSERT_TRUE(worker->RunStep(Step("job-1", 1, 1)).ok());
+  EXPECT_EQ(KernelVersions("fm").min_version, 0);  // nothing reached the new tasks
+
+  StartJobRequest changed = Start("job-1");
+  changed.mutable_job()->set_partitioner("fixed:1");
+  auto restarted = worker->StartJob(changed);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(connects_.load(), 2);
+  auto step = worker->RunStep(Step("job-1", 2, 2));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(KernelVersions("fm").min_version, 1);
+  EXPECT_EQ(KernelVersions("fm").max_version, 1);
+  EXPECT_EQ(worker->Status().job_id(), "job-1");
+  EXPECT_EQ(worker->Status().steps_run(), 1);  // counted for the restarted job
+
+  ASSERT_TRUE(worker->StartJob(changed).ok());  // the new spec again: idempotent
+  EXPECT_EQ(connects_.load(), 2);
+}
+
+// Any difference counts: each of these starts job-1 afresh (one more connect), and the job
+// then runs.
+TEST_F(StepExecutorTest, AnyDifferenceInTheStartRestartsTheJob) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  std::vector<std::pair<std::string, std::function<void(StartJobRequest*)>>> changes = {
+      {"batch_size", [](StartJobRequest* r) { r->mutable_job()->set_batch_size(kBatch / 2); }},
+      {"optimizer.learning_rate",
+       [](StartJobRequest* r) { r->mutable_job()->mutable_optimizer()->set_learning_rate(0.2); }},
+      {"checkpoint.dir",
+       [](StartJobRequest* r) { r->mutable_job()->mutable_checkpoint()->set_dir("/ckpt"); }},
+      {"warm_start.variables", [](StartJobRequest* r) {
+         (*r->mutable_job()->mutable_warm_start()->mutable_variables())["a"] = "b";
+       }},
+      {"ps_addresses order", [](StartJobRequest* r) {
+         r->clear_ps_addresses();
+         r->add_ps_addresses("ps1");
+         r->add_ps_addresses("ps0");
+       }},
+  };
+  int expected_connects = 1;
+  for (auto& [what, change] : changes) {
+    StartJobRequest request = Start("job-1");
+    change(&request);
+    ASSERT_TRUE(worker->StartJob(request).ok()) << what;
+    EXPECT_EQ(connects_.load(), ++expected_connects) << what;
+    ASSERT_TRUE(worker->StartJob(request).ok()) << what;
+    EXPECT_EQ(connects_.load(), expected_connects) << what << " again";
+    ASSERT_TRUE(worker->StartJob(Start("job-1")).ok()) << what;  // back to the first spec
+    EXPECT_EQ(connects_.load(), ++expected_connects) << what << " undone";
+  }
+  EXPECT_TRUE(worker->RunStep(Step("job-1", 0, 0)).ok());
 }
 
 TEST_F(StepExecutorTest, UnknownJobIsFailedPrecondition) {

@@ -3,8 +3,12 @@
 //   TF_CONFIG='{"cluster":{"ps":[...],"worker":["localhost:2230"]},
 //               "task":{"type":"worker","index":0}}' worker [--backend=cpu]
 //
-// Exits 0 after a Shutdown RPC (unless --long_lived) or SIGINT/SIGTERM, 2 on a bad command
-// line or configuration, 1 when it cannot serve (port taken, no compute backend).
+// Exit codes (rpc/daemon.h; the README's "Exit codes"): 0 after the chief's Shutdown RPC at
+// the job's end (ignored under --long_lived); 5 on SIGINT/SIGTERM (an eviction: restart it);
+// 6 after --orphan_timeout_s without a call from the chief (the job is gone: do not restart);
+// 2 on a bad command line or configuration; 1 when it cannot serve (port taken, no compute
+// backend). Every call from the chief (StartJob, RunStep, Status, Shutdown) resets the
+// orphan clock; the chief pings an idle worker with Status every few seconds.
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -49,13 +53,13 @@ int Main(int argc, char** argv) {
     absl::StatusOr<BackendKind> parsed = ParseBackendKind(backend_flag);
     if (!parsed.ok()) {
       std::cerr << "error: --backend: " << parsed.status().message() << "\n";
-      return 2;
+      return kExitBadConfig;
     }
     backend = *parsed;
   }
   if (threads < 1 || threads > 1024) {
     std::cerr << "error: --threads must be 1..1024, got " << threads << "\n";
-    return 2;
+    return kExitBadConfig;
   }
 
   StepExecutor::Options executor_options;
@@ -69,7 +73,7 @@ int Main(int argc, char** argv) {
       StepExecutor::Create(executor_options);
   if (!step_executor.ok()) {
     std::cerr << "error: worker: " << step_executor.status().message() << "\n";
-    return 1;
+    return kExitError;
   }
 
   // Destroyed in reverse order: the server first (no new calls), then the executor (runs what
@@ -78,24 +82,26 @@ int Main(int argc, char** argv) {
   service_options.on_shutdown = [&daemon](const std::string& reason) {
     daemon.RequestStop(reason, /*from_rpc=*/true);
   };
+  service_options.on_chief_call = [&daemon] { daemon.NoteChiefContact(); };
   auto executor = std::make_unique<Executor>(kServiceThreads);
   std::unique_ptr<grpc::Service> service =
       NewGrpcWorkerService(step_executor->get(), executor.get(), service_options);
   std::unique_ptr<grpc::Server> server = daemon.Serve({service.get()});
-  if (server == nullptr) return 1;
+  if (server == nullptr) return kExitError;
   std::cerr << "worker: " << daemon.config().DebugString() << " serving on "
             << daemon.listen_address() << ", backend " << (*step_executor)->BackendName()
             << "\n";
 
   daemon.WaitForStop();
+  const int exit_code = daemon.StopExitCode();
   // A step waiting on the ps (for a version, or a ps that is down) would hold up Wait() until
   // its pull gives up; bound the time a stop may take.
   absl::Notification stopped;
-  std::thread watchdog([&stopped] {
+  std::thread watchdog([&stopped, exit_code] {
     if (!stopped.WaitForNotificationWithTimeout(kShutdownGrace)) {
       std::cerr << "worker: a step is still running after " << kShutdownGrace
-                << "; exiting anyway\n";
-      std::_Exit(0);
+                << "; exiting anyway (exit code " << exit_code << ")\n";
+      std::_Exit(exit_code);
     }
   });
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -103,8 +109,9 @@ int Main(int argc, char** argv) {
   executor.reset();
   stopped.Notify();
   watchdog.join();
-  std::cerr << "worker: stopped\n";
-  return 0;
+  std::cerr << "worker: stopped (" << StopCauseName(daemon.stop_cause()) << "), exit code "
+            << exit_code << "\n";
+  return exit_code;
 }
 
 }  // namespace

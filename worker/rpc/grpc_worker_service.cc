@@ -20,6 +20,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* ctx,
                                      const StartJobRequest* request,
                                      StartJobResponse* response) override {
+    NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
       absl::StatusOr<StartJobResponse> result = step_executor_->StartJob(*request);
@@ -31,6 +32,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const StepRequest* request,
                                     StepResponse* response) override {
+    NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
       absl::StatusOr<StepResponse> result = step_executor_->RunStep(*request);
@@ -42,6 +44,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const WorkerStatusRequest*,
                                    WorkerStatusResponse* response) override {
+    NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     *response = step_executor_->Status();
     reactor->Finish(grpc::Status::OK);
@@ -51,6 +54,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const WorkerShutdownRequest* request,
                                      WorkerShutdownResponse*) override {
+    NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     if (options_.on_shutdown) {
@@ -61,6 +65,10 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   }
 
  private:
+  void NoteChiefCall() {
+    if (options_.on_chief_call) options_.on_chief_call();
+  }
+
   StepExecutor* const step_executor_;
   Executor* const executor_;
   const WorkerServiceOptions options_;

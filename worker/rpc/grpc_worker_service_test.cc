@@ -67,6 +67,7 @@ class GrpcWorkerServiceTest : public ::testing::Test {
       shutdown_reason_ = reason;
       shutdown_.Notify();
     };
+    service_options.on_chief_call = [this] { ++chief_calls_; };
     service_ = NewGrpcWorkerService(step_executor_.get(), executor_.get(), service_options);
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
@@ -120,6 +121,7 @@ class GrpcWorkerServiceTest : public ::testing::Test {
   absl::Notification shutdown_;
   std::string shutdown_reason_;
   std::atomic<bool> ps_down_{false};
+  std::atomic<int> chief_calls_{0};
 };
 
 TEST_F(GrpcWorkerServiceTest, StartJobRunStepAndStatus) {
@@ -225,6 +227,35 @@ TEST_F(GrpcWorkerServiceTest, ShutdownRepliesThenCallsOnShutdown) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_TRUE(shutdown_.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(shutdown_reason_, "job done");
+}
+
+// Every call is the chief's, so each one, whatever its outcome, resets the orphan clock.
+TEST_F(GrpcWorkerServiceTest, EveryCallCountsAsContactFromTheChief) {
+  EXPECT_EQ(chief_calls_.load(), 0);
+  WorkerStatusResponse status;
+  grpc::ClientContext status_ctx;
+  ASSERT_TRUE(stub_->Status(&status_ctx, WorkerStatusRequest(), &status).ok());
+  EXPECT_EQ(chief_calls_.load(), 1);
+
+  StartJobRequest start;  // refused: no job id
+  StartJobResponse started;
+  grpc::ClientContext start_ctx;
+  EXPECT_EQ(stub_->StartJob(&start_ctx, start, &started).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(chief_calls_.load(), 2);
+
+  StepRequest step;  // refused: unknown job
+  step.set_job_id("job-9");
+  StepResponse result;
+  grpc::ClientContext step_ctx;
+  EXPECT_EQ(stub_->RunStep(&step_ctx, step, &result).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(chief_calls_.load(), 3);
+
+  WorkerShutdownResponse shut;
+  grpc::ClientContext shut_ctx;
+  ASSERT_TRUE(stub_->Shutdown(&shut_ctx, WorkerShutdownRequest(), &shut).ok());
+  EXPECT_EQ(chief_calls_.load(), 4);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// The evaluator's ps mode: follows the chief's job. While the job trains it evaluates a
+// consistent snapshot of the live parameters (every eval_every_steps steps, or as often as it
+// can), and once training is done, the final model; each result goes to the metrics file
+// and to the chief (ReportEval; `shardctl status` shows it, and the chief waits for the final
+// one before it ends the job).
+//
+// What it does with each state of the followed job:
+//   RUNNING with a phase ("paused: ...", "recovering: ..."): nothing; it waits. The
+//     parameters may be mid-rollback, and the job resumes.
+//   RUNNING, training done: the final evaluation, reported with final = true; then
+//     kSucceeded (with long_lived: it waits for the next job).
+//   SUCCEEDED (the final report was not needed, or came too late): one final evaluation if
+//     none was made (the ps may be gone: logged), then kSucceeded.
+//   FAILED or CANCELLED: kJobFailed, without a final evaluation.
+// It follows the first job it sees RUNNING, and a later one that replaces it; a job that had
+// ended before it was first seen is not followed. While the chief is unreachable (a chief
+// restarting resumes its job) it retries with backoff, logging once when the chief goes and
+// once when it is back; its daemon's orphan clock (hooks.on_contact, on every answer) bounds
+// the wait. Failed evaluations (a ps restarting, the layout changed) are logged once per
+// distinct error and retried with backoff, re-discovering the layout.
+//
+// Thread-safety: FollowChiefJobs runs on the calling thread; the options' objects must
+// outlive it.
+#ifndef SHARDPS_EVALUATOR_JOB_FOLLOWER_H_
+#define SHARDPS_EVALUATOR_JOB_FOLLOWER_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/ps_client.h"
+#include "evaluator/chief_link.h"
+#include "evaluator/eval_loop.h"
+#include "worker/compute/backend.h"
+
+namespace shardps {
+
+struct JobFollowerOptions {
+  ChiefLink* chief = nullptr;         // required
+  ComputeBackend* backend = nullptr;  // required
+  // A new client to the job's ps tasks; called again after a failed evaluation.
+  std::function<absl::StatusOr<std::unique_ptr<PsClient>>()> connect_ps;  // required
+  // Follow the next job after one ends, instead of returning.
+  bool long_lived = false;
+  // How often the chief is asked for the job's status.
+  absl::Duration poll_interval = absl::Milliseconds(200);
+  // After a failure (the chief unreachable, an evaluation failed): the first wait, doubled
+  // after each further failure up to max_backoff.
+  absl::Duration min_backoff = absl::Milliseconds(500);
+  absl::Duration max_backoff = absl::Seconds(10);
+  // Pulls of a snapshot until every shard has one version (PullSnapshot).
+  int max_pull_attempts = 50;
+};
+
+// Runs until the followed job ends (kSucceeded, kJobFailed) or hooks.sleep says the daemon is
+// stopping (kStopped).
+EvalOutcome FollowChiefJobs(const JobFollowerOptions& options, const EvalLoopHooks& hooks);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_EVALUATOR_JOB_FOLLOWER_H_

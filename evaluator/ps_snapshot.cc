@@ -1,0 +1,54 @@
+#include "evaluator/ps_snapshot.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/error_detail.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+
+absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator) {
+  RETURN_IF_ERROR(Annotate(ps->Discover(), "evaluator: listing the ps tasks' variables"));
+  for (size_t i = 0; i < evaluator.params().size(); ++i) {
+    const std::string& name = evaluator.variable_names()[i];
+    const std::vector<int64_t>& shape = evaluator.params()[i].shape;
+    absl::StatusOr<VariableLayout> layout = ps->GetLayout(name);
+    if (!layout.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("evaluator: variable \"", name,
+                                                        "\" of model \"", evaluator.job().model(),
+                                                        "\" is not on the ps tasks"));
+    }
+    if (layout->shape != shape) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("evaluator: variable \"", name, "\" has shape [",
+                       absl::StrJoin(layout->shape, ","), "] on the ps tasks; model \"",
+                       evaluator.job().model(), "\" needs [", absl::StrJoin(shape, ","), "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluator,
+                                          int max_attempts, std::vector<std::vector<float>>* values,
+                                          bool* consistent) {
+  std::vector<PsClient::PullTarget> targets;
+  for (size_t i = 0; i < evaluator.params().size(); ++i) {
+    targets.push_back({evaluator.variable_names()[i], absl::MakeSpan((*values)[i])});
+  }
+  PullVersions versions;
+  *consistent = false;
+  for (int attempt = 0; attempt < std::max(1, max_attempts); ++attempt) {
+    if (attempt > 0) absl::SleepFor(absl::Milliseconds(5));
+    RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
+    if (versions.min_version == versions.max_version) {
+      *consistent = true;
+      break;
+    }
+  }
+  return versions;
+}
+
+}  // namespace shardps

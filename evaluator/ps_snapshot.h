@@ -1,0 +1,33 @@
+// Reading a model's parameters from the live ps tasks for the evaluator's ps mode: every
+// shard of every variable at one version (a consistent snapshot), retried while updates land
+// between the shards.
+//
+// Thread-safety: functions; `ps` is used as PsClient allows (thread-safe).
+#ifndef SHARDPS_EVALUATOR_PS_SNAPSHOT_H_
+#define SHARDPS_EVALUATOR_PS_SNAPSHOT_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/ps_client.h"
+#include "evaluator/evaluator.h"
+
+namespace shardps {
+
+// Discovers the ps tasks' layout and checks that they hold every parameter of `evaluator`'s
+// model with its shape: FAILED_PRECONDITION naming the variable otherwise (the chief has not
+// created it yet, or another job's model uses the name); Discover's error as it is.
+absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator);
+
+// Pulls every parameter of `evaluator`'s model into `values` (from evaluator.NewValues()),
+// again (up to `max_attempts` pulls, 5 ms apart) until every shard has the same version.
+// Returns the range of versions of the last pull; `consistent` says whether it was one
+// version. The pull's error, naming the variable and ps, otherwise.
+absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluator,
+                                          int max_attempts, std::vector<std::vector<float>>* values,
+                                          bool* consistent);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_EVALUATOR_PS_SNAPSHOT_H_

@@ -1,0 +1,246 @@
+#include "rpc/daemon.h"
+
+#include <stdlib.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/security/server_credentials.h"
+#include "gtest/gtest.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/grpc_util.h"
+
+namespace shardps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kWorkerConfig[] =
+    R"(--tf_config={"cluster": {"chief": ["localhost:2000"], "ps": ["localhost:2001"],
+                    "worker": ["localhost:2002"]}, "task": {"type": "worker", "index": 0}})";
+constexpr char kChiefConfig[] =
+    R"(--tf_config={"cluster": {"chief": ["localhost:2000"], "ps": ["localhost:2001"]},
+                    "task": {"type": "chief", "index": 0}})";
+
+// Daemon::Init over `args` (argv[0] added).
+int InitDaemon(Daemon* daemon, std::vector<std::string> args) {
+  args.insert(args.begin(), "daemon_test");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return daemon->Init(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(DaemonTest, ExitCodesAreTheDocumentedOnes) {
+  EXPECT_EQ(kExitDone, 0);
+  EXPECT_EQ(kExitError, 1);
+  EXPECT_EQ(kExitBadConfig, 2);
+  EXPECT_EQ(kExitJobFailed, 4);
+  EXPECT_EQ(kExitInterrupted, 5);
+  EXPECT_EQ(kExitOrphaned, 6);
+}
+
+TEST(DaemonTest, WithoutContactFromTheChiefItStopsOrphaned) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0.2"}), -1);
+  EXPECT_EQ(daemon.orphan_timeout(), absl::Milliseconds(200));
+  // No bound on how long the watch takes to notice; only that it does, and why.
+  daemon.WaitForStop();
+  EXPECT_EQ(daemon.stop_cause(), StopCause::kOrphaned);
+  EXPECT_EQ(daemon.StopExitCode(), kExitOrphaned);
+}
+
+TEST(DaemonTest, TheFirstStopCauseIsKept) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0.05"}), -1);
+  daemon.RequestStop("job done", /*from_rpc=*/true);
+  ASSERT_TRUE(daemon.WaitForStopWithTimeout(absl::ZeroDuration()));
+  // The orphan watch has nothing left to do: the stop stays a request, exit 0.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(daemon.stop_cause(), StopCause::kRequest);
+  EXPECT_EQ(daemon.StopExitCode(), kExitDone);
+}
+
+TEST(DaemonTest, ZeroOrLongLivedTurnsTheOrphanWatchOff) {
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags, /*serves=*/false);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0"}), -1);
+    EXPECT_EQ(daemon.orphan_timeout(), absl::ZeroDuration());
+    EXPECT_FALSE(daemon.WaitForStopWithTimeout(absl::Milliseconds(50)));
+  }
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags, /*serves=*/false);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0.01", "--long_lived"}), -1);
+    EXPECT_EQ(daemon.orphan_timeout(), absl::ZeroDuration());
+    EXPECT_FALSE(daemon.WaitForStopWithTimeout(absl::Milliseconds(50)));
+    EXPECT_EQ(daemon.stop_cause(), StopCause::kNone);
+  }
+}
+
+TEST(DaemonTest, DefaultOrphanTimeoutIsAnHour) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig}), -1);
+  EXPECT_EQ(daemon.orphan_timeout(), absl::Hours(1));
+}
+
+TEST(DaemonTest, TheChiefHasNoOrphanTimeout) {
+  FlagParser flags("chief", "test");
+  Daemon daemon("chief", &flags);
+  EXPECT_EQ(InitDaemon(&daemon, {kChiefConfig, "--orphan_timeout_s=5"}), kExitBadConfig);
+  FlagParser flags2("chief", "test");
+  Daemon daemon2("chief", &flags2);
+  ASSERT_EQ(InitDaemon(&daemon2, {kChiefConfig}), -1);
+  EXPECT_EQ(daemon2.orphan_timeout(), absl::ZeroDuration());
+}
+
+TEST(DaemonTest, BadCommonFlagValuesExitTwo) {
+  for (const char* bad : {"--orphan_timeout_s=-1", "--orphan_timeout_s=nan",
+                          "--max_request_bytes=-1", "--max_request_bytes=4294967296"}) {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, bad}), kExitBadConfig) << bad;
+  }
+}
+
+TEST(DaemonTest, MaxRequestBytesDefaultsPerDaemonAndTheFlagWins) {
+  const std::string ps_config =
+      R"(--tf_config={"cluster": {"ps": ["localhost:2001"]}, "task": {"type": "ps", "index": 0}})";
+  {
+    FlagParser flags("ps", "test");
+    Daemon daemon("ps", &flags);
+    ASSERT_EQ(InitDaemon(&daemon, {ps_config}), -1);
+    EXPECT_EQ(daemon.max_request_bytes(), 16 << 20);
+  }
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig}), -1);
+    EXPECT_EQ(daemon.max_request_bytes(), 4 << 20);
+  }
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    daemon.set_default_max_request_bytes(1 << 20);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig}), -1);
+    EXPECT_EQ(daemon.max_request_bytes(), 1 << 20);
+  }
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    daemon.set_default_max_request_bytes(1 << 20);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--max_request_bytes=12345"}), -1);
+    EXPECT_EQ(daemon.max_request_bytes(), 12345);
+  }
+}
+
+TEST(DaemonTest, OptionalConfigMayBeAbsentButNotBad) {
+  unsetenv("TF_CONFIG");
+  {
+    FlagParser flags("evaluator", "test");
+    Daemon daemon("evaluator", &flags, /*serves=*/false);
+    daemon.set_config_optional();
+    ASSERT_EQ(InitDaemon(&daemon, {"--orphan_timeout_s=0"}), -1);
+    EXPECT_FALSE(daemon.has_config());
+  }
+  {
+    FlagParser flags("evaluator", "test");
+    Daemon daemon("evaluator", &flags, /*serves=*/false);
+    daemon.set_config_optional();
+    EXPECT_EQ(InitDaemon(&daemon, {"--tf_config={not json"}), kExitBadConfig);
+  }
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    EXPECT_EQ(InitDaemon(&daemon, {}), kExitBadConfig);  // required by default
+  }
+}
+
+// Answers StartJob with OK, whatever it carries.
+class AcceptingWorkerService : public WorkerService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* ctx, const StartJobRequest*,
+                                     StartJobResponse*) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+};
+
+// A real server with the daemons' settings and a 1 MiB request cap, on a port of its own.
+class RequestCapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    Daemon::ConfigureBuilder(&builder, kCap);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    stub_ = WorkerService::NewStub(NewChannel(absl::StrCat("127.0.0.1:", port_)));
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // StartJob with a job name of `bytes` bytes.
+  grpc::Status StartJobOf(size_t bytes) {
+    StartJobRequest request;
+    request.mutable_job()->set_name(std::string(bytes, 'x'));
+    StartJobResponse response;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return stub_->StartJob(&ctx, request, &response);
+  }
+
+  static constexpr int64_t kCap = 1 << 20;
+  AcceptingWorkerService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<WorkerService::Stub> stub_;
+};
+
+TEST_F(RequestCapTest, OversizedRequestIsResourceExhaustedNamingTheLimit) {
+  grpc::Status status = StartJobOf(2 << 20);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat(kCap))) << status.error_message();
+  // The server is none the worse for it.
+  EXPECT_TRUE(StartJobOf(1000).ok());
+}
+
+TEST_F(RequestCapTest, RequestUnderTheCapSucceeds) {
+  grpc::Status status = StartJobOf(kCap - 1024);
+  EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+}
+
+TEST(RequestCapNoLimitTest, ZeroAcceptsLargeRequests) {
+  grpc::ServerBuilder builder;
+  Daemon::ConfigureBuilder(&builder, 0);
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  AcceptingWorkerService service;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = WorkerService::NewStub(NewChannel(absl::StrCat("127.0.0.1:", port)));
+  StartJobRequest request;
+  request.mutable_job()->set_name(std::string(8 << 20, 'x'));  // over gRPC's own 4 MiB default
+  StartJobResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Status status = stub->StartJob(&ctx, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace shardps

@@ -1,0 +1,250 @@
+// The daemons' lifecycle as a supervisor sees it: the exit code of each way a daemon stops
+// (README "Exit codes"), the orphan timeout, and the request-size cap on a real daemon.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "evaluator/test_util.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/grpc_util.h"
+#include "tests/process.h"
+#include "tests/training_cluster.h"
+
+namespace shardps {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A worker daemon alone (its ps and chief addresses lead nowhere), started with `flags`.
+class WorkerLifecycleTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> flags) {
+    address_ = absl::StrCat("127.0.0.1:", PickFreePort());
+    std::map<std::string, std::vector<std::string>> cluster = {
+        {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+        {"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+        {"worker", {address_}}};
+    flags.push_back("--bind_host=127.0.0.1");
+    flags.push_back("--threads=1");
+    flags.push_back("--backend=cpu");
+    auto process = Process::Start(BinaryPath("worker/worker"), flags,
+                                  {{"TF_CONFIG", MakeTfConfig(cluster, "worker", 0)}},
+                                  absl::StrCat(TempDir(), "/", TestName(), ".log"));
+    ASSERT_TRUE(process.ok()) << process.status();
+    worker_ = *std::move(process);
+    stub_ = WorkerService::NewStub(NewChannel(address_));
+  }
+
+  static std::string TestName() {
+    return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+
+  // Polls Status until the worker answers (each answer is also contact from "the chief").
+  // A fresh channel each time: one whose first connection was refused backs off for seconds.
+  void WaitUntilServing() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline && worker_->Running()) {
+      stub_ = WorkerService::NewStub(NewChannel(address_));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(250)));
+      WorkerStatusResponse status;
+      if (stub_->Status(&ctx, WorkerStatusRequest(), &status).ok()) return;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    FAIL() << "worker not serving\n" << worker_->Log();
+  }
+
+  grpc::Status StartJob(const StartJobRequest& request) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    StartJobResponse response;
+    return stub_->StartJob(&ctx, request, &response);
+  }
+
+  std::string address_;
+  std::unique_ptr<Process> worker_;
+  std::unique_ptr<WorkerService::Stub> stub_;
+};
+
+TEST_F(WorkerLifecycleTest, NoChiefForTheOrphanTimeoutExitsSix) {
+  Start({"--orphan_timeout_s=2"});
+  auto code = worker_->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 6) << worker_->Log();
+  EXPECT_THAT(worker_->Log(), HasSubstr("no contact from the chief since start"));
+  EXPECT_THAT(worker_->Log(), HasSubstr("--orphan_timeout_s=2"));
+}
+
+TEST_F(WorkerLifecycleTest, ContactThenSilenceExitsSixCountingFromTheContact) {
+  Start({"--orphan_timeout_s=2"});
+  WaitUntilServing();
+  auto code = worker_->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 6) << worker_->Log();
+  EXPECT_THAT(worker_->Log(), HasSubstr("no contact from the chief for "));
+}
+
+TEST_F(WorkerLifecycleTest, SigtermExitsFiveForARestart) {
+  Start({});
+  WaitUntilServing();
+  worker_->Signal(SIGTERM);
+  auto code = worker_->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 5) << worker_->Log();
+}
+
+TEST_F(WorkerLifecycleTest, ShutdownRpcAtJobEndExitsZero) {
+  Start({});
+  WaitUntilServing();
+  grpc::ClientContext ctx;
+  WorkerShutdownRequest request;
+  request.set_reason("job done");
+  WorkerShutdownResponse response;
+  ASSERT_TRUE(stub_->Shutdown(&ctx, request, &response).ok());
+  auto code = worker_->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << worker_->Log();
+}
+
+TEST_F(WorkerLifecycleTest, BadCommonFlagExitsTwo) {
+  Start({"--orphan_timeout_s=-3"});
+  auto code = worker_->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 2) << worker_->Log();
+  EXPECT_THAT(worker_->Log(), HasSubstr("--orphan_timeout_s"));
+}
+
+TEST_F(WorkerLifecycleTest, RequestOverTheCapIsRefusedBeforeTheWorkerSeesIt) {
+  Start({"--max_request_bytes=65536"});
+  WaitUntilServing();
+  StartJobRequest big;
+  big.mutable_job()->set_job_id("job-1");
+  big.mutable_job()->set_name(std::string(100000, 'x'));
+  grpc::Status status = StartJob(big);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("65536"));
+  // Under the cap, the request reaches the worker, which judges it on its merits.
+  StartJobRequest small;
+  small.mutable_job()->set_name(std::string(10000, 'x'));
+  status = StartJob(small);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("job_id is empty"));
+  EXPECT_TRUE(worker_->Running());
+}
+
+std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+absl::StatusOr<std::unique_ptr<Process>> StartEvaluator(
+    const std::vector<std::string>& flags, const std::map<std::string, std::string>& env = {}) {
+  return Process::Start(BinaryPath("evaluator/evaluator"), flags, env,
+                        absl::StrCat(TempDir(), "/", TestName(), ".log"));
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+TEST(EvaluatorLifecycleTest, NeitherAChiefNorACheckpointDirExitsTwo) {
+  unsetenv("TF_CONFIG");
+  auto evaluator = StartEvaluator({});
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  auto code = (*evaluator)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 2) << (*evaluator)->Log();
+  EXPECT_THAT((*evaluator)->Log(), HasSubstr("--checkpoint_dir"));
+}
+
+// The chief never comes: the evaluator keeps trying (a restarting chief resumes its job)
+// until the orphan timeout, then exits 6.
+TEST(EvaluatorLifecycleTest, NoChiefForTheOrphanTimeoutExitsSix) {
+  std::map<std::string, std::vector<std::string>> cluster = {
+      {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+      {"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+      {"evaluator", {absl::StrCat("127.0.0.1:", PickFreePort())}}};
+  auto evaluator =
+      StartEvaluator({"--orphan_timeout_s=2", absl::StrCat("--metrics_file=", TempDir(), "/m")},
+                     {{"TF_CONFIG", MakeTfConfig(cluster, "evaluator", 0)}});
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  auto code = (*evaluator)->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 6) << (*evaluator)->Log();
+  const std::string log = (*evaluator)->Log();
+  EXPECT_THAT(log, HasSubstr("chief unreachable"));
+  EXPECT_THAT(log, HasSubstr("--orphan_timeout_s=2"));
+}
+
+// Sidecar mode, no TF_CONFIG: evaluates each committed checkpoint once, the final one last,
+// and exits 0.
+TEST(EvaluatorLifecycleTest, SidecarEvaluatesEachCheckpointAndExitsZeroAfterTheFinal) {
+  unsetenv("TF_CONFIG");
+  const std::string dir = absl::StrCat(TempDir(), "/", TestName(), "_ckpt");
+  const JobSpec job = SoftmaxJob("job-7", dir);
+  ASSERT_TRUE(WriteSoftmaxCheckpoint(dir, job, 1, TrainSoftmax(10), 10, false).ok());
+  ASSERT_TRUE(WriteSoftmaxCheckpoint(dir, job, 2, TrainSoftmax(30), 30, true).ok());
+  const std::string metrics = absl::StrCat(TempDir(), "/", TestName(), ".jsonl");
+  auto evaluator = StartEvaluator(
+      {absl::StrCat("--checkpoint_dir=", dir), absl::StrCat("--metrics_file=", metrics)});
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  auto code = (*evaluator)->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << (*evaluator)->Log();
+  std::vector<std::string> lines = Lines(metrics);
+  ASSERT_EQ(lines.size(), 2u) << (*evaluator)->Log();
+  EXPECT_THAT(lines[0], HasSubstr("\"checkpoint_id\": 1,"));
+  EXPECT_THAT(lines[0], HasSubstr("\"step\": 10,"));
+  EXPECT_THAT(lines[0], HasSubstr("\"final\": false"));
+  EXPECT_THAT(lines[1], HasSubstr("\"checkpoint_id\": 2,"));
+  EXPECT_THAT(lines[1], HasSubstr("\"step\": 30,"));
+  EXPECT_THAT(lines[1], HasSubstr("\"final\": true"));
+  EXPECT_THAT(lines[1], HasSubstr("\"job_id\": \"job-7\""));
+}
+
+// A cancelled job: the evaluator that followed it exits 4, without a final evaluation.
+TEST(EvaluatorLifecycleTest, CancelledJobExitsFour) {
+  const std::string job = WriteTempFile(
+      "long.json", R"({"name": "long", "model": "softmax", "batch_size": 32, "steps": 1000000,
+                       "optimizer": "sgd", "backend": "cpu"})");
+  TrainingCluster::Options options;
+  options.num_ps = 1;
+  options.num_workers = 1;
+  options.evaluator = true;
+  options.job_file = job;
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // Cancelled once the evaluator has evaluated it (its first line is in the metrics file).
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (Lines((*cluster)->metrics_file()).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_FALSE(Lines((*cluster)->metrics_file()).empty()) << (*cluster)->Logs();
+  auto chief = CoordinatorService::NewStub(NewChannel((*cluster)->chief_address()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  CancelJobResponse cancelled;
+  ASSERT_TRUE(chief->CancelJob(&ctx, CancelJobRequest(), &cancelled).ok());
+  auto code = (*cluster)->evaluator()->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 4) << (*cluster)->Logs();
+  for (const std::string& line : Lines((*cluster)->metrics_file())) {
+    EXPECT_THAT(line, HasSubstr("\"final\": false"));
+  }
+  EXPECT_THAT((*cluster)->evaluator()->Log(), HasSubstr("CANCELLED"));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace shardps
