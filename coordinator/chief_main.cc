@@ -124,7 +124,7 @@ int Main(int argc, char** argv) {
     }
     if (daemon.stop_requested()) {
       stop_server();
-      return 5;
+      return kExitInterrupted;
     }
     if (!ps_health.ok()) {
       std::cerr << "error: ps tasks unreachable for " << ps_wait_s
@@ -139,7 +139,8 @@ int Main(int argc, char** argv) {
     if (!submitted.ok()) {
       std::cerr << "error: " << submitted.status().message() << "\n";
       stop_server();
-      return submitted.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+      return submitted.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadConfig
+                                                                              : kExitError;
     }
     if (submitted->already_finished()) {
       std::cerr << "chief: job " << submitted->job_id() << " had already finished ("
@@ -162,7 +163,7 @@ int Main(int argc, char** argv) {
       if ((*chief)->Interrupt(absl::Seconds(interrupt_timeout_s))) {
         std::cerr << "chief: interrupted while the job ran; exiting 5 so that a supervisor "
                      "restarts the chief, which resumes the job\n";
-        exit_code = 5;
+        exit_code = kExitInterrupted;
       }
       break;
     }
@@ -175,7 +176,7 @@ int Main(int argc, char** argv) {
     std::cerr << "chief: job " << status.job_id() << " "
               << JobStatus::State_Name(status.state()) << " after " << status.steps_done()
               << " steps" << (status.error().empty() ? "" : ": ") << status.error() << "\n";
-    exit_code = status.state() == JobStatus::SUCCEEDED ? 0 : 4;
+    exit_code = status.state() == JobStatus::SUCCEEDED ? kExitDone : kExitJobFailed;
     if (long_lived) {
       // Keep the cluster; wait for the next job.
       while (!daemon.stop_requested() && (*chief)->Status().job_id() == status.job_id()) {

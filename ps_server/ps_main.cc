@@ -2,8 +2,9 @@
 //
 //   TF_CONFIG='{"cluster":{"ps":["localhost:2222"],...},"task":{"type":"ps","index":0}}' ps
 //
-// Exits 0 after a Shutdown RPC (unless --long_lived) or SIGINT/SIGTERM, 2 on a bad command
-// line or configuration, 1 when it cannot serve (port taken).
+// Exits 0 after a Shutdown RPC (unless --long_lived), 5 on SIGINT/SIGTERM (restart me), 6 when
+// no chief has probed it for --orphan_timeout_s, 2 on a bad command line or configuration, 1
+// when it cannot serve (port taken). See the README's "Exit codes".
 //
 // Memory: --memory_budget_bytes bounds what its shards' parameters and optimizer slots may
 // take (CreateShards fails past it, naming the variable), less --snapshot_reserve of it, kept
@@ -85,6 +86,7 @@ int Main(int argc, char** argv) {
   // Destroyed in reverse order: the server first (no new calls), then the executor (runs
   // what was scheduled), then the service and the store.
   PsServiceOptions service_options;
+  service_options.on_chief_probe = [&daemon] { daemon.NoteChiefContact(); };
   service_options.on_shutdown = [&daemon](const std::string& reason) {
     daemon.RequestStop(reason, /*from_rpc=*/true);
   };
@@ -105,7 +107,9 @@ int Main(int argc, char** argv) {
   server->Wait();
   executor.reset();
   std::cerr << "ps: stopped\n";
-  return 0;
+  // 0 after the chief's Shutdown at the job's end, 5 on SIGTERM/SIGINT (a supervisor restarts
+  // the ps; the chief rolls the job back onto it), 6 when orphaned.
+  return daemon.StopExitCode();
 }
 
 }  // namespace

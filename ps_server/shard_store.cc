@@ -1108,6 +1108,13 @@ class ShardStoreImpl final : public ShardStore {
 
   // Fails every pull waiting on `shard` with CANCELLED, saying `why`.
   void CancelWaiters(Shard& shard, absl::string_view why) {
+    FailWaiters(shard, [&] {
+      return absl::CancelledError(absl::StrCat("pull from ", QuotedShard(shard.name()), ": ", why));
+    });
+  }
+
+  // Fails every pull waiting on `shard` with the status `error()` makes.
+  void FailWaiters(Shard& shard, absl::FunctionRef<absl::Status()> error) {
     while (true) {
       WaiterPtr w;
       {
@@ -1116,8 +1123,7 @@ class ShardStoreImpl final : public ShardStore {
       }
       if (w == nullptr) return;
       timer_.Remove(*w);
-      w->Finish(absl::CancelledError(
-          absl::StrCat("pull from ", QuotedShard(shard.name()), ": ", why)));
+      w->Finish(error());
     }
   }
 
@@ -1137,10 +1143,22 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   // Raises the generation to `generation` when that is higher; returns the generation after.
+  // Pulls waiting for a version when the generation rises belong to steps of the timeline
+  // being left (the chief leases the new generation's steps only once every ps is there):
+  // they fail at once, ABORTED with STALE_GENERATION, instead of holding a worker's step
+  // until the new timeline happens to reach their version or they time out.
   int64_t RaiseGeneration(int64_t generation) {
     int64_t current = generation_.load(std::memory_order_acquire);
     while (generation > current &&
            !generation_.compare_exchange_weak(current, generation, std::memory_order_acq_rel)) {
+    }
+    if (generation > current) {
+      for (const std::shared_ptr<Shard>& shard : AllShards()) {
+        FailWaiters(*shard, [&] {
+          return StaleGeneration(absl::StrCat("pull from ", QuotedShard(shard->name())),
+                                 current, generation);
+        });
+      }
     }
     return std::max(current, generation);
   }

@@ -730,7 +730,7 @@ TEST(ShardStoreRestoreTest, WarmStartWithANameMapAndParamsOnly) {
   EXPECT_EQ(PullAll(*adam.stores[0], "emb"), PullAll(*reference.stores[0], "emb"));
 }
 
-TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndReleasesWaiters) {
+TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndFailsThePullsOfTheOldTimeline) {
   const std::string dir = TestDir("afresh");
   Cluster cluster = MakeCluster(1, 1, Variables());
   uint64_t id = 0;
@@ -741,7 +741,9 @@ TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndReleasesWaiters) {
   ShardStore& store = *cluster.stores[0];
   // A request id applied before a restore is not a duplicate after it.
   ASSERT_TRUE(Push(store, "emb", 500, std::vector<float>(48, 1.0f)).ok());
-  // A pull waits for version 6; the restore brings it.
+  // A pull waits for version 6. The rollback to generation 2 leaves its timeline: it fails
+  // at once (ABORTED, STALE_GENERATION) instead of holding its step until the new timeline
+  // reaches version 6 or the wait times out.
   PullRequest wait;
   wait.set_shard("emb");
   wait.set_min_version(6);
@@ -750,8 +752,14 @@ TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndReleasesWaiters) {
   store.Pull(wait, &waited, [&](const absl::Status& s) { waited_status = s; });
   EXPECT_EQ(waited_status.code(), absl::StatusCode::kUnknown);
   ASSERT_TRUE(Restore(store, manifest, 2).ok());
-  EXPECT_TRUE(waited_status.ok()) << waited_status;
-  EXPECT_EQ(waited.version(), 6);
+  EXPECT_EQ(waited_status.code(), absl::StatusCode::kAborted) << waited_status;
+  EXPECT_EQ(DetailKind(waited_status), ErrorDetail::STALE_GENERATION);
+  // A pull of the new timeline sees the restored version.
+  PullResponse now;
+  absl::Status now_status = absl::UnknownError("waiting");
+  store.Pull(wait, &now, [&](const absl::Status& s) { now_status = s; });
+  EXPECT_TRUE(now_status.ok()) << now_status;
+  EXPECT_EQ(now.version(), 6);
   PushRequest again;
   again.set_request_id(500);
   again.set_shard("emb");

@@ -299,9 +299,10 @@ class GrpcPsService : public PsServiceBase {
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest*,
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest* request,
                                    HealthResponse* response) override {
     auto* reactor = ctx->DefaultReactor();
+    if (request->from_chief() && options_.on_chief_probe) options_.on_chief_probe();
     store_->Health(response);
     response->set_task_type(options_.task_type);
     reactor->Finish(grpc::Status::OK);

@@ -21,6 +21,9 @@ struct PsServiceOptions {
   std::string task_type = "ps";
   // Called (once per Shutdown RPC) after the reply has been sent.
   std::function<void(const std::string& reason)> on_shutdown;
+  // Called on gRPC's thread for every Health probe the chief sends (HealthRequest.from_chief):
+  // the daemon's orphan clock. Must be cheap and not block.
+  std::function<void()> on_chief_probe;
   // Payloads up to this size are served inline on gRPC's thread: a training step's pushes
   // (an optimizer update of ~0.1 ms) cost less than the thread wake-up an executor needs.
   int64_t inline_bytes = 1 << 20;
