@@ -381,6 +381,7 @@ class PsClientImpl : public PsClient {
         item->set_row_end(end);
         item->set_min_version(options.min_version);
         item->set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+        item->set_exact_version(options.exact_version);
         float* out = target.out.data() + (shard.row_offset + begin) * layout->row_width;
         batch->outs.push_back(absl::MakeSpan(reinterpret_cast<char*>(out), bytes));
       });
@@ -478,6 +479,7 @@ class PsClientImpl : public PsClient {
             *part->request.mutable_ids() = {chunk.ids.begin(), chunk.ids.end()};
             part->request.set_min_version(options.min_version);
             part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+            part->request.set_exact_version(options.exact_version);
             part->positions = std::move(chunk.positions);
             *part->response.mutable_data() = buffers_.Get();
             parts.emplace_back(layout->shards[shard].ps, std::move(part));

@@ -90,6 +90,9 @@ struct PullOptions {
   int64_t min_version = 0;
   // Give up waiting after this long; zero: wait up to the RPC deadline.
   absl::Duration wait_timeout = absl::ZeroDuration();
+  // Read every shard at exactly min_version (PullRequest.exact_version): a SYNC step's pulls,
+  // so that a re-run of the step computes on what its first run saw.
+  bool exact_version = false;
 };
 
 class PsClient {

@@ -122,6 +122,16 @@ void ParamBlocks::CopyOut(int64_t begin, int64_t end, float* out) const {
   });
 }
 
+ParamBlocks ParamBlocks::ShareAll() const {
+  ParamBlocks view;
+  view.rows_ = rows_;
+  view.width_ = width_;
+  view.shift_ = shift_;
+  view.blocks_ = blocks_;
+  view.pointers_ = pointers_;
+  return view;
+}
+
 void ParamBlocks::Share(int64_t begin, int64_t end, std::vector<absl::string_view>* pieces,
                         std::vector<std::shared_ptr<const void>>* holds) const {
   Runs(begin, end, [&](int64_t, int64_t b, int64_t offset, int64_t n) {

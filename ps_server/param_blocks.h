@@ -44,6 +44,12 @@ class ParamBlocks {
   // Sets every element to `value` (making every block writable first).
   void Fill(float value);
 
+  // A read-only view of these parameters as they are now, sharing every block (no copy):
+  // a later write to either copies the block first, so the view keeps this version. Used by
+  // SYNC shards to serve the version before the last step. Throws std::bad_alloc. The view
+  // must not be written.
+  ParamBlocks ShareAll() const;
+
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }
   int64_t size() const { return rows_ * width_; }

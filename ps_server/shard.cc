@@ -39,8 +39,10 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return Annotate(optimizer.status(), QuotedShard(spec.name()));
+  // A SYNC shard also keeps the parameters before its last step (at most one more copy).
+  const int copies = spec.update().mode() == UpdateSpec::SYNC ? 2 : 1;
   return static_cast<int64_t>(sizeof(float)) * geometry.rows * geometry.width *
-         (1 + (*optimizer)->num_slots());
+         (copies + (*optimizer)->num_slots());
 }
 
 absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
@@ -108,6 +110,8 @@ Shard::Snapshot Shard::TakeSnapshot() const {
 }
 
 void Shard::ReplaceState(State state, int64_t version) {
+  prev_params_ = ParamBlocks();
+  prev_version_ = -1;
   params_ = std::move(state.params);
   slots_ = std::move(state.slots);
   version_ = version;
@@ -211,6 +215,10 @@ void Shard::FinishStep() {
   // writable (copies keep the values), then the sum is taken (which may move the first
   // replica's buffer out of the accumulator).
   const int64_t step = version_ + 1;
+  // The parameters of this version stay readable for the step's re-runs (ParamsAt); the
+  // writes below copy the blocks they change.
+  prev_params_ = params_.ShareAll();
+  prev_version_ = version_;
   if (accumulator_.rows_only()) {
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
     if (!sum.ids.empty()) {
@@ -227,6 +235,8 @@ void Shard::FinishStep() {
 }
 
 void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
+  prev_params_ = ParamBlocks();  // an assignment is no step: no version before it to serve
+  prev_version_ = -1;
   const int64_t offset = range.begin * width_;
   const int64_t n = range.size() * width_;
   // Every block that changes is made writable before the first write.
@@ -247,19 +257,37 @@ void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
   }
 }
 
-void Shard::CopyRange(RowRange range, float* out) const {
-  params_.CopyOut(range.begin * width_, range.end * width_, out);
+const ParamBlocks* Shard::ParamsAt(int64_t version) const {
+  if (version == version_) return &params_;
+  if (prev_version_ >= 0 && version == prev_version_) return &prev_params_;
+  return nullptr;
 }
+
+void Shard::CopyRange(RowRange range, float* out) const { CopyRange(params_, range, out); }
 
 void Shard::ShareRange(RowRange range, std::vector<absl::string_view>* pieces,
                        std::vector<std::shared_ptr<const void>>* holds) const {
-  params_.Share(range.begin * width_, range.end * width_, pieces, holds);
+  ShareRange(params_, range, pieces, holds);
 }
 
 void Shard::CopyRows(absl::Span<const int64_t> ids, char* out) const {
+  CopyRows(params_, ids, out);
+}
+
+void Shard::CopyRange(const ParamBlocks& params, RowRange range, float* out) const {
+  params.CopyOut(range.begin * width_, range.end * width_, out);
+}
+
+void Shard::ShareRange(const ParamBlocks& params, RowRange range,
+                       std::vector<absl::string_view>* pieces,
+                       std::vector<std::shared_ptr<const void>>* holds) const {
+  params.Share(range.begin * width_, range.end * width_, pieces, holds);
+}
+
+void Shard::CopyRows(const ParamBlocks& params, absl::Span<const int64_t> ids, char* out) const {
   const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
   for (size_t k = 0; k < ids.size(); ++k) {
-    std::memcpy(out + k * row_bytes, params_.Row(ids[k]), row_bytes);
+    std::memcpy(out + k * row_bytes, params.Row(ids[k]), row_bytes);
   }
 }
 

@@ -171,6 +171,12 @@ class Shard {
 
   // --- Reads.
 
+  // The parameters at `version`: the current ones, or, on a SYNC shard one step past it,
+  // those before the last step (kept so that a step re-run after a worker died half-way
+  // through its pushes computes on exactly the parameters the first run had: another ps may
+  // have applied the step meanwhile); null when that version is not held.
+  const ParamBlocks* ParamsAt(int64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Copies the parameters of `range` to `out` (range.size() * width floats).
   void CopyRange(RowRange range, float* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends views of the parameters of `range`, in order, and references that keep them
@@ -180,6 +186,15 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies rows `ids` (in range) to `out`, one after another.
   void CopyRows(absl::Span<const int64_t> ids, char* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same three from `params` (ParamsAt's answer).
+  void CopyRange(const ParamBlocks& params, RowRange range, float* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ShareRange(const ParamBlocks& params, RowRange range,
+                  std::vector<absl::string_view>* pieces,
+                  std::vector<std::shared_ptr<const void>>* holds) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CopyRows(const ParamBlocks& params, absl::Span<const int64_t> ids, char* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
@@ -222,6 +237,11 @@ class Shard {
 
   mutable absl::Mutex mu_;
   ParamBlocks params_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the parameters before the last step (prev_version_ = version_ - 1), sharing the
+  // blocks that step did not change; -1 when none (no step yet, or after an assign or a
+  // restore).
+  ParamBlocks prev_params_ ABSL_GUARDED_BY(mu_);
+  int64_t prev_version_ ABSL_GUARDED_BY(mu_) = -1;
   // One per optimizer slot, with the parameters' geometry (the same rows in the same blocks).
   std::vector<ParamBlocks> slots_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -99,10 +99,33 @@ std::string TakeBuffer(std::string* response_data, size_t bytes) {
   return data;
 }
 
-// The response's version and shape for a pull of `range`.
-void FillRangeMeta(const Shard& shard, RowRange range, PullResponse* response)
+// What a pull reads: the shard's current parameters, or (exact) those of one version.
+struct PullSource {
+  bool exact = false;
+  int64_t version = 0;  // exact: the version wanted
+};
+
+// The parameters `source` asks for, and their version. FAILED_PRECONDITION when an exact
+// version is not held any more.
+absl::StatusOr<std::pair<const ParamBlocks*, int64_t>> ReadableParams(const Shard& shard,
+                                                                      PullSource source)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
-  response->set_version(shard.version());
+  const int64_t version = source.exact ? source.version : shard.version();
+  const ParamBlocks* params = shard.ParamsAt(version);
+  if (params == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pull from ", QuotedShard(shard.name()), ": version ", version,
+        " is not held any more (the shard is at version ", shard.version(),
+        "; a SYNC shard keeps the version before its last step, an ASYNC shard only its "
+        "current one)"));
+  }
+  return std::make_pair(params, version);
+}
+
+// The response's version and shape for a pull of `range`.
+void FillRangeMeta(const Shard& shard, RowRange range, int64_t version, PullResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  response->set_version(version);
   TensorShape* shape = response->mutable_shape();
   shape->clear_dim();
   const auto& dims = shard.spec().shape().dim();
@@ -113,40 +136,50 @@ void FillRangeMeta(const Shard& shard, RowRange range, PullResponse* response)
 }
 
 // REQUIRES: data holds range.size() * width floats.
-void CopyRange(const Shard& shard, RowRange range, std::string* data, PullResponse* response)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
-  shard.CopyRange(range, reinterpret_cast<float*>(&(*data)[0]));
+absl::Status CopyRange(const Shard& shard, RowRange range, PullSource source, std::string* data,
+                       PullResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  ASSIGN_OR_RETURN(auto params, ReadableParams(shard, source));
+  shard.CopyRange(*params.first, range, reinterpret_cast<float*>(&(*data)[0]));
   response->mutable_data()->swap(*data);
-  FillRangeMeta(shard, range, response);
+  FillRangeMeta(shard, range, params.second, response);
+  return absl::OkStatus();
 }
 
 // As CopyRange, but the bytes stay in the shard's blocks: `in_place` gets views of them and
 // references that keep them unchanged (ParamBlocks::Share); the response's data stays empty.
-void ShareRange(const Shard& shard, RowRange range, ShardStore::PulledBytes* in_place,
-                PullResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
-  shard.ShareRange(range, &in_place->pieces, &in_place->holds);
+absl::Status ShareRange(const Shard& shard, RowRange range, PullSource source,
+                        ShardStore::PulledBytes* in_place, PullResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  ASSIGN_OR_RETURN(auto params, ReadableParams(shard, source));
+  shard.ShareRange(*params.first, range, &in_place->pieces, &in_place->holds);
   response->clear_data();
-  FillRangeMeta(shard, range, response);
+  FillRangeMeta(shard, range, params.second, response);
+  return absl::OkStatus();
 }
 
 // The same for the fills a waiter runs (a std::function, called under the shard's lock by
 // whoever completes the waiter: the analysis cannot follow it there).
-void CopyRangeLocked(const Shard& shard, RowRange range, std::string* data,
-                     PullResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  CopyRange(shard, range, data, response);
+absl::Status CopyRangeLocked(const Shard& shard, RowRange range, PullSource source,
+                             std::string* data, PullResponse* response)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return CopyRange(shard, range, source, data, response);
 }
 
 // REQUIRES: data holds ids.size() * width floats.
-void CopyRows(const Shard& shard, absl::Span<const int64_t> ids, std::string* data,
-              PullRowsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
-  shard.CopyRows(ids, &(*data)[0]);
+absl::Status CopyRows(const Shard& shard, absl::Span<const int64_t> ids, PullSource source,
+                      std::string* data, PullRowsResponse* response)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  ASSIGN_OR_RETURN(auto params, ReadableParams(shard, source));
+  shard.CopyRows(*params.first, ids, &(*data)[0]);
   response->mutable_data()->swap(*data);
-  response->set_version(shard.version());
+  response->set_version(params.second);
+  return absl::OkStatus();
 }
 
-void CopyRowsLocked(const Shard& shard, absl::Span<const int64_t> ids, std::string* data,
-                    PullRowsResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  CopyRows(shard, ids, data, response);
+absl::Status CopyRowsLocked(const Shard& shard, absl::Span<const int64_t> ids,
+                            PullSource source, std::string* data, PullRowsResponse* response)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return CopyRows(shard, ids, source, data, response);
 }
 
 absl::StatusOr<RowRange> ResolveRange(const Shard& shard, int64_t begin, int64_t end,
@@ -656,25 +689,26 @@ class ShardStoreImpl final : public ShardStore {
                      ResolveRange(*shard, request.row_begin(), request.row_end(), what));
     RETURN_IF_ERROR(CheckReplyBytes(range.size(), shard->width(), what));
     Shard* s = shard.get();
+    const PullSource source{request.exact_version(), request.min_version()};
     if (in_place != nullptr) {
-      auto share = [s, range, response, in_place]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        ShareRange(*s, range, in_place, response);
+      auto share = [s, range, source, response, in_place]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return ShareRange(*s, range, source, in_place, response);
       };
       return FillOrWait(
           std::move(shard), request.min_version(), request.wait_timeout_ms(), share,
-          [share]() -> std::function<void()> { return share; }, done, pending);
+          [share]() -> std::function<absl::Status()> { return share; }, done, pending);
     }
     const size_t bytes = static_cast<size_t>(range.size() * s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
     return FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
-        [s, range, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          CopyRange(*s, range, &data, response);
+        [s, range, source, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return CopyRange(*s, range, source, &data, response);
         },
         // A deferred fill takes the sized buffer along (only one of the two ever runs).
-        [s, range, response, &data]() -> std::function<void()> {
-          return [s, range, response, late = std::move(data)]() mutable {
-            CopyRangeLocked(*s, range, &late, response);
+        [s, range, source, response, &data]() -> std::function<absl::Status()> {
+          return [s, range, source, response, late = std::move(data)]() mutable {
+            return CopyRangeLocked(*s, range, source, &late, response);
           };
         },
         done, pending);
@@ -689,18 +723,21 @@ class ShardStoreImpl final : public ShardStore {
     RETURN_IF_ERROR(CheckReplyBytes(static_cast<int64_t>(ids.size()), shard->width(), what));
     RETURN_IF_ERROR(CheckIds(*shard, ids, what));
     Shard* s = shard.get();
+    const PullSource source{request.exact_version(), request.min_version()};
     const size_t bytes = ids.size() * static_cast<size_t>(s->width()) * sizeof(float);
     std::string data = TakeBuffer(response->mutable_data(), bytes);
     return FillOrWait(
         std::move(shard), request.min_version(), request.wait_timeout_ms(),
-        [s, ids, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          CopyRows(*s, ids, &data, response);
+        [s, ids, source, response, &data]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return CopyRows(*s, ids, source, &data, response);
         },
         // A deferred fill owns a copy of the ids (the request need not outlive this call)
         // and takes the sized buffer along.
-        [s, ids, response, &data]() -> std::function<void()> {
-          return [s, owned = std::vector<int64_t>(ids.begin(), ids.end()), response,
-                  late = std::move(data)]() mutable { CopyRowsLocked(*s, owned, &late, response); };
+        [s, ids, source, response, &data]() -> std::function<absl::Status()> {
+          return [s, owned = std::vector<int64_t>(ids.begin(), ids.end()), source, response,
+                  late = std::move(data)]() mutable {
+            return CopyRowsLocked(*s, owned, source, &late, response);
+          };
         },
         done, pending);
   }
@@ -1196,17 +1233,14 @@ class ShardStoreImpl final : public ShardStore {
   // and `*done` has been moved into the waiter (the last step, after everything that may
   // throw), to be called holding no store lock.
   absl::Status FillOrWait(std::shared_ptr<Shard> shard, int64_t min_version, int64_t timeout_ms,
-                          absl::FunctionRef<void()> fill_now,
-                          absl::FunctionRef<std::function<void()>()> make_deferred_fill,
+                          absl::FunctionRef<absl::Status()> fill_now,
+                          absl::FunctionRef<std::function<absl::Status()>()> make_deferred_fill,
                           DoneCallback* done, bool* pending) {
     absl::MutexLock lock(&shard->mu());
     if (shard->dropped()) {
       return NoSuchShard(absl::StrCat("pull from ", QuotedShard(shard->name())));
     }
-    if (shard->version() >= min_version) {
-      fill_now();
-      return absl::OkStatus();
-    }
+    if (shard->version() >= min_version) return fill_now();
     if (shutdown_.load(std::memory_order_acquire)) {
       return absl::CancelledError(absl::StrCat("pull from ", QuotedShard(shard->name()),
                                                ": the ps is shutting down"));

@@ -950,6 +950,92 @@ TEST(ShardStoreTest, SyncReRunsAreDuplicatesAndStaleStepsAbort) {
   EXPECT_EQ(PullAll(*store, "s").version, 1);
 }
 
+// A SYNC shard serves exactly the version a step asks for, including the one before its
+// last step: a step re-run after its worker died half-way through its pushes (this ps got
+// them and applied the step with the other replicas) computes on what its first run saw.
+TEST(ShardStoreTest, SyncShardsServeTheVersionBeforeTheirLastStepExactly) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {SyncSpec("s", {4, 2}, 2, Sgd()), Spec("a", {4, 2})}).ok());
+  const Snapshot v0 = PullAll(*store, "s");
+  PushResponse r;
+  ASSERT_TRUE(Push(*store, "s", 1, std::vector<float>(8, 1.0f), 0, 0, &r, 0, 0).ok());
+  ASSERT_TRUE(Push(*store, "s", 2, std::vector<float>(8, 1.0f), 0, 0, &r, 0, 1).ok());
+  ASSERT_TRUE(r.applied());
+  const Snapshot v1 = PullAll(*store, "s");
+  ASSERT_EQ(v1.version, 1);
+  ASSERT_NE(Bytes(v1.data), Bytes(v0.data));
+
+  auto exact = [&](int64_t version, PullResponse* response) {
+    PullRequest request;
+    request.set_shard("s");
+    request.set_min_version(version);
+    request.set_exact_version(true);
+    return PullNow(*store, request, response);
+  };
+  PullResponse at0, at1;
+  ASSERT_TRUE(exact(0, &at0).ok());
+  EXPECT_EQ(at0.version(), 0);
+  EXPECT_EQ(Floats(at0.data()), v0.data);
+  ASSERT_TRUE(exact(1, &at1).ok());
+  EXPECT_EQ(Floats(at1.data()), v1.data);
+  // In place (sent from the blocks) and by rows, the same.
+  PullRequest in_place_request;
+  in_place_request.set_shard("s");
+  in_place_request.set_exact_version(true);
+  PullResponse in_place_response;
+  ShardStore::PulledBytes in_place;
+  absl::Status in_place_status = absl::UnknownError("not called");
+  store->Pull(in_place_request, &in_place_response, &in_place,
+              [&](const absl::Status& s) { in_place_status = s; });
+  ASSERT_TRUE(in_place_status.ok()) << in_place_status;
+  std::string joined;
+  for (absl::string_view piece : in_place.pieces) joined.append(piece.data(), piece.size());
+  EXPECT_EQ(joined, Bytes(v0.data));
+  PullRowsRequest rows;
+  rows.set_shard("s");
+  rows.add_ids(3);
+  rows.set_exact_version(true);
+  PullRowsResponse rows_response;
+  absl::Status rows_status = absl::UnknownError("not called");
+  store->PullRows(rows, &rows_response, [&](const absl::Status& s) { rows_status = s; });
+  ASSERT_TRUE(rows_status.ok()) << rows_status;
+  EXPECT_EQ(Floats(rows_response.data()),
+            std::vector<float>(v0.data.begin() + 6, v0.data.begin() + 8));
+  EXPECT_EQ(rows_response.version(), 0);
+
+  // A second step: version 0 is gone (FAILED_PRECONDITION naming it), 1 is served.
+  ASSERT_TRUE(Push(*store, "s", 3, std::vector<float>(8, 1.0f), 0, 0, &r, 1, 0).ok());
+  ASSERT_TRUE(Push(*store, "s", 4, std::vector<float>(8, 1.0f), 0, 0, &r, 1, 1).ok());
+  PullResponse gone;
+  const absl::Status s0 = exact(0, &gone);
+  EXPECT_EQ(s0.code(), absl::StatusCode::kFailedPrecondition) << s0;
+  EXPECT_NE(s0.message().find("version 0"), std::string::npos) << s0;
+  ASSERT_TRUE(exact(1, &at1).ok());
+  EXPECT_EQ(Floats(at1.data()), v1.data);
+  // A version ahead waits (it is served once reached).
+  PullRequest ahead;
+  ahead.set_shard("s");
+  ahead.set_min_version(3);
+  ahead.set_exact_version(true);
+  PullResponse ahead_response;
+  absl::Status ahead_status = absl::UnknownError("waiting");
+  store->Pull(ahead, &ahead_response, [&](const absl::Status& s) { ahead_status = s; });
+  EXPECT_EQ(ahead_status.code(), absl::StatusCode::kUnknown);
+  ASSERT_TRUE(Push(*store, "s", 5, std::vector<float>(8, 1.0f), 0, 0, &r, 2, 0).ok());
+  ASSERT_TRUE(Push(*store, "s", 6, std::vector<float>(8, 1.0f), 0, 0, &r, 2, 1).ok());
+  EXPECT_TRUE(ahead_status.ok()) << ahead_status;
+  EXPECT_EQ(ahead_response.version(), 3);
+
+  // An ASYNC shard holds only its current version.
+  ASSERT_TRUE(Push(*store, "a", 7, std::vector<float>(8, 1.0f)).ok());
+  PullRequest async_request;
+  async_request.set_shard("a");
+  async_request.set_exact_version(true);
+  PullResponse async_response;
+  EXPECT_EQ(PullNow(*store, async_request, &async_response).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ShardStoreTest, SyncRowsOnlyAndMixedSteps) {
   auto store = NewStore();
   ShardSpec ref = Spec("ref", {6, 2}, Adam());

@@ -44,7 +44,7 @@ void VersionWaiters::TakeReady(int64_t version, std::vector<WaiterPtr>* ready) {
     it = waiters_.erase(it);
     if (w->Claim()) {
       try {
-        w->fill();
+        w->fill_status = w->fill();
       } catch (const std::bad_alloc&) {
         w->fill_status = absl::ResourceExhaustedError(
             "the ps ran out of memory filling the pull's response");

@@ -32,7 +32,7 @@ struct VersionWaiter {
   int64_t min_version = 0;
   int64_t timeout_ms = 0;
   // Fills the pull's response from the shard. REQUIRES: the shard's mutex held.
-  std::function<void()> fill;
+  std::function<absl::Status()> fill;
   // The pull's completion, called once by Finish().
   std::function<void(const absl::Status&)> done;
   // Called by the timer, on its thread and holding no lock, once it has won Claim() for

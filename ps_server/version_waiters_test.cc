@@ -23,7 +23,10 @@ struct Probe {
 WaiterPtr MakeWaiter(int64_t min_version, Probe* probe) {
   auto w = std::make_shared<VersionWaiter>();
   w->min_version = min_version;
-  w->fill = [probe] { ++probe->fills; };
+  w->fill = [probe] {
+    ++probe->fills;
+    return absl::OkStatus();
+  };
   w->done = [probe](const absl::Status& s) {
     ++probe->done_calls;
     probe->status = s;
@@ -73,7 +76,7 @@ TEST(VersionWaitersTest, AFillOutOfMemoryFinishesTheWaiterWithResourceExhausted)
   VersionWaiters waiters;
   Probe p;
   WaiterPtr w = MakeWaiter(1, &p);
-  w->fill = [] { throw std::bad_alloc(); };
+  w->fill = []() -> absl::Status { throw std::bad_alloc(); };
   waiters.Add(w);
   waiters.Add(MakeWaiter(2, &p));
   EXPECT_EQ(waiters.CountReady(1), 1u);

@@ -301,6 +301,10 @@ class StepExecutorImpl : public StepExecutor {
     PullOptions pull_options;
     pull_options.min_version = request.min_version();
     pull_options.wait_timeout = options_.pull_wait_timeout;
+    // A sync step computes on exactly its version, even when it is a re-run and some ps has
+    // applied the step meanwhile (the first run's pushes got there before it died): the run
+    // is then bit-identical to a run without the failure.
+    pull_options.exact_version = request.sync();
     PullVersions versions;
     absl::Notification pulled;
     absl::Status pull_status;
