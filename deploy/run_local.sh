@@ -96,7 +96,7 @@ supervise() {
       pid=$!
       echo "$pid" >"$RUN_DIR/pids/$name.pid"
       started=$SECONDS
-      wait "$pid"
+      wait "$pid" 2>/dev/null
       rc=$?
       case "$rc" in 0|2|4|6) exit "$rc" ;; esac
       if [ $((SECONDS - started)) -gt 60 ]; then delay=1; fi
