@@ -88,6 +88,7 @@ class ChiefImpl : public Chief {
                                            SubmitJobRequest::Resume resume) override {
     ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json, num_workers()));
     if (job.checkpoint().dir().empty() && !options_.default_checkpoint_dir.empty()) {
+      // The job file may give a schedule; the chief's --checkpoint_dir gives the place.
       job.mutable_checkpoint()->set_dir(options_.default_checkpoint_dir);
       if (job.checkpoint().every_steps() == 0 && job.checkpoint().every_seconds() == 0) {
         job.mutable_checkpoint()->set_every_seconds(
@@ -311,6 +312,12 @@ class ChiefImpl : public Chief {
     // without durable state (as the issue asks of an unwritable directory).
     std::unique_ptr<JobStore> store;
     std::string checkpoint_error;
+    if (job.has_checkpoint() && job.checkpoint().dir().empty()) {
+      checkpoint_error =
+          "the job file schedules checkpoints but names no \"checkpoint.dir\", and the chief "
+          "has no --checkpoint_dir: the job has no durable state";
+      std::cerr << "chief: " << checkpoint_error << "\n";
+    }
     if (!job.checkpoint().dir().empty()) {
       absl::StatusOr<std::unique_ptr<JobStore>> opened = JobStore::Open(job.checkpoint().dir());
       if (opened.ok()) {

@@ -546,8 +546,10 @@ absl::Status AbsolutePath(const Fields& f, absl::string_view key, const std::str
   return absl::OkStatus();
 }
 
-// "checkpoint": {"dir": ..., ...} or "checkpoint": "/dir". Without a dir the job has no
-// durable state, and the spec's checkpoint stays unset.
+// "checkpoint": {"dir": ..., ...} or "checkpoint": "/dir". A schedule without a dir is kept:
+// the chief's --checkpoint_dir supplies the dir (a launcher's run directory, a mounted
+// volume); without either the job has no durable state, and the chief says so in its
+// status. Without a dir or a schedule the spec's checkpoint stays unset.
 absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool* has_dir) {
   *has_dir = false;
   Json object;
@@ -578,14 +580,9 @@ absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool
   RETURN_IF_ERROR(f.Bool("keep_best", &keep_best));
 
   if (dir.empty()) {
-    // A schedule with nowhere to write would silently checkpoint nothing.
-    for (absl::string_view key : kCheckpointKeys) {
-      if (key != "dir" && f.Has(key)) {
-        return FieldError(f.PathOf(key),
-                          "needs \"checkpoint.dir\" (the directory to write checkpoints to)");
-      }
-    }
-    return absl::OkStatus();
+    bool any = false;
+    for (absl::string_view key : kCheckpointKeys) any |= key != "dir" && f.Has(key);
+    if (!any) return absl::OkStatus();
   }
   *has_dir = true;
   checkpoint->set_dir(dir);
@@ -941,10 +938,10 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["steps_in_flight"] = StepsInFlight(spec);
   out["backend"] = spec.backend();
 
-  if (!spec.checkpoint().dir().empty()) {
+  if (spec.has_checkpoint()) {
     const CheckpointSpec& c = spec.checkpoint();
     OrderedJson checkpoint;
-    checkpoint["dir"] = c.dir();
+    if (!c.dir().empty()) checkpoint["dir"] = c.dir();
     checkpoint["every_steps"] = c.every_steps();
     checkpoint["every_seconds"] = c.every_seconds();
     checkpoint["keep"] = c.keep();

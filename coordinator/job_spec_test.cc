@@ -520,6 +520,20 @@ TEST(JobSpecCheckpointTest, DefaultsAndBareDirectory) {
   }
 }
 
+// A schedule without a dir is kept for the chief's --checkpoint_dir to complete.
+TEST(JobSpecCheckpointTest, AScheduleWithoutADirIsKept) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Job(R"("checkpoint": {"every_steps": 100, "keep": 2})"), 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->has_checkpoint());
+  EXPECT_EQ(spec->checkpoint().dir(), "");
+  EXPECT_EQ(spec->checkpoint().every_steps(), 100);
+  EXPECT_EQ(spec->checkpoint().keep(), 2);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec), 2);
+  ASSERT_TRUE(again.ok()) << again.status() << JobSpecToJson(*spec);
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+}
+
 TEST(JobSpecCheckpointTest, RejectsBadFields) {
   EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "keep": 0})")),
             R"(job: "checkpoint.keep": must be >= 1, got 0)");
@@ -529,13 +543,6 @@ TEST(JobSpecCheckpointTest, RejectsBadFields) {
             R"(job: "checkpoint.keep": must be an integer, got 1.5)");
   EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "/c", "keep": 3000000000})")),
               HasSubstr(R"(job: "checkpoint.keep": must be <= 2147483647)"));
-  EXPECT_EQ(Error(Job(R"("checkpoint": {"every_steps": 100})")),
-            R"(job: "checkpoint.every_steps": needs "checkpoint.dir" )"
-            R"((the directory to write checkpoints to))");
-  EXPECT_THAT(Error(Job(R"("checkpoint": {"every_seconds": 60})")),
-              HasSubstr(R"(job: "checkpoint.every_seconds": needs "checkpoint.dir")"));
-  EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": null, "keep": 2})")),
-              HasSubstr(R"(job: "checkpoint.keep": needs "checkpoint.dir")"));
   EXPECT_EQ(Error(Job(R"("checkpoint": {"dir": "/c", "every_steps": -1})")),
             R"(job: "checkpoint.every_steps": must be 0..1000000000 (0: not by steps), got -1)");
   EXPECT_THAT(Error(Job(R"("checkpoint": {"dir": "/c", "every_steps": 9e18})")),
