@@ -1,19 +1,119 @@
 #!/usr/bin/env bash
-# Runs every test (README command two): installs what is missing, builds everything, runs
-# all tests but the GPU ones (tag `gpu`; run those with --test_tag_filters=gpu on a machine
-# with a GPU), and ends with a line "N passed, N failed".
+# Runs every test (README command two): installs what is missing, creates the Python
+# virtualenv of the interoperability tests (deploy/python_env.sh, from PyPI on first use),
+# builds everything, runs all tests but the GPU ones (tag `gpu`; run those with
+# --test_tag_filters=gpu on a machine with a GPU), and ends with the line
+#
+#   N passed, N failed, N skipped
+#
+# counted by test target. A target is skipped when every test case it ran was skipped
+# (GTEST_SKIP: a test that cannot run here and says why), as its test.xml shows: Bazel itself
+# reports such a target PASSED. A target with some cases skipped and the rest passed counts
+# as passed, and is listed by name above the last line with how many of its cases were
+# skipped. A target that failed to build, failed, timed out, was flaky or has no status counts
+# as failed, and so does a Bazel run that failed before any test ran. Exits non-zero when
+# anything failed. Extra arguments go to `bazel test`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deploy/setup.sh || exit 1
 
+# Debian's python3 makes a virtualenv only with python3-venv (ensurepip), which setup.sh does
+# not install; without it the Python tests would be skipped on every clean machine.
+if command -v apt-get >/dev/null &&
+   ! dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "install ok installed"; then
+  echo "test: installing python3 python3-venv" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  { $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+      --no-install-recommends python3 python3-venv; } >&2 ||
+    echo "test: could not install python3-venv" >&2
+fi
+
+# The virtualenv (numpy, safetensors) that the Python tests find through SHARDPS_VENV. When
+# it cannot be made, the tests run without it: they skip, saying so, and count as skipped.
+venv_args=()
+venv_error=""
+if venv=$(deploy/python_env.sh); then
+  venv_args=("--test_env=SHARDPS_VENV=$venv")
+else
+  venv_error="deploy/python_env.sh failed (see above): the Python tests are skipped"
+  echo "test: $venv_error" >&2
+fi
+
 log=$(mktemp)
-bazel test //... "$@" 2>&1 | tee "$log"
+trap 'rm -f "$log"' EXIT
+bazel test //... "${venv_args[@]}" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|INCOMPLETE|FAILED TO BUILD|NO STATUS)' "$log" || true)
-rm -f "$log"
+# Cases in a gtest test.xml and how many of them were skipped, as "CASES SKIPPED". GoogleTest
+# 1.12 writes each case's start tag on one line: `<testcase name=... status="run"
+# result="skipped" ...>` with a `<skipped message=...>` child for GTEST_SKIP, and
+# `status="notrun" result="suppressed"` for a DISABLED_ case (not run either, so counted as
+# skipped). Any of the three marks the case. Bazel's own test.xml for a test that wrote none
+# has one case without them.
+count_cases() {
+  awk '
+    function close_case() { if (open) { cases++; if (skip) skipped++ }; open = 0; skip = 0 }
+    /<testcase[ >]/ {
+      close_case(); open = 1
+      if ($0 ~ /result="skipped"/ || $0 ~ /status="notrun"/) skip = 1
+      if ($0 ~ /\/>[[:space:]]*$/) close_case()
+      next
+    }
+    open && /<skipped[ >\/]/ { skip = 1 }
+    open && /<\/testcase>/ { close_case() }
+    END { close_case(); printf "%d %d\n", cases, skipped }
+  ' "$@"
+}
+
+# The first skip message in the target's test.xml files, on one line.
+skip_reason() {
+  if ! grep -q '<skipped message=' "$@" 2>/dev/null; then
+    echo "no skip message (DISABLED_ cases?); see its test.log"
+    return
+  fi
+  grep -ho '<skipped message="[^"]*"' "$@" 2>/dev/null | head -1 |
+    sed -e 's/^<skipped message="//' -e 's/"$//' -e 's/&#x0A;/ /g' -e 's/&quot;/"/g' \
+        -e "s/&apos;/'/g" -e 's/&lt;/</g' -e 's/&gt;/>/g' -e 's/&amp;/\&/g' -e 's/  */ /g' |
+    cut -c1-240
+}
+
+passed=0 failed=0 skipped=0
+notes=()
+# Bazel's summary: one line per test target, "//pkg:name   (cached) PASSED in 1.2s" (also
+# FAILED, TIMEOUT, "FLAKY, failed in 1 out of 2", INCOMPLETE, REMOTE FAILURE, FAILED TO BUILD,
+# BUILD HALTED, NO STATUS, and SKIPPED for an incompatible target).
+while read -r label state; do
+  case "$state" in
+    PASSED*)
+      dir="bazel-testlogs/$(echo "${label#//}" | tr ':' '/')"
+      # One test.xml per shard and per run (shard_1_of_2/, run_1_of_3/).
+      mapfile -t xmls < <(find "$dir" -name test.xml 2>/dev/null | sort)
+      cases=0 skipped_cases=0
+      if [ ${#xmls[@]} -gt 0 ]; then read -r cases skipped_cases < <(count_cases "${xmls[@]}"); fi
+      if [ "$cases" -gt 0 ] && [ "$skipped_cases" -eq "$cases" ]; then
+        skipped=$((skipped + 1))
+        notes+=("SKIPPED: $label: $(skip_reason "${xmls[@]}")")
+      else
+        passed=$((passed + 1))
+        if [ "$skipped_cases" -gt 0 ]; then
+          notes+=("partly skipped (counted as passed): $label: $skipped_cases of $cases cases\
+ skipped: $(skip_reason "${xmls[@]}")")
+        fi
+      fi
+      ;;
+    SKIPPED*) skipped=$((skipped + 1)); notes+=("SKIPPED: $label: skipped by Bazel") ;;
+    *) failed=$((failed + 1)) ;;
+  esac
+done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|SKIPPED|FAILED|TIMEOUT|FLAKY|INCOMPLETE|REMOTE FAILURE|BUILD HALTED|NO STATUS)' "$log" |
+           sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?/\1 /')
+
 # A build failure before any test ran still counts as a failure.
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-echo "${passed} passed, ${failed} failed"
+if [ "$failed" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
+echo
+for note in "${notes[@]}"; do echo "$note"; done
+if [ -n "$venv_error" ]; then echo "test: $venv_error"; fi
+# CI reads the last line; it starts "N passed, N failed".
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"
