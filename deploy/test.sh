@@ -34,7 +34,12 @@ fi
 venv_args=()
 venv_error=""
 if venv=$(deploy/python_env.sh); then
-  venv_args=("--test_env=SHARDPS_VENV=$venv")
+  # The venv is no input Bazel sees: its Python and packages go into the tests' environment
+  # too, so that a cached result is reused only for the same venv contents.
+  fingerprint=$("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+  fingerprint+=" $("$venv/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null |
+                   tr '\n' ' ')"
+  venv_args=("--test_env=SHARDPS_VENV=$venv" "--test_env=SHARDPS_VENV_PACKAGES=$fingerprint")
 else
   venv_error="deploy/python_env.sh failed (see above): the Python tests are skipped"
   echo "test: $venv_error" >&2
