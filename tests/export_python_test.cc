@@ -98,7 +98,7 @@ TEST(ExportPythonTest, NumpyReadsTheExportAndReproducesTheEvaluatorsAccuracy) {
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->steps_done(), kSteps);
   // The chief ends the job once the final checkpoint is committed and the final evaluation
-  // is in; every daemon exits 0.
+  // is in; it and the evaluator exit 0.
   ASSERT_EQ((*cluster)->chief()->Wait(absl::Seconds(60)).value_or(-1), 0) << (*cluster)->Logs();
   ASSERT_EQ((*cluster)->evaluator()->Wait(absl::Seconds(30)).value_or(-1), 0)
       << (*cluster)->Logs();
