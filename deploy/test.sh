@@ -2,11 +2,13 @@
 # Runs every test (README command two): installs what is missing, creates the Python
 # virtualenv of the interoperability tests (deploy/python_env.sh, from PyPI on first use),
 # builds everything, runs all tests but the GPU ones (tag `gpu`; run those with
-# --test_tag_filters=gpu on a machine with a GPU), and ends with the line
+# --test_tag_filters=gpu on a machine with a GPU), and ends with the lines
 #
-#   N passed, N failed, N skipped
+#   N skipped
+#   N passed, N failed
 #
-# counted by test target. A target is skipped when every test case it ran was skipped
+# counted by test target (the last line is the one CI reads; skipped targets are in neither
+# of its counts). A target is skipped when every test case it ran was skipped
 # (GTEST_SKIP: a test that cannot run here and says why), as its test.xml shows: Bazel itself
 # reports such a target PASSED. A target with some cases skipped and the rest passed counts
 # as passed, and is listed by name above the last line with how many of its cases were
@@ -119,6 +121,8 @@ if [ "$failed" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
 echo
 for note in "${notes[@]}"; do echo "$note"; done
 if [ -n "$venv_error" ]; then echo "test: $venv_error"; fi
-# CI reads the last line; it starts "N passed, N failed".
-echo "${passed} passed, ${failed} failed, ${skipped} skipped"
+# The skipped count on its own line, then the summary CI reads: the last line is exactly
+# "N passed, N failed" (skipped targets are in neither count).
+echo "${skipped} skipped"
+echo "${passed} passed, ${failed} failed"
 exit "$rc"
