@@ -15,10 +15,12 @@ python="${PYTHON:-python3}"
 # Versions with wheels for CPython 3.10 to 3.13 on x86-64 and arm64 Linux.
 requirements=(numpy==2.2.6 safetensors==0.5.3)
 
-if [ ! -x "$venv/bin/python" ]; then
+# A venv without a working pip (Debian's `python3 -m venv` writes bin/python, then fails
+# when python3-venv is missing) is made again, not trusted.
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   echo "python_env: creating $venv with $("$python" --version 2>&1)" >&2
   mkdir -p "$(dirname "$venv")"
-  if ! "$python" -m venv "$venv" >&2; then
+  if ! "$python" -m venv --clear "$venv" >&2; then
     echo "python_env: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
     exit 1
   fi
