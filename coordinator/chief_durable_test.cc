@@ -332,3 +332,44 @@ TEST_F(ChiefDurableTest, AnUnusableDirectoryIsReportedAndTrainingGoesOn) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// The chief checks the model's size against what the ps tasks can hold before anything is
+// allocated: a model too large fails at submit, naming the bytes, and no shard is created.
+TEST(ChiefLimitsTest, AModelLargerThanThePsBudgetsFailsAtSubmit) {
+  std::vector<std::unique_ptr<ShardStore>> stores;
+  std::vector<std::unique_ptr<PsInterface>> ps;
+  for (int k = 0; k < 2; ++k) {
+    ShardStore::Options o;
+    o.task_index = k;
+    o.memory_budget_bytes = 4 << 20;  // 4 MiB each, half of it for snapshot copies
+    stores.push_back(*ShardStore::Create(o));
+    ps.push_back(NewLocalPsInterface(absl::StrCat("ps", k), stores.back().get()));
+  }
+  auto client = *PsClient::Create(std::move(ps), PsClient::Options());
+  Chief::Options options;
+  options.ps_addresses = {"ps0", "ps1"};
+  options.ps = client.get();
+  options.workers.push_back(std::make_unique<FakeWorker>("worker0"));
+  auto chief = *Chief::Create(std::move(options));
+  // 784x1024 + 1024x10 floats with Adam: about 9.7 MiB of parameters and slots.
+  auto submitted = chief->Submit(
+      R"({"name": "big", "model": "mlp:1024", "backend": "cpu", "steps": 5, "mode": "async"})");
+  ASSERT_FALSE(submitted.ok());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument) << submitted.status();
+  EXPECT_NE(submitted.status().message().find("\"model\""), std::string::npos)
+      << submitted.status();
+  EXPECT_NE(submitted.status().message().find("bytes"), std::string::npos) << submitted.status();
+  for (auto& store : stores) {
+    HealthResponse health;
+    store->Health(&health);
+    EXPECT_EQ(health.num_shards(), 0);
+  }
+  chief.reset();
+  for (auto& store : stores) store->Shutdown();
+}
+
+}  // namespace
+}  // namespace shardps
