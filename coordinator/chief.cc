@@ -858,6 +858,10 @@ class ChiefImpl : public Chief {
                 << info->write_seconds() << " s, training paused " << info->pause_ms()
                 << " ms\n";
     } else {
+      // Nor by steps: the next attempt is due every_steps after this one, not at the next
+      // wake of this thread (a full disk would otherwise cut the job at a barrier for a
+      // checkpoint after every step).
+      last_checkpoint_steps_ = scheduler_->done_steps();
       status_.set_checkpoint_error(
           absl::StrCat("checkpoint (", why, ") failed: ", info.status().message()));
       std::cerr << "chief: " << status_.checkpoint_error() << "\n";

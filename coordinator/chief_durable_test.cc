@@ -2,7 +2,9 @@
 // can "restart" with a new incarnation and nothing in it), fake workers the test answers,
 // and a real checkpoint directory. Checkpoints at barriers, rollback after a ps restart,
 // resume after a chief restart, a finished job, an unusable directory.
+#include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -304,6 +306,39 @@ TEST_F(ChiefDurableTest, OnDemandCheckpointAnswersOnceCommitted) {
   while (workers_[0]->Finish() >= 0) {
   }
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+}
+
+TEST_F(ChiefDurableTest, AFailedCheckpointIsRetriedAnIntervalLaterNotAtTheNextStep) {
+  const std::string dir = FreshDir("failing");
+  // ps 1 cannot write its files (a full disk): every snapshot of it fails.
+  std::atomic<int> snapshots{0};
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message* response,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Snapshot") ++snapshots;
+    if (method != "SnapshotStatus") return std::nullopt;
+    auto* status = static_cast<SnapshotStatusResponse*>(response);
+    status->set_state(SnapshotStatusResponse::FAILED);
+    status->set_error("write: No space left on device");
+    return absl::OkStatus();
+  });
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 60, "steps_in_flight": 1)"))
+                  .ok());
+  // A step at a time, each slower than a checkpoint attempt: a retry at every step would
+  // show as one attempt per step.
+  ASSERT_TRUE(PumpUntil([](const JobStatus& s) { return s.steps_done() >= 60; }))
+      << chief_->Status().DebugString();
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_FALSE(status.has_checkpoint());
+  EXPECT_NE(status.checkpoint_error().find("No space left"), std::string::npos)
+      << status.checkpoint_error();
+  // Every 10 steps: at most one attempt per interval (about 5) and the final one; not one at
+  // every step after the first failure, each cutting the job at a barrier.
+  EXPECT_GE(snapshots.load(), 2);
+  EXPECT_LE(snapshots.load(), 60 / 10 + 1);
 }
 
 TEST_F(ChiefDurableTest, AnUnusableDirectoryIsReportedAndTrainingGoesOn) {
