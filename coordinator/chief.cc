@@ -507,13 +507,29 @@ class ChiefImpl : public Chief {
     return options_.ps->CreateVariables(defs, *partitioner, placer.get());
   }
 
-  // Every ps answering, with its health. UNAVAILABLE naming the first that does not.
+  // Every ps answering, with its health. UNAVAILABLE naming the first that does not, after
+  // retrying for ps_unreachable_after: a ps that has just come up (the chief waited for it)
+  // may still be refused for a moment by a connection of ours that is backing off from
+  // before it was up, and a probe is not retried.
   absl::StatusOr<std::vector<HealthResponse>> HealthOfAll() {
-    std::vector<absl::Status> statuses;
-    std::vector<HealthResponse> responses;
-    options_.ps->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &responses);
-    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
-    return responses;
+    const absl::Time deadline = absl::Now() + options_.ps_unreachable_after;
+    while (true) {
+      std::vector<absl::Status> statuses;
+      std::vector<HealthResponse> responses;
+      options_.ps->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &responses);
+      absl::Status failed;
+      for (const absl::Status& s : statuses) {
+        if (!s.ok()) {
+          failed = s;
+          break;
+        }
+      }
+      if (failed.ok()) return responses;
+      if (failed.code() != absl::StatusCode::kUnavailable || absl::Now() >= deadline) {
+        return failed;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
   }
 
   // Decides how the job starts and puts the ps in that state: resumes from the ps's live

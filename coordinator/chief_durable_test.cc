@@ -7,6 +7,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -339,6 +340,30 @@ TEST_F(ChiefDurableTest, AFailedCheckpointIsRetriedAnIntervalLaterNotAtTheNextSt
   // every step after the first failure, each cutting the job at a barrier.
   EXPECT_GE(snapshots.load(), 2);
   EXPECT_LE(snapshots.load(), 60 / 10 + 1);
+}
+
+TEST_F(ChiefDurableTest, ASubmitRightAfterThePsCameUpRidesOutARefusedFirstProbe) {
+  const std::string dir = FreshDir("refused");
+  // The chief's first health probes of ps 1 from the submitting thread are refused, as by a
+  // connection still backing off from before the ps was up (the monitor's are answered).
+  const std::thread::id submitter = std::this_thread::get_id();
+  std::atomic<int> refused{0};
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message*,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Health" && std::this_thread::get_id() == submitter && refused < 2) {
+      ++refused;
+      return absl::UnavailableError("ps1: failed to connect to all addresses");
+    }
+    return std::nullopt;
+  });
+  StartChief(1);
+  auto submitted = chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 5)"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(refused.load(), 2);
+  ASSERT_TRUE(RunUntil(5));
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
 }
 
 TEST_F(ChiefDurableTest, AnUnusableDirectoryIsReportedAndTrainingGoesOn) {
