@@ -378,6 +378,7 @@ class ChiefImpl : public Chief {
                                   scheduler.total_steps()));
     RETURN_IF_ERROR(scheduler.Restore(outcome.base_steps, outcome.journal_steps,
                                       outcome.total_steps));
+    RefreshPsViews();
     if (store != nullptr) {
       if (!identity.has_value()) {
         JobStore::Identity fresh{job.job_id(), job};
@@ -465,6 +466,22 @@ class ChiefImpl : public Chief {
     start_ = end_ = absl::Now();
     training_end_ = end_;
     job_ended_ = true;
+  }
+
+  // Every ps has just answered the job's start, but the monitor may not have seen one up
+  // yet: its probes back off while a ps is down, as while the ps were starting. Its stale
+  // "down" would pause the job for a ps that is up: have it probe now, and wait (at most
+  // ps_unreachable_after) until every ps has answered it.
+  void RefreshPsViews() {
+    const absl::Time asked = absl::Now();
+    const absl::Time deadline = asked + options_.ps_unreachable_after;
+    monitor_->ProbeNow();
+    while (absl::Now() < deadline) {
+      bool fresh = true;
+      for (const PsMonitor::PsView& v : monitor_->Views()) fresh &= v.up && v.last_up >= asked;
+      if (fresh) return;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
   }
 
   // The variables of the job's model, as the chief creates them on the ps.
@@ -807,7 +824,13 @@ class ChiefImpl : public Chief {
     std::string unreachable;
     for (size_t k = 0; k < views.size(); ++k) {
       const PsMonitor::PsView& v = views[k];
-      if (!v.probed) continue;
+      // A ps the monitor has never seen up may just not have been probed yet, unless the
+      // job reached it at its start (its incarnation is known): then it went down since,
+      // and the job pauses for it as for any other (a ps killed before the monitor's first
+      // answer left the job requeueing its steps with no reason given).
+      const bool job_reached_it =
+          k < expected_incarnation_.size() && expected_incarnation_[k] != 0;
+      if (!v.probed && !job_reached_it) continue;
       if (!v.up) {
         if (unreachable.empty()) {
           const double down_s =

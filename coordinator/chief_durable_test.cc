@@ -366,6 +366,36 @@ TEST_F(ChiefDurableTest, ASubmitRightAfterThePsCameUpRidesOutARefusedFirstProbe)
   EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
 }
 
+TEST_F(ChiefDurableTest, APsTheMonitorNeverSawUpPausesTheJobWhileItIsDown) {
+  const std::string dir = FreshDir("unseen");
+  // The job's start (on the submitting thread) reaches ps 1, but the monitor never does: as
+  // when ps 1 came up while the monitor's probes were backing off, and went down again
+  // before its next one.
+  const std::thread::id submitter = std::this_thread::get_id();
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message*,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Health" && std::this_thread::get_id() != submitter) {
+      return absl::UnavailableError("ps1: connection refused");
+    }
+    return std::nullopt;
+  });
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 100, "steps_in_flight": 1)"))
+                  .ok());
+  // The job pauses for it and says why (it did neither for a ps never seen up: it went on
+  // leasing steps that could only fail).
+  EXPECT_TRUE(WaitForStatus([](const JobStatus& s) {
+    return s.phase().find("paused: ps 1") != std::string::npos &&
+           s.phase().find("unreachable") != std::string::npos;
+  })) << chief_->Status().DebugString();
+  ps_[1]->SetInterceptor(nullptr);
+  ASSERT_TRUE(chief_->Cancel("").ok());
+  while (workers_[0]->Finish() >= 0) {
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+}
+
 TEST_F(ChiefDurableTest, AnUnusableDirectoryIsReportedAndTrainingGoesOn) {
   StartChief(1);
   // A file where a directory must be: it cannot be created, even by root.
