@@ -378,6 +378,7 @@ class ChiefImpl : public Chief {
                                   scheduler.total_steps()));
     RETURN_IF_ERROR(scheduler.Restore(outcome.base_steps, outcome.journal_steps,
                                       outcome.total_steps));
+    RefreshPsViews();
     if (store != nullptr) {
       if (!identity.has_value()) {
         JobStore::Identity fresh{job.job_id(), job};
@@ -467,6 +468,22 @@ class ChiefImpl : public Chief {
     job_ended_ = true;
   }
 
+  // Every ps has just answered the job's start, but the monitor may not have seen one up
+  // yet: its probes back off while a ps is down, as while the ps were starting. Its stale
+  // "down" would pause the job for a ps that is up: have it probe now, and wait (at most
+  // ps_unreachable_after) until every ps has answered it.
+  void RefreshPsViews() {
+    const absl::Time asked = absl::Now();
+    const absl::Time deadline = asked + options_.ps_unreachable_after;
+    monitor_->ProbeNow();
+    while (absl::Now() < deadline) {
+      bool fresh = true;
+      for (const PsMonitor::PsView& v : monitor_->Views()) fresh &= v.up && v.last_up >= asked;
+      if (fresh) return;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
   // The variables of the job's model, as the chief creates them on the ps.
   static std::vector<VariableDef> JobVariables(const JobSpec& job, const ModelSpec& model) {
     std::vector<VariableDef> defs;
@@ -507,13 +524,29 @@ class ChiefImpl : public Chief {
     return options_.ps->CreateVariables(defs, *partitioner, placer.get());
   }
 
-  // Every ps answering, with its health. UNAVAILABLE naming the first that does not.
+  // Every ps answering, with its health. UNAVAILABLE naming the first that does not, after
+  // retrying for ps_unreachable_after: a ps that has just come up (the chief waited for it)
+  // may still be refused for a moment by a connection of ours that is backing off from
+  // before it was up, and a probe is not retried.
   absl::StatusOr<std::vector<HealthResponse>> HealthOfAll() {
-    std::vector<absl::Status> statuses;
-    std::vector<HealthResponse> responses;
-    options_.ps->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &responses);
-    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
-    return responses;
+    const absl::Time deadline = absl::Now() + options_.ps_unreachable_after;
+    while (true) {
+      std::vector<absl::Status> statuses;
+      std::vector<HealthResponse> responses;
+      options_.ps->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &responses);
+      absl::Status failed;
+      for (const absl::Status& s : statuses) {
+        if (!s.ok()) {
+          failed = s;
+          break;
+        }
+      }
+      if (failed.ok()) return responses;
+      if (failed.code() != absl::StatusCode::kUnavailable || absl::Now() >= deadline) {
+        return failed;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
   }
 
   // Decides how the job starts and puts the ps in that state: resumes from the ps's live
@@ -791,7 +824,13 @@ class ChiefImpl : public Chief {
     std::string unreachable;
     for (size_t k = 0; k < views.size(); ++k) {
       const PsMonitor::PsView& v = views[k];
-      if (!v.probed) continue;
+      // A ps the monitor has never seen up may just not have been probed yet, unless the
+      // job reached it at its start (its incarnation is known): then it went down since,
+      // and the job pauses for it as for any other (a ps killed before the monitor's first
+      // answer left the job requeueing its steps with no reason given).
+      const bool job_reached_it =
+          k < expected_incarnation_.size() && expected_incarnation_[k] != 0;
+      if (!v.probed && !job_reached_it) continue;
       if (!v.up) {
         if (unreachable.empty()) {
           const double down_s =
@@ -858,6 +897,10 @@ class ChiefImpl : public Chief {
                 << info->write_seconds() << " s, training paused " << info->pause_ms()
                 << " ms\n";
     } else {
+      // Nor by steps: the next attempt is due every_steps after this one, not at the next
+      // wake of this thread (a full disk would otherwise cut the job at a barrier for a
+      // checkpoint after every step).
+      last_checkpoint_steps_ = scheduler_->done_steps();
       status_.set_checkpoint_error(
           absl::StrCat("checkpoint (", why, ") failed: ", info.status().message()));
       std::cerr << "chief: " << status_.checkpoint_error() << "\n";

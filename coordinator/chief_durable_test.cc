@@ -2,9 +2,12 @@
 // can "restart" with a new incarnation and nothing in it), fake workers the test answers,
 // and a real checkpoint directory. Checkpoints at barriers, rollback after a ps restart,
 // resume after a chief restart, a finished job, an unusable directory.
+#include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -301,6 +304,93 @@ TEST_F(ChiefDurableTest, OnDemandCheckpointAnswersOnceCommitted) {
   ASSERT_FALSE(committed.empty());
   EXPECT_EQ(committed[0].id, info->id());
   chief_->Cancel("");
+  while (workers_[0]->Finish() >= 0) {
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+}
+
+TEST_F(ChiefDurableTest, AFailedCheckpointIsRetriedAnIntervalLaterNotAtTheNextStep) {
+  const std::string dir = FreshDir("failing");
+  // ps 1 cannot write its files (a full disk): every snapshot of it fails.
+  std::atomic<int> snapshots{0};
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message* response,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Snapshot") ++snapshots;
+    if (method != "SnapshotStatus") return std::nullopt;
+    auto* status = static_cast<SnapshotStatusResponse*>(response);
+    status->set_state(SnapshotStatusResponse::FAILED);
+    status->set_error("write: No space left on device");
+    return absl::OkStatus();
+  });
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 60, "steps_in_flight": 1)"))
+                  .ok());
+  // A step at a time, each slower than a checkpoint attempt: a retry at every step would
+  // show as one attempt per step.
+  ASSERT_TRUE(PumpUntil([](const JobStatus& s) { return s.steps_done() >= 60; }))
+      << chief_->Status().DebugString();
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_FALSE(status.has_checkpoint());
+  EXPECT_NE(status.checkpoint_error().find("No space left"), std::string::npos)
+      << status.checkpoint_error();
+  // Every 10 steps: at most one attempt per interval (about 5) and the final one; not one at
+  // every step after the first failure, each cutting the job at a barrier.
+  EXPECT_GE(snapshots.load(), 2);
+  EXPECT_LE(snapshots.load(), 60 / 10 + 1);
+}
+
+TEST_F(ChiefDurableTest, ASubmitRightAfterThePsCameUpRidesOutARefusedFirstProbe) {
+  const std::string dir = FreshDir("refused");
+  // The chief's first health probes of ps 1 from the submitting thread are refused, as by a
+  // connection still backing off from before the ps was up (the monitor's are answered).
+  const std::thread::id submitter = std::this_thread::get_id();
+  std::atomic<int> refused{0};
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message*,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Health" && std::this_thread::get_id() == submitter && refused < 2) {
+      ++refused;
+      return absl::UnavailableError("ps1: failed to connect to all addresses");
+    }
+    return std::nullopt;
+  });
+  StartChief(1);
+  auto submitted = chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 5)"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(refused.load(), 2);
+  ASSERT_TRUE(RunUntil(5));
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+}
+
+TEST_F(ChiefDurableTest, APsTheMonitorNeverSawUpPausesTheJobWhileItIsDown) {
+  const std::string dir = FreshDir("unseen");
+  // The job's start (on the submitting thread) reaches ps 1, but the monitor never does: as
+  // when ps 1 came up while the monitor's probes were backing off, and went down again
+  // before its next one.
+  const std::thread::id submitter = std::this_thread::get_id();
+  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+                             google::protobuf::Message*,
+                             absl::Time) -> std::optional<absl::Status> {
+    if (method == "Health" && std::this_thread::get_id() != submitter) {
+      return absl::UnavailableError("ps1: connection refused");
+    }
+    return std::nullopt;
+  });
+  StartChief(1);
+  ASSERT_TRUE(chief_->Submit(Job(dir, R"(, "mode": "async", "steps": 100, "steps_in_flight": 1)"))
+                  .ok());
+  // The job pauses for it and says why (it did neither for a ps never seen up: it went on
+  // leasing steps that could only fail).
+  EXPECT_TRUE(WaitForStatus([](const JobStatus& s) {
+    return s.phase().find("paused: ps 1") != std::string::npos &&
+           s.phase().find("unreachable") != std::string::npos;
+  })) << chief_->Status().DebugString();
+  ps_[1]->SetInterceptor(nullptr);
+  ASSERT_TRUE(chief_->Cancel("").ok());
   while (workers_[0]->Finish() >= 0) {
   }
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <iostream>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/flags.h"
 #include "ps_server/process_memory.h"
 #include "ps_server/rpc/grpc_ps_service.h"
@@ -31,6 +33,7 @@ int Main(int argc, char** argv) {
   int64_t memory_budget_bytes = -1;
   double snapshot_reserve = 0.5;
   int64_t max_reply_bytes = int64_t{64} << 20;
+  int64_t test_snapshot_write_delay_ms = 0;
   flags.AddInt("threads", &threads, "threads for large requests");
   flags.AddInt("memory_budget_bytes", &memory_budget_bytes,
                "bytes that parameters, optimizer slots and checkpoint snapshots' copies may "
@@ -41,6 +44,9 @@ int Main(int argc, char** argv) {
                   "checkpoint snapshot is written, in [0, 1)");
   flags.AddInt("max_reply_bytes", &max_reply_bytes,
                "largest reply one pull may ask for (0: no limit)");
+  flags.AddInt("test_snapshot_write_delay_ms", &test_snapshot_write_delay_ms,
+               "a test aid, not for production: wait this long before writing each checkpoint "
+               "snapshot's file, so that a test can kill the ps while it writes one (0: none)");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
   if (threads < 1 || threads > 256) {
     std::cerr << "error: --threads must be 1..256, got " << threads << "\n";
@@ -58,6 +64,11 @@ int Main(int argc, char** argv) {
   if (max_reply_bytes < 0) {
     std::cerr << "error: --max_reply_bytes must be >= 0 (0: no limit), got " << max_reply_bytes
               << "\n";
+    return 2;
+  }
+  if (test_snapshot_write_delay_ms < 0) {
+    std::cerr << "error: --test_snapshot_write_delay_ms must be >= 0, got "
+              << test_snapshot_write_delay_ms << "\n";
     return 2;
   }
   std::string budget_source = "--memory_budget_bytes";
@@ -78,6 +89,16 @@ int Main(int argc, char** argv) {
   store_options.memory_budget_bytes = memory_budget_bytes;
   store_options.snapshot_reserve = snapshot_reserve;
   store_options.max_reply_bytes = max_reply_bytes;
+  // The test aid's wait ends early when the daemon stops, so that it never holds up a
+  // shutdown (the store joins its snapshot writer).
+  absl::Notification stopping;
+  if (test_snapshot_write_delay_ms > 0) {
+    store_options.before_snapshot_write = [&stopping, test_snapshot_write_delay_ms](int64_t id) {
+      std::cerr << "ps: --test_snapshot_write_delay_ms: checkpoint " << id << "'s file waits "
+                << test_snapshot_write_delay_ms << " ms\n";
+      stopping.WaitForNotificationWithTimeout(absl::Milliseconds(test_snapshot_write_delay_ms));
+    };
+  }
   absl::StatusOr<std::unique_ptr<ShardStore>> store = ShardStore::Create(store_options);
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
@@ -102,6 +123,7 @@ int Main(int argc, char** argv) {
             << max_reply_bytes << " bytes\n";
 
   daemon.WaitForStop();
+  stopping.Notify();
   (*store)->Shutdown();  // fails waiting pulls, so the server can drain
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();

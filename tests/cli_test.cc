@@ -86,10 +86,18 @@ TEST_F(CliTest, BadJobFilesAreRejected) {
   std::string bad = WriteTempFile("bad.json", R"({"model": "mlp:64", "batch_size": -3})");
   EXPECT_EQ(Shardctl({"submit", bad}, &out), 2);
   EXPECT_THAT(out, HasSubstr("batch_size"));
+  // Rejected by the chief for what only it can judge (shardctl's own check passes them),
+  // still exit 2 with the field named.
   std::string nodata = WriteTempFile(
       "nodata.json", R"({"model": "softmax", "steps": 5, "data_dir": "/no/such/dir"})");
-  EXPECT_NE(Shardctl({"submit", nodata}, &out), 0);
+  EXPECT_EQ(Shardctl({"submit", nodata}, &out), 2) << out;
+  EXPECT_THAT(out, HasSubstr("\"data_dir\""));
   EXPECT_THAT(out, HasSubstr("/no/such/dir"));
+  std::string replicas = WriteTempFile(
+      "replicas.json", R"({"model": "softmax", "steps": 5, "mode": "sync", "num_replicas": 3})");
+  EXPECT_EQ(Shardctl({"submit", replicas}, &out), 2) << out;
+  EXPECT_THAT(out, HasSubstr("num_replicas"));
+  EXPECT_THAT(out, HasSubstr("3"));
   auto status = cluster_->Status();
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->state(), JobStatus::NO_JOB);

@@ -141,6 +141,13 @@ std::string TempDir() {
   return dir != nullptr ? dir : "/tmp";
 }
 
+std::string FreshTempDir(const std::string& name) {
+  const std::string dir = absl::StrCat(TempDir(), "/", name);
+  std::string output;
+  (void)RunCommand("/bin/rm", {"-rf", dir}, {}, &output);
+  return dir;
+}
+
 std::string SelfPath() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

@@ -35,6 +35,8 @@ class Process {
   // Waits for exit; returns the exit code (128 + signal when killed) or DEADLINE_EXCEEDED.
   absl::StatusOr<int> Wait(absl::Duration timeout);
   bool Running();
+  // The exit code, once Running or Wait has seen the process end.
+  std::optional<int> exit_code() const { return exit_code_; }
   std::string Log() const;
 
  private:
@@ -58,6 +60,8 @@ std::string BinaryPath(const std::string& target_path);
 
 // A scratch directory for this test.
 std::string TempDir();
+// TempDir()/name, removed (with all it holds) if it exists; not created.
+std::string FreshTempDir(const std::string& name);
 
 // This process's executable (from /proc/self/exe).
 std::string SelfPath();
