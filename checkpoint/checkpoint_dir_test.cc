@@ -1,16 +1,14 @@
 #include "checkpoint/checkpoint_dir.h"
 
 #include <fcntl.h>
-#include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/safetensors.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,23 +19,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/ckptdirXXXXXX");
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-void WriteRaw(const std::string& path, const std::string& bytes, bool append = false) {
-  std::ofstream out(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
-  out << bytes;
-}
 
 // A one-variable manifest for checkpoint `id` whose data file has been written into `dir`.
 absl::StatusOr<Manifest> WriteData(const CheckpointDir& dir, int64_t id) {
@@ -89,7 +70,7 @@ std::vector<int64_t> Ids(const std::vector<CommittedCheckpoint>& list) {
 class CheckpointDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = MakeTempDir();
+    root_ = MakeTestDir("ckptdir");
     absl::StatusOr<CheckpointDir> dir = CheckpointDir::Open(root_ + "/job", true);
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = std::make_unique<CheckpointDir>(*dir);
@@ -107,11 +88,11 @@ TEST_F(CheckpointDirTest, OpenChecksThePath) {
   absl::StatusOr<CheckpointDir> missing = CheckpointDir::Open(root_ + "/nope", false);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(missing.status().message(), HasSubstr(root_ + "/nope"));
-  EXPECT_FALSE(Exists(root_ + "/nope"));
+  EXPECT_FALSE(PathExists(root_ + "/nope"));
   absl::StatusOr<CheckpointDir> created = CheckpointDir::Open(root_ + "/a/b/c", true);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->path(), root_ + "/a/b/c");
-  WriteRaw(root_ + "/file", "x");
+  WriteFileBytes(root_ + "/file", "x");
   absl::StatusOr<CheckpointDir> file = CheckpointDir::Open(root_ + "/file", true);
   EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(file.status().message(), HasSubstr("is not a directory"));
@@ -138,7 +119,7 @@ TEST_F(CheckpointDirTest, SmallFilesAreReplacedAtomically) {
   absl::StatusOr<std::string> text = ReadWholeFile(path);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "{\"generation\": 2}");
-  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_FALSE(PathExists(path + ".tmp"));
   absl::Status bad = WriteFileAtomically(root_ + "/missing/state.json", "x");
   EXPECT_EQ(bad.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(bad.message(), HasSubstr(root_ + "/missing/state.json.tmp"));
@@ -158,7 +139,7 @@ TEST_F(CheckpointDirTest, CommitThenListNewestFirst) {
   EXPECT_EQ((*list)[0].manifest_path, dir_->CheckpointPath(10) + "/manifest.json");
   EXPECT_EQ((*list)[0].manifest.progress.steps_done, 100);
   EXPECT_EQ(*dir_->NextId(), 11);
-  EXPECT_FALSE(Exists(dir_->CheckpointPath(10) + "/manifest.json.tmp"));
+  EXPECT_FALSE(PathExists(dir_->CheckpointPath(10) + "/manifest.json.tmp"));
 }
 
 TEST_F(CheckpointDirTest, CommitRefusesWhatNoReaderCouldUse) {
@@ -188,7 +169,7 @@ TEST_F(CheckpointDirTest, CommitRefusesWhatNoReaderCouldUse) {
   s = dir_->Commit(invalid);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("variables[0].shards"));
-  EXPECT_FALSE(Exists(dir_->CheckpointPath(3) + "/manifest.json"));
+  EXPECT_FALSE(PathExists(dir_->CheckpointPath(3) + "/manifest.json"));
   EXPECT_THAT(ListedIds(), IsEmpty());
 
   ASSERT_TRUE(dir_->Commit(*m).ok());
@@ -201,10 +182,10 @@ TEST_F(CheckpointDirTest, PrepareEmptiesAnInterruptedCheckpoint) {
   absl::StatusOr<std::string> path = dir_->Prepare(5);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir_->CheckpointPath(5));
-  WriteRaw(*path + "/ps-00000-of-00001.safetensors.tmp", "half");
+  WriteFileBytes(*path + "/ps-00000-of-00001.safetensors.tmp", "half");
   ASSERT_TRUE(dir_->Prepare(5).ok());
-  EXPECT_FALSE(Exists(*path + "/ps-00000-of-00001.safetensors.tmp"));
-  EXPECT_TRUE(Exists(*path));
+  EXPECT_FALSE(PathExists(*path + "/ps-00000-of-00001.safetensors.tmp"));
+  EXPECT_TRUE(PathExists(*path));
 }
 
 TEST_F(CheckpointDirTest, InterruptedCheckpointsAreIgnoredCountedAndPruned) {
@@ -214,7 +195,7 @@ TEST_F(CheckpointDirTest, InterruptedCheckpointsAreIgnoredCountedAndPruned) {
   ASSERT_TRUE(WriteData(*dir_, 3).ok());
   ASSERT_TRUE(dir_->Prepare(4).ok());  // the manifest's rename never happened
   ASSERT_TRUE(WriteData(*dir_, 4).ok());
-  WriteRaw(dir_->CheckpointPath(4) + "/manifest.json.tmp", "{\"format\": \"shardps-chec");
+  WriteFileBytes(dir_->CheckpointPath(4) + "/manifest.json.tmp", "{\"format\": \"shardps-chec");
   ASSERT_TRUE(Committed(*dir_, 5).ok());
   ASSERT_TRUE(dir_->Prepare(6).ok());  // newer than every committed one: maybe in progress
   EXPECT_THAT(ListedIds(), ElementsAre(5, 2, 1));
@@ -222,8 +203,8 @@ TEST_F(CheckpointDirTest, InterruptedCheckpointsAreIgnoredCountedAndPruned) {
 
   ASSERT_TRUE(dir_->Prune(1, std::nullopt, 0).ok());
   EXPECT_THAT(ListedIds(), ElementsAre(5));
-  for (int64_t gone : {1, 2, 3, 4}) EXPECT_FALSE(Exists(dir_->CheckpointPath(gone))) << gone;
-  EXPECT_TRUE(Exists(dir_->CheckpointPath(6)));
+  for (int64_t gone : {1, 2, 3, 4}) EXPECT_FALSE(PathExists(dir_->CheckpointPath(gone))) << gone;
+  EXPECT_TRUE(PathExists(dir_->CheckpointPath(6)));
   EXPECT_EQ(*dir_->NextId(), 7);
 }
 
@@ -231,12 +212,12 @@ TEST_F(CheckpointDirTest, UnreadableManifestIsSkippedReportedAndKept) {
   ASSERT_TRUE(Committed(*dir_, 1).ok());
   ASSERT_TRUE(Committed(*dir_, 2).ok());
   ASSERT_TRUE(Committed(*dir_, 3).ok());
-  WriteRaw(dir_->CheckpointPath(3) + "/manifest.json", "{\"format\": 17}");
+  WriteFileBytes(dir_->CheckpointPath(3) + "/manifest.json", "{\"format\": 17}");
   // A manifest copied from another checkpoint's directory does not belong here.
   ASSERT_TRUE(dir_->Prepare(4).ok());
   absl::StatusOr<std::string> one = ReadWholeFile(dir_->CheckpointPath(1) + "/manifest.json");
   ASSERT_TRUE(one.ok());
-  WriteRaw(dir_->CheckpointPath(4) + "/manifest.json", *one);
+  WriteFileBytes(dir_->CheckpointPath(4) + "/manifest.json", *one);
 
   std::vector<std::string> skipped;
   absl::StatusOr<std::vector<CommittedCheckpoint>> list = dir_->List(&skipped);
@@ -250,8 +231,8 @@ TEST_F(CheckpointDirTest, UnreadableManifestIsSkippedReportedAndKept) {
 
   ASSERT_TRUE(dir_->Prune(1, std::nullopt, 0).ok());
   EXPECT_THAT(ListedIds(), ElementsAre(2));
-  EXPECT_TRUE(Exists(dir_->CheckpointPath(3) + "/manifest.json")) << "evidence kept";
-  EXPECT_TRUE(Exists(dir_->CheckpointPath(4) + "/manifest.json"));
+  EXPECT_TRUE(PathExists(dir_->CheckpointPath(3) + "/manifest.json")) << "evidence kept";
+  EXPECT_TRUE(PathExists(dir_->CheckpointPath(4) + "/manifest.json"));
 }
 
 TEST_F(CheckpointDirTest, PruneKeepsTheNewestAndTheBest) {
@@ -266,13 +247,13 @@ TEST_F(CheckpointDirTest, PruneKeepsTheNewestAndTheBest) {
 }
 
 TEST_F(CheckpointDirTest, PruneRemovesOldJournalsOnly) {
-  for (int g = 1; g <= 3; ++g) WriteRaw(dir_->JournalFile(g), "");
-  WriteRaw(dir_->path() + "/journal-x.log", "");
+  for (int g = 1; g <= 3; ++g) WriteFileBytes(dir_->JournalFile(g), "");
+  WriteFileBytes(dir_->path() + "/journal-x.log", "");
   ASSERT_TRUE(dir_->Prune(1, std::nullopt, 2).ok());
-  EXPECT_FALSE(Exists(dir_->JournalFile(1)));
-  EXPECT_TRUE(Exists(dir_->JournalFile(2)));
-  EXPECT_TRUE(Exists(dir_->JournalFile(3)));
-  EXPECT_TRUE(Exists(dir_->path() + "/journal-x.log"));
+  EXPECT_FALSE(PathExists(dir_->JournalFile(1)));
+  EXPECT_TRUE(PathExists(dir_->JournalFile(2)));
+  EXPECT_TRUE(PathExists(dir_->JournalFile(3)));
+  EXPECT_TRUE(PathExists(dir_->path() + "/journal-x.log"));
 }
 
 TEST_F(CheckpointDirTest, ClearRemovesTheJobsStateOnly) {
@@ -280,15 +261,15 @@ TEST_F(CheckpointDirTest, ClearRemovesTheJobsStateOnly) {
   ASSERT_TRUE(dir_->Prepare(2).ok());
   ASSERT_TRUE(WriteFileAtomically(dir_->JobFile(), "{}").ok());
   ASSERT_TRUE(WriteFileAtomically(dir_->StateFile(), "{}").ok());
-  WriteRaw(dir_->JournalFile(1), "");
-  WriteRaw(dir_->path() + "/notes.txt", "mine");
+  WriteFileBytes(dir_->JournalFile(1), "");
+  WriteFileBytes(dir_->path() + "/notes.txt", "mine");
   ASSERT_TRUE(dir_->Clear().ok());
-  EXPECT_FALSE(Exists(dir_->CheckpointPath(1)));
-  EXPECT_FALSE(Exists(dir_->CheckpointPath(2)));
-  EXPECT_FALSE(Exists(dir_->JobFile()));
-  EXPECT_FALSE(Exists(dir_->StateFile()));
-  EXPECT_FALSE(Exists(dir_->JournalFile(1)));
-  EXPECT_TRUE(Exists(dir_->path() + "/notes.txt"));
+  EXPECT_FALSE(PathExists(dir_->CheckpointPath(1)));
+  EXPECT_FALSE(PathExists(dir_->CheckpointPath(2)));
+  EXPECT_FALSE(PathExists(dir_->JobFile()));
+  EXPECT_FALSE(PathExists(dir_->StateFile()));
+  EXPECT_FALSE(PathExists(dir_->JournalFile(1)));
+  EXPECT_TRUE(PathExists(dir_->path() + "/notes.txt"));
   EXPECT_EQ(*dir_->NextId(), 1);
 }
 
@@ -307,7 +288,7 @@ TEST_F(CheckpointDirTest, JournalRoundTripsAndIgnoresATornLastRecord) {
   EXPECT_EQ(*StepJournal::Read(path), (Records{{2, 100}, {2, 101}, {2, int64_t{1} << 40}}));
 
   // A chief killed mid-write: part of a record, by hand.
-  WriteRaw(path, std::string("\x02\x00\x00\x00\x00\x00\x00\x00\x66\x00", 10), true);
+  AppendFileBytes(path, std::string("\x02\x00\x00\x00\x00\x00\x00\x00\x66\x00", 10));
   EXPECT_EQ(*StepJournal::Read(path), (Records{{2, 100}, {2, 101}, {2, int64_t{1} << 40}}));
 
   // Reopening cuts the torn tail, so that new records stay aligned.
@@ -320,7 +301,7 @@ TEST_F(CheckpointDirTest, JournalRoundTripsAndIgnoresATornLastRecord) {
             (Records{{2, 100}, {2, 101}, {2, int64_t{1} << 40}, {2, 102}}));
 
   // A machine crash can leave zeros past the end: a whole-sized but invalid tail.
-  WriteRaw(path, std::string(40, '\0'), true);
+  AppendFileBytes(path, std::string(40, '\0'));
   EXPECT_THAT(*StepJournal::Read(path), SizeIs(4));
 }
 
@@ -335,7 +316,7 @@ TEST_F(CheckpointDirTest, JournalCorruptionBeforeAValidRecordIsDataLoss) {
   ASSERT_TRUE(bytes.ok());
   std::string bad = *bytes;
   bad[25] ^= 0x40;  // inside the second record
-  WriteRaw(path, bad);
+  WriteFileBytes(path, bad);
   absl::StatusOr<Records> records = StepJournal::Read(path);
   EXPECT_EQ(records.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(records.status().message(), HasSubstr(path + ": step journal record at byte 20"));

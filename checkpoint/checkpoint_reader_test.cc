@@ -1,14 +1,10 @@
 #include "checkpoint/checkpoint_reader.h"
 
-#include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/safetensors.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,30 +20,6 @@ namespace shardps {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/readerXXXXXX");
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 // Random bit patterns: NaNs with payloads, denormals and -0 included, so that any
 // conversion on the way would show.
@@ -77,7 +50,7 @@ struct VariableDef {
 class CheckpointReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = MakeTempDir();
+    root_ = MakeTestDir("reader");
     absl::StatusOr<CheckpointDir> dir = CheckpointDir::Open(root_ + "/job", true);
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = std::make_unique<CheckpointDir>(*dir);
@@ -177,9 +150,9 @@ class CheckpointReaderTest : public ::testing::Test {
     const TensorInfo* t = (*file)->Find(tensor);
     ASSERT_NE(t, nullptr);
     const int64_t at = (*file)->data_offset() + t->data_begin() + byte;
-    std::string bytes = ReadAll(DataFile(id, ps));
+    std::string bytes = ReadFileBytes(DataFile(id, ps));
     bytes[at] ^= 0x10;
-    WriteAll(DataFile(id, ps), bytes);
+    WriteFileBytes(DataFile(id, ps), bytes);
   }
 
   std::string root_;
@@ -319,11 +292,11 @@ TEST_F(CheckpointReaderTest, CorruptTensorFailsOnlyTheReadsThatTouchIt) {
 TEST_F(CheckpointReaderTest, ChangedHeaderFailsEveryReadOfThatFileOnly) {
   // A header edit that keeps the JSON valid and the offsets right (a renamed tensor) is
   // caught by the header's CRC against the manifest.
-  std::string bytes = ReadAll(DataFile(1, 0));
+  std::string bytes = ReadFileBytes(DataFile(1, 0));
   const size_t at = bytes.find("\"step\"");
   ASSERT_NE(at, std::string::npos);
   bytes[at + 1] = 'S';
-  WriteAll(DataFile(1, 0), bytes);
+  WriteFileBytes(DataFile(1, 0), bytes);
   std::unique_ptr<CheckpointReader> reader = Open();
   ASSERT_NE(reader, nullptr);
   std::vector<float> out(18);
@@ -380,7 +353,7 @@ TEST_F(CheckpointReaderTest, ExportWritesWholeVariablesByName) {
     ASSERT_TRUE((*file)->ReadRange(*t, 0, back.size() * 4, reinterpret_cast<char*>(back.data())).ok());
     EXPECT_TRUE(SameBits(back.data(), values->data(), back.size())) << name;
   }
-  EXPECT_FALSE(Exists(out + ".unverified"));
+  EXPECT_FALSE(PathExists(out + ".unverified"));
 
   const std::string params_only = root_ + "/params.safetensors";
   ASSERT_TRUE(ExportCheckpoint(dir_->CheckpointPath(1), params_only, false).ok());
@@ -396,8 +369,8 @@ TEST_F(CheckpointReaderTest, ExportOfACorruptCheckpointLeavesNothing) {
   absl::Status s = ExportCheckpoint(dir_->path(), out, true);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr(DataFile(1, 0) + ": tensor 'emb/part_0/adam_v'"));
-  EXPECT_FALSE(Exists(out));
-  EXPECT_FALSE(Exists(out + ".unverified"));
+  EXPECT_FALSE(PathExists(out));
+  EXPECT_FALSE(PathExists(out + ".unverified"));
   // Without slots the corrupt tensor is not needed.
   EXPECT_TRUE(ExportCheckpoint(dir_->path(), out, false).ok());
 }

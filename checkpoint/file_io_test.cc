@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,13 +16,6 @@ namespace shardps {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/file_ioXXXXXX");
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
 
 TEST(FileIoTest, ErrnoErrorNamesOperationPathAndText) {
   absl::Status full = ErrnoError(ENOSPC, "write", "/ckpt/ps-0.safetensors.tmp");
@@ -36,7 +29,7 @@ TEST(FileIoTest, ErrnoErrorNamesOperationPathAndText) {
 }
 
 TEST(FileIoTest, PwritevWritesEveryPieceAndPreadReadsThemBack) {
-  const std::string path = MakeTempDir() + "/f";
+  const std::string path = MakeTestDir("file_io") + "/f";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
   // More pieces than IOV_MAX, some empty, of varying sizes.
@@ -64,7 +57,7 @@ TEST(FileIoTest, PwritevWritesEveryPieceAndPreadReadsThemBack) {
 }
 
 TEST(FileIoTest, FsyncDirectory) {
-  EXPECT_TRUE(FsyncDirectory(MakeTempDir()).ok());
+  EXPECT_TRUE(FsyncDirectory(MakeTestDir("file_io")).ok());
   absl::Status missing = FsyncDirectory("/no/such/dir");
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr("/no/such/dir"));

@@ -7,7 +7,6 @@
 //       --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,17 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/safetensors.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 
 namespace shardps {
 namespace {
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/pyinteropXXXXXX");
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
 
 template <typename T>
 TensorToWrite Tensor(const std::string& name, const std::string& dtype,
@@ -79,7 +72,7 @@ TEST(SafetensorsPythonTest, ReferenceImplementationReadsAndWritesOurFormat) {
                     "NOT checked. Run:\n***   bazel test //checkpoint:safetensors_python_test "
                     "--test_env=SHARDPS_VENV=$(deploy/python_env.sh)\n";
   }
-  const std::string dir = MakeTempDir();
+  const std::string dir = MakeTestDir("pyinterop");
   const std::string ours = dir + "/from_shardps.safetensors";
   const std::string theirs = dir + "/from_python.safetensors";
 

@@ -1,21 +1,19 @@
 #include "checkpoint/safetensors.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/crc32c.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,30 +21,6 @@ namespace shardps {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/safetensorsXXXXXX");
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 std::string RandomBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -79,7 +53,7 @@ TensorToWrite Tensor(std::string name, std::string dtype, std::vector<int64_t> s
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = MakeTempDir(); }
+  void SetUp() override { dir_ = MakeTestDir("safetensors"); }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   std::string dir_;
 };
@@ -109,9 +83,9 @@ TEST_F(SafetensorsTest, RoundTripsDtypesScalarsAndEmptyTensors) {
   const std::string path = Path("a.safetensors");
   absl::StatusOr<DataFileInfo> info = WriteSafetensors(path, std::move(tensors), options, &stats);
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_FALSE(PathExists(path + ".tmp"));
   EXPECT_EQ(info->file(), "a.safetensors");
-  const std::string raw = ReadAll(path);
+  const std::string raw = ReadFileBytes(path);
   EXPECT_EQ(info->bytes(), static_cast<int64_t>(raw.size()));
   EXPECT_EQ(stats.bytes, info->bytes());
   EXPECT_GE(stats.seconds, 0);
@@ -173,7 +147,7 @@ TEST_F(SafetensorsTest, LargeTensorsInManyPiecesCrossBatches) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->tensors(0).crc32c(), Crc32c(a_bytes));
   EXPECT_EQ(info->tensors(1).crc32c(), Crc32c(b));
-  EXPECT_EQ(info->crc32c(), Crc32c(ReadAll(path)));
+  EXPECT_EQ(info->crc32c(), Crc32c(ReadFileBytes(path)));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   // Chunks of whole 12-byte rows when asked for them.
@@ -233,8 +207,8 @@ TEST_F(SafetensorsTest, RejectsBadTensorsBeforeWriting) {
     EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << what;
     EXPECT_THAT(info.status().message(), HasSubstr(what));
     EXPECT_THAT(info.status().message(), HasSubstr(path));
-    EXPECT_FALSE(Exists(path));
-    EXPECT_FALSE(Exists(path + ".tmp"));
+    EXPECT_FALSE(PathExists(path));
+    EXPECT_FALSE(PathExists(path + ".tmp"));
   };
   expect_invalid(Tensor("w", "F32", {2, 2}, RandomBytes(12, 1), 4), "pieces hold 12");
   expect_invalid(Tensor("w", "Q7", {2}, RandomBytes(8, 1), 4), "unknown dtype 'Q7'");
@@ -277,13 +251,13 @@ TEST_F(SafetensorsTest, FailedWriteRemovesTheTemporaryFile) {
   ASSERT_FALSE(info.ok());
   EXPECT_THAT(info.status().message(), HasSubstr(path + ".tmp"));
   EXPECT_THAT(info.status().message(), HasSubstr("File too large"));
-  EXPECT_FALSE(Exists(path));
-  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_FALSE(PathExists(path));
+  EXPECT_FALSE(PathExists(path + ".tmp"));
 }
 
 TEST_F(SafetensorsTest, ReadsTensorsInOffsetOrderWhateverTheKeyOrder) {
   const std::string path = Path("order.safetensors");
-  WriteAll(path, RawFile(R"({"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]},)"
+  WriteFileBytes(path, RawFile(R"({"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]},)"
                          R"("a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})",
                          "abcde"));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
@@ -371,7 +345,7 @@ TEST_F(SafetensorsTest, MalformedFilesAreDataLossNamingFileAndTensor) {
   for (const Malformed& c : cases) {
     SCOPED_TRACE(c.label);
     const std::string path = Path("malformed.safetensors");
-    WriteAll(path, c.bytes);
+    WriteFileBytes(path, c.bytes);
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
     ASSERT_FALSE(file.ok());
     EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
@@ -396,13 +370,13 @@ TEST_F(SafetensorsTest, EveryFlippedByteIsDetected) {
   options.metadata = {{"k", "v"}};
   absl::StatusOr<DataFileInfo> info = WriteSafetensors(path, std::move(tensors), options);
   ASSERT_TRUE(info.ok()) << info.status();
-  const std::string good = ReadAll(path);
+  const std::string good = ReadFileBytes(path);
   int header_positions = 0, data_positions = 0;
   for (size_t pos = 0; pos < good.size(); ++pos) {
     for (unsigned char mask : {0x01, 0x80, 0xFF}) {
       std::string bad = good;
       bad[pos] = static_cast<char>(bad[pos] ^ mask);
-      WriteAll(path, bad);
+      WriteFileBytes(path, bad);
       absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
       if (!file.ok()) {
         ASSERT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << "at " << pos;

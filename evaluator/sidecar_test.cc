@@ -3,15 +3,13 @@
 // same parameters from in-process ps tasks.
 #include "evaluator/sidecar.h"
 
-#include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "common/test_files.h"
 #include "evaluator/job_follower.h"
 #include "evaluator/test_util.h"
 #include "gmock/gmock.h"
@@ -24,18 +22,6 @@ using testing::FakeChief;
 using testing::RecordingHooks;
 using testing::Status;
 using testing::WriteSoftmaxCheckpoint;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 class SidecarTest : public ::testing::Test {
  protected:
@@ -100,9 +86,9 @@ TEST_F(SidecarTest, EvaluatesEachCommittedCheckpointOnceAsThePsModeWould) {
   ASSERT_TRUE(testing::WriteSoftmaxCheckpointWithoutManifest(dir_, job_, 3, params_[80]).ok());
   Write(4, 80);
   const std::string corrupt = CheckpointPath(4) + "/" + CheckpointDir::DataFileName(0, 2);
-  std::string bytes = ReadAll(corrupt);
+  std::string bytes = ReadFileBytes(corrupt);
   bytes[bytes.size() - 100] ^= 0x08;
-  WriteAll(corrupt, bytes);
+  WriteFileBytes(corrupt, bytes);
   Write(5, 120, /*final=*/true);
 
   RecordingHooks hooks;
@@ -164,7 +150,7 @@ TEST_F(SidecarTest, CheckpointPrunedWhileReadIsSkipped) {
 TEST_F(SidecarTest, UnreadableManifestIsSkippedAndLoggedOnce) {
   Write(1, 10);
   Write(2, 40);
-  WriteAll(CheckpointPath(2) + "/manifest.json", "{\"format\": \"shardps-checkpoint\", trunc");
+  WriteFileBytes(CheckpointPath(2) + "/manifest.json", "{\"format\": \"shardps-checkpoint\", trunc");
   RecordingHooks hooks(/*max_sleeps=*/3);
   EXPECT_EQ(RunSidecar(options_, hooks.hooks), EvalOutcome::kStopped);
   EXPECT_EQ(EvaluatedIds(hooks), (std::vector<int64_t>{1}));

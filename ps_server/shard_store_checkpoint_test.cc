@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +19,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "common/error_detail.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
@@ -30,14 +30,6 @@ namespace shardps {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 std::string Bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
@@ -147,7 +139,7 @@ std::vector<float> ReadTensor(const SafetensorsFile& file, const std::string& na
 }
 
 TEST(ShardStoreCheckpointTest, ASnapshotHoldsThePreUpdateBytesWhileTheShardMovesOn) {
-  const std::string dir = TestDir("snapshot");
+  const std::string dir = FreshTestDir("snapshot");
   absl::Notification writing, release;
   ShardStore::Options options;
   options.task_index = 1;
@@ -220,7 +212,7 @@ TEST(ShardStoreCheckpointTest, ASnapshotHoldsThePreUpdateBytesWhileTheShardMoves
 }
 
 TEST(ShardStoreCheckpointTest, SnapshotsAreTakenAtSyncStepBoundariesAndInTheirGeneration) {
-  const std::string dir = TestDir("boundaries");
+  const std::string dir = FreshTestDir("boundaries");
   auto store = NewStore();
   ShardSpec sync = Part("s", 4, 2, 0, 1, 0, 4);
   sync.mutable_update()->set_mode(UpdateSpec::SYNC);
@@ -256,7 +248,7 @@ TEST(ShardStoreCheckpointTest, SnapshotsAreTakenAtSyncStepBoundariesAndInTheirGe
 }
 
 TEST(ShardStoreCheckpointTest, AnUnwritableDirectoryFailsTheSnapshotAndLeavesNoFile) {
-  const std::string dir = TestDir("unwritable");
+  const std::string dir = FreshTestDir("unwritable");
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {Part("a", 2, 2, 0, 1, 0, 2)}).ok());
   const std::string path = dir + "/missing/ps-0.safetensors";
@@ -499,7 +491,7 @@ std::vector<Variable> Variables() {
 }
 
 TEST(ShardStoreRestoreTest, RestoresBitIdenticallyIntoTheSameLayout) {
-  const std::string dir = TestDir("same_layout");
+  const std::string dir = FreshTestDir("same_layout");
   Cluster cluster = MakeCluster(2, 2, Variables());
   uint64_t id = 0;
   Train(cluster, &id, 3);
@@ -530,7 +522,7 @@ TEST(ShardStoreRestoreTest, RestoresBitIdenticallyIntoTheSameLayout) {
 }
 
 TEST(ShardStoreRestoreTest, RestoresIntoAnotherPartitioning) {
-  const std::string dir = TestDir("reshard");
+  const std::string dir = FreshTestDir("reshard");
   Cluster two = MakeCluster(2, 2, Variables());
   uint64_t id = 0;
   Train(two, &id, 3);
@@ -576,7 +568,7 @@ void CorruptTensor(const std::string& path, const std::string& name) {
 }
 
 TEST(ShardStoreRestoreTest, ACorruptFileIsDataLossNamingItAndChangesNothingInTheShard) {
-  const std::string dir = TestDir("corrupt");
+  const std::string dir = FreshTestDir("corrupt");
   Cluster cluster = MakeCluster(1, 2, Variables());
   uint64_t id = 0;
   Train(cluster, &id, 1);
@@ -628,7 +620,7 @@ TEST(ShardStoreRestoreTest, ACorruptFileIsDataLossNamingItAndChangesNothingInThe
 }
 
 TEST(ShardStoreRestoreTest, MismatchesAreFailedPreconditionNamingBoth) {
-  const std::string dir = TestDir("mismatch");
+  const std::string dir = FreshTestDir("mismatch");
   Cluster cluster = MakeCluster(1, 1, Variables());
   const std::string manifest = WriteCheckpoint(cluster, dir + "/ckpt", 1);
   ASSERT_FALSE(manifest.empty());
@@ -690,7 +682,7 @@ TEST(ShardStoreRestoreTest, AnEmptyManifestReinitializesAtVersionZero) {
 }
 
 TEST(ShardStoreRestoreTest, WarmStartWithANameMapAndParamsOnly) {
-  const std::string dir = TestDir("warm");
+  const std::string dir = FreshTestDir("warm");
   Cluster cluster = MakeCluster(1, 2, Variables());
   uint64_t id = 0;
   Train(cluster, &id, 2);
@@ -731,7 +723,7 @@ TEST(ShardStoreRestoreTest, WarmStartWithANameMapAndParamsOnly) {
 }
 
 TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndFailsThePullsOfTheOldTimeline) {
-  const std::string dir = TestDir("afresh");
+  const std::string dir = FreshTestDir("afresh");
   Cluster cluster = MakeCluster(1, 1, Variables());
   uint64_t id = 0;
   Train(cluster, &id, 3);  // emb at version 6 (dense and rows pushes)
@@ -777,7 +769,7 @@ TEST(ShardStoreRestoreTest, RestoreStartsAfreshAndFailsThePullsOfTheOldTimeline)
 // Pushes of generation 1 race a Restore to generation 2: each push either lands before the
 // shard is replaced (and is overwritten) or is refused; none lands on the restored state.
 TEST(ShardStoreRestoreTest, APushRacingARestoreNeverLandsOnTheRestoredState) {
-  const std::string dir = TestDir("race");
+  const std::string dir = FreshTestDir("race");
   Cluster cluster = MakeCluster(1, 1, {{"w", {64, 64}}});
   ShardStore& store = *cluster.stores[0];
   SetGenerationRequest set;

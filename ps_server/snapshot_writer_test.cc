@@ -1,11 +1,9 @@
 #include "ps_server/snapshot_writer.h"
 
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,20 +12,13 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "checkpoint/safetensors.h"
+#include "common/test_files.h"
 #include "gtest/gtest.h"
 
 namespace shardps {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 // A tensor of `values` whose bytes live in a block that the returned reference keeps alive.
 TensorToWrite Tensor(const std::string& name, std::vector<float> values,
@@ -52,7 +43,7 @@ SnapshotStatusResponse WaitFinished(const SnapshotWriter& writer, int64_t id) {
 }
 
 TEST(SnapshotWriterTest, WritesTheTensorsAndReportsTheFile) {
-  const std::string dir = TestDir("writes");
+  const std::string dir = FreshTestDir("writes");
   SnapshotWriter::Options options;
   absl::Notification release;
   absl::Notification entered;
@@ -105,7 +96,7 @@ TEST(SnapshotWriterTest, WritesTheTensorsAndReportsTheFile) {
 
 TEST(SnapshotWriterTest, AnUnwritableDirectoryFailsWithAClearErrorAndNoFile) {
   // A missing directory, and (unless running as root, who writes anywhere) a read-only one.
-  const std::string dir = TestDir("unwritable");
+  const std::string dir = FreshTestDir("unwritable");
   const std::string missing = dir + "/no/such/dir/ps-0.safetensors";
   const std::string locked_dir = dir + "/locked";
   fs::create_directories(locked_dir);
@@ -147,7 +138,7 @@ TEST(SnapshotWriterTest, AnUnwritableDirectoryFailsWithAClearErrorAndNoFile) {
 // A full disk, as the write sees it: past RLIMIT_FSIZE a write fails (EFBIG) the way it
 // fails on a full file system (ENOSPC), midway through the file.
 TEST(SnapshotWriterTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
-  const std::string dir = TestDir("full");
+  const std::string dir = FreshTestDir("full");
   const std::string path = dir + "/ps-0.safetensors";
   struct rlimit old_limit;
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
@@ -174,7 +165,7 @@ TEST(SnapshotWriterTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
 }
 
 TEST(SnapshotWriterTest, KeepsTheLastFewStatuses) {
-  const std::string dir = TestDir("keeps");
+  const std::string dir = FreshTestDir("keeps");
   SnapshotWriter::Options options;
   options.keep_finished = 2;
   options.fsync = false;

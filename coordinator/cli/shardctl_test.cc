@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
+#include "common/test_files.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -46,25 +47,13 @@ struct Result {
   std::string err;
 };
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
 std::string ShardctlPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/shardps/coordinator/cli/shardctl");
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(TempDir(), "/", name);
+  const std::string path = absl::StrCat(TestTmpDir(), "/", name);
   std::ofstream(path) << text;
   return path;
 }
@@ -74,7 +63,7 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 Result RunShardctl(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                    bool tty = false) {
   static int run_count = 0;
-  const std::string base = absl::StrCat(TempDir(), "/shardctl_run_", ++run_count);
+  const std::string base = absl::StrCat(TestTmpDir(), "/shardctl_run_", ++run_count);
   const std::string out_path = base + ".out";
   const std::string err_path = base + ".err";
   std::vector<std::string> argv_storage = {ShardctlPath()};
@@ -136,8 +125,8 @@ Result RunShardctl(const std::vector<std::string>& args, const std::vector<std::
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   drain_tty();
   if (tty) close(pty_master);
-  result.out = tty ? tty_output : ReadAll(out_path);
-  result.err = ReadAll(err_path);
+  result.out = tty ? tty_output : ReadFileBytes(out_path);
+  result.err = ReadFileBytes(err_path);
   EXPECT_NE(result.exit_code, 121) << "cannot exec " << argv_storage[0];
   return result;
 }
@@ -251,7 +240,7 @@ TEST(ShardctlTest, ValidateBadJobExits2NamingTheField) {
   EXPECT_EQ(b.exit_code, 2) << Describe(b);
   EXPECT_THAT(b.err, HasSubstr("invalid JSON"));
 
-  Result missing = RunShardctl({"validate", TempDir() + "/no_such_job.json"});
+  Result missing = RunShardctl({"validate", TestTmpDir() + "/no_such_job.json"});
   EXPECT_EQ(missing.exit_code, 2) << Describe(missing);
   EXPECT_THAT(missing.err, HasSubstr("no_such_job.json"));
 }
@@ -900,10 +889,10 @@ std::vector<std::string> TensorNames(const std::string& path) {
 }
 
 TEST(ShardctlExportTest, WritesWholeVariablesByName) {
-  const std::string dir = TempDir() + "/export_whole";
+  const std::string dir = TestTmpDir() + "/export_whole";
   const std::string checkpoint = WriteCheckpoint(dir);
   ASSERT_FALSE(checkpoint.empty());
-  const std::string out = TempDir() + "/export_whole.safetensors";
+  const std::string out = TestTmpDir() + "/export_whole.safetensors";
   // The checkpoint dir (its newest checkpoint), the checkpoint, or its manifest.
   for (const std::string& source : {dir, checkpoint, checkpoint + "/manifest.json"}) {
     Result r = RunShardctl({"export", source, out});
@@ -921,9 +910,9 @@ TEST(ShardctlExportTest, WritesWholeVariablesByName) {
 }
 
 TEST(ShardctlExportTest, SlotsOnRequest) {
-  const std::string dir = TempDir() + "/export_slots";
+  const std::string dir = TestTmpDir() + "/export_slots";
   ASSERT_FALSE(WriteCheckpoint(dir).empty());
-  const std::string out = TempDir() + "/export_slots.safetensors";
+  const std::string out = TestTmpDir() + "/export_slots.safetensors";
   Result r = RunShardctl({"export", dir, out, "--slots", "--json"});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("\"checkpoint_id\":7"));
@@ -940,30 +929,30 @@ TEST(ShardctlExportTest, SlotsOnRequest) {
 }
 
 TEST(ShardctlExportTest, BadArgumentsExit2) {
-  const std::string dir = TempDir() + "/export_args";
+  const std::string dir = TestTmpDir() + "/export_args";
   ASSERT_FALSE(WriteCheckpoint(dir).empty());
   Result one = RunShardctl({"export", dir});
   EXPECT_EQ(one.exit_code, 2) << Describe(one);
   EXPECT_THAT(one.err, HasSubstr("export: expected CKPT OUT, got 1 arguments"));
   EXPECT_EQ(RunShardctl({"export", dir, "a", "b"}).exit_code, 2);
-  Result into_dir = RunShardctl({"export", dir, TempDir()});
+  Result into_dir = RunShardctl({"export", dir, TestTmpDir()});
   EXPECT_EQ(into_dir.exit_code, 2) << Describe(into_dir);
   EXPECT_THAT(into_dir.err, HasSubstr("is a directory; give the file to write"));
-  Result no_dir = RunShardctl({"export", dir, TempDir() + "/no/such/dir/model.safetensors"});
+  Result no_dir = RunShardctl({"export", dir, TestTmpDir() + "/no/such/dir/model.safetensors"});
   EXPECT_EQ(no_dir.exit_code, 2) << Describe(no_dir);
-  EXPECT_THAT(no_dir.err, HasSubstr("no directory \"" + TempDir() + "/no/such/dir\""));
+  EXPECT_THAT(no_dir.err, HasSubstr("no directory \"" + TestTmpDir() + "/no/such/dir\""));
   EXPECT_EQ(RunShardctl({"export", dir, "out.safetensors", "--bogus"}).exit_code, 2);
 }
 
 TEST(ShardctlExportTest, MissingOrCorruptCheckpointExits1NamingTheFile) {
-  const std::string out = TempDir() + "/export_bad.safetensors";
-  const std::string missing = TempDir() + "/no_such_checkpoint";
+  const std::string out = TestTmpDir() + "/export_bad.safetensors";
+  const std::string missing = TestTmpDir() + "/no_such_checkpoint";
   Result gone = RunShardctl({"export", missing, out});
   EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
   EXPECT_THAT(gone.err, HasSubstr("no_such_checkpoint"));
 
   // A flipped bit in the first tensor of ps 1's file (kernel rows 2-3), past its header.
-  const std::string dir = TempDir() + "/export_corrupt";
+  const std::string dir = TestTmpDir() + "/export_corrupt";
   const std::string checkpoint = WriteCheckpoint(dir);
   ASSERT_FALSE(checkpoint.empty());
   const std::string data = checkpoint + "/" + CheckpointDir::DataFileName(1, 2);
@@ -988,7 +977,7 @@ TEST(ShardctlExportTest, MissingOrCorruptCheckpointExits1NamingTheFile) {
   EXPECT_THAT(corrupt.out, Not(HasSubstr("exported")));
 
   // A manifest that is not one.
-  const std::string broken = TempDir() + "/export_broken";
+  const std::string broken = TestTmpDir() + "/export_broken";
   const std::string broken_checkpoint = WriteCheckpoint(broken);
   ASSERT_FALSE(broken_checkpoint.empty());
   std::ofstream(broken_checkpoint + "/manifest.json") << "{\"format\": \"shardps-checkpoint\"";
