@@ -817,26 +817,18 @@ class ShardStoreImpl final : public ShardStore {
     RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data"));
     if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
-    std::vector<WaiterPtr> ready;
-    {
-      absl::MutexLock lock(&shard->mu());
-      RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
-      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      if (shard->sync()) {
-        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
-      }
-      PrepareUpdate(*shard, &ready);
-      UpdateResult result;
-      if (shard->sync()) {
-        result = shard->AddDense(request.sync().replica(), range, grad);
-      } else {
-        shard->ApplyDense(range, grad, &parallel_);
-        result.applied = true;
-      }
-      RecordUpdate(*shard, request.request_id(), result, response, &ready);
-    }
-    CompleteReady(&ready);
-    return absl::OkStatus();
+    return ApplyGradient(*shard, request, what, response,
+                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu())
+                             -> absl::StatusOr<UpdateResult> {
+                           UpdateResult result;
+                           if (shard->sync()) {
+                             result = shard->AddDense(request.sync().replica(), range, grad);
+                           } else {
+                             shard->ApplyDense(range, grad, &parallel_);
+                             result.applied = true;
+                           }
+                           return result;
+                         });
   }
 
   absl::Status PushRowsImpl(const PushRowsRequest& request, PushRowsResponse* response) {
@@ -878,31 +870,24 @@ class ShardStoreImpl final : public ShardStore {
       }
     }
 
-    std::vector<WaiterPtr> ready;
-    {
-      absl::MutexLock lock(&shard->mu());
-      RETURN_IF_ERROR(CheckUpdate(*shard, request.generation(), what));
-      if (AnswerIfDuplicate(*shard, request.request_id(), response)) return absl::OkStatus();
-      if (shard->sync()) {
-        RETURN_IF_ERROR(Annotate(shard->CheckStep(request.sync().step()), what));
-      }
-      PrepareUpdate(*shard, &ready);
-      UpdateResult result;
-      if (shard->sync()) {
-        ASSIGN_OR_RETURN(result, shard->AddRows(request.sync().replica(),
-                                                std::move(unique_ids), std::move(summed)));
-      } else if (!ids.empty()) {
-        if (has_duplicates) {
-          shard->ApplyRows(unique_ids, summed.data(), &parallel_);
-        } else {
-          shard->ApplyRows(ids, grad, &parallel_);
-        }
-        result.applied = true;
-      }
-      RecordUpdate(*shard, request.request_id(), result, response, &ready);
-    }
-    CompleteReady(&ready);
-    return absl::OkStatus();
+    return ApplyGradient(*shard, request, what, response,
+                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu())
+                             -> absl::StatusOr<UpdateResult> {
+                           if (shard->sync()) {
+                             return shard->AddRows(request.sync().replica(),
+                                                   std::move(unique_ids), std::move(summed));
+                           }
+                           UpdateResult result;
+                           if (!ids.empty()) {
+                             if (has_duplicates) {
+                               shard->ApplyRows(unique_ids, summed.data(), &parallel_);
+                             } else {
+                               shard->ApplyRows(ids, grad, &parallel_);
+                             }
+                             result.applied = true;
+                           }
+                           return result;
+                         });
   }
 
   absl::Status AssignImpl(const AssignRequest& request, AssignResponse* response) {
@@ -1132,6 +1117,27 @@ class ShardStoreImpl final : public ShardStore {
       CancelWaiters(*shard, "the shard was dropped");
     }
     response->set_dropped(static_cast<int32_t>(dropped.size()));
+    return absl::OkStatus();
+  }
+
+  // What every gradient push does under the shard's lock: the generation fence, the
+  // duplicate answer, a sync shard's step check, then `apply` (which adds the gradient to a
+  // sync step or applies it), its record, and the pulls its new version releases. `apply`
+  // runs under the lock; an error from it leaves the shard unchanged.
+  template <typename Request, typename Response, typename Apply>
+  absl::Status ApplyGradient(Shard& shard, const Request& request, const std::string& what,
+                             Response* response, Apply apply) {
+    std::vector<WaiterPtr> ready;
+    {
+      absl::MutexLock lock(&shard.mu());
+      RETURN_IF_ERROR(CheckUpdate(shard, request.generation(), what));
+      if (AnswerIfDuplicate(shard, request.request_id(), response)) return absl::OkStatus();
+      if (shard.sync()) RETURN_IF_ERROR(Annotate(shard.CheckStep(request.sync().step()), what));
+      PrepareUpdate(shard, &ready);
+      ASSIGN_OR_RETURN(const UpdateResult result, apply());
+      RecordUpdate(shard, request.request_id(), result, response, &ready);
+    }
+    CompleteReady(&ready);
     return absl::OkStatus();
   }
 
