@@ -169,13 +169,7 @@ TEST(AsyncRecoveryTest, ChiefKilledMidJobResumesLiveAndAppliesEveryStepOnce) {
   auto before = c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 300; });
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_LT(before->steps_done(), job.steps - 400) << "the job ran too fast to kill the chief";
-  auto killed = c->StopChief(SIGKILL);
-  ASSERT_TRUE(killed.ok()) << killed.status();
-  EXPECT_EQ(*killed, 128 + SIGKILL);
-  ASSERT_TRUE(c->RestartChief().ok());
-
-  auto resumed =
-      c->WaitForStatus([](const JobStatus& s) { return s.state() != JobStatus::NO_JOB; });
+  auto resumed = c->KillAndRestartChief();
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_THAT(resumed->resumed_from(), HasSubstr("live")) << c->Logs();
   EXPECT_GE(resumed->steps_done(), before->steps_done());

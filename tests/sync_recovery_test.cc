@@ -121,14 +121,7 @@ TEST(SyncRecoveryTest, ChiefKilledMidJobResumesLiveAndEndsBitIdentical) {
   auto before = c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 250; });
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_LT(before->steps_done(), kSteps - 300) << "the job ran too fast to kill the chief";
-  auto killed = c->StopChief(SIGKILL);
-  ASSERT_TRUE(killed.ok()) << killed.status();
-  EXPECT_EQ(*killed, 128 + SIGKILL);
-  ASSERT_TRUE(c->RestartChief().ok());
-
-  // The new chief serves status at once and submits its --job once every ps answers.
-  auto resumed =
-      c->WaitForStatus([](const JobStatus& s) { return s.state() != JobStatus::NO_JOB; });
+  auto resumed = c->KillAndRestartChief();
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_THAT(resumed->resumed_from(), HasSubstr("live")) << c->Logs();
   EXPECT_GE(resumed->steps_done(), before->steps_done());

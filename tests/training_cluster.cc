@@ -191,6 +191,17 @@ absl::Status TrainingCluster::RestartChief() {
   return WaitForChief();
 }
 
+absl::StatusOr<JobStatus> TrainingCluster::KillAndRestartChief() {
+  absl::StatusOr<int> killed = StopChief(SIGKILL);
+  if (!killed.ok()) return killed.status();
+  if (*killed != 128 + SIGKILL) {
+    return absl::InternalError(
+        absl::StrCat("the chief exited ", *killed, " before it was killed\n", Logs()));
+  }
+  if (absl::Status s = RestartChief(); !s.ok()) return s;
+  return WaitForStatus([](const JobStatus& s) { return s.state() != JobStatus::NO_JOB; });
+}
+
 absl::Status TrainingCluster::StartWorker(int i) { return Launch(workers_[i].get()); }
 
 absl::StatusOr<JobStatus> TrainingCluster::Status(absl::Duration timeout) {

@@ -64,6 +64,9 @@ class TrainingCluster {
   // Returns once the new chief answers GetStatus (or has exited 0 before it could: a chief
   // given a finished job reports it and ends).
   absl::Status RestartChief();
+  // kill -9 the chief, start it again, and wait until its job shows in its status (the new
+  // chief serves status at once and submits its --job once every ps answers): that status.
+  absl::StatusOr<JobStatus> KillAndRestartChief();
   absl::Status StartWorker(int i);
   // Sends `sig` to every daemon at once (a machine lost, say) and waits for all to exit.
   void SignalAll(int sig);
