@@ -36,6 +36,9 @@ constexpr int kBatchPieces = 1024;
 constexpr int64_t kWritebackBytes = 16 << 20;
 // Bytes read per call when streaming.
 constexpr int64_t kReadChunkBytes = 4 << 20;
+// How far ahead of the reader the kernel is asked to read (ReadAhead), and in what steps.
+constexpr int64_t kReadAheadBytes = 32 << 20;
+constexpr int64_t kReadAheadStep = 8 << 20;
 
 struct DtypeEntry {
   const char* name;
@@ -134,6 +137,29 @@ class BatchWriter {
   size_t batch_bytes_ = 0;
   int64_t written_ = 0;
   int64_t writeback_from_ = 0;
+};
+
+// Keeps the kernel reading a window ahead of a sequential reader (POSIX_FADV_WILLNEED starts
+// the reads and returns), so that the disk works while the reader checksums and copies what
+// it has: the kernel's own readahead only runs when the reader reads, and a restore spent
+// two thirds of its time waiting on the disk without this. Advisory: errors are ignored
+// (the reads that follow report any).
+class ReadAhead {
+ public:
+  ReadAhead(int fd, int64_t end) : fd_(fd), end_(end) {}
+  // Called before reading at `at`: asks for [at, at + window) unless most of it was asked for.
+  void Before(int64_t at) {
+    if (issued_ < at) issued_ = at;
+    const int64_t want = std::min(end_, at + kReadAheadBytes);
+    if (want - issued_ < kReadAheadStep && want < end_) return;
+    if (want > issued_) ::posix_fadvise(fd_, issued_, want - issued_, POSIX_FADV_WILLNEED);
+    issued_ = want;
+  }
+
+ private:
+  const int fd_;
+  const int64_t end_;
+  int64_t issued_ = 0;
 };
 
 absl::Status HeaderError(const std::string& path, absl::string_view what) {
@@ -499,10 +525,12 @@ absl::Status SafetensorsFile::StreamTensor(
   std::unique_ptr<char[]> buffer;
   if (size > 0) buffer.reset(new char[static_cast<size_t>(std::min(chunk, size))]);
   uint32_t crc = 0;
+  const int64_t base = data_offset_ + tensor.data_begin();
+  ReadAhead ahead(fd_, base + size);
   for (int64_t at = 0; at < size;) {
     const int64_t n = std::min(chunk, size - at);
-    RETURN_IF_ERROR(PreadFully(fd_, buffer.get(), static_cast<size_t>(n),
-                               data_offset_ + tensor.data_begin() + at, path_));
+    ahead.Before(base + at);
+    RETURN_IF_ERROR(PreadFully(fd_, buffer.get(), static_cast<size_t>(n), base + at, path_));
     crc = Crc32cExtend(crc, buffer.get(), static_cast<size_t>(n));
     RETURN_IF_ERROR(fn(at, absl::string_view(buffer.get(), static_cast<size_t>(n))));
     at += n;
@@ -526,8 +554,10 @@ absl::Status SafetensorsFile::Verify(int64_t expected_bytes, uint32_t expected_c
   }
   std::unique_ptr<char[]> buffer(new char[kReadChunkBytes]);
   uint32_t crc = 0;
+  ReadAhead ahead(fd_, expected_bytes);
   for (int64_t at = 0; at < expected_bytes;) {
     const int64_t n = std::min<int64_t>(kReadChunkBytes, expected_bytes - at);
+    ahead.Before(at);
     RETURN_IF_ERROR(PreadFully(fd_, buffer.get(), static_cast<size_t>(n), at, path_));
     crc = Crc32cExtend(crc, buffer.get(), static_cast<size_t>(n));
     at += n;
