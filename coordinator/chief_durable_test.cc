@@ -267,8 +267,12 @@ TEST_F(ChiefDurableTest, ARestartedChiefWhosePsAlsoRestartedRollsBack) {
   ASSERT_TRUE(RunUntil(10));
   ASSERT_TRUE(PumpUntil([](const JobStatus& s) { return s.has_checkpoint(); }));
   ASSERT_TRUE(RunUntil(chief_->Status().steps_done() + 3));
-  const int64_t cut = chief_->Status().last_checkpoint().steps_done();
   KillChief();
+  // The newest checkpoint committed before the chief died (read after it died: another may
+  // commit between a status read and the kill).
+  std::vector<CommittedCheckpoint> committed = *CheckpointDir::Open(dir, false)->List();
+  ASSERT_FALSE(committed.empty());
+  const int64_t cut = committed[0].manifest.progress.steps_done;
   RestartPs(0, 777);
   StartChief(1);
   auto second = chief_->Submit(Job(dir, R"(, "mode": "sync", "steps": 200)"));
