@@ -202,7 +202,6 @@ TEST_F(ChiefDurableTest, APsRestartRollsEveryPsBackToTheNewestCheckpoint) {
     return s.has_checkpoint() && s.last_checkpoint().steps_done() >= 10;
   }));
   ASSERT_TRUE(RunUntil(chief_->Status().steps_done() + 3));
-  const int64_t cut = chief_->Status().last_checkpoint().steps_done();
   const int64_t generation = chief_->Status().generation();
   const int64_t done = chief_->Status().steps_done();
   ASSERT_TRUE(workers_[0]->WaitForPending(1));  // a step of the old generation in flight
@@ -210,6 +209,11 @@ TEST_F(ChiefDurableTest, APsRestartRollsEveryPsBackToTheNewestCheckpoint) {
   ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.recoveries_size() == 1; }))
       << chief_->Status().DebugString();
   JobStatus status = chief_->Status();
+  // The newest checkpoint, read from the directory (one may have committed after the last
+  // status read above; none can commit now: worker 0 holds the only step leased).
+  std::vector<CommittedCheckpoint> committed = *CheckpointDir::Open(dir, false)->List();
+  ASSERT_FALSE(committed.empty());
+  const int64_t cut = committed[0].manifest.progress.steps_done;
   EXPECT_NE(status.recoveries(0).cause().find("ps 1"), std::string::npos)
       << status.recoveries(0).cause();
   EXPECT_NE(status.recoveries(0).action().find(absl::StrCat("(step ", cut, ")")),
