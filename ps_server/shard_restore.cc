@@ -124,7 +124,8 @@ absl::StatusOr<RestoredState> ReadShardState(CheckpointReader& reader, const Sha
         absl::StrCat(what, ": the checkpoint has no variable '", source.variable, "'"));
   }
   RestoredState restored;
-  restored.state = shard.NewState();
+  // Slots that the checkpoint supplies are not filled first: every byte of them is read.
+  restored.state = shard.NewState(/*initialize_slots=*/source.params_only);
   const int64_t begin = shard.spec().row_offset();
   const int64_t end = begin + shard.rows();
   // The tensors to read: the parameters, and each slot unless params_only.
