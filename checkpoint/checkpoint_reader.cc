@@ -57,12 +57,7 @@ class Reader : public CheckpointReader {
                         absl::FunctionRef<absl::Status(int64_t, absl::string_view)> sink,
                         int64_t* bytes_read) override {
     ASSIGN_OR_RETURN(const ManifestVariable* v, FindVariable(variable, slot));
-    const int64_t rows = Rows(*v);
-    if (row_begin < 0 || row_begin > row_end || row_end > rows) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(manifest_path_, ": rows [", row_begin, ", ", row_end, ") of variable '",
-                       variable, "', which has ", rows));
-    }
+    RETURN_IF_ERROR(CheckRange(*v, row_begin, row_end));
     const int64_t row_bytes = RowWidth(*v) * DtypeSize(v->dtype);
     for (const ManifestShard& shard : v->shards) {
       const int64_t begin = std::max(row_begin, shard.row_offset);
@@ -85,6 +80,43 @@ class Reader : public CheckpointReader {
                                            static_cast<size_t>((to - from) * row_bytes)));
           },
           row_bytes));
+      if (bytes_read != nullptr) *bytes_read += tensor.data_end() - tensor.data_begin();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadRowsInto(const std::string& variable, const std::string& slot,
+                            int64_t row_begin, int64_t row_end, RowSpans where,
+                            int64_t* bytes_read) override {
+    ASSIGN_OR_RETURN(const ManifestVariable* v, FindVariable(variable, slot));
+    RETURN_IF_ERROR(CheckRange(*v, row_begin, row_end));
+    const int64_t row_bytes = RowWidth(*v) * DtypeSize(v->dtype);
+    std::vector<absl::Span<char>> spans;
+    std::vector<TensorReadTarget> targets;
+    for (const ManifestShard& shard : v->shards) {
+      const int64_t begin = std::max(row_begin, shard.row_offset);
+      const int64_t end = std::min(row_end, shard.row_offset + shard.rows);
+      if (begin >= end) continue;
+      const TensorInfo& tensor = *tensors_.at({shard.file, shard.tensors.at(slot)});
+      ASSIGN_OR_RETURN(std::shared_ptr<const SafetensorsFile> file, File(shard.file));
+      // The whole source tensor, in order: its rows before the range and after it to the
+      // scratch buffer (null), the range's rows where the caller wants them.
+      spans.clear();
+      where(begin, end, &spans);
+      targets.clear();
+      targets.push_back({nullptr, (begin - shard.row_offset) * row_bytes});
+      int64_t given = 0;
+      for (absl::Span<char> span : spans) {
+        targets.push_back({span.data(), static_cast<int64_t>(span.size())});
+        given += static_cast<int64_t>(span.size());
+      }
+      if (given != (end - begin) * row_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            manifest_path_, ": rows [", begin, ", ", end, ") of variable '", variable, "' are ",
+            (end - begin) * row_bytes, " bytes, the destination spans hold ", given));
+      }
+      targets.push_back({nullptr, (shard.row_offset + shard.rows - end) * row_bytes});
+      RETURN_IF_ERROR(file->ReadTensorInto(tensor, tensor.crc32c(), targets));
       if (bytes_read != nullptr) *bytes_read += tensor.data_end() - tensor.data_begin();
     }
     return absl::OkStatus();
@@ -146,6 +178,16 @@ class Reader : public CheckpointReader {
 
   const TensorInfo& Tensor(const std::string& file, const std::string& name) const {
     return *tensors_.at({file, name});
+  }
+
+  absl::Status CheckRange(const ManifestVariable& v, int64_t row_begin, int64_t row_end) const {
+    const int64_t rows = Rows(v);
+    if (row_begin < 0 || row_begin > row_end || row_end > rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(manifest_path_, ": rows [", row_begin, ", ", row_end, ") of variable '",
+                       v.name, "', which has ", rows));
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<const ManifestVariable*> FindVariable(const std::string& variable,
@@ -253,11 +295,11 @@ absl::Status CheckpointReader::ReadRows(const std::string& variable, const std::
   }
   char* const base = reinterpret_cast<char*>(out.data());
   const int64_t row_bytes = v == nullptr ? 0 : RowWidth(*v) * static_cast<int64_t>(sizeof(float));
-  return ReadRows(
+  return ReadRowsInto(
       variable, slot, row_begin, row_end,
-      [&](int64_t first_row, absl::string_view bytes) {
-        std::memcpy(base + (first_row - row_begin) * row_bytes, bytes.data(), bytes.size());
-        return absl::OkStatus();
+      [&](int64_t first, int64_t last, std::vector<absl::Span<char>>* spans) {
+        spans->emplace_back(base + (first - row_begin) * row_bytes,
+                            static_cast<size_t>((last - first) * row_bytes));
       },
       bytes_read);
 }

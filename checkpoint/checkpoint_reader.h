@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -48,8 +49,24 @@ class CheckpointReader {
                                 int64_t row_begin, int64_t row_end,
                                 absl::FunctionRef<absl::Status(int64_t, absl::string_view)> sink,
                                 int64_t* bytes_read = nullptr) = 0;
+  // Where ReadRowsInto puts rows: appends to `spans` the memory for the variable's global
+  // rows [first, last), in row order; their sizes add up to (last - first) * the row's bytes.
+  using RowSpans =
+      absl::FunctionRef<void(int64_t first, int64_t last, std::vector<absl::Span<char>>* spans)>;
+  // Rows [row_begin, row_end) as ReadRows gives them, but read straight into the memory
+  // `where` names (the kernel's copy is the only one; the checksum is taken of the
+  // destination's bytes right after each read): where(first, last) is asked once for the
+  // rows of each source shard in the range, in row order, on the calling thread. Each
+  // source tensor is still read whole and checked against its CRC-32C; its rows outside
+  // the range go through a scratch buffer. On error the spans may hold bytes of a tensor
+  // that failed its checksum: discard them. Errors as ReadRows; spans that do not add up
+  // to the rows' bytes: INVALID_ARGUMENT.
+  virtual absl::Status ReadRowsInto(const std::string& variable, const std::string& slot,
+                                    int64_t row_begin, int64_t row_end, RowSpans where,
+                                    int64_t* bytes_read = nullptr) = 0;
   // The same into `out` (row-major floats, (row_end - row_begin) * row width of them;
-  // INVALID_ARGUMENT when the variable is not F32 or `out` has another size).
+  // INVALID_ARGUMENT when the variable is not F32 or `out` has another size), read straight
+  // into it (ReadRowsInto).
   absl::Status ReadRows(const std::string& variable, const std::string& slot,
                         int64_t row_begin, int64_t row_end, absl::Span<float> out,
                         int64_t* bytes_read = nullptr);

@@ -244,6 +244,128 @@ TEST_F(CheckpointReaderTest, SinkGetsConsecutiveWholeRowsWithGlobalRowNumbers) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// Rows spread over separate buffers, one per row, as a shard's blocks spread them.
+struct RowBuffers {
+  RowBuffers(int64_t rows, int64_t row_bytes)
+      : row_bytes(row_bytes), rows(static_cast<size_t>(rows), std::string(row_bytes, '\0')) {}
+  void Spans(int64_t first, int64_t last, int64_t begin, std::vector<absl::Span<char>>* spans) {
+    calls.emplace_back(first, last);
+    for (int64_t r = first; r < last; ++r) {
+      std::string& row = rows[static_cast<size_t>(r - begin)];
+      spans->emplace_back(row.data(), row.size());
+    }
+  }
+  std::string Joined() const {
+    std::string all;
+    for (const std::string& r : rows) all += r;
+    return all;
+  }
+  int64_t row_bytes;
+  std::vector<std::string> rows;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+};
+
+TEST_F(CheckpointReaderTest, ReadRowsIntoFillsScatteredSpansAcrossSourceShards) {
+  std::unique_ptr<CheckpointReader> reader = Open();
+  ASSERT_NE(reader, nullptr);
+  // Same layout (one source shard's rows exactly) and re-sharded ranges (parts of one or two).
+  for (const auto& [begin, end] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 10}, {0, 10}, {4, 9}, {1, 3}, {7, 7}}) {
+    for (const std::string slot : {"", "adam_m", "adam_v"}) {
+      SCOPED_TRACE(absl::StrCat("'", slot, "' rows [", begin, ", ", end, ")"));
+      RowBuffers out(end - begin, 12);
+      int64_t bytes_read = 0;
+      ASSERT_TRUE(reader
+                      ->ReadRowsInto(
+                          "emb", slot, begin, end,
+                          [&, b = begin](int64_t first, int64_t last,
+                                         std::vector<absl::Span<char>>* spans) {
+                            out.Spans(first, last, b, spans);
+                          },
+                          &bytes_read)
+                      .ok());
+      const std::string joined = out.Joined();
+      EXPECT_TRUE(SameBits(reinterpret_cast<const float*>(joined.data()),
+                           Values("emb", slot).data() + begin * 3, joined.size() / 4));
+      // Asked once per source shard, in row order; each touched source tensor read whole.
+      std::vector<std::pair<int64_t, int64_t>> calls;
+      int64_t expected_bytes = 0;
+      if (begin < std::min<int64_t>(end, 6)) {
+        calls.emplace_back(begin, std::min<int64_t>(end, 6));
+        expected_bytes += 6 * 12;
+      }
+      if (std::max<int64_t>(begin, 6) < end) {
+        calls.emplace_back(std::max<int64_t>(begin, 6), end);
+        expected_bytes += 4 * 12;
+      }
+      EXPECT_EQ(out.calls, calls);
+      EXPECT_EQ(bytes_read, expected_bytes);
+    }
+  }
+  // A scalar and a 1-D variable.
+  float step = 0;
+  ASSERT_TRUE(reader->ReadRows("step", "", 0, 1, absl::MakeSpan(&step, 1)).ok());
+  EXPECT_TRUE(SameBits(&step, Values("step", "").data(), 1));
+}
+
+TEST_F(CheckpointReaderTest, ReadRowsIntoRefusesSpansThatDoNotAddUp) {
+  std::unique_ptr<CheckpointReader> reader = Open();
+  ASSERT_NE(reader, nullptr);
+  std::string buffer(200, 'q');
+  for (int64_t bytes : {0, 11, 13, 5 * 12}) {
+    absl::Status s = reader->ReadRowsInto(
+        "emb", "", 2, 6, [&](int64_t, int64_t, std::vector<absl::Span<char>>* spans) {
+          spans->emplace_back(buffer.data(), static_cast<size_t>(bytes));
+        });
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bytes;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("rows [2, 6) of variable 'emb' are 48 bytes, "
+                                                    "the destination spans hold ", bytes)));
+  }
+  EXPECT_EQ(buffer, std::string(200, 'q'));
+  EXPECT_EQ(reader->ReadRowsInto("emb", "", 0, 11,
+                                 [](int64_t, int64_t, std::vector<absl::Span<char>>*) {})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader->ReadRowsInto("emb", "momentum", 0, 1,
+                                 [](int64_t, int64_t, std::vector<absl::Span<char>>*) {})
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointReaderTest, ReadRowsIntoFindsAFlipOutsideTheRowsItKeeps) {
+  // Row 9 of the second shard of adam_m; the reads below keep rows 6 and 7 only.
+  Corrupt(1, 1, "emb/part_1/adam_m", 3 * 12 + 5);
+  std::unique_ptr<CheckpointReader> reader = Open();
+  ASSERT_NE(reader, nullptr);
+  RowBuffers out(2, 12);
+  absl::Status s = reader->ReadRowsInto(
+      "emb", "adam_m", 6, 8, [&](int64_t first, int64_t last, std::vector<absl::Span<char>>* spans) {
+        out.Spans(first, last, 6, spans);
+      });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(DataFile(1, 1) + ": tensor 'emb/part_1/adam_m': CRC-32C mismatch"));
+  // The parameters of the same rows, and the slot's other shard, are fine.
+  std::vector<float> rows(6);
+  EXPECT_TRUE(reader->ReadRows("emb", "", 6, 8, absl::MakeSpan(rows)).ok());
+  EXPECT_TRUE(SameBits(rows.data(), Values("emb", "").data() + 18, 6));
+  EXPECT_TRUE(reader->ReadRows("emb", "adam_m", 4, 6, absl::MakeSpan(rows)).ok());
+}
+
+TEST_F(CheckpointReaderTest, TruncatedDataFileIsDataLossNamingIt) {
+  const std::string file = DataFile(1, 1);
+  std::string bytes = ReadFileBytes(file);
+  bytes.resize(bytes.size() - 4);
+  WriteFileBytes(file, bytes);
+  std::unique_ptr<CheckpointReader> reader = Open();
+  ASSERT_NE(reader, nullptr);
+  std::vector<float> out(12);
+  absl::Status s = reader->ReadRows("emb", "", 6, 10, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(file));
+  // The other file still reads.
+  EXPECT_TRUE(reader->ReadRows("emb", "", 0, 4, absl::MakeSpan(out)).ok());
+}
+
 TEST_F(CheckpointReaderTest, BadRequestsNameWhatIsWrong) {
   std::unique_ptr<CheckpointReader> reader = Open();
   ASSERT_NE(reader, nullptr);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -161,6 +162,25 @@ class ReadAhead {
   const int64_t end_;
   int64_t issued_ = 0;
 };
+
+// Faults in the pages of [data, data + n) writable before a read into them
+// (MADV_POPULATE_WRITE, Linux 5.14): the kernel then maps fresh pages in one pass instead of
+// taking a fault per 4 KiB page in the middle of the read's copy, which costs a fifth more
+// CPU. The range is widened to whole pages: each page it touches holds some of the caller's
+// bytes, so it is mapped, and populating a page changes no byte. Advisory: an older kernel
+// (EINVAL) or any error just leaves the faults to the read.
+void Prefault(char* data, int64_t n) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + static_cast<uintptr_t>(n) + page - 1) &
+                        ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)data;
+  (void)n;
+#endif
+}
 
 absl::Status HeaderError(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path, ": safetensors header: ", what));
@@ -535,14 +555,57 @@ absl::Status SafetensorsFile::StreamTensor(
     RETURN_IF_ERROR(fn(at, absl::string_view(buffer.get(), static_cast<size_t>(n))));
     at += n;
   }
-  if (crc != expected_crc32c) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: tensor '%s': CRC-32C mismatch: its %d bytes (data section [%d, %d)) read as "
-        "0x%08x, expected 0x%08x",
-        path_, tensor.name(), size, tensor.data_begin(), tensor.data_end(), crc,
-        expected_crc32c));
+  return CrcMismatch(tensor, crc, expected_crc32c);
+}
+
+absl::Status SafetensorsFile::ReadTensorInto(const TensorInfo& tensor, uint32_t expected_crc32c,
+                                             absl::Span<const TensorReadTarget> targets) const {
+  RETURN_IF_ERROR(CheckBounds(tensor));
+  const int64_t size = tensor.data_end() - tensor.data_begin();
+  int64_t given = 0, dropped = 0;
+  for (const TensorReadTarget& t : targets) {
+    if (t.size < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": tensor '", tensor.name(), "': a read target of ", t.size, " bytes"));
+    }
+    given += t.size;
+    if (t.data == nullptr) dropped += t.size;
   }
-  return absl::OkStatus();
+  if (given != size) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", tensor.name(), "' is ",
+                                                   size, " bytes but the read targets hold ",
+                                                   given));
+  }
+  std::unique_ptr<char[]> scratch;
+  if (dropped > 0) scratch.reset(new char[static_cast<size_t>(std::min(kReadChunkBytes, dropped))]);
+  uint32_t crc = 0;
+  const int64_t base = data_offset_ + tensor.data_begin();
+  ReadAhead ahead(fd_, base + size);
+  int64_t at = 0;
+  for (const TensorReadTarget& t : targets) {
+    for (int64_t done = 0; done < t.size;) {
+      const int64_t n = std::min(kReadChunkBytes, t.size - done);
+      char* const into = t.data != nullptr ? t.data + done : scratch.get();
+      ahead.Before(base + at);
+      if (t.data != nullptr) Prefault(into, n);
+      RETURN_IF_ERROR(PreadFully(fd_, into, static_cast<size_t>(n), base + at, path_));
+      // Still in the cache from the read: the checksum costs no second trip to memory.
+      crc = Crc32cExtend(crc, into, static_cast<size_t>(n));
+      done += n;
+      at += n;
+    }
+  }
+  return CrcMismatch(tensor, crc, expected_crc32c);
+}
+
+absl::Status SafetensorsFile::CrcMismatch(const TensorInfo& tensor, uint32_t crc,
+                                          uint32_t expected) const {
+  if (crc == expected) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "%s: tensor '%s': CRC-32C mismatch: its %d bytes (data section [%d, %d)) read as "
+      "0x%08x, expected 0x%08x",
+      path_, tensor.name(), tensor.data_end() - tensor.data_begin(), tensor.data_begin(),
+      tensor.data_end(), crc, expected));
 }
 
 absl::Status SafetensorsFile::Verify(int64_t expected_bytes, uint32_t expected_crc32c) const {

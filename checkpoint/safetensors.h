@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "proto/ps.pb.h"
 
 namespace shardps {
@@ -70,6 +71,13 @@ absl::StatusOr<DataFileInfo> WriteSafetensors(const std::string& path,
                                               const SafetensorsWriteOptions& options = {},
                                               SafetensorsWriteStats* stats = nullptr);
 
+// Where SafetensorsFile::ReadTensorInto puts the next `size` bytes of a tensor: at `data`,
+// or, when `data` is null, nowhere (the bytes are read and checksummed, then dropped).
+struct TensorReadTarget {
+  char* data = nullptr;
+  int64_t size = 0;
+};
+
 class SafetensorsFile {
  public:
   // Opens and validates the header (DATA_LOSS naming the file when malformed, NOT_FOUND when
@@ -99,6 +107,15 @@ class SafetensorsFile {
   absl::Status StreamTensor(const TensorInfo& tensor, uint32_t expected_crc32c,
                             absl::FunctionRef<absl::Status(int64_t, absl::string_view)> fn,
                             int64_t granule = 0) const;
+  // Reads all of `tensor` straight into `targets`, in order (their sizes must add up to the
+  // tensor's bytes: INVALID_ARGUMENT otherwise), so that the kernel's copy is the only one
+  // and its page faults bring in fresh destination memory; bytes of null targets go
+  // through a scratch buffer. Each chunk is checksummed in the destination right after it
+  // is read, and the tensor's CRC-32C is checked against `expected_crc32c` at the end:
+  // DATA_LOSS naming the file and tensor on a mismatch (the targets then hold the bad
+  // bytes; the caller discards them). A file shorter than the header says: DATA_LOSS.
+  absl::Status ReadTensorInto(const TensorInfo& tensor, uint32_t expected_crc32c,
+                              absl::Span<const TensorReadTarget> targets) const;
   // Reads the whole file and checks its size and CRC-32C (DATA_LOSS naming the file).
   absl::Status Verify(int64_t expected_bytes, uint32_t expected_crc32c) const;
 
@@ -106,6 +123,8 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   // INVALID_ARGUMENT unless `tensor`'s data lies within this file's data section.
   absl::Status CheckBounds(const TensorInfo& tensor) const;
+  // DATA_LOSS: `tensor` read as `crc`, not `expected`.
+  absl::Status CrcMismatch(const TensorInfo& tensor, uint32_t crc, uint32_t expected) const;
   std::string path_;
   int fd_ = -1;
   int64_t file_bytes_ = 0;

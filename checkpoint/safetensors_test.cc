@@ -435,5 +435,113 @@ TEST_F(SafetensorsTest, StreamTensorStopsAtTheCallbacksError) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A file of one 9 MiB + 5 byte tensor "w" between two others (more than two read chunks).
+class ReadTensorIntoTest : public SafetensorsTest {
+ protected:
+  void SetUp() override {
+    SafetensorsTest::SetUp();
+    bytes_ = RandomBytes((9 << 20) + 5, 15);
+    std::vector<TensorToWrite> tensors;
+    tensors.push_back(Tensor("before", "U8", {3}, "abc", 3));
+    tensors.push_back(Tensor("w", "U8", {static_cast<int64_t>(bytes_.size())}, bytes_, 1 << 20));
+    tensors.push_back(Tensor("after", "U8", {2}, "yz", 2));
+    path_ = Path("into.safetensors");
+    absl::StatusOr<DataFileInfo> info = WriteSafetensors(path_, std::move(tensors));
+    ASSERT_TRUE(info.ok()) << info.status();
+    info_ = *info;
+  }
+  const TensorInfo& W() const { return info_.tensors(1); }
+  std::string bytes_, path_;
+  DataFileInfo info_;
+};
+
+TEST_F(ReadTensorIntoTest, ReadsStraightIntoScatteredTargetsSkippingNullOnes) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  // [0, 7) dropped, [7, 5 MiB) into one buffer, 1 MiB dropped, the rest into another buffer
+  // in two pieces (one of them empty).
+  const int64_t size = static_cast<int64_t>(bytes_.size());
+  const int64_t a_end = 5 << 20, b_begin = 6 << 20;
+  std::string a(static_cast<size_t>(a_end - 7), '\0');
+  std::string b(static_cast<size_t>(size - b_begin), '\0');
+  const std::vector<TensorReadTarget> targets = {
+      {nullptr, 7},
+      {a.data(), static_cast<int64_t>(a.size())},
+      {nullptr, b_begin - a_end},
+      {b.data(), 10},
+      {b.data() + 10, 0},
+      {b.data() + 10, static_cast<int64_t>(b.size()) - 10}};
+  ASSERT_TRUE((*file)->ReadTensorInto(W(), W().crc32c(), targets).ok());
+  EXPECT_EQ(a, bytes_.substr(7, a.size()));
+  EXPECT_EQ(b, bytes_.substr(static_cast<size_t>(b_begin)));
+  // All of it into one buffer.
+  std::string whole(bytes_.size(), '\0');
+  ASSERT_TRUE(
+      (*file)->ReadTensorInto(W(), W().crc32c(), {{whole.data(), size}}).ok());
+  EXPECT_EQ(whole, bytes_);
+  // All of it dropped: still read and checked.
+  EXPECT_TRUE((*file)->ReadTensorInto(W(), W().crc32c(), {{nullptr, size}}).ok());
+  EXPECT_EQ((*file)->ReadTensorInto(W(), W().crc32c() ^ 1, {{nullptr, size}}).code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ReadTensorIntoTest, TargetsThatDoNotAddUpAreRefusedUnread) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path_);
+  ASSERT_TRUE(file.ok());
+  const int64_t size = static_cast<int64_t>(bytes_.size());
+  std::string out(bytes_.size() + 1, 'q');
+  for (const std::vector<TensorReadTarget>& targets :
+       std::vector<std::vector<TensorReadTarget>>{{{out.data(), size - 1}},
+                                                  {{out.data(), size + 1}},
+                                                  {{out.data(), size + 1}, {nullptr, -1}},
+                                                  {}}) {
+    absl::Status s = (*file)->ReadTensorInto(W(), W().crc32c(), targets);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr(path_ + ": tensor 'w'"));
+  }
+  EXPECT_EQ(out, std::string(bytes_.size() + 1, 'q'));  // nothing was read
+}
+
+TEST_F(ReadTensorIntoTest, FlippedByteIsDataLossNamingFileAndTensor) {
+  const int64_t at = [&] {
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::Open(path_);
+    return (*f)->data_offset() + W().data_begin() + (7 << 20) + 3;
+  }();
+  std::string bad = ReadFileBytes(path_);
+  bad[static_cast<size_t>(at)] ^= 0x04;
+  WriteFileBytes(path_, bad);
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path_);
+  ASSERT_TRUE(file.ok());
+  std::string out(bytes_.size(), '\0');
+  absl::Status s = (*file)->ReadTensorInto(
+      W(), W().crc32c(), {{out.data(), static_cast<int64_t>(out.size())}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(path_ + ": tensor 'w': CRC-32C mismatch"));
+  // A flip in bytes that go nowhere is caught all the same.
+  s = (*file)->ReadTensorInto(W(), W().crc32c(),
+                              {{out.data(), 7 << 20},
+                               {nullptr, static_cast<int64_t>(out.size()) - (7 << 20)}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(path_ + ": tensor 'w': CRC-32C mismatch"));
+  // The other tensors of the file are fine.
+  char before[3];
+  EXPECT_TRUE((*file)->ReadTensorInto(info_.tensors(0), info_.tensors(0).crc32c(),
+                                      {{before, 3}}).ok());
+  EXPECT_EQ(std::string(before, 3), "abc");
+}
+
+TEST_F(ReadTensorIntoTest, FileTruncatedAfterOpenIsDataLoss) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path_);
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(::truncate(path_.c_str(), (*file)->data_offset() + W().data_begin() + (8 << 20)), 0);
+  std::string out(bytes_.size(), '\0');
+  absl::Status s = (*file)->ReadTensorInto(
+      W(), W().crc32c(), {{out.data(), static_cast<int64_t>(out.size())}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(path_ + ": truncated"));
+  // Reopened, the header no longer fits the file.
+  EXPECT_EQ(SafetensorsFile::Open(path_).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace shardps

@@ -68,13 +68,15 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
   return shard;
 }
 
-Shard::State Shard::NewState() const {
+Shard::State Shard::NewState(bool initialize_slots) const {
   State state{ParamBlocks(rows_, width_), {}};
   state.params.set_snapshot_copy_sink(snapshot_copy_bytes_);
   state.slots.reserve(slots_count_);
   for (size_t s = 0; s < slots_count_; ++s) {
     state.slots.emplace_back(rows_, width_);
-    state.slots.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
+    if (initialize_slots) {
+      state.slots.back().Fill(optimizer_->initial_slot_value(static_cast<int>(s)));
+    }
     state.slots.back().set_snapshot_copy_sink(snapshot_copy_bytes_);
   }
   return state;

@@ -130,8 +130,10 @@ class Shard {
   // std::bad_alloc (the lists of references), changing nothing.
   Snapshot TakeSnapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh state of this shard's geometry, for a restore to fill outside the lock: the
-  // parameters uninitialized, the slots at their initial values. Throws std::bad_alloc.
-  State NewState() const;
+  // parameters uninitialized, the slots at their initial values, or uninitialized too when
+  // not `initialize_slots` (a restore that overwrites them: filling them would cost a pass
+  // over new memory for nothing). Throws std::bad_alloc.
+  State NewState(bool initialize_slots = true) const;
   // Sets `params` (of this shard's geometry) to the shard's initial values.
   absl::Status InitializeParams(ParamBlocks* params) const;
   // Replaces the parameters, slots and version, and starts afresh: the SYNC step in progress

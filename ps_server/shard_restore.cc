@@ -1,10 +1,15 @@
 #include "ps_server/shard_restore.h"
 
 #include <algorithm>
-#include <cstring>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/error_detail.h"
@@ -18,24 +23,47 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-// Copies `bytes` (whole rows, starting at global row `first_row`) into `blocks`.
-absl::Status CopyRows(const Shard& shard, int64_t first_row, absl::string_view bytes,
-                      ParamBlocks* blocks) {
-  const int64_t row_bytes = shard.width() * static_cast<int64_t>(sizeof(float));
-  const int64_t row = first_row - shard.spec().row_offset();
-  const int64_t rows = static_cast<int64_t>(bytes.size()) / row_bytes;
-  if (static_cast<int64_t>(bytes.size()) % row_bytes != 0 || row < 0 ||
-      row + rows > shard.rows()) {
-    return absl::InternalError(absl::StrCat(
-        QuotedShard(shard.name()), ": the checkpoint reader returned ", bytes.size(),
-        " bytes at row ", first_row, ", not whole rows of the shard's rows"));
+// Calls fn(i) for every i in [0, n) on up to `threads` threads (this one included), and
+// returns the status of the lowest i that failed. A unit above a failed one is skipped (it
+// cannot change the answer); every unit below it runs, so the answer is the one a loop over
+// [0, n) in order would give. std::bad_alloc on a helper is rethrown here.
+absl::Status RunUnits(int n, int threads, absl::FunctionRef<absl::Status(int)> fn) {
+  std::vector<absl::Status> status(static_cast<size_t>(n));
+  std::atomic<int> next{0};
+  std::atomic<int> first_failed{n};
+  std::exception_ptr thrown;
+  std::mutex thrown_mu;
+  auto work = [&] {
+    for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      if (i > first_failed.load()) continue;
+      try {
+        status[static_cast<size_t>(i)] = fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(thrown_mu);
+        if (!thrown) thrown = std::current_exception();
+        status[static_cast<size_t>(i)] = absl::CancelledError("threw");
+      }
+      if (!status[static_cast<size_t>(i)].ok()) {
+        int failed = first_failed.load();
+        while (i < failed && !first_failed.compare_exchange_weak(failed, i)) {
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < std::min(threads, n); ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer helpers: this thread takes what they would have
+    }
   }
-  const char* src = bytes.data();
-  blocks->ForEachRun(row * shard.width(), (row + rows) * shard.width(),
-                     [&src](int64_t, float* dst, int64_t n) {
-                       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-                       src += n * static_cast<int64_t>(sizeof(float));
-                     });
+  work();
+  for (std::thread& t : helpers) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -88,7 +116,7 @@ absl::Status CheckRestorable(const Manifest& manifest, const std::string& manife
 }
 
 absl::StatusOr<RestoredState> ReadShardState(CheckpointReader& reader, const Shard& shard,
-                                             const ShardSource& source) {
+                                             const ShardSource& source, int threads) {
   const std::string what = absl::StrCat("restore ", QuotedShard(shard.name()));
   const ManifestVariable* variable = reader.manifest().FindVariable(source.variable);
   if (variable == nullptr) {
@@ -96,7 +124,8 @@ absl::StatusOr<RestoredState> ReadShardState(CheckpointReader& reader, const Sha
         absl::StrCat(what, ": the checkpoint has no variable '", source.variable, "'"));
   }
   RestoredState restored;
-  restored.state = shard.NewState();
+  // Slots that the checkpoint supplies are not filled first: every byte of them is read.
+  restored.state = shard.NewState(/*initialize_slots=*/source.params_only);
   const int64_t begin = shard.spec().row_offset();
   const int64_t end = begin + shard.rows();
   // The tensors to read: the parameters, and each slot unless params_only.
@@ -107,28 +136,46 @@ absl::StatusOr<RestoredState> ReadShardState(CheckpointReader& reader, const Sha
                            &restored.state.slots[static_cast<size_t>(s)]);
     }
   }
-  // Source shard by source shard, so that a checksum failure names its file.
+  // One unit per source shard and tensor, each read straight into its rows of the blocks
+  // (disjoint rows, so units never write the same memory).
+  struct Unit {
+    const ManifestShard* from;
+    int64_t lo, hi;
+    const std::string* slot;
+    ParamBlocks* blocks;
+    int64_t bytes_read = 0;
+  };
+  std::vector<Unit> units;
   for (const ManifestShard& from : variable->shards) {
     const int64_t lo = std::max(begin, from.row_offset);
     const int64_t hi = std::min(end, from.row_offset + from.rows);
     if (lo >= hi) continue;
     if (!source.params_only) restored.version = std::max(restored.version, from.version);
-    for (auto& [slot, blocks] : tensors) {
-      ParamBlocks* target = blocks;
-      const absl::Status status = reader.ReadRows(
-          source.variable, slot, lo, hi,
-          [&](int64_t first_row, absl::string_view bytes) {
-            return CopyRows(shard, first_row, bytes, target);
-          },
-          &restored.bytes_read);
-      if (!status.ok()) {
-        return Annotate(Corrupt(status, from.file),
-                        absl::StrCat(what, " from '", source.variable, "'",
-                                     slot.empty() ? "" : absl::StrCat(" slot '", slot, "'"),
-                                     " rows [", lo, ", ", hi, ") in ", from.file));
-      }
-    }
+    for (auto& [slot, blocks] : tensors) units.push_back({&from, lo, hi, &slot, blocks});
   }
+  const int64_t width = shard.width();
+  RETURN_IF_ERROR(RunUnits(
+      static_cast<int>(units.size()), threads, [&](int i) -> absl::Status {
+        Unit& u = units[static_cast<size_t>(i)];
+        const absl::Status status = reader.ReadRowsInto(
+            source.variable, *u.slot, u.lo, u.hi,
+            [&](int64_t first, int64_t last, std::vector<absl::Span<char>>* spans) {
+              // Rows outside the shard get no span: the reader then finds the spans short.
+              if (first < begin || last > end) return;
+              u.blocks->ForEachRun((first - begin) * width, (last - begin) * width,
+                                   [spans](int64_t, float* dst, int64_t n) {
+                                     spans->emplace_back(reinterpret_cast<char*>(dst),
+                                                         static_cast<size_t>(n) * sizeof(float));
+                                   });
+            },
+            &u.bytes_read);
+        if (status.ok()) return status;
+        return Annotate(Corrupt(status, u.from->file),
+                        absl::StrCat(what, " from '", source.variable, "'",
+                                     u.slot->empty() ? "" : absl::StrCat(" slot '", *u.slot, "'"),
+                                     " rows [", u.lo, ", ", u.hi, ") in ", u.from->file));
+      }));
+  for (const Unit& u : units) restored.bytes_read += u.bytes_read;
   return restored;
 }
 

@@ -4,6 +4,10 @@
 // checkpoint shards hold them (CheckpointReader): a checkpoint written by M ps under one
 // partitioner restores bit-identically into N ps under another.
 //
+// The bytes go from the file straight into the new blocks, and a shard's tensors are read
+// at once on a few threads (a restore is bound by the kernel's copy and page faults, and,
+// with a cold cache, by the disk).
+//
 // Every source tensor is checked against its checksum before its bytes count (a failure is
 // DATA_LOSS with ErrorDetail CHECKPOINT_CORRUPT naming the file), and the state is built in
 // fresh blocks: the shard itself is only replaced, under its lock, once all of it was read.
@@ -46,10 +50,14 @@ struct RestoredState {
   int64_t bytes_read = 0;
 };
 
-// Reads the shard's rows from `reader` into fresh blocks. REQUIRES: CheckRestorable passed.
-// Throws std::bad_alloc when the fresh blocks do not fit in memory.
+// Reads the shard's rows from `reader` straight into fresh blocks (CheckpointReader::
+// ReadRowsInto: no copy beyond the kernel's). Its tensors (the parameters and each slot, from
+// each checkpoint shard holding some of its rows) are read on up to `threads` threads, the
+// caller's included; the state is the same bit for bit whatever their number, and so is the
+// error: that of the first failing tensor in the order above. REQUIRES: CheckRestorable
+// passed. Throws std::bad_alloc when the fresh blocks do not fit in memory.
 absl::StatusOr<RestoredState> ReadShardState(CheckpointReader& reader, const Shard& shard,
-                                             const ShardSource& source);
+                                             const ShardSource& source, int threads = 1);
 
 // The shard's initial state (its initializer, slots at their initial values, version 0).
 absl::StatusOr<RestoredState> InitialShardState(const Shard& shard);

@@ -54,6 +54,11 @@ namespace {
 // Bounds every element count so that products of dims, byte counts and global element
 // indices stay far from int64 overflow (2^46 floats is 256 TiB).
 constexpr int64_t kMaxElements = int64_t{1} << 46;
+// Threads reading one shard's tensors at a restore (ReadShardState): the parameters and
+// each slot at once. A restore waits on the disk and on page faults more than it computes,
+// so more than the cores help; each shard's fresh state is still built one shard at a time,
+// so the memory a restore needs on top of the old state stays one shard's.
+constexpr int kRestoreReadThreads = 4;
 
 using FloatArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstFloatArray = Eigen::Map<const Eigen::ArrayXf>;
@@ -1032,7 +1037,8 @@ class ShardStoreImpl final : public ShardStore {
     int64_t bytes_read = 0;
     for (auto& [shard, source] : plan) {
       absl::StatusOr<RestoredState> restored =
-          reader != nullptr ? ReadShardState(*reader, *shard, source) : InitialShardState(*shard);
+          reader != nullptr ? ReadShardState(*reader, *shard, source, kRestoreReadThreads)
+                             : InitialShardState(*shard);
       if (!restored.ok()) return restored.status();
       bytes_read += restored->bytes_read;
       std::vector<WaiterPtr> ready;

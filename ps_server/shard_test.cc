@@ -62,6 +62,23 @@ TEST(ShardTest, CreateInitializesAndCountsBytes) {
   EXPECT_EQ(shard->version(), 0);
 }
 
+TEST(ShardTest, NewStateHasTheShardsGeometryAndFillsSlotsOnlyWhenAsked) {
+  auto shard = Make(Spec(5, 3, OptimizerSpec::ADAM));
+  for (bool initialize_slots : {true, false}) {
+    Shard::State state = shard->NewState(initialize_slots);
+    ASSERT_EQ(state.slots.size(), 2u);
+    for (const ParamBlocks* b : {&state.params, &state.slots[0], &state.slots[1]}) {
+      EXPECT_EQ(b->rows(), 5);
+      EXPECT_EQ(b->width(), 3);
+    }
+    if (initialize_slots) {
+      std::vector<float> slot(15, -1.0f);
+      state.slots[1].CopyOut(0, 15, slot.data());
+      EXPECT_EQ(slot, std::vector<float>(15, 0.0f));  // Adam's initial moments
+    }
+  }
+}
+
 TEST(ShardTest, DenseAndRowUpdatesAgreeAndAdvanceTheVersion) {
   ParallelFor parallel(1);
   auto dense = Make(Spec(4, 3, OptimizerSpec::MOMENTUM));
