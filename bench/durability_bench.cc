@@ -917,9 +917,9 @@ std::string RestoreLimit(const std::string& cache, double fresh_bytes_per_s, dou
                          double ps_cores) {
   return absl::StrFormat(
       "restore (%s) MISSED: a restore builds the ps's state in new memory, and a plain read of "
-      "the same files into fresh memory (the kernel zeroing a new page per 4 KiB, no checksum, "
-      "no copy into shards) runs at %s, so the restore gets %.2f of that; both ps used %.2f of "
-      "%d cores (CRC-32C, copies, page faults)",
+      "the same files into fresh memory (the kernel zeroing a new page per 4 KiB, no checksum) "
+      "runs at %s, so the restore gets %.2f of that; both ps used %.2f of %d cores (the "
+      "kernel's copy, CRC-32C, new pages)",
       cache, Rate(fresh_bytes_per_s), vs_fresh, ps_cores,
       static_cast<int>(std::thread::hardware_concurrency()));
 }

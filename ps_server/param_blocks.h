@@ -11,7 +11,9 @@
 // buffer under the lock (a twentieth of the CPU of a bulk pull, and lock time).
 //
 // Thread-safety: not thread-safe; guarded by the shard's mutex. References handed out by
-// Share may be dropped on any thread.
+// Share may be dropped on any thread. The one exception: blocks not yet shared with anyone
+// (a restore's new state, before it is installed) may be filled from several threads at once
+// through ForEachRun over disjoint rows, which only reads the block pointers.
 #ifndef SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 #define SHARDPS_PS_SERVER_PARAM_BLOCKS_H_
 
