@@ -91,7 +91,8 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                           : "keep running after a job ends (no orphan timeout)");
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
-                      "host to listen on (default: all interfaces; the port is TF_CONFIG's)");
+                      "host to listen on (default: TF_CONFIG's host when it is a loopback "
+                      "IP, else all interfaces; the port is TF_CONFIG's)");
   }
 }
 

@@ -1,5 +1,7 @@
 #include "rpc/grpc_util.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -400,6 +402,18 @@ absl::StatusOr<int64_t> ParseWithBytesInPlace(const grpc::ByteBuffer& buffer, in
       [pieces](const char* p, size_t n) { pieces->emplace_back(p, n); }, message);
 }
 
+namespace {
+
+// Whether `host` is an IP literal of the loopback network: 127.0.0.0/8 or [::1].
+bool IsLoopbackLiteral(absl::string_view host) {
+  if (host == "[::1]") return true;
+  in_addr v4;
+  return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1 &&
+         (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ListenAddress(absl::string_view address,
                                           absl::string_view bind_host) {
   size_t colon = address.rfind(':');
@@ -410,7 +424,14 @@ absl::StatusOr<std::string> ListenAddress(absl::string_view address,
         absl::StrCat("address \"", address, "\": expected host:port"));
   }
   std::string host(bind_host);
-  if (host.empty()) host = address.front() == '[' ? "[::]" : "0.0.0.0";
+  if (host.empty()) {
+    const absl::string_view tf_host = address.substr(0, colon);
+    if (IsLoopbackLiteral(tf_host)) {
+      host = std::string(tf_host);
+    } else {
+      host = address.front() == '[' ? "[::]" : "0.0.0.0";
+    }
+  }
   return absl::StrCat(host, ":", port);
 }
 

@@ -77,8 +77,16 @@ absl::StatusOr<int64_t> ParseWithBytesInPlace(const grpc::ByteBuffer& buffer, in
                                               std::vector<absl::string_view>* pieces,
                                               google::protobuf::MessageLite* message);
 
-// The address a daemon listens on for the TF_CONFIG address `address`: "0.0.0.0:PORT" (or
-// "[::]:PORT"), unless `bind_host` overrides the host. Fails when the port cannot be parsed.
+// The address a daemon listens on for the TF_CONFIG address `address`:
+//  - `bind_host` with TF_CONFIG's port, when given;
+//  - the address itself when its host is a loopback IP literal (127.0.0.0/8, or [::1]): tasks
+//    that share one machine, each at its own loopback address and possibly the same port (as
+//    deploy/run_local.sh and the process tests run them), must not all listen everywhere;
+//  - else every interface, "0.0.0.0:PORT" (or "[::]:PORT" for a bracketed IPv6 host): a host
+//    or pod reached by a name, a service address or a NAT'd address that is not its own
+//    interface's, and by `kubectl port-forward` on its localhost. Names are not resolved, so a
+//    start never waits on DNS.
+// Fails when the port cannot be parsed.
 absl::StatusOr<std::string> ListenAddress(absl::string_view address,
                                           absl::string_view bind_host);
 

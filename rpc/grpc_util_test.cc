@@ -157,7 +157,15 @@ TEST(GrpcUtilTest, ErrorWithoutDetailCrossesWithoutOne) {
 
 TEST(GrpcUtilTest, ListenAddress) {
   EXPECT_EQ(*ListenAddress("ps-0.svc:2222", ""), "0.0.0.0:2222");
-  EXPECT_EQ(*ListenAddress("[::1]:2222", ""), "[::]:2222");
+  EXPECT_EQ(*ListenAddress("10.1.2.3:2222", ""), "0.0.0.0:2222");
+  EXPECT_EQ(*ListenAddress("[fd00::5]:2222", ""), "[::]:2222");
+  // A loopback literal is bound itself: tasks on one machine at their own 127.x addresses.
+  EXPECT_EQ(*ListenAddress("127.0.0.1:2222", ""), "127.0.0.1:2222");
+  EXPECT_EQ(*ListenAddress("127.31.7.2:2222", ""), "127.31.7.2:2222");
+  EXPECT_EQ(*ListenAddress("[::1]:2222", ""), "[::1]:2222");
+  EXPECT_EQ(*ListenAddress("localhost:2222", ""), "0.0.0.0:2222");  // a name: not resolved
+  EXPECT_EQ(*ListenAddress("128.0.0.1:2222", ""), "0.0.0.0:2222");
+  EXPECT_EQ(*ListenAddress("127.0.0.1:2222", "0.0.0.0"), "0.0.0.0:2222");
   EXPECT_EQ(*ListenAddress("localhost:2222", "127.0.0.1"), "127.0.0.1:2222");
   EXPECT_FALSE(ListenAddress("localhost", "").ok());
   EXPECT_FALSE(ListenAddress("localhost:x", "").ok());
