@@ -29,12 +29,11 @@ using ::testing::HasSubstr;
 class WorkerLifecycleTest : public ::testing::Test {
  protected:
   void Start(std::vector<std::string> flags) {
-    address_ = absl::StrCat("127.0.0.1:", PickFreePort());
+    address_ = LoopbackAddress();
     std::map<std::string, std::vector<std::string>> cluster = {
-        {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}},
-        {"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+        {"chief", {LoopbackAddress()}},
+        {"ps", {LoopbackAddress()}},
         {"worker", {address_}}};
-    flags.push_back("--bind_host=127.0.0.1");
     flags.push_back("--threads=1");
     flags.push_back("--backend=cpu");
     auto process = Process::Start(BinaryPath("worker/worker"), flags,
@@ -172,9 +171,9 @@ TEST(EvaluatorLifecycleTest, NeitherAChiefNorACheckpointDirExitsTwo) {
 // until the orphan timeout, then exits 6.
 TEST(EvaluatorLifecycleTest, NoChiefForTheOrphanTimeoutExitsSix) {
   std::map<std::string, std::vector<std::string>> cluster = {
-      {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}},
-      {"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
-      {"evaluator", {absl::StrCat("127.0.0.1:", PickFreePort())}}};
+      {"chief", {LoopbackAddress()}},
+      {"ps", {LoopbackAddress()}},
+      {"evaluator", {LoopbackAddress()}}};
   auto evaluator =
       StartEvaluator({"--orphan_timeout_s=2", absl::StrCat("--metrics_file=", TempDir(), "/m")},
                      {{"TF_CONFIG", MakeTfConfig(cluster, "evaluator", 0)}});

@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <random>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 
 extern char** environ;
 
@@ -124,6 +126,46 @@ int PickFreePort() {
     if (port != 0 && used->insert(port).second) return port;
   }
   return 0;
+}
+
+namespace {
+
+// Whether a TCP socket can bind `ip`:`port` now (SO_REUSEADDR, as gRPC servers bind).
+bool Bindable(uint32_t ip, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(ip);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string LoopbackAddress() {
+  static absl::Mutex mu;
+  static uint32_t next = 0;  // the next address to hand out, host order; 0: none chosen yet
+  static int port = 0;
+  absl::MutexLock lock(&mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (next == 0 || (next & 0xff) == 255) {
+      std::random_device random;
+      std::mt19937 gen(random() ^ static_cast<uint32_t>(getpid()));
+      // 127.64.0.0/10: 127.A.B.0/24 with A in 64..127, leaving 127.0.x.x (localhost's) alone.
+      next = (127u << 24) | ((64u + gen() % 64u) << 16) | ((gen() % 256u) << 8) | 1u;
+      if (port == 0) port = 20000 + static_cast<int>(gen() % 10000u);
+    }
+    const uint32_t ip = next++;
+    if (!Bindable(ip, port)) continue;
+    return absl::StrCat(ip >> 24, ".", (ip >> 16) & 0xff, ".", (ip >> 8) & 0xff, ".", ip & 0xff,
+                        ":", port);
+  }
+  return "";
 }
 
 std::string BinaryPath(const std::string& target_path) {

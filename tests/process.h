@@ -55,6 +55,14 @@ absl::StatusOr<int> RunCommand(const std::string& binary, const std::vector<std:
 // handed out by one process are never repeated.
 int PickFreePort();
 
+// "HOST:PORT" for one task of a test cluster, its own address on the loopback network that
+// no other call in any test process returns at the same time, so that nothing races for it:
+// each process takes a random /24 of 127.64.0.0/10 (127.A.B.1, .2, ...; the next /24 after
+// 254 tasks) and one random port in 20000..29999 (below the kernel's ephemeral ports, which
+// other tests' clients and PickFreePort take), checked bindable there (no listener on every
+// interface holds it). Daemons listen on a loopback TF_CONFIG address itself (rpc ListenAddress).
+std::string LoopbackAddress();
+
 // The path of a binary built by Bazel, e.g. "ps_server/ps", from the test's runfiles.
 std::string BinaryPath(const std::string& target_path);
 

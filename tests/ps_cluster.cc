@@ -10,17 +10,17 @@ namespace testing {
 absl::StatusOr<std::unique_ptr<PsCluster>> PsCluster::Start(int num_ps) {
   auto cluster = std::unique_ptr<PsCluster>(new PsCluster);
   for (int i = 0; i < num_ps; ++i) {
-    cluster->addresses_.push_back(absl::StrCat("127.0.0.1:", PickFreePort()));
+    cluster->addresses_.push_back(LoopbackAddress());
   }
   // A chief entry makes the config look like a real job's; nothing listens there.
   std::map<std::string, std::vector<std::string>> spec = {
       {"ps", cluster->addresses_},
-      {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}}};
+      {"chief", {LoopbackAddress()}}};
   static int generation = 0;
   ++generation;
   for (int i = 0; i < num_ps; ++i) {
     std::string log = absl::StrCat(TempDir(), "/ps_", generation, "_", i, ".log");
-    auto process = Process::Start(BinaryPath("ps_server/ps"), {"--bind_host=127.0.0.1"},
+    auto process = Process::Start(BinaryPath("ps_server/ps"), {},
                                   {{"TF_CONFIG", MakeTfConfig(spec, "ps", i)}}, log);
     if (!process.ok()) return process.status();
     cluster->processes_.push_back(std::move(*process));

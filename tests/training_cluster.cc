@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
   auto c = std::unique_ptr<TrainingCluster>(new TrainingCluster);
   c->generation_ = ++generation;
   c->dir_ = TempDir();
-  auto addr = [] { return absl::StrCat("127.0.0.1:", PickFreePort()); };
+  auto addr = [] { return LoopbackAddress(); };
   c->chief_address_ = addr();
   c->spec_["chief"] = {c->chief_address_};
   for (int i = 0; i < options.num_ps; ++i) c->ps_addresses_.push_back(addr());
@@ -94,13 +94,12 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
 
   for (int i = 0; i < options.num_ps; ++i) {
     c->ps_.push_back(c->NewTask("ps_server/ps", "ps", i,
-                                Concat({"--bind_host=127.0.0.1"}, options.ps_flags)));
+                                options.ps_flags));
     if (absl::Status s = c->Launch(c->ps_.back().get()); !s.ok()) return s;
   }
   for (int i = 0; i < options.num_workers; ++i) {
     c->workers_.push_back(c->NewTask("worker/worker", "worker", i,
-                                     Concat({"--bind_host=127.0.0.1", "--threads=1"},
-                                            options.worker_flags)));
+                                     Concat({"--threads=1"}, options.worker_flags)));
     if (!options.start_workers) continue;
     if (absl::Status s = c->Launch(c->workers_.back().get()); !s.ok()) return s;
   }
@@ -111,7 +110,7 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
         Concat({absl::StrCat("--metrics_file=", c->metrics_file_)}, options.evaluator_flags));
     if (absl::Status s = c->Launch(c->evaluator_.get()); !s.ok()) return s;
   }
-  std::vector<std::string> chief_args = {"--bind_host=127.0.0.1"};
+  std::vector<std::string> chief_args;
   if (options.long_lived) chief_args.push_back("--long_lived");
   if (!options.job_file.empty()) chief_args.push_back(absl::StrCat("--job=", options.job_file));
   if (!options.checkpoint_dir.empty()) {
