@@ -60,8 +60,11 @@ supervise() {
   SUPERVISORS+=($!)
 }
 
-# stop_supervisors: stops every supervisor and its daemon (SIGTERM, then SIGKILL after 1 s).
+WATCH_PID=""
+# stop_supervisors: stops shardctl watch (follow_job's), every supervisor and its daemon
+# (SIGTERM, then SIGKILL after 1 s).
 stop_supervisors() {
+  if [ -n "$WATCH_PID" ]; then kill -TERM "$WATCH_PID" 2>/dev/null; fi
   # Supervisors first, so that nothing is restarted; each stops its daemon.
   for pid in "${SUPERVISORS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   sleep 1
@@ -83,7 +86,11 @@ follow_job() {
     sleep 0.2
   done
   while true; do
-    "$@" watch 9>&-
+    # In the background and waited for: a signal to the launcher (SIGTERM) runs its trap at
+    # once, where a foreground child would hold the trap until the child ends.
+    "$@" watch 9>&- &
+    WATCH_PID=$!
+    wait "$WATCH_PID"
     rc=$?
     if [ "$rc" -eq 130 ]; then
       echo "interrupted: stopping the cluster" >&2
