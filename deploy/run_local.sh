@@ -12,6 +12,8 @@
 # Each daemon's pid is in RUN_DIR/pids/<type>-<index>.pid (try: kill -9 "$(cat .../ps-1.pid)").
 set -uo pipefail
 cd "$(dirname "$0")/.."
+LAUNCHER=run_local
+source deploy/lib.sh
 
 JOB=deploy/jobs/fashion_mlp.json
 NUM_WORKERS=2
@@ -28,22 +30,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
-for n in "$NUM_WORKERS" "$NUM_PS"; do
-  if ! [[ "$n" =~ ^[1-9][0-9]?$ ]]; then
-    echo "run_local.sh: --workers and --ps take a number 1..99, got \"$n\"" >&2; exit 2
-  fi
-done
-
-if [ -n "${SHARDPS_BIN:-}" ]; then
-  # Prebuilt binaries (a container image, a copy on a GPU host): no setup, no build.
-  BIN="$SHARDPS_BIN"
-else
-  deploy/setup.sh || exit 1
-  echo "building shardps (the first build takes a few minutes)..." >&2
-  bazel build //ps_server:ps //worker:worker //coordinator:chief //evaluator:evaluator \
-    //coordinator/cli:shardctl >&2 || exit 1
-  BIN=bazel-bin
-fi
+check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+shardps_build || exit 1
 
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
@@ -75,47 +63,9 @@ CHIEF_PORT=$(free_port)
 CLUSTER="{\"chief\": [\"127.0.0.1:$CHIEF_PORT\"], \"ps\": $(list "$NUM_PS"), \"worker\": $(list "$NUM_WORKERS"), \"evaluator\": [\"127.0.0.1:$(free_port)\"]}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
-# Exit codes (README "Exit codes"): 0 done, 1 error, 2 bad command line or config, 4 job
-# failed or cancelled, 5 interrupted (restart me), 6 orphaned (no chief for too long).
-exit_reason() {
-  local rc=$1
-  if [ "$rc" -gt 128 ]; then echo "killed by signal $((rc - 128))"; else echo "exit code $rc"; fi
-}
-
-SUPERVISORS=()
-# supervise TYPE INDEX BINARY [FLAGS...]: runs the daemon, restarting it (1 s, doubling to
-# 30 s between tries) whenever it dies in a way a restart can mend; a daemon that exits 0
-# (done), 2 (bad configuration), 4 (job failed) or 6 (orphaned) stays down.
-supervise() {
-  local type=$1 index=$2 bin=$3; shift 3
-  local name="$type-$index" log="$RUN_DIR/$type-$index.log" delay=1 rc="" pid="" started=0
-  (
-    trap 'kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 0' TERM
-    while true; do
-      TF_CONFIG="$(tf_config "$type" "$index")" "$bin" "$@" >>"$log" 2>&1 &
-      pid=$!
-      echo "$pid" >"$RUN_DIR/pids/$name.pid"
-      started=$SECONDS
-      wait "$pid" 2>/dev/null
-      rc=$?
-      case "$rc" in 0|2|4|6) exit "$rc" ;; esac
-      if [ $((SECONDS - started)) -gt 60 ]; then delay=1; fi
-      echo "run_local: $name $(exit_reason "$rc"); restarting it in ${delay} s, as Kubernetes would (log: $log)" >&2
-      sleep "$delay"
-      delay=$(( delay * 2 > 30 ? 30 : delay * 2 ))
-    done
-  ) &
-  SUPERVISORS+=($!)
-}
-
 cleanup() {
   trap - EXIT INT TERM
-  # Supervisors first, so that nothing is restarted; each stops its daemon.
-  for pid in "${SUPERVISORS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  sleep 1
-  for f in "$RUN_DIR"/pids/*.pid; do [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
-  for pid in "${SUPERVISORS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  stop_supervisors
 }
 trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
@@ -133,29 +83,6 @@ CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 echo "cluster: chief 127.0.0.1:$CHIEF_PORT, $NUM_PS ps, $NUM_WORKERS workers, evaluator; logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
 SHARDCTL=("$BIN/coordinator/cli/shardctl" --chief="127.0.0.1:$CHIEF_PORT")
-for _ in $(seq 100); do
-  "${SHARDCTL[@]}" status >/dev/null 2>&1 && break
-  kill -0 "$CHIEF_SUPERVISOR" 2>/dev/null || break
-  sleep 0.2
-done
-while true; do
-  "${SHARDCTL[@]}" watch
-  rc=$?
-  if [ "$rc" -eq 130 ]; then
-    echo "interrupted: stopping the cluster" >&2
-    exit 130  # the EXIT trap stops every process
-  fi
-  # The chief may be restarting (killed, or interrupted): follow it again while its
-  # supervisor still runs; it resumes the job from its checkpoint directory.
-  if [ "$rc" -eq 3 ] && kill -0 "$CHIEF_SUPERVISOR" 2>/dev/null; then
-    echo "run_local: the chief is unreachable; waiting for it to come back..." >&2
-    sleep 2
-    continue
-  fi
-  break
-done
-wait "$CHIEF_SUPERVISOR" 2>/dev/null
-chief_rc=$?
+follow_job "$CHIEF_SUPERVISOR" "${SHARDCTL[@]}"
 echo "metrics: $RUN_DIR/metrics.jsonl; logs: $RUN_DIR/*.log; checkpoints: $CHECKPOINT_DIR" >&2
-if [ "$rc" -eq 0 ] && [ "$chief_rc" -ne 0 ]; then rc=$chief_rc; fi
-exit $rc
+exit "$JOB_RC"

@@ -1,0 +1,230 @@
+// deploy/run_netns.sh end to end: a short sync job (2 ps, 2 workers, evaluator, chief) with
+// every daemon in its own network namespace. Checks that the job succeeds with a sane
+// accuracy, that each daemon ran in its own namespace with a TF_CONFIG of DNS names and that
+// the ps served peers over the namespaces' subnet, and that the launcher left no namespace,
+// link or hosts file behind. Each run takes its own prefix and subnet, so runs may overlap.
+// Skipped (with the reason) where network namespaces cannot be made: not root, no
+// CAP_NET_ADMIN, no iproute2.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process.h"
+
+namespace shardps {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `ip ARGS`; returns its exit code (-1: could not run) and fills `out`.
+int Ip(const std::vector<std::string>& args, std::string* out) {
+  absl::StatusOr<int> code = RunCommand("/usr/sbin/ip", args, {}, out, absl::Seconds(20));
+  return code.ok() ? *code : -1;
+}
+
+// Why network namespaces cannot be made here, or "" when they can (tried with a namespace
+// of this run's prefix, removed again).
+std::string WhyNoNamespaces(const std::string& prefix) {
+  if (geteuid() != 0) return "not root: making network namespaces needs CAP_NET_ADMIN";
+  if (access("/usr/sbin/ip", X_OK) != 0) return "iproute2's /usr/sbin/ip is not installed";
+  std::string out;
+  const std::string probe = prefix + "-probe";
+  if (Ip({"netns", "add", probe}, &out) != 0) {
+    return absl::StrCat("`ip netns add ", probe, "` failed: ", out);
+  }
+  Ip({"netns", "delete", probe}, &out);
+  return "";
+}
+
+// The lines of `ip netns list`, `ip -o link show` and /etc/netns that name the prefix.
+std::string Leftovers(const std::string& prefix) {
+  std::string namespaces, links, etc;
+  Ip({"netns", "list"}, &namespaces);
+  Ip({"-o", "link", "show"}, &links);
+  (void)RunCommand("/bin/sh", {"-c", absl::StrCat("ls -d /etc/netns/", prefix, "-* 2>/dev/null")},
+                   {}, &etc);
+  std::string left;
+  for (absl::string_view line : absl::StrSplit(namespaces + links + etc, '\n')) {
+    if (absl::StrContains(line, prefix + "-")) absl::StrAppend(&left, line, "\n");
+  }
+  return left;
+}
+
+// "a.b.c.d:port" from an address of /proc/net/tcp ("0100007F:08AE": the IPv4 address in host,
+// little-endian, byte order) or /proc/net/tcp6 (four such words; an IPv4-mapped address
+// gives its IPv4 form, any other IPv6 address "ipv6").
+std::string ProcNetAddress(absl::string_view hex) {
+  std::vector<absl::string_view> parts = absl::StrSplit(hex, ':');
+  uint32_t port = 0;
+  if (parts.size() != 2 || !absl::SimpleHexAtoi(parts[1], &port)) return "?";
+  absl::string_view ip_hex = parts[0];
+  if (ip_hex.size() == 32) {
+    if (!absl::StartsWith(ip_hex, "0000000000000000FFFF0000")) return "ipv6";
+    ip_hex.remove_prefix(24);
+  }
+  uint32_t ip = 0;
+  if (!absl::SimpleHexAtoi(ip_hex, &ip)) return "?";
+  return absl::StrFormat("%d.%d.%d.%d:%d", ip & 0xff, (ip >> 8) & 0xff, (ip >> 16) & 0xff, ip >> 24,
+                         port);
+}
+
+// The established TCP connections of the network namespace that `pid` is in, from
+// /proc/PID/net/tcp and tcp6: {local "ip:port", remote "ip:port"} each.
+std::vector<std::pair<std::string, std::string>> EstablishedConnections(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> conns;
+  for (const char* table : {"tcp", "tcp6"}) {
+    const std::string text = ReadFile(absl::StrCat("/proc/", pid, "/net/", table));
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() < 4 || f[3] != "01") continue;  // 01: ESTABLISHED
+      conns.emplace_back(ProcNetAddress(f[1]), ProcNetAddress(f[2]));
+    }
+  }
+  return conns;
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    const int r = static_cast<int>(rd() % 256);
+    // A prefix and a /24 of this run alone (run_netns.sh refuses a prefix a live run holds).
+    prefix_ = absl::StrFormat("shardps%02x", r);
+    subnet_ = absl::StrCat("10.232.", r);
+  }
+
+  // Stops a launcher still running (SIGTERM: its trap cleans up; SIGKILL after 30 s) and
+  // removes whatever it left, so that a failed test leaves nothing behind either.
+  void TearDown() override {
+    if (launcher_ != nullptr && launcher_->Running()) {
+      launcher_->Signal(SIGTERM);
+      if (!launcher_->Wait(absl::Seconds(30)).ok()) launcher_->Signal(SIGKILL);
+      (void)launcher_->Wait(absl::Seconds(10));
+    }
+    if (started_) {
+      std::string out;
+      (void)RunCommand(BinaryPath("deploy/run_netns.sh"), {"--cleanup", "--prefix", prefix_}, {},
+                       &out);
+    }
+  }
+
+  std::string prefix_;
+  std::string subnet_;
+  bool started_ = false;
+  std::unique_ptr<Process> launcher_;
+};
+
+TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
+  const std::string why = WhyNoNamespaces(prefix_);
+  if (!why.empty()) {
+    std::cerr << "\n*** SKIPPED netns_test: cannot make network namespaces here: " << why
+              << " ***\n\n";
+    GTEST_SKIP() << "cannot make network namespaces here: " << why;
+  }
+  const std::string job = absl::StrCat(TempDir(), "/netns_job.json");
+  std::ofstream(job) << R"({"name": "netns", "model": "mlp:64", "dataset": "fashion_mnist",
+    "batch_size": 64, "steps": 400, "optimizer": {"type": "adam", "learning_rate": 0.002},
+    "mode": "sync", "partitioner": "min_size:65536:2", "seed": 7, "eval_every_steps": 200})";
+  const std::string run_dir = FreshTempDir("netns_run");
+  // The binaries sit in the runfiles tree, as the script's own ../ sees it.
+  std::string bin = BinaryPath("ps_server/ps");
+  bin.resize(bin.size() - std::string("/ps_server/ps").size());
+  started_ = true;
+  auto launcher = Process::Start(BinaryPath("deploy/run_netns.sh"),
+                                 {job, "--ps", "2", "--workers", "2", "--run_dir", run_dir,
+                                  "--prefix", prefix_, "--subnet", subnet_},
+                                 {{"SHARDPS_BIN", bin}}, absl::StrCat(TempDir(), "/run_netns.log"));
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+  launcher_ = *std::move(launcher);
+
+  // While it runs: each daemon's namespace and TF_CONFIG, and the ps' connections.
+  const std::vector<std::string> tasks = {"chief-0",  "ps-0",     "ps-1",
+                                          "worker-0", "worker-1", "evaluator-0"};
+  std::map<std::string, std::string> netns, tf_config;
+  std::map<std::string, std::set<std::string>> ps_peers;  // ps task -> remote IPs
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (launcher_->Running() && absl::Now() < deadline) {
+    for (const std::string& task : tasks) {
+      int pid = 0;
+      std::string pid_text = ReadFile(absl::StrCat(run_dir, "/pids/", task, ".pid"));
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(pid_text), &pid) || pid <= 0) continue;
+      std::string ns;
+      if (!netns.count(task) && Ip({"netns", "identify", std::to_string(pid)}, &ns) == 0 &&
+          !std::string(absl::StripAsciiWhitespace(ns)).empty()) {
+        netns[task] = std::string(absl::StripAsciiWhitespace(ns));
+      }
+      if (!tf_config.count(task)) {
+        for (absl::string_view var :
+             absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+          if (absl::ConsumePrefix(&var, "TF_CONFIG=")) tf_config[task] = std::string(var);
+        }
+      }
+      if (absl::StartsWith(task, "ps-")) {
+        for (const auto& [local, remote] : EstablishedConnections(pid)) {
+          if (absl::EndsWith(local, ":2222"))
+            ps_peers[task].insert(remote.substr(0, remote.rfind(':')));
+        }
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::StatusOr<int> rc = launcher_->Wait(absl::Seconds(30));
+  const std::string log = launcher_->Log();
+  ASSERT_TRUE(rc.ok()) << rc.status() << "\n" << log;
+  EXPECT_EQ(*rc, 0) << log;
+  EXPECT_THAT(log, HasSubstr("SUCCEEDED"));
+  const size_t at = log.find("final test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  double accuracy = 0;
+  ASSERT_TRUE(absl::SimpleAtod(log.substr(at + 21, 6), &accuracy)) << log;
+  EXPECT_GT(accuracy, 0.7) << log;  // 400 steps of mlp:64 reach ~0.8; chance is 0.1
+  EXPECT_LE(accuracy, 1.0);
+
+  const std::string chief_dns =
+      absl::StrCat(prefix_, "-chief-0.", prefix_, "-chief.default.svc:2222");
+  for (const std::string& task : tasks) {
+    SCOPED_TRACE(task);
+    EXPECT_EQ(netns[task], absl::StrCat(prefix_, "-", task)) << "ip netns identify";
+    EXPECT_THAT(tf_config[task], HasSubstr(chief_dns));
+    EXPECT_THAT(tf_config[task],
+                HasSubstr(absl::StrCat(prefix_, "-ps-1.", prefix_, "-ps.default.svc:2222")));
+    EXPECT_THAT(tf_config[task], ::testing::Not(HasSubstr("127.0.0.1")));
+  }
+  // Each ps served the workers and the chief (and the evaluator) over the bridge: peers at
+  // their subnet addresses, not loopback.
+  for (const std::string ps : {"ps-0", "ps-1"}) {
+    SCOPED_TRACE(ps);
+    int on_subnet = 0;
+    for (const std::string& ip : ps_peers[ps]) {
+      EXPECT_TRUE(absl::StartsWith(ip, subnet_ + ".")) << ip;
+      on_subnet += absl::StartsWith(ip, subnet_ + ".");
+    }
+    EXPECT_GE(on_subnet, 3) << "distinct peers of " << ps;
+  }
+  EXPECT_EQ(Leftovers(prefix_), "") << "left behind by run_netns.sh";
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace shardps
