@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (README command one): a local shardps cluster — chief, 2 ps, 2 workers and an
-# evaluator, each its own process on free localhost ports — trains the MLP 784-256-128-10 on
+# evaluator, each its own process at its own loopback address — trains the MLP 784-256-128-10 on
 # Fashion-MNIST with a live progress bar, prints the final test accuracy and stops every
 # process at the end or on Ctrl-C. Every daemon runs under a supervisor that restarts it when
 # it dies, as Kubernetes would, so a kill -9 of any ps, worker or the chief ends in a finished
@@ -36,31 +36,29 @@ shardps_build || exit 1
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
 
-# A port nobody listens on, from a random start; each handed out once. (A daemon binds it a
-# moment later; on the rare collision with another program, the daemon exits 1 and its
-# supervisor below tries again, but keeps the address: peers know it from TF_CONFIG.)
-used_ports=" "
-free_port() {
-  local port=$(( 20000 + RANDOM % 30000 ))
-  while true; do
-    if [[ "$used_ports" != *" $port "* ]] && ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      used_ports+="$port "
-      echo "$port"
-      return
-    fi
-    port=$(( port + 1 ))
-  done
-}
-
-list() {  # list N -> ["127.0.0.1:p1", ...]
+# Each task at its own loopback address, 127.A.B.1, .2, ... in a /24 chosen at random per run,
+# all on the standard port 2222 as pods have: no port is picked free, released and bound later
+# by a daemon, so nothing races for one, and daemons listen on their loopback address alone
+# (rpc ListenAddress). A /24 where something already answers (another run, a listener on every
+# interface) is passed over.
+PORT=2222
+SUBNET=""
+for ((try = 0; try < 50; try++)); do
+  candidate="127.$(( 64 + RANDOM % 64 )).$(( RANDOM % 256 ))"
+  if ! (exec 3<>"/dev/tcp/$candidate.1/$PORT") 2>/dev/null; then SUBNET=$candidate; break; fi
+done
+if [ -z "$SUBNET" ]; then
+  echo "run_local.sh: something answers on port $PORT at every loopback address tried" >&2
+  exit 1
+fi
+addr() { echo "$SUBNET.$1:$PORT"; }  # addr HOST_NUMBER
+list() {  # list N FIRST -> ["127.A.B.FIRST:2222", ...]
   local out="" i
-  for ((i = 0; i < $1; i++)); do
-    out+="${out:+, }\"127.0.0.1:$(free_port)\""
-  done
+  for ((i = 0; i < $1; i++)); do out+="${out:+, }\"$(addr $(( $2 + i )))\""; done
   echo "[$out]"
 }
-CHIEF_PORT=$(free_port)
-CLUSTER="{\"chief\": [\"127.0.0.1:$CHIEF_PORT\"], \"ps\": $(list "$NUM_PS"), \"worker\": $(list "$NUM_WORKERS"), \"evaluator\": [\"127.0.0.1:$(free_port)\"]}"
+CHIEF_ADDRESS=$(addr 1)
+CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], \"evaluator\": [\"$(addr 2)\"], \"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
 cleanup() {
@@ -71,18 +69,18 @@ trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
-for ((i = 0; i < NUM_PS; i++)); do supervise ps "$i" "$BIN/ps_server/ps" --bind_host=127.0.0.1; done
+for ((i = 0; i < NUM_PS; i++)); do supervise ps "$i" "$BIN/ps_server/ps"; done
 for ((i = 0; i < NUM_WORKERS; i++)); do
-  supervise worker "$i" "$BIN/worker/worker" --bind_host=127.0.0.1 --threads=1
+  supervise worker "$i" "$BIN/worker/worker" --threads=1
 done
 supervise evaluator 0 "$BIN/evaluator/evaluator" --metrics_file="$RUN_DIR/metrics.jsonl"
-supervise chief 0 "$BIN/coordinator/chief" --bind_host=127.0.0.1 --job="$JOB" \
+supervise chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
-echo "cluster: chief 127.0.0.1:$CHIEF_PORT, $NUM_PS ps, $NUM_WORKERS workers, evaluator; logs in $RUN_DIR" >&2
+echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers, evaluator; logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
-SHARDCTL=("$BIN/coordinator/cli/shardctl" --chief="127.0.0.1:$CHIEF_PORT")
+SHARDCTL=("$BIN/coordinator/cli/shardctl" --chief="$CHIEF_ADDRESS")
 follow_job "$CHIEF_SUPERVISOR" "${SHARDCTL[@]}"
 echo "metrics: $RUN_DIR/metrics.jsonl; logs: $RUN_DIR/*.log; checkpoints: $CHECKPOINT_DIR" >&2
 exit "$JOB_RC"
