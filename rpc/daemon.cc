@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/daemon_config.h"
 #include "common/process_tuning.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "rpc/grpc_util.h"
 #include "rpc/orphan_clock.h"
@@ -216,6 +217,9 @@ std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& s
     return nullptr;
   }
   listen_ = *listen;
+  // gRPC's standard health service (grpc.health.v1.Health, proto/health.proto): the server
+  // as a whole ("") answers SERVING while it runs, for Kubernetes' gRPC probes.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureBuilder(&builder, max_request_bytes_);
   builder.AddListeningPort(listen_, grpc::InsecureServerCredentials(), &bound_port_);

@@ -46,6 +46,7 @@ class TrainingCluster {
 
   const std::string& chief_address() const { return chief_address_; }
   const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
+  const std::vector<std::string>& worker_addresses() const { return spec_.at("worker"); }
   // The current incarnation of each daemon (null: not started, or stopped and not started
   // again).
   Process* chief() { return chief_->current.get(); }
