@@ -195,6 +195,8 @@ std::string NetnsCluster::Shutdown() {
     std::string out;
     (void)RunCommand(BinaryPath("deploy/run_netns.sh"), {"--cleanup", "--prefix", prefix_}, {},
                      &out);
+    // run_netns.sh keeps its per-prefix lock file; this random prefix is never used again.
+    unlink(absl::StrCat("/run/shardps-netns/", prefix_, ".lock").c_str());
   }
   std::string left = NetnsLeftovers(prefix_);
   for (pid_t pid : seen_pids_) {
