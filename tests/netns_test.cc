@@ -2,15 +2,14 @@
 // every daemon in its own network namespace. Checks that the job succeeds with a sane
 // accuracy, that each daemon ran in its own namespace with a TF_CONFIG of DNS names and that
 // the ps served peers over the namespaces' subnet, and that the launcher left no namespace,
-// link or hosts file behind. Each run takes its own prefix and subnet, so runs may overlap.
+// link, hosts file or process behind. Each run takes its own prefix and subnet (NetnsCluster),
+// so runs may overlap.
 // Skipped (with the reason) where network namespaces cannot be made: not root, no
 // CAP_NET_ADMIN, no iproute2.
-#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 
@@ -22,7 +21,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/process.h"
+#include "tests/netns_cluster.h"
 
 namespace shardps {
 namespace testing {
@@ -35,40 +34,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Runs `ip ARGS`; returns its exit code (-1: could not run) and fills `out`.
-int Ip(const std::vector<std::string>& args, std::string* out) {
-  absl::StatusOr<int> code = RunCommand("/usr/sbin/ip", args, {}, out, absl::Seconds(20));
-  return code.ok() ? *code : -1;
-}
-
-// Why network namespaces cannot be made here, or "" when they can (tried with a namespace
-// of this run's prefix, removed again).
-std::string WhyNoNamespaces(const std::string& prefix) {
-  if (geteuid() != 0) return "not root: making network namespaces needs CAP_NET_ADMIN";
-  if (access("/usr/sbin/ip", X_OK) != 0) return "iproute2's /usr/sbin/ip is not installed";
-  std::string out;
-  const std::string probe = prefix + "-probe";
-  if (Ip({"netns", "add", probe}, &out) != 0) {
-    return absl::StrCat("`ip netns add ", probe, "` failed: ", out);
-  }
-  Ip({"netns", "delete", probe}, &out);
-  return "";
-}
-
-// The lines of `ip netns list`, `ip -o link show` and /etc/netns that name the prefix.
-std::string Leftovers(const std::string& prefix) {
-  std::string namespaces, links, etc;
-  Ip({"netns", "list"}, &namespaces);
-  Ip({"-o", "link", "show"}, &links);
-  (void)RunCommand("/bin/sh", {"-c", absl::StrCat("ls -d /etc/netns/", prefix, "-* 2>/dev/null")},
-                   {}, &etc);
-  std::string left;
-  for (absl::string_view line : absl::StrSplit(namespaces + links + etc, '\n')) {
-    if (absl::StrContains(line, prefix + "-")) absl::StrAppend(&left, line, "\n");
-  }
-  return left;
 }
 
 // "a.b.c.d:port" from an address of /proc/net/tcp ("0100007F:08AE": the IPv4 address in host,
@@ -104,59 +69,23 @@ std::vector<std::pair<std::string, std::string>> EstablishedConnections(pid_t pi
   return conns;
 }
 
-class NetnsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::random_device rd;
-    const int r = static_cast<int>(rd() % 256);
-    // A prefix and a /24 of this run alone (run_netns.sh refuses a prefix a live run holds).
-    prefix_ = absl::StrFormat("shardps%02x", r);
-    subnet_ = absl::StrCat("10.232.", r);
-  }
-
-  // Stops a launcher still running (SIGTERM: its trap cleans up; SIGKILL after 30 s) and
-  // removes whatever it left, so that a failed test leaves nothing behind either.
-  void TearDown() override {
-    if (launcher_ != nullptr && launcher_->Running()) {
-      launcher_->Signal(SIGTERM);
-      if (!launcher_->Wait(absl::Seconds(30)).ok()) launcher_->Signal(SIGKILL);
-      (void)launcher_->Wait(absl::Seconds(10));
-    }
-    if (started_) {
-      std::string out;
-      (void)RunCommand(BinaryPath("deploy/run_netns.sh"), {"--cleanup", "--prefix", prefix_}, {},
-                       &out);
-    }
-  }
-
-  std::string prefix_;
-  std::string subnet_;
-  bool started_ = false;
-  std::unique_ptr<Process> launcher_;
-};
-
-TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
-  const std::string why = WhyNoNamespaces(prefix_);
+TEST(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
+  const std::string why = WhyNoNamespaces(absl::StrCat("ns", getpid()));
   if (!why.empty()) {
     std::cerr << "\n*** SKIPPED netns_test: cannot make network namespaces here: " << why
               << " ***\n\n";
     GTEST_SKIP() << "cannot make network namespaces here: " << why;
   }
-  const std::string job = absl::StrCat(TempDir(), "/netns_job.json");
-  std::ofstream(job) << R"({"name": "netns", "model": "mlp:64", "dataset": "fashion_mnist",
+  NetnsCluster::Options options;
+  options.name = "ns";
+  options.job_json = R"({"name": "netns", "model": "mlp:64", "dataset": "fashion_mnist",
     "batch_size": 64, "steps": 400, "optimizer": {"type": "adam", "learning_rate": 0.002},
     "mode": "sync", "partitioner": "min_size:65536:2", "seed": 7, "eval_every_steps": 200})";
-  const std::string run_dir = FreshTempDir("netns_run");
-  // The binaries sit in the runfiles tree, as the script's own ../ sees it.
-  std::string bin = BinaryPath("ps_server/ps");
-  bin.resize(bin.size() - std::string("/ps_server/ps").size());
-  started_ = true;
-  auto launcher = Process::Start(BinaryPath("deploy/run_netns.sh"),
-                                 {job, "--ps", "2", "--workers", "2", "--run_dir", run_dir,
-                                  "--prefix", prefix_, "--subnet", subnet_},
-                                 {{"SHARDPS_BIN", bin}}, absl::StrCat(TempDir(), "/run_netns.log"));
-  ASSERT_TRUE(launcher.ok()) << launcher.status();
-  launcher_ = *std::move(launcher);
+  auto cluster = NetnsCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  NetnsCluster* c = cluster->get();
+  const std::string& prefix = c->prefix();
+  const std::string& subnet = c->subnet();
 
   // While it runs: each daemon's namespace and TF_CONFIG, and the ps' connections.
   const std::vector<std::string> tasks = {"chief-0",  "ps-0",     "ps-1",
@@ -164,11 +93,10 @@ TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
   std::map<std::string, std::string> netns, tf_config;
   std::map<std::string, std::set<std::string>> ps_peers;  // ps task -> remote IPs
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (launcher_->Running() && absl::Now() < deadline) {
+  while (c->launcher()->Running() && absl::Now() < deadline) {
     for (const std::string& task : tasks) {
-      int pid = 0;
-      std::string pid_text = ReadFile(absl::StrCat(run_dir, "/pids/", task, ".pid"));
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(pid_text), &pid) || pid <= 0) continue;
+      const pid_t pid = c->Pid(task);
+      if (pid == 0) continue;
       std::string ns;
       if (!netns.count(task) && Ip({"netns", "identify", std::to_string(pid)}, &ns) == 0 &&
           !std::string(absl::StripAsciiWhitespace(ns)).empty()) {
@@ -189,8 +117,8 @@ TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
-  absl::StatusOr<int> rc = launcher_->Wait(absl::Seconds(30));
-  const std::string log = launcher_->Log();
+  absl::StatusOr<int> rc = c->WaitForLauncher(absl::Seconds(30));
+  const std::string log = c->launcher()->Log();
   ASSERT_TRUE(rc.ok()) << rc.status() << "\n" << log;
   EXPECT_EQ(*rc, 0) << log;
   EXPECT_THAT(log, HasSubstr("SUCCEEDED"));
@@ -202,13 +130,13 @@ TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
   EXPECT_LE(accuracy, 1.0);
 
   const std::string chief_dns =
-      absl::StrCat(prefix_, "-chief-0.", prefix_, "-chief.default.svc:2222");
+      absl::StrCat(prefix, "-chief-0.", prefix, "-chief.default.svc:2222");
   for (const std::string& task : tasks) {
     SCOPED_TRACE(task);
-    EXPECT_EQ(netns[task], absl::StrCat(prefix_, "-", task)) << "ip netns identify";
+    EXPECT_EQ(netns[task], absl::StrCat(prefix, "-", task)) << "ip netns identify";
     EXPECT_THAT(tf_config[task], HasSubstr(chief_dns));
     EXPECT_THAT(tf_config[task],
-                HasSubstr(absl::StrCat(prefix_, "-ps-1.", prefix_, "-ps.default.svc:2222")));
+                HasSubstr(absl::StrCat(prefix, "-ps-1.", prefix, "-ps.default.svc:2222")));
     EXPECT_THAT(tf_config[task], ::testing::Not(HasSubstr("127.0.0.1")));
   }
   // Each ps served the workers and the chief (and the evaluator) over the bridge: peers at
@@ -217,12 +145,13 @@ TEST_F(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
     SCOPED_TRACE(ps);
     int on_subnet = 0;
     for (const std::string& ip : ps_peers[ps]) {
-      EXPECT_TRUE(absl::StartsWith(ip, subnet_ + ".")) << ip;
-      on_subnet += absl::StartsWith(ip, subnet_ + ".");
+      EXPECT_TRUE(absl::StartsWith(ip, subnet + ".")) << ip;
+      on_subnet += absl::StartsWith(ip, subnet + ".");
     }
     EXPECT_GE(on_subnet, 3) << "distinct peers of " << ps;
   }
-  EXPECT_EQ(Leftovers(prefix_), "") << "left behind by run_netns.sh";
+  EXPECT_EQ(NetnsLeftovers(prefix), "") << "left behind by run_netns.sh";
+  EXPECT_EQ(c->Shutdown(), "") << "left behind";
 }
 
 }  // namespace
