@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/server.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
 #include "evaluator/eval_loop.h"
@@ -42,11 +43,12 @@ int Main(int argc, char** argv) {
   FlagParser flags("evaluator",
                    "shardps evaluator daemon: evaluates the chief's job on held-out data, live "
                    "from the ps (TF_CONFIG) or from its checkpoints (--checkpoint_dir).");
-  Daemon daemon("evaluator", &flags, /*serves=*/false);
+  Daemon daemon("evaluator", &flags);
   daemon.set_config_optional();
   std::string metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu", checkpoint_dir;
   int64_t threads = 1;
   double poll_interval_s = 2;
+  int64_t health_port = 0;
   flags.AddString("metrics_file", &metrics_file, "append evaluations here as JSON lines");
   flags.AddString("backend", &backend_flag, "compute backend: auto, cpu or gpu");
   flags.AddInt("threads", &threads, "CPU compute threads");
@@ -54,6 +56,11 @@ int Main(int argc, char** argv) {
                   "sidecar mode: evaluate each committed checkpoint in this directory once");
   flags.AddDouble("poll_interval_s", &poll_interval_s,
                   "sidecar mode: how often to look for new checkpoints");
+  flags.AddInt("health_port", &health_port,
+               "answer gRPC's health check (grpc.health.v1) on this port (all interfaces, or "
+               "--bind_host), e.g. for Kubernetes probes where TF_CONFIG leaves the evaluator "
+               "out of the cluster (TFJob); default: on TF_CONFIG's evaluator address when the "
+               "cluster lists it, else nowhere");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
 
   const bool sidecar = !checkpoint_dir.empty();
@@ -75,6 +82,20 @@ int Main(int argc, char** argv) {
   if (threads < 1 || threads > 1024) {
     std::cerr << "error: --threads must be 1..1024, got " << threads << "\n";
     return kExitBadConfig;
+  }
+  if (health_port < 0 || health_port > 65535) {
+    std::cerr << "error: --health_port must be 1..65535 (or 0: TF_CONFIG's), got " << health_port
+              << "\n";
+    return kExitBadConfig;
+  }
+  // The evaluator serves no RPC of its own; it listens only to answer health checks.
+  std::unique_ptr<grpc::Server> health_server;
+  const std::string health_address =
+      health_port > 0 ? absl::StrCat("0.0.0.0:", health_port)
+                      : (daemon.has_config() ? daemon.config().TaskAddress() : std::string());
+  if (!health_address.empty()) {
+    health_server = daemon.ServeAt(health_address, {});
+    if (health_server == nullptr) return kExitError;
   }
   absl::StatusOr<BackendKind> kind = ParseBackendKind(backend_flag);
   if (!kind.ok()) {
@@ -102,7 +123,10 @@ int Main(int argc, char** argv) {
             << (daemon.has_config() ? daemon.config().DebugString() : std::string("no TF_CONFIG"))
             << (sidecar ? absl::StrCat(", sidecar of ", checkpoint_dir) : std::string(", ps mode"))
             << (has_chief ? absl::StrCat(", chief at ", chief_address) : std::string())
-            << ", backend " << (*backend)->Name() << ", metrics to " << metrics_file << "\n";
+            << ", backend " << (*backend)->Name() << ", metrics to " << metrics_file
+            << (health_server ? absl::StrCat(", health checks on ", daemon.listen_address())
+                              : std::string())
+            << "\n";
 
   EvalLoopHooks hooks;
   hooks.sleep = [&daemon](absl::Duration timeout) {

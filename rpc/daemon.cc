@@ -17,6 +17,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "rpc/grpc_util.h"
+#include "rpc/health_service.h"
 #include "rpc/orphan_clock.h"
 
 namespace shardps {
@@ -211,7 +212,12 @@ std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& s
     std::cerr << "error: " << task_type_ << ": no TF_CONFIG: nothing to listen on\n";
     return nullptr;
   }
-  absl::StatusOr<std::string> listen = ListenAddress(config_.TaskAddress(), bind_host_);
+  return ServeAt(config_.TaskAddress(), services);
+}
+
+std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
+                                              const std::vector<grpc::Service*>& services) {
+  absl::StatusOr<std::string> listen = ListenAddress(address, bind_host_);
   if (!listen.ok()) {
     std::cerr << "error: " << listen.status().message() << "\n";
     return nullptr;
@@ -224,6 +230,12 @@ std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& s
   ConfigureBuilder(&builder, max_request_bytes_);
   builder.AddListeningPort(listen_, grpc::InsecureServerCredentials(), &bound_port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  // gRPC's built-in health service runs on a server's own services; a server with none (the
+  // evaluator's, which listens only for health checks) gets a synchronous one of its own.
+  if (services.empty()) {
+    health_only_ = std::make_unique<HealthOnlyService>();
+    builder.RegisterService(health_only_.get());
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port_ == 0) {
     std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_ << " (port in use?)\n";

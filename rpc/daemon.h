@@ -116,6 +116,11 @@ class Daemon {
   // max_request_bytes(). Prints the error and returns null when the address is bad or the
   // port is taken (exit kExitError).
   std::unique_ptr<grpc::Server> Serve(const std::vector<grpc::Service*>& services);
+  // The same on `address` ("host:port", read as a TF_CONFIG address is: see ListenAddress)
+  // instead of this task's TF_CONFIG address. Every server answers gRPC's standard health
+  // check; with no `services` that is all it serves (the evaluator's).
+  std::unique_ptr<grpc::Server> ServeAt(const std::string& address,
+                                        const std::vector<grpc::Service*>& services);
   // The address Serve listens on ("0.0.0.0:2222").
   const std::string& listen_address() const { return listen_; }
   // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
@@ -157,6 +162,7 @@ class Daemon {
   TfConfig config_;
   std::string listen_;
   int bound_port_ = 0;
+  std::unique_ptr<grpc::Service> health_only_;  // ServeAt without services: the health service
   std::shared_ptr<Shared> shared_;  // also held by the signal thread
   std::thread orphan_watch_;
 };

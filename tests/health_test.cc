@@ -1,4 +1,4 @@
-// Every serving daemon (chief, ps, worker) answers gRPC's standard health protocol
+// Every daemon (chief, ps, worker, and the evaluator, which listens only for this) answers gRPC's standard health protocol
 // (grpc.health.v1.Health/Check) on its TF_CONFIG address, as Kubernetes' gRPC probes call it:
 // SERVING for the server as a whole (the service "", what a probe without a service name
 // asks), NOT_FOUND for a service name it does not report. Real daemons as processes.
@@ -30,10 +30,11 @@ grpc::Status Check(const std::string& address, const std::string& service,
   return stub->Check(&ctx, request, response);
 }
 
-TEST(HealthTest, ChiefPsAndWorkerAnswerTheStandardHealthCheck) {
+TEST(HealthTest, EveryDaemonAnswersTheStandardHealthCheck) {
   TrainingCluster::Options options;
   options.num_ps = 1;
   options.num_workers = 1;
+  options.evaluator = true;
   auto cluster = TrainingCluster::Start(options);  // no job: the daemons just serve
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
@@ -42,7 +43,7 @@ TEST(HealthTest, ChiefPsAndWorkerAnswerTheStandardHealthCheck) {
     std::string who, address;
   };
   for (const Case& k : {Case{"chief", c->chief_address()}, Case{"ps", c->ps_addresses().at(0)},
-                        Case{"worker", worker}}) {
+                        Case{"worker", worker}, Case{"evaluator", c->evaluator_address()}}) {
     HealthCheckResponse whole, missing;
     grpc::Status s = Check(k.address, "", &whole);
     ASSERT_TRUE(s.ok()) << k.who << ": " << s.error_message() << "\n" << c->Logs();

@@ -47,6 +47,11 @@ class TrainingCluster {
   const std::string& chief_address() const { return chief_address_; }
   const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
   const std::vector<std::string>& worker_addresses() const { return spec_.at("worker"); }
+  // The evaluator's TF_CONFIG address; empty without one.
+  std::string evaluator_address() const {
+    auto it = spec_.find("evaluator");
+    return it == spec_.end() ? "" : it->second.at(0);
+  }
   // The current incarnation of each daemon (null: not started, or stopped and not started
   // again).
   Process* chief() { return chief_->current.get(); }
