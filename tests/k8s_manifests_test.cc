@@ -1,0 +1,256 @@
+// deploy/k8s/ checked offline (no API server can run here):
+//
+// - EntrypointRejectsBadEnvironment: deploy/k8s/entrypoint.sh with a bad or missing variable
+//   prints one line naming it and exits 2 (the daemons' bad-configuration code, which the
+//   manifests' podFailurePolicy turns into a failed Job). Needs nothing but bash.
+// - ManifestsValidateAgainstKubernetesSchemas: tests/k8s_manifests_check.py --check=schemas
+//   (Kubernetes' JSON schemas, strict, from kubernetes-validate; the JobSet's and TFJob's
+//   embedded Job and pod templates as core objects, their CRD fields against the APIs' field
+//   names; what schemas cannot see), on the real manifests and on a copy with mistakes put in.
+// - EveryPodsTfConfigIsAcceptedByItsDaemon: --check=tf_config, every pod of every form rendered
+//   as Kubernetes would, the entrypoint dry-run, the real daemons' --validate_config.
+//
+// The last two need the virtualenv of deploy/python_env.sh (PyYAML, kubernetes-validate), named
+// by SHARDPS_VENV (deploy/test.sh passes it); without it they are skipped, saying so:
+//   bazel test //tests:k8s_manifests_test --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/process.h"
+
+namespace shardps {
+namespace testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The venv's python, or "" with the reason in `why`.
+std::string VenvPython(std::string* why) {
+  const char* venv = std::getenv("SHARDPS_VENV");
+  if (venv == nullptr || *venv == '\0') {
+    *why = "SHARDPS_VENV is not set";
+    return "";
+  }
+  const std::string python = absl::StrCat(venv, "/bin/python");
+  if (::access(python.c_str(), X_OK) != 0) {
+    *why = absl::StrCat("SHARDPS_VENV=", venv, " has no bin/python");
+    return "";
+  }
+  return python;
+}
+
+#define SKIP_WITHOUT_VENV(python)                                                               \
+  std::string why;                                                                              \
+  const std::string python = VenvPython(&why);                                                  \
+  if (python.empty()) {                                                                         \
+    GTEST_SKIP() << "\n*** SKIPPED: no Python virtualenv with kubernetes-validate and PyYAML: " \
+                 << why                                                                         \
+                 << ". The Kubernetes manifests in deploy/k8s are NOT validated. Run:\n***   "  \
+                    "bazel test //tests:k8s_manifests_test "                                    \
+                    "--test_env=SHARDPS_VENV=$(deploy/python_env.sh)\n";                        \
+  }
+
+// The JSON of the line "RESULT {...}" that the script prints last; null when none.
+nlohmann::json ParseResult(const std::string& output) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (absl::ConsumePrefix(&line, "RESULT ")) {
+      return nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    }
+  }
+  return nullptr;
+}
+
+std::string K8sDir() { return BinaryPath("deploy/k8s"); }
+
+// Runs the entrypoint in a clean environment holding only `vars` (and PATH), dry-run.
+int RunEntrypoint(const std::vector<std::string>& vars, std::string* output) {
+  std::vector<std::string> args = {"-i", "PATH=/usr/bin:/bin", "SHARDPS_ENTRYPOINT_DRY_RUN=1",
+                                   "HOSTNAME=test-host"};
+  args.insert(args.end(), vars.begin(), vars.end());
+  args.push_back(K8sDir() + "/entrypoint.sh");
+  args.push_back("--long_lived");
+  return RunCommand("/usr/bin/env", args, {}, output).value_or(-1);
+}
+
+TEST(K8sManifestsTest, EntrypointRejectsBadEnvironment) {
+  const std::vector<std::string> good = {"SHARDPS_NUM_PS=2", "SHARDPS_NUM_WORKERS=2"};
+  std::string out;
+  // The good case first, so that the bad ones fail for their variable alone.
+  {
+    std::vector<std::string> vars = good;
+    vars.push_back("HOSTNAME=shardps-ps-1");
+    ASSERT_EQ(RunEntrypoint(vars, &out), 0) << out;
+    EXPECT_NE(out.find(R"("ps": ["shardps-ps-0.shardps-ps.default.svc:2222", )"
+                       R"("shardps-ps-1.shardps-ps.default.svc:2222"])"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(R"("task": {"type": "ps", "index": 1})"), std::string::npos) << out;
+    EXPECT_NE(out.find("EXEC /usr/local/bin/ps --long_lived"), std::string::npos) << out;
+  }
+  struct Case {
+    std::vector<std::string> vars;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"HOSTNAME=web-0"}, "SHARDPS_ROLE is not set and the hostname \"web-0\""},
+      {{"SHARDPS_ROLE=boss"}, "SHARDPS_ROLE=\"boss\": must be chief, ps, worker or evaluator"},
+      {{"SHARDPS_ROLE=ps"}, "no task index: SHARDPS_TASK_INDEX and JOB_COMPLETION_INDEX"},
+      {{"HOSTNAME=shardps-ps-2"}, "task index 2 is out of range for 2 ps task(s)"},
+      {{"HOSTNAME=shardps-ps-0", "SHARDPS_TASK_INDEX=01"}, "SHARDPS_TASK_INDEX: \"01\""},
+      {{"HOSTNAME=shardps-ps-0", "SHARDPS_NUM_PS=0"}, "SHARDPS_NUM_PS=\"0\": must be"},
+      {{"HOSTNAME=shardps-ps-0", "SHARDPS_NUM_WORKERS="}, "SHARDPS_NUM_WORKERS is not set"},
+      {{"HOSTNAME=shardps-ps-0", "SHARDPS_EVALUATOR=yes"}, "SHARDPS_EVALUATOR=\"yes\""},
+      {{"HOSTNAME=shardps-evaluator-0"}, "SHARDPS_EVALUATOR is not 1"},
+      {{"HOSTNAME=shardps-ps-0", "POD_NAMESPACE=Team_A"}, "POD_NAMESPACE=\"Team_A\""},
+      {{"HOSTNAME=shardps-ps-0", "SHARDPS_PORT=70000"}, "SHARDPS_PORT=\"70000\""},
+      {{"HOSTNAME=j-ps-1-0", "JOBSET_NAME=j"}, "job index 1, but each replicated job"},
+      {{"TF_CONFIG={\"cluster\": {}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
+        "SHARDPS_ROLE=ps"},
+       "SHARDPS_ROLE=\"ps\" but TF_CONFIG's task.type is \"worker\""},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> vars = good;
+    vars.insert(vars.end(), c.vars.begin(), c.vars.end());
+    EXPECT_EQ(RunEntrypoint(vars, &out), 2) << absl::StrJoin(c.vars, " ") << "\n" << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << absl::StrJoin(c.vars, " ") << "\n" << out;
+    EXPECT_EQ(out.find("EXEC"), std::string::npos) << out;
+  }
+}
+
+TEST(K8sManifestsTest, ManifestsValidateAgainstKubernetesSchemas) {
+  SKIP_WITHOUT_VENV(python);
+  std::string out;
+  ASSERT_EQ(RunCommand(python,
+                       {"tests/k8s_manifests_check.py", "--check=schemas", "--k8s_dir", K8sDir(),
+                        "--repo", BinaryPath("")},
+                       {}, &out, absl::Seconds(120))
+                .value_or(-1),
+            0)
+      << out;
+  std::cout << out;
+  const nlohmann::json result = ParseResult(out);
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result.value("problems", -1), 0);
+  // common.yaml (PVC, ConfigMap), cluster.yaml (4 Services, 3 StatefulSets, a PDB),
+  // workers-gpu.yaml and workers-cpu.yaml (a StatefulSet each), submit-job.yaml (a Job).
+  EXPECT_EQ(result.value("validated", 0), 13) << out;
+  EXPECT_EQ(result["kinds"].value("Service", 0), 4);
+  EXPECT_EQ(result["kinds"].value("StatefulSet", 0), 5);
+  // The JobSet's 4 Job templates and the TFJob's 4 pod templates.
+  EXPECT_EQ(result.value("crd_templates_validated", 0), 8) << out;
+
+  // The checks can fail: a copy with a misspelled field (core schema), a JobSet field under a
+  // wrong name and a podFailurePolicy beside restartPolicy OnFailure.
+  const std::string bad = FreshTempDir("k8s_bad");
+  fs::create_directories(bad);
+  for (const auto& entry : fs::directory_iterator(K8sDir())) {
+    fs::copy_file(entry.path(), bad + "/" + entry.path().filename().string());
+  }
+  auto edit = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::ifstream in(bad + "/" + name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << name << ": " << from;
+    text.replace(at, from.size(), to);
+    fs::permissions(bad + "/" + name, fs::perms::owner_write, fs::perm_options::add);
+    std::ofstream(bad + "/" + name) << text;
+  };
+  edit("cluster.yaml", "  podManagementPolicy: Parallel\n",
+       "  podManagementPolicy: Parallel\n  replica: 3\n");
+  edit("jobset.yaml", "enableDNSHostnames: true", "enableDnsHostnames: true");
+  edit("jobset.yaml", "            restartPolicy: Never", "            restartPolicy: OnFailure");
+  EXPECT_EQ(RunCommand(python,
+                       {"tests/k8s_manifests_check.py", "--check=schemas", "--k8s_dir", bad,
+                        "--repo", BinaryPath("")},
+                       {}, &out, absl::Seconds(120))
+                .value_or(-1),
+            1)
+      << out;
+  EXPECT_NE(out.find("StatefulSet/shardps-chief: schema 1.29.0: spec: Additional properties are "
+                     "not allowed ('replica' was unexpected)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("field 'enableDnsHostnames' is not one of"), std::string::npos) << out;
+  EXPECT_NE(out.find("replicatedJobs[chief]: podFailurePolicy needs the pod's restartPolicy: "
+                     "Never"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("generate.py --check"), std::string::npos) << out;
+}
+
+TEST(K8sManifestsTest, EveryPodsTfConfigIsAcceptedByItsDaemon) {
+  SKIP_WITHOUT_VENV(python);
+  std::string out;
+  ASSERT_EQ(RunCommand(python,
+                       {"tests/k8s_manifests_check.py", "--check=tf_config", "--k8s_dir",
+                        K8sDir(), "--entrypoint", K8sDir() + "/entrypoint.sh", "--bin",
+                        "chief=" + BinaryPath("coordinator/chief"), "--bin",
+                        "ps=" + BinaryPath("ps_server/ps"), "--bin",
+                        "worker=" + BinaryPath("worker/worker"), "--bin",
+                        "evaluator=" + BinaryPath("evaluator/evaluator")},
+                       {}, &out, absl::Seconds(240))
+                .value_or(-1),
+            0)
+      << out;
+  std::cout << out;
+  const nlohmann::json result = ParseResult(out);
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result.value("problems", -1), 0);
+  // 1 chief + 2 ps + 2 workers + 1 evaluator, in each of: the StatefulSets with GPU workers,
+  // with CPU workers, the JobSet and the TFJob.
+  EXPECT_EQ(result.value("pods", 0), 4 * 6) << out;
+
+  // The check can fail: in a copy, the JobSet's chief counts 3 ps where the ps Job runs 2.
+  const std::string bad = FreshTempDir("k8s_bad_counts");
+  fs::create_directories(bad);
+  for (const auto& entry : fs::directory_iterator(K8sDir())) {
+    fs::copy_file(entry.path(), bad + "/" + entry.path().filename().string());
+  }
+  std::string text;
+  {
+    std::ifstream in(bad + "/jobset.yaml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const std::string from = "- name: SHARDPS_NUM_PS\n                value: \"2\"";
+  const size_t at = text.find(from);  // the first: the chief's
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, from.size(), "- name: SHARDPS_NUM_PS\n                value: \"3\"");
+  fs::permissions(bad + "/jobset.yaml", fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(bad + "/jobset.yaml") << text;
+  EXPECT_EQ(RunCommand(python,
+                       {"tests/k8s_manifests_check.py", "--check=tf_config", "--k8s_dir", bad,
+                        "--entrypoint", K8sDir() + "/entrypoint.sh", "--bin",
+                        "chief=" + BinaryPath("coordinator/chief"), "--bin",
+                        "ps=" + BinaryPath("ps_server/ps"), "--bin",
+                        "worker=" + BinaryPath("worker/worker"), "--bin",
+                        "evaluator=" + BinaryPath("evaluator/evaluator")},
+                       {}, &out, absl::Seconds(240))
+                .value_or(-1),
+            1)
+      << out;
+  EXPECT_NE(out.find("jobset.yaml: pod shardps-job-chief-0-0: cluster.ps[2] "
+                     "'shardps-job-ps-0-2.shardps-job.shardps-test.svc:2222' is no pod"),
+            std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace shardps
