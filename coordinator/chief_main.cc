@@ -36,6 +36,7 @@ int Main(int argc, char** argv) {
   int64_t final_eval_timeout_s = 120, ps_wait_s = 300, checkpoint_every_s = 30,
           interrupt_timeout_s = 60;
   bool resume = false, fresh = false;
+  std::string evaluator_flag = "auto";
   flags.AddString("job", &job_file, "run this job file at once (else wait for shardctl submit)");
   flags.AddString("checkpoint_dir", &checkpoint_dir,
                   "checkpoint directory for jobs whose job file names none");
@@ -47,6 +48,10 @@ int Main(int argc, char** argv) {
                 "--job: start from step 0, removing the job's checkpoints and journal");
   flags.AddInt("final_eval_timeout_s", &final_eval_timeout_s,
                "seconds to wait for the evaluator's final evaluation after training");
+  flags.AddString("evaluator", &evaluator_flag,
+                  "whether an evaluator follows the jobs, so that a job waits for its final "
+                  "evaluation: auto (TF_CONFIG's cluster lists one), yes (one runs outside the "
+                  "cluster, as under Kubeflow's TFJob), no");
   flags.AddInt("ps_wait_s", &ps_wait_s, "--job: seconds to wait for every ps to answer");
   flags.AddInt("interrupt_timeout_s", &interrupt_timeout_s,
                "on SIGTERM: seconds to wait for the job's checkpoint before exiting");
@@ -65,6 +70,11 @@ int Main(int argc, char** argv) {
                 << "\n";
       return 2;
     }
+  }
+  if (evaluator_flag != "auto" && evaluator_flag != "yes" && evaluator_flag != "no") {
+    std::cerr << "error: --evaluator must be auto, yes or no, got \"" << evaluator_flag
+              << "\"\n";
+    return 2;
   }
   if (checkpoint_every_s == 0) checkpoint_every_s = 30;
   const TfConfig& config = daemon.config();
@@ -93,7 +103,8 @@ int Main(int argc, char** argv) {
     options.workers.push_back(NewGrpcWorkerInterface(address));
   }
   options.ps = ps->get();
-  options.has_evaluator = config.NumTasks("evaluator") > 0;
+  options.has_evaluator = evaluator_flag == "auto" ? config.NumTasks("evaluator") > 0
+                                                   : evaluator_flag == "yes";
   options.final_eval_timeout = absl::Seconds(final_eval_timeout_s);
   options.default_checkpoint_dir = checkpoint_dir;
   options.default_checkpoint_every = absl::Seconds(checkpoint_every_s);

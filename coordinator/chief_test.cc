@@ -42,8 +42,9 @@ class ChiefTest : public ::testing::Test {
   }
 
   // A chief over `n` fake workers; probes of failed workers wait an hour (never, in a test).
-  void StartChief(int n) {
+  void StartChief(int n, bool has_evaluator = false) {
     Chief::Options options;
+    options.has_evaluator = has_evaluator;
     options.ps_addresses = {"ps0"};
     options.ps = ps_.get();
     options.probe_interval = absl::Hours(1);
@@ -113,6 +114,43 @@ TEST_F(ChiefTest, KeepsTwoStepsInFlightPerWorker) {
   EXPECT_EQ(w->steps_received(), 6);
   EXPECT_EQ(w->max_pending(), 2);
   EXPECT_EQ(w->starts(), 1);
+}
+
+// With an evaluator (TF_CONFIG lists one, or chief --evaluator=yes) a job that has done its
+// steps waits for the final evaluation before it succeeds; without one it ends at once.
+TEST_F(ChiefTest, WithAnEvaluatorTheJobSucceedsOnlyAfterTheFinalEvaluation) {
+  StartChief(1, /*has_evaluator=*/true);
+  Submit(R"("mode": "async", "steps": 4, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  while (chief_->Status().steps_done() < 4) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    EXPECT_GE(w->Finish(), 0);
+  }
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.training_done(); }));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::RUNNING) << "it did not wait";
+  ReportEvalRequest report;
+  report.set_job_id(chief_->Status().job_id());
+  report.set_final(true);
+  report.mutable_result()->set_steps_done(4);
+  report.mutable_result()->set_accuracy(0.5);
+  ASSERT_TRUE(chief_->ReportEval(report).ok());
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(chief_->Status().last_eval().steps_done(), 4);
+}
+
+TEST_F(ChiefTest, WithoutAnEvaluatorTheJobSucceedsWhenItsStepsAreDone) {
+  StartChief(1, /*has_evaluator=*/false);
+  Submit(R"("mode": "async", "steps": 4, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  while (chief_->Status().steps_done() < 4) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    EXPECT_GE(w->Finish(), 0);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+  EXPECT_FALSE(chief_->Status().has_eval());
 }
 
 // Sync steps 0 and 1 (replicas of sync step 0) both need version 0 only, so one worker could

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "evaluator/test_util.h"
@@ -242,6 +243,43 @@ TEST(EvaluatorLifecycleTest, CancelledJobExitsFour) {
     EXPECT_THAT(line, HasSubstr("\"final\": false"));
   }
   EXPECT_THAT((*cluster)->evaluator()->Log(), HasSubstr("CANCELLED"));
+}
+
+// Kubeflow's TFJob starts the evaluator outside TF_CONFIG's cluster, so the chief cannot see it
+// there; --evaluator=yes makes the job wait for its final evaluation all the same.
+TEST(EvaluatorLifecycleTest, OutsideTheClusterTheChiefWaitsForTheFinalEvaluationWhenTold) {
+  const std::string job = WriteTempFile(
+      "short.json", R"({"name": "short", "model": "softmax", "batch_size": 32, "steps": 200,
+                        "optimizer": "sgd", "backend": "cpu"})");
+  TrainingCluster::Options options;
+  options.num_ps = 1;
+  options.num_workers = 1;
+  options.evaluator = true;
+  options.evaluator_outside_cluster = true;
+  options.long_lived = true;  // the chief stays to be asked about the ended job
+  options.chief_flags = {"--evaluator=yes"};
+  options.job_file = job;
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // The job ends with the final evaluation (of all 200 steps) in. That the chief waits for it
+  // only when told is chief_test's (WithAnEvaluatorTheJobSucceedsOnlyAfterTheFinalEvaluation):
+  // here the evaluator is often quick enough either way.
+  auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Seconds(120));
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_TRUE(status->has_eval()) << (*cluster)->Logs();
+  EXPECT_EQ(status->last_eval().steps_done(), 200) << status->ShortDebugString();
+  EXPECT_THAT((*cluster)->evaluator()->Log(), HasSubstr("not in cluster"));
+}
+
+TEST(ChiefLifecycleTest, ABadEvaluatorFlagExitsTwoNamingIt) {
+  std::map<std::string, std::vector<std::string>> cluster = {{"chief", {LoopbackAddress()}},
+                                                             {"ps", {LoopbackAddress()}}};
+  std::string output;
+  auto code = RunCommand(BinaryPath("coordinator/chief"), {"--evaluator=maybe"},
+                         {{"TF_CONFIG", MakeTfConfig(cluster, "chief", 0)}}, &output);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--evaluator must be auto, yes or no"));
 }
 
 }  // namespace

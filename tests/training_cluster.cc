@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
   for (int i = 0; i < options.num_ps; ++i) c->ps_addresses_.push_back(addr());
   c->spec_["ps"] = c->ps_addresses_;
   for (int i = 0; i < options.num_workers; ++i) c->spec_["worker"].push_back(addr());
-  if (options.evaluator) c->spec_["evaluator"] = {addr()};
+  if (options.evaluator && !options.evaluator_outside_cluster) c->spec_["evaluator"] = {addr()};
 
   for (int i = 0; i < options.num_ps; ++i) {
     c->ps_.push_back(c->NewTask("ps_server/ps", "ps", i,

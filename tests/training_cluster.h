@@ -28,6 +28,9 @@ class TrainingCluster {
     int num_ps = 2;
     int num_workers = 2;
     bool evaluator = false;
+    // The evaluator runs outside TF_CONFIG's cluster (as Kubeflow's TFJob starts it): only its
+    // own TF_CONFIG names its task; the other daemons' clusters have no evaluator.
+    bool evaluator_outside_cluster = false;
     bool long_lived = false;  // chief keeps ps and workers up after the job
     std::string job_file;     // chief --job; empty: submit later
     // chief --checkpoint_dir (for jobs whose job file names no checkpoint dir); empty: none.
