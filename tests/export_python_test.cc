@@ -31,21 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The venv's python, or "" with the reason in `why`.
-std::string VenvPython(std::string* why) {
-  const char* venv = std::getenv("SHARDPS_VENV");
-  if (venv == nullptr || *venv == '\0') {
-    *why = "SHARDPS_VENV is not set";
-    return "";
-  }
-  const std::string python = absl::StrCat(venv, "/bin/python");
-  if (::access(python.c_str(), X_OK) != 0) {
-    *why = absl::StrCat("SHARDPS_VENV=", venv, " has no bin/python");
-    return "";
-  }
-  return python;
-}
-
 // The JSON of the line "RESULT {...}" that check_export.py prints last; null when none.
 nlohmann::json ParseResult(const std::string& output) {
   for (absl::string_view line : absl::StrSplit(output, '\n')) {

@@ -37,21 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The venv's python, or "" with the reason in `why`.
-std::string VenvPython(std::string* why) {
-  const char* venv = std::getenv("SHARDPS_VENV");
-  if (venv == nullptr || *venv == '\0') {
-    *why = "SHARDPS_VENV is not set";
-    return "";
-  }
-  const std::string python = absl::StrCat(venv, "/bin/python");
-  if (::access(python.c_str(), X_OK) != 0) {
-    *why = absl::StrCat("SHARDPS_VENV=", venv, " has no bin/python");
-    return "";
-  }
-  return python;
-}
-
 #define SKIP_WITHOUT_VENV(python)                                                               \
   std::string why;                                                                              \
   const std::string python = VenvPython(&why);                                                  \

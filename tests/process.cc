@@ -168,6 +168,20 @@ std::string LoopbackAddress() {
   return "";
 }
 
+std::string VenvPython(std::string* why) {
+  const char* venv = std::getenv("SHARDPS_VENV");
+  if (venv == nullptr || *venv == '\0') {
+    *why = "SHARDPS_VENV is not set";
+    return "";
+  }
+  const std::string python = absl::StrCat(venv, "/bin/python");
+  if (::access(python.c_str(), X_OK) != 0) {
+    *why = absl::StrCat("SHARDPS_VENV=", venv, " has no bin/python");
+    return "";
+  }
+  return python;
+}
+
 std::string BinaryPath(const std::string& target_path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");

@@ -63,6 +63,10 @@ int PickFreePort();
 // interface holds it). Daemons listen on a loopback TF_CONFIG address itself (rpc ListenAddress).
 std::string LoopbackAddress();
 
+// The Python of the tests' virtualenv (deploy/python_env.sh, named by $SHARDPS_VENV, which
+// deploy/test.sh passes), or "" with the reason in `why` (the caller skips, saying it).
+std::string VenvPython(std::string* why);
+
 // The path of a binary built by Bazel, e.g. "ps_server/ps", from the test's runfiles.
 std::string BinaryPath(const std::string& target_path);
 
