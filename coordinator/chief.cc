@@ -250,6 +250,8 @@ class ChiefImpl : public Chief {
     int in_flight = 0;
     absl::Time next_probe = absl::InfinitePast();
     absl::Time last_contact = absl::InfinitePast();
+    // StartJobs it refused in a row (it is up but cannot run the job): see StartJobOn.
+    int refusals = 0;
   };
 
   // "busy" while a step is in flight, else "idle"; a worker that is failed or starting keeps
@@ -423,7 +425,7 @@ class ChiefImpl : public Chief {
     step_attempts_.clear();
     final_eval_ = false;
     job_ended_ = false;
-    start_refusals_ = 0;
+    for (WorkerState& w : workers_) w.refusals = 0;
     paused_ = false;
     ps_paused_ = false;
     phase_.clear();
@@ -1347,6 +1349,7 @@ class ChiefImpl : public Chief {
     WorkerState& w = workers_[i];
     w.info.set_state("failed");
     w.info.set_failures(w.info.failures() + 1);
+    w.info.set_error(why);
     w.started_job.clear();
     w.next_probe = absl::Now() + options_.probe_interval;
     last_worker_error_ = absl::StrCat("worker ", i, ": ", why);
@@ -1383,18 +1386,27 @@ class ChiefImpl : public Chief {
           --w.in_flight;
           if (s.ok()) {
             w.started_job = job_id;
+            w.refusals = 0;
             w.info.set_state("idle");
+            w.info.set_error("");
             w.info.set_backend(call->second.backend());
           } else {
             w.info.set_state("failed");
+            w.info.set_error(std::string(s.message()));
             w.next_probe = absl::Now() + options_.probe_interval;
-            if (ClassifyStepFailure(s).kind == StepFailureKind::kStepFailed) {
-              // The worker is up but refuses the job (say, it cannot read the data). When
-              // every worker keeps refusing, the job cannot run. (A ps it cannot reach is
-              // no refusal: the job waits for the ps.)
+            const StepFailureKind kind = ClassifyStepFailure(s).kind;
+            if (kind == StepFailureKind::kStepFailed || kind == StepFailureKind::kIncompatible) {
+              // The worker is up but refuses the job (say, it cannot read the data, or speaks
+              // another protocol). The others go on; when every worker has refused it
+              // max_step_attempts times in a row, the job cannot run. (A ps it cannot reach
+              // is no refusal: the job waits for the ps.)
               last_worker_error_ = absl::StrCat("worker ", i, ": ", s.message());
-              if (++start_refusals_ >= options_.max_step_attempts * num_workers() &&
-                  status_.state() == JobStatus::RUNNING) {
+              ++w.refusals;
+              const bool all_refuse =
+                  std::all_of(workers_.begin(), workers_.end(), [this](const WorkerState& x) {
+                    return x.refusals >= options_.max_step_attempts;
+                  });
+              if (all_refuse && status_.state() == JobStatus::RUNNING) {
                 scheduler_->Cancel();
                 status_.set_state(JobStatus::FAILED);
                 status_.set_error(absl::StrCat("workers refuse the job: ", last_worker_error_));
@@ -1490,6 +1502,12 @@ class ChiefImpl : public Chief {
         // Once per failure: the worker's other calls fail the same way when it is down.
         if (running) MarkFailed(i, s.ToString());
         return;
+      case StepFailureKind::kIncompatible:
+        // The worker speaks another protocol than a ps (or than this chief): no step can
+        // run there, and none of this counts against the step. Probed again later (a
+        // rolling upgrade may replace either side).
+        if (running) MarkFailed(i, std::string(s.message()));
+        return;
       case StepFailureKind::kPsUnavailable:
         // Not the worker's fault, nor the step's: the monitor looks at that ps now, and
         // the job pauses while it is unreachable.
@@ -1546,7 +1564,6 @@ class ChiefImpl : public Chief {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool starting_ ABSL_GUARDED_BY(mu_) = false;  // Submit is preparing a job
   int inflight_ ABSL_GUARDED_BY(mu_) = 0;
-  int start_refusals_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Durable state of the current job. store_ is null without a usable checkpoint directory;
   // the control thread uses store_->dir() (immutable) without mu_, everything else under it.

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
+#include "common/error_detail.h"
 #include "common/flags.h"
 #include "coordinator/chief.h"
 #include "coordinator/rpc/grpc_coordinator_service.h"
@@ -129,13 +130,19 @@ int Main(int argc, char** argv) {
     absl::Time deadline = absl::Now() + absl::Seconds(ps_wait_s);
     std::vector<HealthResponse> health;
     absl::Status ps_health;
+    // A ps of another protocol version is no ps that is starting: say so at once.
     while (!(ps_health = (*ps)->Health(&health)).ok() && absl::Now() < deadline &&
-           !daemon.stop_requested()) {
+           DetailKind(ps_health) != ErrorDetail::PROTOCOL_MISMATCH && !daemon.stop_requested()) {
       daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
     }
     if (daemon.stop_requested()) {
       stop_server();
       return kExitInterrupted;
+    }
+    if (DetailKind(ps_health) == ErrorDetail::PROTOCOL_MISMATCH) {
+      std::cerr << "error: " << ps_health.message() << "\n";
+      stop_server();
+      return kExitError;
     }
     if (!ps_health.ok()) {
       std::cerr << "error: ps tasks unreachable for " << ps_wait_s

@@ -42,12 +42,13 @@ class ChiefTest : public ::testing::Test {
   }
 
   // A chief over `n` fake workers; probes of failed workers wait an hour (never, in a test).
-  void StartChief(int n, bool has_evaluator = false) {
+  void StartChief(int n, bool has_evaluator = false,
+                  absl::Duration probe_interval = absl::Hours(1)) {
     Chief::Options options;
     options.has_evaluator = has_evaluator;
     options.ps_addresses = {"ps0"};
     options.ps = ps_.get();
-    options.probe_interval = absl::Hours(1);
+    options.probe_interval = probe_interval;
     for (int i = 0; i < n; ++i) {
       auto worker = std::make_unique<FakeWorker>(absl::StrCat("worker", i));
       workers_.push_back(worker.get());
@@ -290,6 +291,50 @@ TEST_F(ChiefTest, AWorkerThatLostTheJobIsStartedAgain) {
   JobStatus status = chief_->Status();
   EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
   EXPECT_EQ(status.workers(0).failures(), 0);
+}
+
+// A worker of another protocol version refuses every StartJob: it shows as failed with the
+// error naming both versions, and the job goes on without it however often it is probed
+// (refusals count per worker: one bad worker cannot fail a job others can run).
+TEST_F(ChiefTest, AWorkerThatKeepsRefusingTheJobIsLeftOutWhileOthersRunIt) {
+  StartChief(2, /*has_evaluator=*/false, /*probe_interval=*/absl::Milliseconds(5));
+  workers_[1]->set_start_error(WithDetail(
+      absl::FailedPreconditionError("incompatible shardps protocol: the client at x speaks "
+                                    "protocol 1, this worker speaks protocol 2"),
+      ErrorDetail::PROTOCOL_MISMATCH));
+  Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)");
+  FakeWorker* good = workers_[0];
+  ASSERT_TRUE(good->WaitForPending(1));
+  // More refusals than max_step_attempts (4) x workers.
+  const absl::Time deadline = absl::Now() + kWait;
+  while (workers_[1]->starts() < 12 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GE(workers_[1]->starts(), 12);
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::RUNNING) << status.error();
+  EXPECT_EQ(status.workers(1).state(), "failed");
+  EXPECT_NE(status.workers(1).error().find("this worker speaks protocol 2"), std::string::npos)
+      << status.workers(1).DebugString();
+  EXPECT_EQ(good->Finish(), 0);
+  ASSERT_TRUE(good->WaitForPending(1));
+  EXPECT_EQ(good->Finish(), 1);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED) << chief_->Status().error();
+}
+
+// When every worker keeps refusing, the job cannot run: it fails, naming the last refusal.
+TEST_F(ChiefTest, WhenEveryWorkerKeepsRefusingTheJobFails) {
+  StartChief(2, /*has_evaluator=*/false, /*probe_interval=*/absl::Milliseconds(5));
+  for (FakeWorker* w : workers_) {
+    w->set_start_error(absl::InvalidArgumentError("data_dir \"/nope\": no such directory"));
+  }
+  Submit(R"("mode": "async", "steps": 2)");
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::FAILED);
+  EXPECT_NE(status.error().find("workers refuse the job"), std::string::npos) << status.error();
+  EXPECT_NE(status.error().find("/nope"), std::string::npos) << status.error();
 }
 
 // A step that fails by itself (here FAILED_PRECONDITION without a detail) counts: the fourth

@@ -1,4 +1,5 @@
-// FakeWorker: a WorkerInterface for the chief's tests whose StartJob succeeds at once and
+// FakeWorker: a WorkerInterface for the chief's tests whose StartJob succeeds at once (or
+// answers the error a test sets) and
 // whose RunStep calls stay pending until the test finishes them (with any status).
 //
 // Thread-safety: thread-safe.
@@ -39,10 +40,16 @@ class FakeWorker : public WorkerInterface {
 
   void StartJobAsync(const StartJobRequest*, StartJobResponse* response, absl::Time,
                      StatusCallback done) override {
-    response->set_backend("fake");
     absl::MutexLock lock(&mu_);
+    if (start_error_.ok()) response->set_backend("fake");
     ++starts_;
-    threads_.emplace_back([done = std::move(done)] { done(absl::OkStatus()); });
+    threads_.emplace_back([done = std::move(done), s = start_error_] { done(s); });
+  }
+
+  // Every StartJob from now on answers `s` (OK: accepts the job).
+  void set_start_error(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    start_error_ = std::move(s);
   }
 
   void RunStepAsync(const StepRequest* request, StepResponse* response, absl::Time,
@@ -123,6 +130,7 @@ class FakeWorker : public WorkerInterface {
   int steps_received_ ABSL_GUARDED_BY(mu_) = 0;
   int max_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int starts_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status start_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardps

@@ -27,6 +27,9 @@ StepFailure ClassifyStepFailure(const absl::Status& status) {
       case ErrorDetail::UNKNOWN_JOB:
         failure.kind = StepFailureKind::kUnknownJob;
         return failure;
+      case ErrorDetail::PROTOCOL_MISMATCH:
+        failure.kind = StepFailureKind::kIncompatible;
+        return failure;
       default:
         break;  // a detail that does not change what the chief does: the code decides
     }
@@ -65,6 +68,8 @@ const char* StepFailureKindName(StepFailureKind kind) {
       return "stale";
     case StepFailureKind::kUnknownJob:
       return "unknown job";
+    case StepFailureKind::kIncompatible:
+      return "incompatible protocol";
     case StepFailureKind::kStepFailed:
       return "step failed";
   }

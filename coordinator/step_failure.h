@@ -21,6 +21,8 @@ enum class StepFailureKind {
   kPsStateLost,    // a ps restarted and lost its shards (ErrorDetail PS_STATE_LOST)
   kStale,          // a stale step or generation (ABORTED): re-queue, no failure counted
   kUnknownJob,     // the worker does not run the job (ErrorDetail UNKNOWN_JOB): start it
+  kIncompatible,   // the worker, or a ps it calls, speaks another wire protocol
+                   // (ErrorDetail PROTOCOL_MISMATCH): the worker is unusable until replaced
   kStepFailed,     // anything else: the step itself failed; counts as an attempt
 };
 
@@ -30,7 +32,7 @@ struct StepFailure {
 };
 
 // The typed detail decides first (PS_UNAVAILABLE, PS_STATE_LOST, STALE_STEP,
-// STALE_GENERATION, UNKNOWN_JOB); then the code: ABORTED is stale with or without a detail;
+// STALE_GENERATION, UNKNOWN_JOB, PROTOCOL_MISMATCH); then the code: ABORTED is stale with or without a detail;
 // UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN and INTERNAL without a detail are the
 // worker's (its process or the network to it); everything else is the step's.
 StepFailure ClassifyStepFailure(const absl::Status& status);

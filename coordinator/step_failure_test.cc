@@ -55,6 +55,16 @@ TEST(StepFailureTest, UnknownJobIsByDetailNotByText) {
             StepFailureKind::kStepFailed);
 }
 
+TEST(StepFailureTest, AProtocolMismatchIsTheWorkersNotTheSteps) {
+  // From the worker itself, or relayed from a ps the worker called.
+  EXPECT_EQ(ClassifyStepFailure(
+                WithDetail(absl::FailedPreconditionError("incompatible shardps protocol: ..."),
+                           ErrorDetail::PROTOCOL_MISMATCH))
+                .kind,
+            StepFailureKind::kIncompatible);
+  EXPECT_STREQ(StepFailureKindName(StepFailureKind::kIncompatible), "incompatible protocol");
+}
+
 TEST(StepFailureTest, EverythingElseIsTheSteps) {
   for (absl::Status s :
        {absl::InvalidArgumentError("bad batch"), absl::OutOfRangeError("batch 938"),

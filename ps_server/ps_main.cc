@@ -122,16 +122,25 @@ int Main(int argc, char** argv) {
             << "), " << snapshot_reserve << " of it reserved for snapshots; replies up to "
             << max_reply_bytes << " bytes\n";
 
+  daemon.set_idle_check([store = store->get()] {
+    ListShardsRequest all;
+    ListShardsResponse shards;
+    return store->ListShards(all, &shards).ok() && shards.shards_size() == 0;
+  });
   daemon.WaitForStop();
+  // Before the store shuts down: an idle --long_lived ps stopped by a signal exits 0.
+  const int exit_code = daemon.StopExitCode();
   stopping.Notify();
   (*store)->Shutdown();  // fails waiting pulls, so the server can drain
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   executor.reset();
-  std::cerr << "ps: stopped\n";
-  // 0 after the chief's Shutdown at the job's end, 5 on SIGTERM/SIGINT (a supervisor restarts
-  // the ps; the chief rolls the job back onto it), 6 when orphaned.
-  return daemon.StopExitCode();
+  std::cerr << "ps: stopped (" << StopCauseName(daemon.stop_cause()) << "), exit code "
+            << exit_code << "\n";
+  // 0 after the chief's Shutdown at the job's end (or a signal to an idle --long_lived ps),
+  // 5 on SIGTERM/SIGINT otherwise (a supervisor restarts the ps; the chief rolls the job back
+  // onto it), 6 when orphaned.
+  return exit_code;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/ps_client.h"
 #include "gtest/gtest.h"
 #include "partitioners/partitioner.h"
@@ -89,6 +90,38 @@ TEST(PsMainTest, SnapshotWriteDelayHoldsTheFileBackButNotAShutdown) {
   EXPECT_EQ(*code, 5) << ps.process->Log();
   EXPECT_TRUE(absl::StrContains(ps.process->Log(), "checkpoint 1's file waits 600000 ms"))
       << ps.process->Log();
+}
+
+// SIGTERM's exit code says whether a supervisor must bring the ps back: a --long_lived ps
+// that holds no shards exits 0 (nothing needs it); one holding a job's shards exits 5.
+TEST(PsMainTest, SigtermExitsZeroOnlyForAnIdleLongLivedPs) {
+  const std::string address = absl::StrCat("127.0.0.1:", testing::PickFreePort());
+  auto idle = testing::Process::Start(
+      testing::BinaryPath("ps_server/ps"), {"--bind_host=127.0.0.1", "--long_lived"},
+      {{"TF_CONFIG", testing::MakeTfConfig({{"ps", {address}}}, "ps", 0)}},
+      absl::StrCat(testing::TempDir(), "/idle.log"));
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  auto client = NewGrpcPsClient({address}, {});
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<HealthResponse> health;
+  absl::Status up;
+  for (int i = 0; i < 200 && !(up = (*client)->Health(&health)).ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(up.ok()) << up << (*idle)->Log();
+  (*idle)->Signal(SIGTERM);
+  auto code = (*idle)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << (*idle)->Log();
+
+  PsWithVariable busy = StartPsWithVariable("busy", {"--long_lived"});
+  ASSERT_NE(busy.client, nullptr);
+  busy.process->Signal(SIGTERM);
+  code = busy.process->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 5) << busy.process->Log();
+  EXPECT_TRUE(absl::StrContains(busy.process->Log(), "stopped (signal), exit code 5"))
+      << busy.process->Log();
 }
 
 TEST(PsMainTest, ASnapshotWrittenAfterTheDelayIsDone) {

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/daemon_config.h"
 #include "common/process_tuning.h"
+#include "common/protocol_version.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "rpc/grpc_util.h"
@@ -91,6 +92,10 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                   serves_ ? "keep serving after a job ends (ignore Shutdown requests; no orphan "
                             "timeout)"
                           : "keep running after a job ends (no orphan timeout)");
+  flags_->AddBool("version", &print_version_, "print the wire protocol version and exit");
+  flags_->AddString("test_protocol_version", &test_protocol_version_,
+                    "test aid: claim this wire protocol version (\"MIN-CURRENT\" or "
+                    "\"CURRENT\") instead of the build's, as a daemon of another release would");
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
@@ -125,6 +130,19 @@ int Daemon::Init(int argc, char** argv) {
   }
   int rc = HandleParseResult(*flags_, flags_->Parse(argc, argv));
   if (rc >= 0) return rc;
+  if (!test_protocol_version_.empty()) {
+    absl::StatusOr<ProtocolRange> range = ParseProtocolHeader(test_protocol_version_);
+    if (!range.ok()) {
+      std::cerr << "error: --test_protocol_version: " << range.status().message() << "\n";
+      return kExitBadConfig;
+    }
+    SetLocalProtocolForTesting(*range);
+  }
+  if (print_version_) {
+    std::cout << "shardps " << task_type_ << ": wire " << DescribeProtocol(LocalProtocol())
+              << "\n";
+    return kExitDone;
+  }
   if (max_request_bytes_ < 0 || max_request_bytes_ > std::numeric_limits<int>::max()) {
     std::cerr << "error: --max_request_bytes must be 0..2147483647, got " << max_request_bytes_
               << "\n";
@@ -280,7 +298,7 @@ int Daemon::StopExitCode() const {
     case StopCause::kRequest:
       return kExitDone;
     case StopCause::kSignal:
-      return kExitInterrupted;
+      return long_lived_ && idle_check_ && idle_check_() ? kExitDone : kExitInterrupted;
     case StopCause::kOrphaned:
       return kExitOrphaned;
   }

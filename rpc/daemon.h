@@ -4,7 +4,8 @@
 // gone too long, and the exit code each of those ends with (one table for every daemon,
 // below; the README's "Exit codes" says what a supervisor should do with each).
 //
-// Common flags: --tf_config, --validate_config, --long_lived; a daemon that serves has
+// Common flags: --tf_config, --validate_config, --long_lived, --version (the wire protocol,
+// common/protocol_version.h) and the test aid --test_protocol_version; a daemon that serves has
 // --bind_host and --max_request_bytes; one that follows a chief (every type but "chief") has
 // --orphan_timeout_s.
 //
@@ -39,6 +40,7 @@
 #define SHARDPS_RPC_DAEMON_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -62,7 +64,8 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitBadConfig = 2;
 // The job failed or was cancelled (chief, evaluator).
 inline constexpr int kExitJobFailed = 4;
-// SIGINT or SIGTERM while a job may be running (say, an eviction): restart the daemon.
+// SIGINT or SIGTERM while a job may need the daemon (say, an eviction): restart it. A
+// --long_lived daemon that holds no job when signalled (see set_idle_check) exits kExitDone.
 inline constexpr int kExitInterrupted = 5;
 // No contact from a chief for --orphan_timeout_s: the job is gone; do not restart.
 inline constexpr int kExitOrphaned = 6;
@@ -126,6 +129,14 @@ class Daemon {
   // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
   int bound_port() const { return bound_port_; }
 
+  // Before the daemon stops: tells whether it holds no job (a ps with no shards, a worker
+  // that runs none). A --long_lived daemon stopped by a signal while idle exits kExitDone:
+  // nothing needs it back. Without --long_lived a daemon exists for one job, which has not
+  // ended while it runs (the chief's Shutdown would have stopped it), so a signal always
+  // means kExitInterrupted: exiting 0 would make a Kubernetes Job count an evicted ps as
+  // completed and never replace it.
+  void set_idle_check(std::function<bool()> idle) { idle_check_ = std::move(idle); }
+
   // Notes contact from the chief: the orphan clock starts over. Lock-free; call it on every
   // RPC from the chief.
   void NoteChiefContact();
@@ -138,8 +149,9 @@ class Daemon {
   bool WaitForStopWithTimeout(absl::Duration timeout);
   bool stop_requested() const;
   StopCause stop_cause() const;
-  // The exit code of the stop: kRequest (or not stopped) kExitDone, kSignal kExitInterrupted,
-  // kOrphaned kExitOrphaned. A chief or evaluator that knows its job's outcome returns that
+  // The exit code of the stop: kRequest (or not stopped) kExitDone, kSignal kExitInterrupted
+  // (kExitDone for an idle --long_lived daemon: set_idle_check), kOrphaned kExitOrphaned.
+  // Call it right after the stop, before the daemon tears down what the idle check reads. A chief or evaluator that knows its job's outcome returns that
   // instead (kExitJobFailed).
   int StopExitCode() const;
 
@@ -154,6 +166,8 @@ class Daemon {
   std::string tf_config_flag_;
   std::string bind_host_;
   bool validate_only_ = false;
+  bool print_version_ = false;
+  std::string test_protocol_version_;
   bool long_lived_ = false;
   bool config_optional_ = false;
   bool has_config_ = false;
@@ -162,6 +176,7 @@ class Daemon {
   TfConfig config_;
   std::string listen_;
   int bound_port_ = 0;
+  std::function<bool()> idle_check_;
   std::unique_ptr<grpc::Service> health_only_;  // ServeAt without services: the health service
   std::shared_ptr<Shared> shared_;  // also held by the signal thread
   std::thread orphan_watch_;

@@ -103,6 +103,16 @@ TEST_F(WorkerLifecycleTest, SigtermExitsFiveForARestart) {
   EXPECT_EQ(*code, 5) << worker_->Log();
 }
 
+// A --long_lived worker that runs no job has nothing to come back for: SIGTERM exits 0.
+TEST_F(WorkerLifecycleTest, SigtermToAnIdleLongLivedWorkerExitsZero) {
+  Start({"--long_lived"});
+  WaitUntilServing();
+  worker_->Signal(SIGTERM);
+  auto code = worker_->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << worker_->Log();
+}
+
 TEST_F(WorkerLifecycleTest, ShutdownRpcAtJobEndExitsZero) {
   Start({});
   WaitUntilServing();

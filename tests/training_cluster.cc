@@ -35,6 +35,12 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
+std::vector<std::string> TaskFlags(const TrainingCluster::Options& options, const std::string& role,
+                                   int index) {
+  auto it = options.task_flags.find({role, index});
+  return it == options.task_flags.end() ? std::vector<std::string>() : it->second;
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingCluster::Task> TrainingCluster::NewTask(const std::string& binary,
@@ -94,12 +100,13 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
 
   for (int i = 0; i < options.num_ps; ++i) {
     c->ps_.push_back(c->NewTask("ps_server/ps", "ps", i,
-                                options.ps_flags));
+                                Concat(options.ps_flags, TaskFlags(options, "ps", i))));
     if (absl::Status s = c->Launch(c->ps_.back().get()); !s.ok()) return s;
   }
   for (int i = 0; i < options.num_workers; ++i) {
     c->workers_.push_back(c->NewTask("worker/worker", "worker", i,
-                                     Concat({"--threads=1"}, options.worker_flags)));
+                                     Concat(Concat({"--threads=1"}, options.worker_flags),
+                                            TaskFlags(options, "worker", i))));
     if (!options.start_workers) continue;
     if (absl::Status s = c->Launch(c->workers_.back().get()); !s.ok()) return s;
   }

@@ -40,6 +40,8 @@ class TrainingCluster {
     std::vector<std::string> ps_flags;
     std::vector<std::string> worker_flags;
     std::vector<std::string> evaluator_flags;
+    // Extra flags for one task, after its role's: {"worker", 1} -> flags.
+    std::map<std::pair<std::string, int>, std::vector<std::string>> task_flags;
     // false: the workers are in TF_CONFIG but not started (StartWorker starts them); the
     // chief then runs the job without a worker, and no step is done.
     bool start_workers = true;

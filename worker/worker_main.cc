@@ -92,6 +92,8 @@ int Main(int argc, char** argv) {
             << daemon.listen_address() << ", backend " << (*step_executor)->BackendName()
             << "\n";
 
+  daemon.set_idle_check(
+      [executor = step_executor->get()] { return executor->Status().job_id().empty(); });
   daemon.WaitForStop();
   const int exit_code = daemon.StopExitCode();
   // A step waiting on the ps (for a version, or a ps that is down) would hold up Wait() until

@@ -194,6 +194,13 @@ TEST(ProgressTest, StatusText) {
   EXPECT_THAT(text, HasSubstr("      1  worker-1.shardps.svc.cluster.local:2223  failed  -"));
   EXPECT_THAT(text, HasSubstr("      0  localhost:2223                           busy    cpu"));
   EXPECT_TRUE(absl::EndsWith(text, "\n"));
+  // A failed worker's error, under the table.
+  JobStatus with_error = RunningJob();
+  with_error.mutable_workers(1)->set_error("incompatible shardps protocol: ...");
+  with_error.mutable_workers(0)->set_error("ignored while not failed");
+  const std::string error_text = StatusText(with_error, kNow);
+  EXPECT_THAT(error_text, HasSubstr("\n  worker 1: incompatible shardps protocol: ...\n"));
+  EXPECT_THAT(error_text, Not(HasSubstr("ignored while not failed")));
 
   JobStatus failed = RunningJob();
   failed.set_state(JobStatus::FAILED);

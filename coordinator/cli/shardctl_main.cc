@@ -41,6 +41,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/manifest.h"
 #include "common/flags.h"
+#include "common/protocol_version.h"
 #include "common/tf_config.h"
 #include "coordinator/cli/progress.h"
 #include "coordinator/job_spec.h"
@@ -69,6 +70,7 @@ struct Options {
   std::string tf_config;
   bool json = false;
   double timeout_s = 10;
+  std::string test_protocol_version;
   // submit, watch.
   bool watch = false;
   double interval_s = 0.5;
@@ -132,6 +134,9 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
                    "TF_CONFIG JSON, or the path of a file holding it; empty: $TF_CONFIG");
   parser.AddBool("json", &o.json, "machine-readable JSON output");
   parser.AddDouble("timeout", &o.timeout_s, "seconds to wait for each RPC to the chief");
+  parser.AddString("test_protocol_version", &o.test_protocol_version,
+                   "test aid: claim this wire protocol version (\"MIN-CURRENT\" or \"CURRENT\") "
+                   "instead of the build's, as a shardctl of another release would");
   if (command == nullptr || command->watch_flags) {
     parser.AddDouble("interval", &o.interval_s, "seconds between status polls while watching");
   }
@@ -717,6 +722,11 @@ int Main(int argc, char** argv) {
   if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
   if (o.workers < 1 || o.workers > 1000000) return UsageError("--workers must be 1..1000000");
   if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
+  if (!o.test_protocol_version.empty()) {
+    absl::StatusOr<ProtocolRange> range = ParseProtocolHeader(o.test_protocol_version);
+    if (!range.ok()) return UsageError(absl::StrCat("--test_protocol_version: ", range.status().message()));
+    SetLocalProtocolForTesting(*range);
+  }
 
   if (name == "validate") return RunValidate(o, positional[0]);
   if (name == "export") return RunExport(o, positional[0], positional[1]);

@@ -10,6 +10,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -165,6 +166,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* CreateShards(grpc::CallbackServerContext* ctx,
                                          const CreateShardsRequest* request,
                                          CreateShardsResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->CreateShards(*request, response))); });
     return reactor;
@@ -173,6 +175,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* ListShards(grpc::CallbackServerContext* ctx,
                                        const ListShardsRequest* request,
                                        ListShardsResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->ListShards(*request, response)));
     return reactor;
@@ -181,6 +184,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request_buffer,
                                  grpc::ByteBuffer* response_buffer) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PullCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
@@ -208,6 +212,7 @@ class GrpcPsService : public PsServiceBase {
 
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx, const PushRequest* request,
                                  PushResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->Push(*request, response))); });
@@ -219,6 +224,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PullBatchCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
@@ -246,6 +252,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PushBatchCall>();
     absl::StatusOr<int64_t> bytes =
@@ -265,6 +272,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request_buffer,
                                      grpc::ByteBuffer* response_buffer) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PullRowsCall>(pull_rows_pool_);
     grpc::Status parsed = Parse(request_buffer, &call->request);
@@ -284,6 +292,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* ctx,
                                      const PushRowsRequest* request,
                                      PushRowsResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response))); });
@@ -293,6 +302,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Assign(grpc::CallbackServerContext* ctx,
                                    const AssignRequest* request,
                                    AssignResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->Assign(*request, response))); });
@@ -301,6 +311,7 @@ class GrpcPsService : public PsServiceBase {
 
   grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest* request,
                                    HealthResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     if (request->from_chief() && options_.on_chief_probe) options_.on_chief_probe();
     store_->Health(response);
@@ -312,6 +323,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* SetGeneration(grpc::CallbackServerContext* ctx,
                                           const SetGenerationRequest* request,
                                           SetGenerationResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->SetGeneration(*request, response)));
     return reactor;
@@ -320,6 +332,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* DropShards(grpc::CallbackServerContext* ctx,
                                        const DropShardsRequest* request,
                                        DropShardsResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     // Takes shard locks (and frees the shards' memory): off gRPC's thread.
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->DropShards(*request, response))); });
@@ -331,6 +344,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* ctx,
                                      const SnapshotRequest* request,
                                      SnapshotResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Snapshot(*request, response))); });
     return reactor;
@@ -339,6 +353,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* SnapshotStatus(grpc::CallbackServerContext* ctx,
                                            const SnapshotStatusRequest* request,
                                            SnapshotStatusResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->SnapshotStatus(*request, response)));
     return reactor;
@@ -347,6 +362,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
                                     const RestoreRequest* request,
                                     RestoreResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Restore(*request, response))); });
     return reactor;
@@ -355,6 +371,7 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const ShutdownRequest* request,
                                      ShutdownResponse*) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     if (options_.on_shutdown) {

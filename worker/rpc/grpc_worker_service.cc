@@ -4,6 +4,7 @@
 
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -20,6 +21,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* ctx,
                                      const StartJobRequest* request,
                                      StartJobResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
@@ -32,6 +34,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const StepRequest* request,
                                     StepResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
@@ -44,6 +47,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const WorkerStatusRequest*,
                                    WorkerStatusResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     *response = step_executor_->Status();
@@ -54,6 +58,7 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const WorkerShutdownRequest* request,
                                      WorkerShutdownResponse*) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);

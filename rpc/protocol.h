@@ -1,0 +1,49 @@
+// The wire protocol's version on every RPC (common/protocol_version.h says what it means).
+//
+// Clients: every channel made by NewChannel (rpc/grpc_util.h), so every shardps client, sends
+// this process's range in the gRPC metadata kProtocolMetadataKey of every call, through the
+// interceptor below; nothing else needs doing.
+//
+// Services: every handler of a shardps service starts with
+//
+//   if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+//
+// which finishes the call with FAILED_PRECONDITION (detail PROTOCOL_MISMATCH) naming both
+// versions and the caller's address when the caller's range does not overlap this process's,
+// or when the call carries no version (not a shardps client, or one from before versions);
+// the handler then touches no state. gRPC's standard health service is not checked: the
+// kubelet's probes carry no version.
+//
+// Thread-safety: thread-safe.
+#ifndef SHARDPS_RPC_PROTOCOL_H_
+#define SHARDPS_RPC_PROTOCOL_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/client_interceptor.h"
+
+namespace shardps {
+
+// Lower case, as HTTP/2 header names must be.
+inline constexpr char kProtocolMetadataKey[] = "shardps-protocol";
+
+// Adds kProtocolMetadataKey: LocalProtocol() to the initial metadata of every call.
+std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>
+NewProtocolInterceptorFactory();
+
+// OK when the call's client speaks a protocol compatible with this process's; else
+// FAILED_PRECONDITION (PROTOCOL_MISMATCH) naming both and ctx.peer(). `daemon` names this
+// side ("ps", "worker", "chief").
+absl::Status CheckClientProtocol(const grpc::CallbackServerContext& ctx, absl::string_view daemon);
+
+// Null when CheckClientProtocol is OK; else ctx's default reactor, finished with that error,
+// for the handler to return.
+grpc::ServerUnaryReactor* RejectIncompatibleClient(grpc::CallbackServerContext* ctx,
+                                                   absl::string_view daemon);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_RPC_PROTOCOL_H_
