@@ -473,10 +473,11 @@ def tfjob():
         key = rtype
         if role == "evaluator":
             key = N(rtype, "TFJob leaves the evaluator out of TF_CONFIG's cluster, so the "
-                    "chief cannot know of it\nand would not wait for its final evaluation. So "
-                    "here it runs in sidecar mode: it\nevaluates each checkpoint on the volume "
-                    "and exits 0 after the final one, with or\nwithout the chief (README, The "
-                    "evaluator); cleanPodPolicy None lets it finish.")
+                    "chief cannot see it there\n(chief --evaluator=yes would make it wait for "
+                    "the final evaluation all the same).\nHere it runs in sidecar mode instead: "
+                    "it evaluates each checkpoint on the volume\nand exits 0 after the final "
+                    "one, with or without the chief (README, The evaluator),\nso the job's end "
+                    "never waits on it; cleanPodPolicy None lets it finish.")
         specs[key] = {
             "replicas": count,
             N("restartPolicy", "Not ExitCode: it would take exit 5 (SIGTERM) as permanent. "
