@@ -61,6 +61,8 @@ struct EvalResult {
   int64_t num_examples = 0;
 };
 
+// The CUDA plugin hands its backends across as this class: a change to its virtual functions
+// is a change of the plugin's ABI (kCudaPluginAbiVersion, cuda_plugin_abi.h).
 class ComputeBackend {
  public:
   // kCpu: Eigen on num_threads threads (<= 0: one per hardware thread); never loads the
