@@ -499,6 +499,13 @@ def main():
     if not re.fullmatch(r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*", args.name):
         fail(f"--name={args.name}: not a valid repository name (lower case)")
 
+    # Nothing left from an earlier run that a reader could take for this one's.
+    for kind in ("cpu", "gpu"):
+        stem = os.path.join(args.out, f"{args.name.replace('/', '_')}-{args.tag}" +
+                            ("-gpu" if kind == "gpu" else ""))
+        for stale in (stem + ".tar", stem + ".files.txt"):
+            if os.path.exists(stale):
+                os.remove(stale)
     layout = os.path.join(args.out, "oci")
     blobs = os.path.join(layout, "blobs", "sha256")
     if os.path.isdir(layout):
