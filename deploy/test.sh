@@ -31,6 +31,11 @@ if command -v apt-get >/dev/null &&
     echo "test: could not install python3-venv" >&2
 fi
 
+# The container tools tests/image_test checks and runs the images with (skopeo, umoci, podman,
+# runc). Without them it skips those parts, saying so (counted as skipped cases).
+deploy/image/tools.sh ||
+  echo "test: could not install the container tools: tests/image_test skips what needs them" >&2
+
 # The virtualenv (numpy, safetensors) that the Python tests find through SHARDPS_VENV. When
 # it cannot be made, the tests run without it: they skip, saying so, and count as skipped.
 venv_args=()

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <deque>
+#include <iostream>
 #include <thread>
 #include <utility>
 
@@ -17,7 +18,6 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "worker/compute/cuda_backend.h"
 #include "worker/compute/model.h"
 #include "worker/data/batcher.h"
 #include "worker/data/idx_reader.h"
@@ -27,11 +27,6 @@ namespace {
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
-BackendKind Resolve(BackendKind kind) {
-  if (kind != BackendKind::kAuto) return kind;
-  return CudaDeviceCount() > 0 ? BackendKind::kGpu : BackendKind::kCpu;
 }
 
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
@@ -388,8 +383,14 @@ class StepExecutorImpl : public StepExecutor {
   // Makes backend_ one of kind `kind` (kAuto resolved), keeping the current one when it is of
   // that kind already. REQUIRES: start_mu_ held.
   absl::Status EnsureBackend(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
-    BackendKind resolved = Resolve(kind);
+    const BackendChoice choice = ResolveBackendKind(kind);
+    const BackendKind resolved = choice.kind;
     if (backend_ != nullptr && backend_kind_ == resolved) return absl::OkStatus();
+    if (!choice.fallback_reason.empty()) {
+      std::cerr << "worker: compute backend auto: using the CPU, the GPU backend is not "
+                   "available: "
+                << choice.fallback_reason << "\n";
+    }
     absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
         ComputeBackend::Create(resolved, options_.num_threads);
     if (!backend.ok()) return Annotate(backend.status(), "creating the compute backend");

@@ -1,14 +1,38 @@
 #include "worker/compute/backend.h"
 
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/compute/cuda_backend.h"
+#include "worker/compute/cuda_plugin_loader.h"
 
 namespace shardps {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+std::string Runfile(const std::string& name) {
+  return std::string(std::getenv("TEST_SRCDIR")) + "/shardps/worker/compute/" + name;
+}
+
+// A path where no plugin is.
+std::string MissingPlugin() {
+  return std::string(std::getenv("TEST_TMPDIR")) + "/nowhere/libshardps_cuda.so";
+}
+
+// Devices the real plugin (found by the default search, here in the runfiles) sees: 0 on a
+// machine without a GPU.
+int RealDeviceCount() {
+  absl::StatusOr<CudaPlugin> plugin = CudaPlugin::Load(CudaPluginSearchPath());
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  return plugin.ok() ? plugin->DeviceCount() : 0;
+}
 
 TEST(BackendTest, CreatesCpu) {
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
@@ -23,11 +47,62 @@ TEST(BackendTest, DefaultThreadCountIsPositive) {
   EXPECT_THAT(backend->Name(), ::testing::Not(HasSubstr(" 0 thread")));
 }
 
-// Passes on machines with and without a GPU: what it checks depends on which.
+TEST(BackendTest, CpuNeverLoadsThePlugin) {
+  const std::string plugin = Runfile("fake_cuda_plugin_unused.so");
+  ASSERT_TRUE(ComputeBackend::Create(BackendKind::kCpu, 1, {plugin}).ok());
+  EXPECT_EQ(ResolveBackendKind(BackendKind::kCpu, {plugin}).kind, BackendKind::kCpu);
+  EXPECT_EQ(ResolveBackendKind(BackendKind::kGpu, {plugin}).kind, BackendKind::kGpu);
+  // RTLD_NOLOAD: a handle only when the library is loaded already.
+  EXPECT_EQ(dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr);
+  // The check itself can fail: once loaded, it is seen.
+  ASSERT_TRUE(CudaPlugin::Load({plugin}).ok());
+  EXPECT_NE(dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr);
+}
+
+TEST(BackendTest, AutoWithoutThePluginFallsBackToCpuAndSaysWhy) {
+  const BackendChoice choice = ResolveBackendKind(BackendKind::kAuto, {MissingPlugin()});
+  EXPECT_EQ(choice.kind, BackendKind::kCpu);
+  EXPECT_THAT(choice.fallback_reason, HasSubstr(MissingPlugin()));
+  EXPECT_THAT(choice.fallback_reason, HasSubstr("No such file or directory"));
+
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      ComputeBackend::Create(BackendKind::kAuto, 2, {MissingPlugin()});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->Name(), "cpu (Eigen, 2 threads)");
+  EXPECT_THAT(log, HasSubstr("compute backend auto: using the CPU"));
+  EXPECT_THAT(log, HasSubstr(MissingPlugin()));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+TEST(BackendTest, GpuWithoutThePluginIsAnErrorNamingThePath) {
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      ComputeBackend::Create(BackendKind::kGpu, 2, {MissingPlugin()});
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(backend.status().message(), HasSubstr("no CUDA plugin (libshardps_cuda.so)"));
+  EXPECT_THAT(backend.status().message(), HasSubstr(MissingPlugin()));
+  EXPECT_THAT(backend.status().message(), HasSubstr("No such file or directory"));
+}
+
+// A device that exists but fails to initialize stays an error under auto.
+TEST(BackendTest, BrokenDeviceIsAnErrorEvenUnderAuto) {
+  const std::string plugin = Runfile("fake_cuda_plugin_bad_device.so");
+  EXPECT_EQ(ResolveBackendKind(BackendKind::kAuto, {plugin}).kind, BackendKind::kGpu);
+  for (BackendKind kind : {BackendKind::kAuto, BackendKind::kGpu}) {
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+        ComputeBackend::Create(kind, 2, {plugin});
+    EXPECT_EQ(backend.status().code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(backend.status().message(), HasSubstr("fake device fails to initialize"));
+  }
+}
+
+// The real plugin, found by the default search (the runfiles here). Passes on machines with
+// and without a GPU: what it checks depends on which.
 TEST(BackendTest, GpuNeedsADevice) {
   absl::StatusOr<std::unique_ptr<ComputeBackend>> gpu =
       ComputeBackend::Create(BackendKind::kGpu, 1);
-  if (CudaDeviceCount() == 0) {
+  if (RealDeviceCount() == 0) {
     EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(gpu.status().message(), HasSubstr("no CUDA device"));
   } else {
@@ -38,10 +113,13 @@ TEST(BackendTest, GpuNeedsADevice) {
 }
 
 TEST(BackendTest, AutoPicksGpuOnlyWhenPresent) {
+  const BackendChoice choice = ResolveBackendKind(BackendKind::kAuto);
+  EXPECT_EQ(choice.fallback_reason, "");  // the plugin loaded
+  EXPECT_EQ(choice.kind, RealDeviceCount() > 0 ? BackendKind::kGpu : BackendKind::kCpu);
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
       ComputeBackend::Create(BackendKind::kAuto, 2);
   ASSERT_TRUE(backend.ok()) << backend.status();
-  EXPECT_THAT((*backend)->Name(), StartsWith(CudaDeviceCount() > 0 ? "gpu (" : "cpu (Eigen, 2"));
+  EXPECT_THAT((*backend)->Name(), StartsWith(RealDeviceCount() > 0 ? "gpu (" : "cpu (Eigen, 2"));
 }
 
 TEST(BackendTest, ParsesKinds) {
@@ -49,15 +127,6 @@ TEST(BackendTest, ParsesKinds) {
   EXPECT_EQ(ParseBackendKind("cpu").value(), BackendKind::kCpu);
   EXPECT_EQ(ParseBackendKind("gpu").value(), BackendKind::kGpu);
   EXPECT_THAT(ParseBackendKind("tpu").status().message(), HasSubstr("\"tpu\""));
-}
-
-// Without a GPU the factory's checks run before any CUDA work, so this holds everywhere.
-TEST(BackendTest, CudaDeviceIndexOutOfRange) {
-  absl::StatusOr<std::unique_ptr<ComputeBackend>> gpu = NewCudaBackend(1000);
-  EXPECT_FALSE(gpu.ok());
-  EXPECT_THAT(gpu.status().code(),
-              ::testing::AnyOf(absl::StatusCode::kFailedPrecondition,
-                               absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace
