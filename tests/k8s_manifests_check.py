@@ -146,6 +146,13 @@ def check_daemon_pod(pod_spec, role, where, container_name="shardps", port_name=
             problem(where, f"{probe} is not a gRPC probe on port {port_name}")
     if role != "evaluator" and port_name not in ports:
         problem(where, f"no container port named {port_name}")
+    # deploy/image's two images under one name: the GPU one exactly where a GPU is asked for.
+    wants_gpu = "nvidia.com/gpu" in c.get("resources", {}).get("limits", {})
+    base = "shardps:latest"
+    expected = base + "-gpu" if wants_gpu else base
+    if c.get("image") != expected:
+        problem(where, f"image {c.get('image')!r}, expected {expected!r} "
+                       f"({'a GPU' if wants_gpu else 'no GPU'} asked for)")
 
 
 def check_schemas(k8s_dir, repo):

@@ -21,6 +21,8 @@ import sys
 
 # --- Everything a deployment sizes, in one place. -------------------------------------------
 SIZES = {
+    # deploy/image/build.sh's images: this one (no CUDA) for every pod but GPU workers, which
+    # run the same name with "-gpu" (it adds the CUDA plugin and libraries).
     "image": "shardps:latest",
     "num_ps": 2,
     "num_workers": 2,
@@ -170,13 +172,19 @@ def cluster_env(role_env=None, jobset=False):
     return env
 
 
+def image(kind):
+    """The CPU image, or for a container that asks for a GPU the same name with "-gpu"."""
+    gpu = "nvidia.com/gpu" in SIZES["resources"].get(kind, {})
+    return SIZES["image"] + ("-gpu" if gpu else "")
+
+
 def container(role, args, kind=None, env=None, name="shardps", serves=None, port_name="grpc"):
     kind = kind or role
     serves = role != "evaluator" if serves is None else serves
     c = {
         "name": name,
-        "image": SIZES["image"],
-        N("imagePullPolicy", "shardps:latest is built locally and loaded into the nodes (kind "
+        "image": image(kind),
+        N("imagePullPolicy", "Built by deploy/image/build.sh and loaded into the nodes (kind "
           "load, a local registry);\n:latest would otherwise mean Always."): "IfNotPresent",
         "command": [ENTRYPOINT],
         "args": args,
