@@ -5,8 +5,8 @@
 #
 #   bench/netns_vs_loopback.sh [--pairs N] [JOB.json]      (root: run_netns.sh needs it)
 #
-# Prints each run's training time, steps/s and final test accuracy, then the medians and the
-# ratio of netns to loopback steps/s. Figures come from each launcher's closing line
+# Prints each run's training time, steps/s and final test accuracy, each pair's ratio of netns
+# to loopback steps/s and their median, and the ratio of the medians. Figures come from each launcher's closing line
 # ("final test accuracy: A (loss L) after E epochs, S steps, T s, mode M").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ done
 [ "$(id -u)" = 0 ] || { echo "netns_vs_loopback.sh: needs root (network namespaces)" >&2; exit 2; }
 
 OUT=$(mktemp -d /tmp/netns_vs_loopback.XXXXXX)
-declare -a LOCAL_SPS NETNS_SPS
+declare -a LOCAL_SPS NETNS_SPS RATIOS
 run() {  # run NAME LAUNCHER: prints "seconds steps accuracy"
   local name=$1 launcher=$2 log="$OUT/$1.log" line
   "$launcher" "$JOB" --run_dir "$OUT/$name" >"$log" 2>&1 </dev/null || {
@@ -48,7 +48,10 @@ for ((p = 1; p <= PAIRS; p++)); do
     if [ "$kind" = local ]; then LOCAL_SPS+=("$sps"); else NETNS_SPS+=("$sps"); fi
     printf '%-8s %4d %10s %8s %9s\n' "$kind" "$p" "$secs" "$sps" "$acc"
   done
+  # The pair's own ratio: both runs close in time, so the machine's drift cancels most.
+  RATIOS+=("$(awk -v a="${NETNS_SPS[-1]}" -v b="${LOCAL_SPS[-1]}" 'BEGIN {printf "%.3f", a / b}')")
 done
+echo "netns/loopback steps/s per pair: ${RATIOS[*]}; median $(median "${RATIOS[@]}")"
 l=$(median "${LOCAL_SPS[@]}"); n=$(median "${NETNS_SPS[@]}")
 echo "median steps/s: loopback $l, netns $n; netns/loopback $(awk -v a="$n" -v b="$l" 'BEGIN {printf "%.3f", a / b}')"
 echo "logs: $OUT"
