@@ -89,6 +89,7 @@
 #include "partitioners/placement.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 #include "tests/process.h"
 #include "tests/ps_cluster.h"
 #include "tests/training_cluster.h"
@@ -695,6 +696,7 @@ class ChiefClient {
 
   absl::StatusOr<JobStatus> Status(absl::Duration timeout) {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     JobStatus status;
     const grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);
@@ -704,6 +706,7 @@ class ChiefClient {
   // A checkpoint now; returns once it is committed.
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::Duration timeout) {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     CheckpointResponse response;
     const grpc::Status s = stub_->Checkpoint(&ctx, CheckpointRequest(), &response);
@@ -712,6 +715,7 @@ class ChiefClient {
   }
   absl::Status Cancel() {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     CancelJobResponse response;
     return FromGrpcStatus(stub_->CancelJob(&ctx, CancelJobRequest(), &response));

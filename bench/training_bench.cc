@@ -67,6 +67,7 @@
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 #include "tests/training_cluster.h"
 #include "worker/compute/backend.h"
 #include "worker/compute/model.h"
@@ -402,6 +403,7 @@ absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std:
   absl::Status status;
   for (int attempt = 0; attempt < 5; ++attempt) {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     SubmitJobResponse response;
     status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));

@@ -13,6 +13,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -269,6 +270,7 @@ class GrpcPsInterface : public PsInterface {
   // it completes).
   static grpc::ClientContext* NewContext(absl::Time deadline) {
     auto* ctx = new grpc::ClientContext;
+    AttachProtocolVersion(ctx);
     if (deadline != absl::InfiniteFuture()) ctx->set_deadline(absl::ToChronoTime(deadline));
     return ctx;
   }

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -198,6 +199,7 @@ class RequestCapTest : public ::testing::Test {
     request.mutable_job()->set_name(std::string(bytes, 'x'));
     StartJobResponse response;
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     return stub_->StartJob(&ctx, request, &response);
   }
@@ -236,6 +238,7 @@ TEST(RequestCapNoLimitTest, ZeroAcceptsLargeRequests) {
   request.mutable_job()->set_name(std::string(8 << 20, 'x'));  // over gRPC's own 4 MiB default
   StartJobResponse response;
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   grpc::Status status = stub->StartJob(&ctx, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();

@@ -12,7 +12,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
-#include "rpc/protocol.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream.h"
 #include "grpc/slice.h"
@@ -224,11 +223,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connec
   // happen for seconds: a task that starts after its client (or restarts) would stay
   // unreachable that long. Measured: first answer 5 s -> 0.1 s after the server came up.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
-  // Every call carries this process's protocol version (rpc/protocol.h).
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(NewProtocolInterceptorFactory());
-  return grpc::experimental::CreateCustomChannelWithInterceptors(
-      address, grpc::InsecureChannelCredentials(), args, std::move(interceptors));
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {

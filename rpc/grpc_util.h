@@ -32,7 +32,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // A channel to `address` ("host:port") without gRPC's 4 MB message limit. Channels made with
 // different `connection_id`s use different TCP connections, so large transfers can be
-// spread over several streams. Every call on it carries this process's protocol version
+// spread over several streams. Each call's context needs AttachProtocolVersion
 // (rpc/protocol.h).
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connection_id = 0);
 

@@ -8,39 +8,9 @@
 #include "rpc/grpc_util.h"
 
 namespace shardps {
-namespace {
 
-class ProtocolInterceptor final : public grpc::experimental::Interceptor {
- public:
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      // gRPC keeps references into these strings until the metadata is sent; they live as
-      // long as the interceptor, which lives as long as the call.
-      header_ = FormatProtocolHeader(LocalProtocol());
-      methods->GetSendInitialMetadata()->emplace(kProtocolMetadataKey, header_);
-    }
-    methods->Proceed();
-  }
-
- private:
-  std::string header_;
-};
-
-class ProtocolInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo*) override {
-    return new ProtocolInterceptor;
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>
-NewProtocolInterceptorFactory() {
-  return std::make_unique<ProtocolInterceptorFactory>();
+void AttachProtocolVersion(grpc::ClientContext* ctx) {
+  ctx->AddMetadata(kProtocolMetadataKey, FormatProtocolHeader(LocalProtocol()));
 }
 
 absl::Status CheckClientProtocol(const grpc::CallbackServerContext& ctx, absl::string_view daemon) {

@@ -1,4 +1,4 @@
-// The protocol version on the wire: NewChannel's calls carry this process's range, and a
+// The protocol version on the wire: AttachProtocolVersion's calls carry this process's range, and a
 // service that checks it refuses a caller of an incompatible one, or one without a version,
 // before it touches any state.
 #include "rpc/protocol.h"
@@ -74,9 +74,10 @@ class ProtocolTest : public ::testing::Test {
   std::string address_;
 };
 
-TEST_F(ProtocolTest, NewChannelCallsCarryThisProcessesRange) {
+TEST_F(ProtocolTest, AttachedCallsCarryThisProcessesRange) {
   auto stub = PsService::NewStub(NewChannel(address_));
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   HealthResponse response;
   grpc::Status s = stub->Health(&ctx, HealthRequest(), &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -124,6 +125,7 @@ TEST_F(ProtocolTest, AProcessClaimingAnotherVersionIsRefusedByItsPeers) {
   SetLocalProtocolForTesting({9, 9});
   auto stub = PsService::NewStub(NewChannel(address_));
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   HealthResponse response;
   ASSERT_TRUE(stub->Health(&ctx, HealthRequest(), &response).ok());
   auto seen = ctx.GetServerTrailingMetadata().find("seen");

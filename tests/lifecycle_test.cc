@@ -17,6 +17,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 #include "tests/process.h"
 #include "tests/training_cluster.h"
 
@@ -56,6 +57,7 @@ class WorkerLifecycleTest : public ::testing::Test {
     while (absl::Now() < deadline && worker_->Running()) {
       stub_ = WorkerService::NewStub(NewChannel(address_));
       grpc::ClientContext ctx;
+      AttachProtocolVersion(&ctx);
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(250)));
       WorkerStatusResponse status;
       if (stub_->Status(&ctx, WorkerStatusRequest(), &status).ok()) return;
@@ -66,6 +68,7 @@ class WorkerLifecycleTest : public ::testing::Test {
 
   grpc::Status StartJob(const StartJobRequest& request) {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     StartJobResponse response;
     return stub_->StartJob(&ctx, request, &response);
@@ -117,6 +120,7 @@ TEST_F(WorkerLifecycleTest, ShutdownRpcAtJobEndExitsZero) {
   Start({});
   WaitUntilServing();
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   WorkerShutdownRequest request;
   request.set_reason("job done");
   WorkerShutdownResponse response;
@@ -243,6 +247,7 @@ TEST(EvaluatorLifecycleTest, CancelledJobExitsFour) {
   ASSERT_FALSE(Lines((*cluster)->metrics_file()).empty()) << (*cluster)->Logs();
   auto chief = CoordinatorService::NewStub(NewChannel((*cluster)->chief_address()));
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
   CancelJobResponse cancelled;
   ASSERT_TRUE(chief->CancelJob(&ctx, CancelJobRequest(), &cancelled).ok());

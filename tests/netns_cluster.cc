@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/client_context.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace testing {
@@ -256,6 +257,7 @@ std::string NetnsCluster::Logs() const {
 
 absl::StatusOr<JobStatus> NetnsCluster::Status(absl::Duration timeout) {
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   JobStatus status;
   grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace testing {
@@ -212,6 +213,7 @@ absl::Status TrainingCluster::StartWorker(int i) { return Launch(workers_[i].get
 
 absl::StatusOr<JobStatus> TrainingCluster::Status(absl::Duration timeout) {
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   JobStatus status;
   grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);

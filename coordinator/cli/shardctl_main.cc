@@ -48,6 +48,7 @@
 #include "grpcpp/client_context.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -303,6 +304,7 @@ class ChiefClient {
                                                                      const Request&, Response*),
                     const Request& request, Response* response) {
     grpc::ClientContext context;
+    AttachProtocolVersion(&context);
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
     return FromGrpcStatus((stub_.get()->*method)(&context, request, response));

@@ -3,6 +3,7 @@
 #include "grpcpp/client_context.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -39,6 +40,7 @@ class GrpcWorkerInterface : public WorkerInterface {
   // The context is owned by the call and deleted when it completes.
   static grpc::ClientContext* NewContext(absl::Time deadline) {
     auto* ctx = new grpc::ClientContext;
+    AttachProtocolVersion(ctx);
     ctx->set_deadline(absl::ToChronoTime(deadline));
     return ctx;
   }

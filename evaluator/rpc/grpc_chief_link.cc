@@ -4,6 +4,7 @@
 #include "grpcpp/client_context.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -15,6 +16,7 @@ class GrpcChiefLink : public ChiefLink {
 
   absl::StatusOr<JobStatus> GetStatus() override {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
     JobStatus status;
     grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);
@@ -24,6 +26,7 @@ class GrpcChiefLink : public ChiefLink {
 
   absl::Status ReportEval(const ReportEvalRequest& request) override {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
     ReportEvalResponse response;
     return FromGrpcStatus(stub_->ReportEval(&ctx, request, &response));

@@ -1,3 +1,4 @@
+#include "rpc/protocol.h"
 #include "worker/rpc/grpc_worker_service.h"
 
 #include <memory>
@@ -135,6 +136,7 @@ TEST_F(GrpcWorkerServiceTest, StartJobRunStepAndStatus) {
   start.add_ps_addresses("ps0");
   StartJobResponse started;
   grpc::ClientContext start_ctx;
+  AttachProtocolVersion(&start_ctx);
   grpc::Status s = stub_->StartJob(&start_ctx, start, &started);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(absl::StartsWith(started.backend(), "cpu")) << started.backend();
@@ -145,6 +147,7 @@ TEST_F(GrpcWorkerServiceTest, StartJobRunStepAndStatus) {
   step.set_batch_index(5);
   StepResponse result;
   grpc::ClientContext step_ctx;
+  AttachProtocolVersion(&step_ctx);
   s = stub_->RunStep(&step_ctx, step, &result);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(result.examples(), 32);
@@ -152,6 +155,7 @@ TEST_F(GrpcWorkerServiceTest, StartJobRunStepAndStatus) {
 
   WorkerStatusResponse status;
   grpc::ClientContext status_ctx;
+  AttachProtocolVersion(&status_ctx);
   s = stub_->Status(&status_ctx, WorkerStatusRequest(), &status);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(status.task_index(), 2);
@@ -165,6 +169,7 @@ TEST_F(GrpcWorkerServiceTest, UnknownJobKeepsCodeAndMessage) {
   step.set_job_id("job-9");
   StepResponse result;
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   grpc::Status s = stub_->RunStep(&ctx, step, &result);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(s.error_message(), "unknown job")) << s.error_message();
@@ -185,6 +190,7 @@ TEST_F(GrpcWorkerServiceTest, APsFailureReachesTheCallerWithItsDetail) {
   start.add_ps_addresses("ps:0 (ps-0.svc:2222)");
   StartJobResponse started;
   grpc::ClientContext start_ctx;
+  AttachProtocolVersion(&start_ctx);
   ASSERT_TRUE(stub_->StartJob(&start_ctx, start, &started).ok());
 
   ps_down_ = true;
@@ -194,6 +200,7 @@ TEST_F(GrpcWorkerServiceTest, APsFailureReachesTheCallerWithItsDetail) {
   step.set_batch_index(4);
   StepResponse result;
   grpc::ClientContext step_ctx;
+  AttachProtocolVersion(&step_ctx);
   absl::Status s = FromGrpcStatus(stub_->RunStep(&step_ctx, step, &result));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   std::optional<ErrorDetail> detail = GetDetail(s);
@@ -213,6 +220,7 @@ TEST_F(GrpcWorkerServiceTest, StartJobErrorReachesTheCaller) {
   start.add_ps_addresses("ps0");
   StartJobResponse started;
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   grpc::Status s = stub_->StartJob(&ctx, start, &started);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(s.error_message(), "/nonexistent/data")) << s.error_message();
@@ -223,6 +231,7 @@ TEST_F(GrpcWorkerServiceTest, ShutdownRepliesThenCallsOnShutdown) {
   request.set_reason("job done");
   WorkerShutdownResponse response;
   grpc::ClientContext ctx;
+  AttachProtocolVersion(&ctx);
   grpc::Status s = stub_->Shutdown(&ctx, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_TRUE(shutdown_.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -234,12 +243,14 @@ TEST_F(GrpcWorkerServiceTest, EveryCallCountsAsContactFromTheChief) {
   EXPECT_EQ(chief_calls_.load(), 0);
   WorkerStatusResponse status;
   grpc::ClientContext status_ctx;
+  AttachProtocolVersion(&status_ctx);
   ASSERT_TRUE(stub_->Status(&status_ctx, WorkerStatusRequest(), &status).ok());
   EXPECT_EQ(chief_calls_.load(), 1);
 
   StartJobRequest start;  // refused: no job id
   StartJobResponse started;
   grpc::ClientContext start_ctx;
+  AttachProtocolVersion(&start_ctx);
   EXPECT_EQ(stub_->StartJob(&start_ctx, start, &started).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(chief_calls_.load(), 2);
@@ -248,12 +259,14 @@ TEST_F(GrpcWorkerServiceTest, EveryCallCountsAsContactFromTheChief) {
   step.set_job_id("job-9");
   StepResponse result;
   grpc::ClientContext step_ctx;
+  AttachProtocolVersion(&step_ctx);
   EXPECT_EQ(stub_->RunStep(&step_ctx, step, &result).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(chief_calls_.load(), 3);
 
   WorkerShutdownResponse shut;
   grpc::ClientContext shut_ctx;
+  AttachProtocolVersion(&shut_ctx);
   ASSERT_TRUE(stub_->Shutdown(&shut_ctx, WorkerShutdownRequest(), &shut).ok());
   EXPECT_EQ(chief_calls_.load(), 4);
 }
