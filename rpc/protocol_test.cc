@@ -59,7 +59,7 @@ class ProtocolTest : public ::testing::Test {
     SetLocalProtocolForTesting({kMinProtocolVersion, kProtocolVersion});
   }
 
-  // A call on a channel without shardps' interceptor, carrying `header` (none when empty).
+  // A call carrying `header` as its protocol version (none when empty).
   absl::Status RawCall(const std::string& header) {
     auto stub = PsService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
