@@ -83,8 +83,10 @@ class NetnsCluster {
   absl::StatusOr<JobStatus> WaitForStatus(const std::function<bool(const JobStatus&)>& pred,
                                           absl::Duration timeout = absl::Minutes(1));
   // Polls until the job SUCCEEDED and returns that status; fails at once when it ended in
-  // another state, or when the launcher exited before the success was seen.
-  absl::StatusOr<JobStatus> WaitForSuccess(absl::Duration timeout = absl::Minutes(1));
+  // another state, or when the launcher exited before the success was seen. The default bound
+  // is for a loaded machine (a 10000-step job still training after a minute at load 8 on 2
+  // cores); a job that stops progressing fails sooner in the caller's own checks.
+  absl::StatusOr<JobStatus> WaitForSuccess(absl::Duration timeout = absl::Minutes(4));
   // Waits for the launcher to exit (the chief ends it after the job) and returns its exit
   // code; the namespaces are gone once it has.
   absl::StatusOr<int> WaitForLauncher(absl::Duration timeout = absl::Seconds(60));
