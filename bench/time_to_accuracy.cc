@@ -1,0 +1,895 @@
+// time_to_accuracy: how long shardps and TensorFlow's ParameterServerStrategy take to train the
+// same model to the same test accuracy on this machine, and shardps' single process as the
+// limit. bench/time_to_accuracy.sh builds it, sets up TensorFlow's virtualenv and runs it:
+//
+//   bench/time_to_accuracy.sh [--runs=N] [--configs=LIST] [--epochs=E] [--json]
+//
+// The job on every side: Fashion-MNIST (the IDX files of the data directory), MLP
+// 784-256-128-10 (ReLU, softmax cross-entropy), batch 256 per worker, Adam (learning rate
+// 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7, no decay), glorot_uniform kernels and zero
+// biases, 2 ps, 10 epochs (2,350 steps of one batch), the variables partitioned by
+// TensorFlow's MinSizePartitioner(256 KiB, 4 shards) and placed round-robin.
+//
+// Configurations (--configs: a comma-separated list; a name without ":N" means 1 and 2
+// workers; "all", the default, is every one):
+//   tf:N          TensorFlow PSS with a ClusterCoordinator, N workers, async (its only mode),
+//                 one step per scheduled function (bench/tf_peer/tf_pss.py)
+//   tf-spe:N      the same with --tf_steps_per_execution steps per scheduled function
+//                 (Keras' steps_per_execution), which saves the coordinator's dispatch
+//   async:N       shardps async, the job file's default steps_in_flight (today 2)
+//   async-sif1:N  shardps async, steps_in_flight 1
+//   sync:N        shardps sync (num_replicas = N)
+//   stale:N       shardps bounded staleness, the default bound (2)
+//   single        shardps' model, data and ps optimizer in this process, 1 thread
+//
+// Runs go in rounds: each round runs every configuration once, odd rounds in reverse order,
+// so the systems alternate and drift of this shared machine's speed touches all alike.
+//
+// Clocks. Each starts when the variables exist and training begins. shardps: the job's start
+// as its chief reports it (it answers SubmitJob once the variables are created on the ps,
+// then starts dispatching; JobStatus.elapsed_s counts from there): the start is the
+// earliest (poll time - elapsed_s) over this benchmark's status polls. TensorFlow: after the
+// strategy, the coordinator and the variables exist, right before the per-worker datasets
+// are created and the first step is scheduled. Both clocks therefore include the workers'
+// start of the job (shardps' workers load the data; TensorFlow builds its dataset and traces
+// and ships the step function): the "1st step" column shows how long that took.
+//
+// Evaluation, the same way on both sides: concurrently, in a separate process, on the full
+// test set (10,000 examples), about every 100 steps (eval_every_steps), on one compute
+// thread. shardps: its evaluator daemon (it polls the chief every 200 ms, pulls a consistent
+// snapshot of the ps, evaluates). TensorFlow: a thread of the coordinator polls the ps' step
+// counter every 200 ms, reads every variable from the ps and hands the values to an
+// evaluator process (bench/tf_peer/numpy_eval.py). Both write shardps' metrics lines, each
+// timed when its evaluation ended; a run's time to an accuracy is that time for its first
+// evaluation at or above it. The single process pauses its clock while it evaluates.
+//
+// The table goes to stdout (with --json to stderr, and stdout carries one JSON object).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "bench/training_throughput.h"
+#include "bench/tta_curve.h"
+#include "common/error_detail.h"
+#include "common/flags.h"
+#include "common/process_tuning.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec.h"
+#include "evaluator/evaluator.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/job.pb.h"
+#include "ps_server/initializer.h"
+#include "ps_server/optimizer.h"
+#include "rpc/grpc_util.h"
+#include "tests/process.h"
+#include "tests/training_cluster.h"
+#include "worker/compute/backend.h"
+#include "worker/compute/model.h"
+#include "worker/data/batcher.h"
+#include "worker/data/idx_reader.h"
+
+namespace shardps {
+namespace bench {
+namespace {
+
+using testing::TrainingCluster;
+
+constexpr int kBatchSize = 256;
+constexpr int kNumPs = 2;
+constexpr double kLearningRate = 0.001;
+constexpr int64_t kSeed = 42;
+constexpr double kTargets[] = {0.870, 0.880, 0.885};
+constexpr double kHeadlineTarget = 0.880;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Options {
+  int64_t runs = 3;
+  std::string configs = "all";
+  int64_t epochs = 10;
+  bool json = false;
+  std::string data_dir = std::string(kDefaultFashionMnistDir);
+  int64_t eval_every_steps = 100;
+  std::string json_file;  // also write the JSON here
+  std::string tf_python;  // empty: $SHARDPS_TF_VENV/bin/python, else no TensorFlow runs
+  std::string tf_script;  // empty: bench/tf_peer/tf_pss.py from the runfiles
+  int64_t tf_steps_per_execution = 10;
+  int64_t tf_worker_threads = 1;
+  std::string job_fields;  // a JSON object merged into every shardps job
+  double run_timeout_s = 600;
+};
+
+double UnixNow() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double load = kNaN;
+  in >> load;
+  return load;
+}
+
+std::string Uptime() {
+  std::string output;
+  absl::StatusOr<int> rc = testing::RunCommand("/usr/bin/uptime", {}, {}, &output);
+  if (!rc.ok() || *rc != 0) return absl::StrFormat("load average %.2f", LoadAverage1m());
+  return std::string(absl::StripAsciiWhitespace(output));
+}
+
+// ---------------------------------------------------------------------------------------
+// Configurations
+
+enum class System { kShardps, kTensorFlow, kSingle };
+
+struct ConfigSpec {
+  std::string key;  // "async:1", "tf:2", "single"
+  std::string label;
+  System system = System::kShardps;
+  int workers = 1;
+  std::string mode = "async";
+  int steps_in_flight = 0;  // shardps; 0: the job file's default
+  int tf_steps_per_execution = 1;
+};
+
+// Every configuration, in the order of a round: for each worker count, shardps and
+// TensorFlow alternate.
+std::vector<ConfigSpec> AllConfigs(const Options& options) {
+  std::vector<ConfigSpec> all;
+  auto workers_text = [](int n) { return absl::StrCat(n, n == 1 ? " worker" : " workers"); };
+  for (int w : {1, 2}) {
+    all.push_back({absl::StrCat("async:", w),
+                   absl::StrCat("shardps async (default in flight), ", workers_text(w)),
+                   System::kShardps, w, "async", 0, 1});
+    all.push_back({absl::StrCat("tf:", w), absl::StrCat("TF PSS async, ", workers_text(w)),
+                   System::kTensorFlow, w, "async", 0, 1});
+    all.push_back({absl::StrCat("async-sif1:", w),
+                   absl::StrCat("shardps async, 1 in flight, ", workers_text(w)),
+                   System::kShardps, w, "async", 1, 1});
+    all.push_back({absl::StrCat("tf-spe:", w),
+                   absl::StrCat("TF PSS async, ", options.tf_steps_per_execution,
+                                " steps/function, ", workers_text(w)),
+                   System::kTensorFlow, w, "async", 0,
+                   static_cast<int>(options.tf_steps_per_execution)});
+    all.push_back({absl::StrCat("sync:", w), absl::StrCat("shardps sync, ", workers_text(w)),
+                   System::kShardps, w, "sync", 0, 1});
+    all.push_back({absl::StrCat("stale:", w),
+                   absl::StrCat("shardps stale (bound 2), ", workers_text(w)), System::kShardps,
+                   w, "stale", 0, 1});
+    if (w == 1) {
+      all.push_back({"single", "shardps single process, 1 thread (eval paused)", System::kSingle,
+                     1, "", 0, 1});
+    }
+  }
+  return all;
+}
+
+absl::StatusOr<std::vector<ConfigSpec>> SelectConfigs(const Options& options) {
+  const std::vector<ConfigSpec> all = AllConfigs(options);
+  if (options.configs == "all") return all;
+  std::vector<bool> chosen(all.size(), false);
+  for (absl::string_view item : absl::StrSplit(options.configs, ',', absl::SkipEmpty())) {
+    bool matched = false;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::string& key = all[i].key;
+      const bool exact = key == item;
+      const bool any_workers =
+          item.find(':') == absl::string_view::npos && absl::StartsWith(key, absl::StrCat(item, ":"));
+      if (exact || any_workers) {
+        chosen[i] = true;
+        matched = true;
+      }
+    }
+    if (!matched) {
+      std::vector<std::string> keys;
+      for (const ConfigSpec& c : all) keys.push_back(c.key);
+      return absl::InvalidArgumentError(absl::StrCat("--configs: unknown configuration \"", item,
+                                                     "\"; known: ", absl::StrJoin(keys, ", "),
+                                                     " (a name without :N means 1 and 2 workers)"));
+    }
+  }
+  std::vector<ConfigSpec> out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (chosen[i]) out.push_back(all[i]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// One run
+
+struct RunResult {
+  std::string error;  // empty: the run completed
+  double load_1m = kNaN;  // at its start
+  double train_s = kNaN;  // the clock at the last step done
+  double first_step_s = kNaN;
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double examples_per_s = kNaN;
+  std::vector<EvalPoint> points;
+  std::string logs;  // where its logs are
+};
+
+absl::StatusOr<nlohmann::json> JobJson(const Options& options, const ConfigSpec& config) {
+  nlohmann::json job = {
+      {"name", "tta"},
+      {"model", "mlp:256,128"},
+      {"dataset", "fashion_mnist"},
+      {"data_dir", options.data_dir},
+      {"batch_size", kBatchSize},
+      {"epochs", options.epochs},
+      {"optimizer",
+       {{"type", "adam"},
+        {"learning_rate", kLearningRate},
+        {"beta1", 0.9},
+        {"beta2", 0.999},
+        {"epsilon", 1e-7}}},
+      {"mode", config.mode.empty() ? "async" : config.mode},
+      {"partitioner", "min_size:262144:4"},
+      {"placement", "round_robin"},
+      {"seed", kSeed},
+      {"kernel_initializer", "glorot_uniform"},
+      {"backend", "cpu"},
+      {"eval_every_steps", options.eval_every_steps},
+  };
+  if (config.steps_in_flight > 0) job["steps_in_flight"] = config.steps_in_flight;
+  if (!options.job_fields.empty()) {
+    nlohmann::json extra = nlohmann::json::parse(options.job_fields, nullptr, false);
+    if (!extra.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--job_fields must be a JSON object, got: ", options.job_fields));
+    }
+    job.update(extra);
+  }
+  return job;
+}
+
+// Submits the job text to the chief, as `shardctl submit` does. The chief answers once it has
+// created the variables on the ps tasks and started the job.
+absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std::string& job_json) {
+  std::unique_ptr<CoordinatorService::Stub> stub = CoordinatorService::NewStub(NewChannel(chief));
+  SubmitJobRequest request;
+  request.set_job_json(job_json);
+  absl::Status status;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    SubmitJobResponse response;
+    status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));
+    if (status.ok()) return response;
+    if (status.code() != absl::StatusCode::kUnavailable) break;  // else: ps still starting
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  return status;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::Status RunShardps(const Options& options, const ConfigSpec& config, RunResult* r) {
+  ASSIGN_OR_RETURN(nlohmann::json job, JobJson(options, config));
+  TrainingCluster::Options cluster_options;
+  cluster_options.num_ps = kNumPs;
+  cluster_options.num_workers = config.workers;
+  cluster_options.evaluator = true;
+  // The job is submitted once the chief answers, so that the start of the job is seen.
+  cluster_options.long_lived = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<TrainingCluster> cluster,
+                   TrainingCluster::Start(cluster_options));
+  r->logs = cluster->metrics_file();
+  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_address(), job.dump());
+  if (!submitted.ok()) {
+    return Annotate(submitted.status(), absl::StrCat("submit\n", cluster->Logs()));
+  }
+  double start = std::numeric_limits<double>::infinity();
+  double first_step = kNaN;
+  JobStatus last;
+  int failed_polls = 0;
+  const double deadline = UnixNow() + options.run_timeout_s;
+  while (true) {
+    absl::StatusOr<JobStatus> status = cluster->Status();
+    const double now = UnixNow();
+    if (!status.ok()) {
+      if (!cluster->chief()->Running() || ++failed_polls > 40) {
+        return absl::UnavailableError(
+            absl::StrCat("chief status: ", status.status().ToString(), "\n", cluster->Logs()));
+      }
+    } else if (status->job_id() == submitted->job_id()) {
+      failed_polls = 0;
+      last = *status;
+      // elapsed_s stops at the end of training: only earlier polls place the start.
+      if (!status->training_done()) start = std::min(start, now - status->elapsed_s());
+      if (std::isnan(first_step) && status->steps_done() > 0) first_step = now;
+      if (status->state() == JobStatus::SUCCEEDED) break;
+      if (status->state() == JobStatus::CANCELLED || status->state() == JobStatus::FAILED) {
+        return absl::InternalError(absl::StrCat("job ended ",
+                                                JobStatus::State_Name(status->state()), ": ",
+                                                status->error(), "\n", cluster->Logs()));
+      }
+    }
+    if (now > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("job not done after ", options.run_timeout_s, " s (", last.steps_done(),
+                       "/", last.total_steps(), " steps)\n", cluster->Logs()));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (!std::isfinite(start)) {
+    // The job ended before a poll saw it train: its start is its end less its length.
+    start = UnixNow() - last.elapsed_s();
+  }
+  // The evaluator ends after its final evaluation of a job that succeeded.
+  absl::StatusOr<int> evaluator_exit = cluster->evaluator()->Wait(absl::Seconds(60));
+  if (!evaluator_exit.ok() || *evaluator_exit != 0) {
+    return absl::InternalError(absl::StrCat(
+        "the evaluator did not end with 0 after the job: ",
+        evaluator_exit.ok() ? absl::StrCat("exit ", *evaluator_exit)
+                            : evaluator_exit.status().ToString(),
+        "\n", cluster->Logs()));
+  }
+  ASSIGN_OR_RETURN(std::string metrics, ReadFile(cluster->metrics_file()));
+  ASSIGN_OR_RETURN(r->points, ParseMetricsLines(metrics, start));
+  r->train_s = last.elapsed_s();
+  r->first_step_s = first_step - start;
+  r->steps = last.steps_done();
+  r->examples = ExamplesInSteps(last.steps_done(), 60000, kBatchSize);
+  r->examples_per_s = static_cast<double>(r->examples) / r->train_s;
+  return absl::OkStatus();
+}
+
+absl::Status RunTensorFlow(const Options& options, const ConfigSpec& config, int run_index,
+                           RunResult* r) {
+  const std::string dir =
+      testing::FreshTempDir(absl::StrCat("tf_", absl::StrReplaceAll(config.key, {{":", "_"}}),
+                                         "_run", run_index));
+  const std::string out = absl::StrCat(dir, "/run.json");
+  r->logs = dir;
+  const std::vector<std::string> args = {
+      options.tf_script,
+      "run",
+      absl::StrCat("--workers=", config.workers),
+      absl::StrCat("--ps=", kNumPs),
+      absl::StrCat("--epochs=", options.epochs),
+      absl::StrCat("--batch_size=", kBatchSize),
+      absl::StrCat("--learning_rate=", kLearningRate),
+      absl::StrCat("--seed=", kSeed),
+      absl::StrCat("--eval_every_steps=", options.eval_every_steps),
+      absl::StrCat("--steps_per_execution=", config.tf_steps_per_execution),
+      absl::StrCat("--worker_threads=", options.tf_worker_threads),
+      absl::StrCat("--data_dir=", options.data_dir),
+      absl::StrCat("--log_dir=", dir),
+      absl::StrCat("--out=", out),
+  };
+  std::string output;
+  absl::StatusOr<int> rc = testing::RunCommand(options.tf_python, args, {}, &output,
+                                               absl::Seconds(options.run_timeout_s));
+  if (!rc.ok() || *rc != 0) {
+    return absl::InternalError(absl::StrCat(
+        "tf_pss.py ", rc.ok() ? absl::StrCat("exited ", *rc) : rc.status().ToString(), "; logs in ",
+        dir, "\n", output.size() > 4000 ? output.substr(output.size() - 4000) : output));
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFile(out));
+  nlohmann::json run = nlohmann::json::parse(text, nullptr, false);
+  if (!run.is_object() || !run.value("start_time", nlohmann::json()).is_number() ||
+      !run.value("records", nlohmann::json()).is_array()) {
+    return absl::InternalError(absl::StrCat(out, ": no start_time or records"));
+  }
+  if (run.contains("eval_error") && run["eval_error"].is_string()) {
+    return absl::InternalError(
+        absl::StrCat("the TensorFlow run's evaluations failed: ", run["eval_error"].get<std::string>()));
+  }
+  const double start = run["start_time"].get<double>();
+  for (const nlohmann::json& record : run["records"]) {
+    ASSIGN_OR_RETURN(EvalPoint point, PointFromRecord(record, start));
+    r->points.push_back(point);
+  }
+  std::stable_sort(r->points.begin(), r->points.end(),
+                   [](const EvalPoint& a, const EvalPoint& b) { return a.t < b.t; });
+  auto number = [&](const char* key) {
+    auto it = run.find(key);
+    return it != run.end() && it->is_number() ? it->get<double>() : kNaN;
+  };
+  r->train_s = number("train_s");
+  r->first_step_s = number("first_step_s");
+  r->steps = static_cast<int64_t>(number("steps"));
+  r->examples = static_cast<int64_t>(number("examples"));
+  r->examples_per_s = number("examples_per_s");
+  return absl::OkStatus();
+}
+
+// The single process: data, parameters and optimizer state are ready (outside the clock),
+// then it trains on one thread; every eval_every_steps steps its clock pauses while the
+// evaluator's own code (evaluator/evaluator.h) evaluates the full test set.
+absl::Status RunSingle(const Options& options, const ConfigSpec& config, const Dataset& train,
+                       RunResult* r) {
+  ASSIGN_OR_RETURN(nlohmann::json job_json, JobJson(options, config));
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json.dump(), /*num_workers=*/1));
+  ASSIGN_OR_RETURN(ModelSpec model, ParseModelSpec(job.model(), static_cast<int>(train.feature_dim),
+                                                   train.num_classes));
+  ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
+                   ComputeBackend::Create(BackendKind::kCpu, 1));
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator, Evaluator::Create(job, backend.get()));
+
+  // Parameters as the chief creates them (kernels from the job's initializer, biases zero),
+  // slots as a shard starts them.
+  const std::vector<ParamInfo> infos = Params(model);
+  std::vector<std::vector<float>> params, grads;
+  std::vector<std::vector<std::vector<float>>> slots(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const ParamInfo& info = infos[i];
+    const size_t n = static_cast<size_t>(info.num_elements());
+    params.emplace_back(n, 0.0f);
+    grads.emplace_back(n, 0.0f);
+    if (info.shape.size() == 2) {
+      RETURN_IF_ERROR(InitializeRows(job.kernel_initializer(),
+                                     absl::StrCat(job.name(), "/", info.name), info.shape, 0,
+                                     absl::MakeSpan(params.back())));
+    }
+    for (int s = 0; s < optimizer->num_slots(); ++s) {
+      slots[i].emplace_back(n, optimizer->initial_slot_value(s));
+    }
+  }
+  std::vector<const float*> param_ptrs;
+  std::vector<float*> grad_ptrs;
+  std::vector<std::vector<float*>> slot_ptrs(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    param_ptrs.push_back(params[i].data());
+    grad_ptrs.push_back(grads[i].data());
+    for (auto& slot : slots[i]) slot_ptrs[i].push_back(slot.data());
+  }
+
+  const Batcher batcher(train.num_examples, job.seed());
+  const int64_t steps_per_epoch = batcher.NumBatches(kBatchSize);
+  const int64_t total_steps = steps_per_epoch * job.epochs();
+  std::vector<float> features(static_cast<size_t>(kBatchSize * train.feature_dim));
+  std::vector<int32_t> labels(kBatchSize);
+  double clock = 0;  // training seconds, evaluations left out
+  auto evaluate = [&](int64_t step, bool final) -> absl::Status {
+    ASSIGN_OR_RETURN(EvalMetrics m, evaluator->Evaluate(params));
+    EvalPoint p;
+    p.t = clock;
+    p.step = step;
+    p.accuracy = m.accuracy();
+    p.loss = m.loss();
+    p.final = final;
+    r->points.push_back(p);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(evaluate(0, false));
+  for (int64_t s = 0; s < total_steps; ++s) {
+    const absl::Time t0 = absl::Now();
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
+                     batcher.BatchIndices(s / steps_per_epoch, s % steps_per_epoch, kBatchSize));
+    const int batch = static_cast<int>(indices.size());
+    RETURN_IF_ERROR(GatherBatch(train, indices, features.data(), labels.data()));
+    StepResult result;
+    RETURN_IF_ERROR(backend->ForwardBackward(model, param_ptrs, features.data(), labels.data(),
+                                             batch, &result, grad_ptrs));
+    for (size_t i = 0; i < infos.size(); ++i) {
+      optimizer->ApplyDense(s + 1, grads[i], params[i].data(), slot_ptrs[i]);
+    }
+    clock += absl::ToDoubleSeconds(absl::Now() - t0);
+    if (s == 0) r->first_step_s = clock;
+    const int64_t done = s + 1;
+    if (done == total_steps) break;
+    if (done % options.eval_every_steps == 0) RETURN_IF_ERROR(evaluate(done, false));
+  }
+  RETURN_IF_ERROR(evaluate(total_steps, true));
+  r->train_s = clock;
+  r->steps = total_steps;
+  r->examples = ExamplesInSteps(total_steps, train.num_examples, kBatchSize);
+  r->examples_per_s = static_cast<double>(r->examples) / clock;
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+struct ConfigResults {
+  ConfigSpec config;
+  std::vector<RunResult> runs;
+};
+
+std::vector<const RunResult*> Completed(const ConfigResults& c) {
+  std::vector<const RunResult*> out;
+  for (const RunResult& r : c.runs) {
+    if (r.error.empty()) out.push_back(&r);
+  }
+  return out;
+}
+
+Spread TimeSpread(const ConfigResults& c, double target) {
+  std::vector<std::optional<double>> values;
+  for (const RunResult* r : Completed(c)) values.push_back(TimeToAccuracy(r->points, target));
+  return Summarize(values);
+}
+
+Spread ValueSpread(const ConfigResults& c, double RunResult::*field) {
+  std::vector<std::optional<double>> values;
+  for (const RunResult* r : Completed(c)) {
+    const double v = r->*field;
+    values.push_back(std::isnan(v) ? std::nullopt : std::optional<double>(v));
+  }
+  return Summarize(values);
+}
+
+Spread FinalSpread(const ConfigResults& c) {
+  std::vector<std::optional<double>> values;
+  for (const RunResult* r : Completed(c)) values.push_back(FinalAccuracy(r->points));
+  return Summarize(values);
+}
+
+// "12.3 (10.1–14.0)", "never", "12.3 (10.1–never)", "-" without runs.
+std::string Cell(const Spread& s, const char* fmt) {
+  if (s.runs == 0) return "-";
+  auto value = [&](const std::optional<double>& v) {
+    return v.has_value() ? absl::StrFormat(fmt, *v) : std::string("never");
+  };
+  if (s.runs == 1) return value(s.median);
+  if (!s.min.has_value()) return "never";
+  return absl::StrCat(value(s.median), " (", value(s.min), "-", value(s.max), ")");
+}
+
+// The TensorFlow configuration with the same worker count that reached `target` soonest (by
+// median): null when none did.
+const ConfigResults* BestTf(const std::vector<ConfigResults>& all, int workers, double target) {
+  const ConfigResults* best = nullptr;
+  double best_median = std::numeric_limits<double>::infinity();
+  for (const ConfigResults& tf : all) {
+    if (tf.config.system != System::kTensorFlow || tf.config.workers != workers) continue;
+    const Spread s = TimeSpread(tf, target);
+    if (s.median.has_value() && *s.median < best_median) {
+      best = &tf;
+      best_median = *s.median;
+    }
+  }
+  return best;
+}
+
+// TensorFlow's best median time to `target` (same worker count) over this configuration's;
+// NaN where either is missing.
+double SpeedupOverTf(const std::vector<ConfigResults>& all, const ConfigResults& c,
+                     double target) {
+  if (c.config.system == System::kTensorFlow) return kNaN;
+  const ConfigResults* tf = BestTf(all, c.config.workers, target);
+  if (tf == nullptr) return kNaN;
+  const Spread a = TimeSpread(*tf, target), b = TimeSpread(c, target);
+  if (a.median.has_value() && b.median.has_value() && *b.median > 0) return *a.median / *b.median;
+  return kNaN;
+}
+
+const char kClockNote[] =
+    "clock: from the moment the variables exist and training begins (shardps: the job's "
+    "start as the chief reports it, after it created the variables; TensorFlow: after the "
+    "strategy, coordinator and variables exist, right before the per-worker datasets and the "
+    "first schedule), to the end of the evaluation that first reached the accuracy";
+const char kEvalNote[] =
+    "evaluation: concurrent, in a separate process on one thread, the full test set (10,000) "
+    "about every 100 steps (polled every 200 ms) on both sides (shardps: its evaluator daemon, "
+    "a consistent snapshot pulled from the ps; TensorFlow: the coordinator reads the "
+    "variables from the ps, an evaluator process evaluates them); the single process pauses "
+    "its clock to evaluate";
+
+void PrintTable(std::ostream& out, const Options& options,
+                const std::vector<ConfigResults>& results, const std::string& uptime_before,
+                const std::string& uptime_after) {
+  out << "time_to_accuracy: Fashion-MNIST, MLP 784-256-128-10, Adam (lr 0.001), batch "
+      << kBatchSize << " per worker, " << kNumPs << " ps, " << options.epochs << " epochs; "
+      << options.runs << " runs per configuration in alternating rounds; median (min-max)\n";
+  out << kClockNote << "\n" << kEvalNote << "\n";
+  out << "machine: " << std::thread::hardware_concurrency() << " cores; before: " << uptime_before
+      << "; after: " << uptime_after << "\n\n";
+  const std::string header = absl::StrFormat(
+      "%-46s %4s %-19s %-19s %-19s %-22s %-20s %-16s %s", "configuration", "runs",
+      "to 0.870 (s)", "to 0.880 (s)", "to 0.885 (s)", "acc after epochs", "examples/s",
+      "1st step (s)", "best TF/this @0.880");
+  out << header << "\n" << std::string(header.size(), '-') << "\n";
+  for (const ConfigResults& c : results) {
+    const int completed = static_cast<int>(Completed(c).size());
+    const std::string runs =
+        completed == static_cast<int>(c.runs.size())
+            ? absl::StrCat(completed)
+            : absl::StrCat(completed, "/", c.runs.size());
+    const double speedup = SpeedupOverTf(results, c, kHeadlineTarget);
+    out << absl::StrFormat("%-46s %4s %-19s %-19s %-19s %-22s %-20s %-16s %s\n", c.config.label,
+                           runs, Cell(TimeSpread(c, kTargets[0]), "%.1f"),
+                           Cell(TimeSpread(c, kTargets[1]), "%.1f"),
+                           Cell(TimeSpread(c, kTargets[2]), "%.1f"),
+                           Cell(FinalSpread(c), "%.4f"),
+                           Cell(ValueSpread(c, &RunResult::examples_per_s), "%.0f"),
+                           Cell(ValueSpread(c, &RunResult::first_step_s), "%.1f"),
+                           std::isnan(speedup) ? "-" : absl::StrFormat("%.2fx", speedup));
+  }
+  out << "\nnever: the run's evaluations did not reach it; a median is \"never\" when half or "
+         "more of the runs did not. examples/s: "
+      << options.epochs
+      << " epochs of examples over the clock at the last step done (start-up included). "
+         "best TF/this: the median time to 0.880 of the TensorFlow configuration with the same "
+         "workers that reached it soonest, over this row's median.\n";
+  for (const ConfigResults& c : results) {
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      if (!c.runs[i].error.empty()) {
+        out << c.config.label << ", run " << i + 1 << " failed: "
+            << c.runs[i].error.substr(0, c.runs[i].error.find('\n')) << "\n";
+      }
+    }
+  }
+}
+
+nlohmann::json SpreadJson(const Spread& s) {
+  auto opt = [](const std::optional<double>& v) -> nlohmann::json {
+    if (!v.has_value()) return nullptr;
+    return *v;
+  };
+  return {{"median", opt(s.median)}, {"min", opt(s.min)}, {"max", opt(s.max)},
+          {"runs", s.runs}, {"present", s.present}};
+}
+
+nlohmann::json ToJson(const Options& options, const std::vector<ConfigResults>& results,
+                      const std::string& uptime_before, const std::string& uptime_after) {
+  auto num = [](double v) -> nlohmann::json {
+    if (std::isnan(v)) return nullptr;
+    return v;
+  };
+  nlohmann::json out;
+  out["bench"] = "time_to_accuracy";
+  out["job"] = {{"model", "mlp:256,128"},
+                {"dataset", "fashion_mnist"},
+                {"batch_size_per_worker", kBatchSize},
+                {"optimizer", "adam lr 0.001 beta1 0.9 beta2 0.999 epsilon 1e-7"},
+                {"num_ps", kNumPs},
+                {"epochs", options.epochs},
+                {"eval_every_steps", options.eval_every_steps}};
+  if (!options.job_fields.empty()) out["job"]["shardps_job_fields"] = options.job_fields;
+  out["runs_per_config"] = options.runs;
+  out["clock"] = kClockNote;
+  out["evaluation"] = kEvalNote;
+  out["machine"] = {{"cores", std::thread::hardware_concurrency()},
+                    {"uptime_before", uptime_before},
+                    {"uptime_after", uptime_after}};
+  nlohmann::json configs = nlohmann::json::array();
+  for (const ConfigResults& c : results) {
+    nlohmann::json j;
+    j["key"] = c.config.key;
+    j["label"] = c.config.label;
+    j["system"] = c.config.system == System::kTensorFlow ? "tensorflow"
+                  : c.config.system == System::kSingle   ? "shardps_single_process"
+                                                         : "shardps";
+    j["workers"] = c.config.workers;
+    if (c.config.system == System::kShardps) {
+      j["mode"] = c.config.mode;
+      j["steps_in_flight"] = c.config.steps_in_flight;  // 0: the job file's default
+    }
+    if (c.config.system == System::kTensorFlow) {
+      j["steps_per_execution"] = c.config.tf_steps_per_execution;
+    }
+    nlohmann::json summary;
+    for (double target : kTargets) {
+      summary[absl::StrFormat("time_to_%.3f_s", target)] = SpreadJson(TimeSpread(c, target));
+    }
+    summary["final_accuracy"] = SpreadJson(FinalSpread(c));
+    summary["examples_per_s"] = SpreadJson(ValueSpread(c, &RunResult::examples_per_s));
+    summary["first_step_s"] = SpreadJson(ValueSpread(c, &RunResult::first_step_s));
+    summary["train_s"] = SpreadJson(ValueSpread(c, &RunResult::train_s));
+    summary["best_tf_time_to_0.880_over_this"] = num(SpeedupOverTf(results, c, kHeadlineTarget));
+    if (const ConfigResults* tf = BestTf(results, c.config.workers, kHeadlineTarget);
+        tf != nullptr && c.config.system != System::kTensorFlow) {
+      summary["best_tf"] = tf->config.key;
+    }
+    j["summary"] = summary;
+    nlohmann::json runs = nlohmann::json::array();
+    for (const RunResult& r : c.runs) {
+      nlohmann::json run;
+      if (!r.error.empty()) run["error"] = r.error;
+      run["load_average_1m"] = num(r.load_1m);
+      run["train_s"] = num(r.train_s);
+      run["first_step_s"] = num(r.first_step_s);
+      run["steps"] = r.steps;
+      run["examples"] = r.examples;
+      run["examples_per_s"] = num(r.examples_per_s);
+      for (double target : kTargets) {
+        std::optional<double> t = TimeToAccuracy(r.points, target);
+        run[absl::StrFormat("time_to_%.3f_s", target)] = t.has_value() ? nlohmann::json(*t)
+                                                                       : nlohmann::json(nullptr);
+      }
+      std::optional<double> final = FinalAccuracy(r.points);
+      run["final_accuracy"] = final.has_value() ? nlohmann::json(*final) : nlohmann::json(nullptr);
+      nlohmann::json curve = nlohmann::json::array();
+      for (const EvalPoint& p : r.points) {
+        curve.push_back({{"t", p.t}, {"step", p.step}, {"accuracy", p.accuracy},
+                         {"loss", num(p.loss)}, {"final", p.final}});
+      }
+      run["evaluations"] = std::move(curve);
+      run["logs"] = r.logs;
+      runs.push_back(std::move(run));
+    }
+    j["runs"] = std::move(runs);
+    configs.push_back(std::move(j));
+  }
+  out["configs"] = std::move(configs);
+  return out;
+}
+
+std::string Brief(const RunResult& r) {
+  if (!r.error.empty()) return absl::StrCat("FAILED: ", r.error.substr(0, r.error.find('\n')));
+  std::string out;
+  for (double target : kTargets) {
+    std::optional<double> t = TimeToAccuracy(r.points, target);
+    absl::StrAppend(&out, absl::StrFormat("%.3f at %s, ", target,
+                                          t.has_value() ? absl::StrFormat("%.1f s", *t) : "never"));
+  }
+  std::optional<double> final = FinalAccuracy(r.points);
+  absl::StrAppend(&out, absl::StrFormat("final %.4f, %.0f examples/s, 1st step %.1f s (load %.2f)",
+                                        final.value_or(kNaN), r.examples_per_s, r.first_step_s,
+                                        r.load_1m));
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // as the daemons do
+  DisableMutexDeadlockDetection();
+  Options options;
+  FlagParser flags("time_to_accuracy",
+                   "Time to test accuracy of shardps clusters, TensorFlow's "
+                   "ParameterServerStrategy and shardps' single process on the same job.");
+  flags.AddInt("runs", &options.runs, "runs of each configuration (rounds)");
+  flags.AddString("configs", &options.configs,
+                  "comma-separated: tf, tf-spe, async, async-sif1, sync, stale (each :1 or :2, "
+                  "or both without), single; or all");
+  flags.AddInt("epochs", &options.epochs, "epochs of each run");
+  flags.AddBool("json", &options.json, "one JSON object on stdout (the table on stderr)");
+  flags.AddString("json_file", &options.json_file, "also write the JSON object to this file");
+  flags.AddString("data_dir", &options.data_dir, "Fashion-MNIST's IDX files");
+  flags.AddInt("eval_every_steps", &options.eval_every_steps, "steps between evaluations");
+  flags.AddString("tf_python", &options.tf_python,
+                  "the Python of TensorFlow's virtualenv (default: $SHARDPS_TF_VENV/bin/python; "
+                  "bench/tf_peer/venv.sh makes it); without one, TensorFlow's configurations "
+                  "are left out");
+  flags.AddString("tf_script", &options.tf_script,
+                  "bench/tf_peer/tf_pss.py (default: from this binary's runfiles)");
+  flags.AddInt("tf_steps_per_execution", &options.tf_steps_per_execution,
+               "steps per scheduled function of the tf-spe configurations");
+  flags.AddInt("tf_worker_threads", &options.tf_worker_threads,
+               "intra-op threads of each TensorFlow worker (shardps' workers compute on 1)");
+  flags.AddString("job_fields", &options.job_fields,
+                  "a JSON object merged into every shardps job file (e.g. "
+                  "'{\"steps_in_flight\": 1}'), to measure an option");
+  flags.AddDouble("run_timeout_s", &options.run_timeout_s, "give up on one run after this long");
+  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  if (options.runs < 1 || options.epochs < 1 || options.eval_every_steps < 1 ||
+      options.tf_steps_per_execution < 1) {
+    std::cerr << "time_to_accuracy: --runs, --epochs, --eval_every_steps and "
+                 "--tf_steps_per_execution must be >= 1\n";
+    return 2;
+  }
+  if (!options.job_fields.empty() &&
+      !nlohmann::json::parse(options.job_fields, nullptr, false).is_object()) {
+    std::cerr << "time_to_accuracy: --job_fields must be a JSON object\n";
+    return 2;
+  }
+  testing::SetUpRunfilesForBazelRun(argv[0], "coordinator/chief", "time_to_accuracy");
+  absl::StatusOr<std::vector<ConfigSpec>> selected = SelectConfigs(options);
+  if (!selected.ok()) {
+    std::cerr << "time_to_accuracy: " << selected.status().message() << "\n";
+    return 2;
+  }
+  std::ostream& log = std::cerr;
+
+  // TensorFlow's side needs its virtualenv; without one its configurations are left out.
+  if (options.tf_python.empty()) {
+    if (const char* venv = std::getenv("SHARDPS_TF_VENV"); venv != nullptr && *venv != '\0') {
+      options.tf_python = absl::StrCat(venv, "/bin/python");
+    }
+  }
+  if (options.tf_script.empty()) options.tf_script = testing::BinaryPath("bench/tf_peer/tf_pss.py");
+  const bool has_tf = !options.tf_python.empty() && access(options.tf_python.c_str(), X_OK) == 0;
+  std::vector<ConfigResults> results;
+  for (const ConfigSpec& c : *selected) {
+    if (c.system == System::kTensorFlow && !has_tf) {
+      log << "time_to_accuracy: leaving out " << c.key
+          << ": no TensorFlow virtualenv (--tf_python or SHARDPS_TF_VENV; "
+             "bench/tf_peer/venv.sh makes one)\n";
+      continue;
+    }
+    results.push_back({c, {}});
+  }
+  if (results.empty()) {
+    std::cerr << "time_to_accuracy: no configuration to run\n";
+    return 2;
+  }
+
+  std::optional<Dataset> train;
+  for (const ConfigResults& c : results) {
+    if (c.config.system != System::kSingle) continue;
+    absl::StatusOr<Dataset> loaded = LoadFashionMnist(options.data_dir, Split::kTrain);
+    if (!loaded.ok()) {
+      std::cerr << "time_to_accuracy: " << loaded.status() << "\n";
+      return 1;
+    }
+    train = *std::move(loaded);
+  }
+
+  const std::string uptime_before = Uptime();
+  log << "time_to_accuracy: " << results.size() << " configurations x " << options.runs
+      << " runs; " << uptime_before << "; logs under " << testing::TempDir() << "\n";
+  for (int64_t round = 0; round < options.runs; ++round) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < results.size(); ++i) order.push_back(i);
+    if (round % 2 == 1) std::reverse(order.begin(), order.end());
+    for (size_t i : order) {
+      ConfigResults& c = results[i];
+      RunResult r;
+      r.load_1m = LoadAverage1m();
+      log << "[round " << round + 1 << "/" << options.runs << "] " << c.config.label << "... "
+          << std::flush;
+      absl::Status s;
+      switch (c.config.system) {
+        case System::kShardps:
+          s = RunShardps(options, c.config, &r);
+          break;
+        case System::kTensorFlow:
+          s = RunTensorFlow(options, c.config, static_cast<int>(round), &r);
+          break;
+        case System::kSingle:
+          s = RunSingle(options, c.config, *train, &r);
+          break;
+      }
+      if (!s.ok()) r.error = s.ToString();
+      log << Brief(r) << "\n";
+      if (!s.ok() && r.error.find('\n') != std::string::npos) log << r.error << "\n";
+      c.runs.push_back(std::move(r));
+    }
+  }
+  const std::string uptime_after = Uptime();
+  PrintTable(options.json ? std::cerr : std::cout, options, results, uptime_before, uptime_after);
+  const nlohmann::json json = ToJson(options, results, uptime_before, uptime_after);
+  if (options.json) std::cout << json.dump(2) << std::endl;
+  if (!options.json_file.empty()) {
+    std::ofstream out(options.json_file);
+    out << json.dump(2) << "\n";
+    if (!out) {
+      std::cerr << "time_to_accuracy: cannot write --json_file " << options.json_file << "\n";
+      return 1;
+    }
+  }
+  for (const ConfigResults& c : results) {
+    if (Completed(c).empty()) return 1;  // a configuration with no completed run
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::bench::Main(argc, argv); }
