@@ -87,6 +87,7 @@
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 #include "tests/process.h"
 #include "tests/training_cluster.h"
 #include "worker/compute/backend.h"
@@ -276,6 +277,7 @@ absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std:
   absl::Status status;
   for (int attempt = 0; attempt < 5; ++attempt) {
     grpc::ClientContext ctx;
+    AttachProtocolVersion(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     SubmitJobResponse response;
     status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));
