@@ -3,8 +3,8 @@
 # (Fashion-MNIST, MLP 784-256-128-10, Adam 1e-3, batch 256 per worker, 2 ps, 10 epochs), and
 # shardps' single process as the limit. Builds the benchmark, makes TensorFlow's virtualenv
 # (bench/tf_peer/venv.sh: tensorflow-cpu and numpy from PyPI, under ~/.cache/shardps/tf-venv)
-# unless --no_tf, and runs every configuration --runs times in alternating rounds. About 25
-# minutes for everything on an idle 2-core machine; a quick look:
+# unless --no_tf, and runs every configuration --runs times in alternating rounds: 30-50
+# minutes for everything (3 runs) on this shared 2-core VM. A quick look:
 #
 #   bench/time_to_accuracy.sh --runs=1 --epochs=2 --configs=tf:1,async:1,sync:1
 #   bench/time_to_accuracy.sh [--runs=N] [--configs=LIST] [--epochs=E] [--json] [--no_tf]
