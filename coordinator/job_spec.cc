@@ -67,8 +67,8 @@ constexpr size_t kMaxListedNames = 6;
 constexpr absl::string_view kJobKeys[] = {
     "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
     "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
-    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "backend", "checkpoint",
-    "warm_start"};
+    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "apply_own_gradient", "backend",
+    "checkpoint", "warm_start"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase"};
@@ -838,6 +838,17 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   spec.set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
   spec.set_steps_in_flight(StepsInFlight(spec));
 
+  // Sync steps compute on exactly their version, which holds every earlier update.
+  bool apply_own_gradient = mode != JobSpec::SYNC;
+  RETURN_IF_ERROR(f.Bool("apply_own_gradient", &apply_own_gradient));
+  if (apply_own_gradient && mode == JobSpec::SYNC) {
+    return f.RangeError("apply_own_gradient",
+                        "applies only in async and stale mode (a sync step's parameters hold "
+                        "every earlier update)");
+  }
+  spec.set_own_gradient(apply_own_gradient ? JobSpec::OWN_GRADIENT_APPLY
+                                           : JobSpec::OWN_GRADIENT_IGNORE);
+
   std::string backend = kDefaultBackend;
   RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
   spec.set_backend(backend);
@@ -936,6 +947,7 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["eval_every_steps"] = spec.eval_every_steps();
   out["step_timeout_ms"] = spec.step_timeout_ms();
   out["steps_in_flight"] = StepsInFlight(spec);
+  out["apply_own_gradient"] = ApplyOwnGradient(spec);
   out["backend"] = spec.backend();
 
   if (spec.has_checkpoint()) {
@@ -971,6 +983,17 @@ int64_t StepsPerEpoch(int64_t num_examples, int batch_size) {
 int StepsInFlight(const JobSpec& spec) {
   if (spec.steps_in_flight() > 0) return spec.steps_in_flight();
   return spec.mode() == JobSpec::SYNC ? 1 : 2;
+}
+
+bool ApplyOwnGradient(const JobSpec& spec) {
+  switch (spec.own_gradient()) {
+    case JobSpec::OWN_GRADIENT_APPLY:
+      return true;
+    case JobSpec::OWN_GRADIENT_IGNORE:
+      return false;
+    default:
+      return spec.mode() != JobSpec::SYNC;
+  }
 }
 
 std::string JobModeName(JobSpec::Mode mode) { return std::string(NameOf(kModes, mode, "unknown")); }

@@ -102,6 +102,10 @@ int64_t StepsPerEpoch(int64_t num_examples, int batch_size);
 // when it is 0 (2 for async and stale, 1 for sync).
 int StepsInFlight(const JobSpec& spec);
 
+// Whether workers apply their own previous gradient to parameters pulled without it
+// (JobSpec.own_gradient; when unset, the mode's default: yes in async and stale mode).
+bool ApplyOwnGradient(const JobSpec& spec);
+
 // "async", "sync" or "stale".
 std::string JobModeName(JobSpec::Mode mode);
 

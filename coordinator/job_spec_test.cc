@@ -187,6 +187,35 @@ TEST(JobSpecTest, StepsInFlight) {
   EXPECT_EQ(StepsInFlight(spec), 1);
 }
 
+TEST(JobSpecTest, ApplyOwnGradient) {
+  for (const auto& [json, want] : std::vector<std::pair<std::string, bool>>{
+           {JobWith(R"("mode": "async")"), true},
+           {JobWith(R"("mode": "stale")"), true},
+           {JobWith(R"("mode": "sync")"), false},
+           {JobWith(R"("apply_own_gradient": false)"), false},
+           {JobWith(R"("mode": "sync", "apply_own_gradient": false)"), false}}) {
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(json, 2);
+    ASSERT_TRUE(spec.ok()) << spec.status() << " in " << json;
+    EXPECT_EQ(ApplyOwnGradient(*spec), want) << json;
+    EXPECT_EQ(spec->own_gradient(),
+              want ? JobSpec::OWN_GRADIENT_APPLY : JobSpec::OWN_GRADIENT_IGNORE);
+    // It survives the job file round trip.
+    absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec), 2);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->own_gradient(), spec->own_gradient());
+  }
+  absl::StatusOr<JobSpec> sync = ParseJobSpec(JobWith(R"("mode": "sync", "apply_own_gradient": true)"), 2);
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(sync.status().message()), testing::HasSubstr("apply_own_gradient"));
+  absl::StatusOr<JobSpec> typed = ParseJobSpec(JobWith(R"("apply_own_gradient": 1)"), 2);
+  EXPECT_THAT(std::string(typed.status().message()), testing::HasSubstr("apply_own_gradient"));
+  // A spec not made by ParseJobSpec gets the mode's default.
+  JobSpec spec;
+  EXPECT_TRUE(ApplyOwnGradient(spec));
+  spec.set_mode(JobSpec::SYNC);
+  EXPECT_FALSE(ApplyOwnGradient(spec));
+}
+
 TEST(JobSpecTest, OptimizerAndInitializerDefaultsFollowType) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
       JobWith(

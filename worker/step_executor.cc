@@ -21,6 +21,7 @@
 #include "worker/compute/model.h"
 #include "worker/data/batcher.h"
 #include "worker/data/idx_reader.h"
+#include "worker/own_gradient.h"
 
 namespace shardps {
 namespace {
@@ -44,7 +45,7 @@ struct StepSlot {
 };
 
 // Everything a started job needs. Immutable after StartJob, except the slots, which belong to
-// the steps that hold them (slot_busy).
+// the steps that hold them (slot_busy), and the own-gradient state (the compute thread's).
 struct Job {
   JobSpec spec;
   std::vector<std::string> ps_addresses;
@@ -60,6 +61,38 @@ struct Job {
   absl::Mutex slot_mu;
   bool slot_busy[kStepSlots] ABSL_GUARDED_BY(slot_mu) = {};
   StepSlot slots[kStepSlots];
+
+  // Null unless the job applies its own gradient (JobSpec.own_gradient).
+  std::unique_ptr<OwnGradient> own;
+};
+
+// Ends a computed step's part in its job's OwnGradient push ordering when it goes out of
+// scope: PushEnded once its push began, else Skip (it failed before its push, and never
+// pushes now).
+class OwnPushMark {
+ public:
+  OwnPushMark(OwnGradient* own, uint64_t seq) : own_(own), seq_(seq) {}
+  ~OwnPushMark() {
+    if (own_ == nullptr) return;
+    if (started_) {
+      own_->PushEnded(seq_);
+    } else {
+      own_->Skip(seq_);
+    }
+  }
+  OwnPushMark(const OwnPushMark&) = delete;
+  OwnPushMark& operator=(const OwnPushMark&) = delete;
+
+  void Starting() {
+    if (own_ == nullptr) return;
+    own_->PushStarting(seq_);
+    started_ = true;
+  }
+
+ private:
+  OwnGradient* const own_;
+  const uint64_t seq_;
+  bool started_ = false;
 };
 
 // A slot of `job` held for the lifetime of this object: the constructor waits until one is
@@ -157,6 +190,12 @@ class ComputeThread {
   std::thread thread_;
 };
 
+// JobSpec.own_gradient, DEFAULT resolved as ParseJobSpec does (coordinator/job_spec.h).
+bool AppliesOwnGradient(const JobSpec& spec) {
+  if (spec.own_gradient() == JobSpec::OWN_GRADIENT_DEFAULT) return spec.mode() != JobSpec::SYNC;
+  return spec.own_gradient() == JobSpec::OWN_GRADIENT_APPLY;
+}
+
 class StepExecutorImpl : public StepExecutor {
  public:
   explicit StepExecutorImpl(Options options) : options_(std::move(options)) {}
@@ -248,6 +287,12 @@ class StepExecutorImpl : public StepExecutor {
       job->param_sizes.push_back(static_cast<size_t>(param.num_elements()));
     }
     job->batcher = std::make_unique<Batcher>(job->data->num_examples, spec.seed());
+    if (AppliesOwnGradient(spec)) {
+      absl::StatusOr<std::unique_ptr<OwnGradient>> own =
+          OwnGradient::Create(spec.optimizer(), job->param_sizes);
+      if (!own.ok()) return Annotate(own.status(), absl::StrCat(what, ": optimizer"));
+      job->own = *std::move(own);
+    }
 
     response.set_backend(job->backend_name);
     absl::MutexLock lock(&mu_);
@@ -304,7 +349,14 @@ class StepExecutorImpl : public StepExecutor {
     absl::Notification pulled;
     absl::Status pull_status;
     absl::Time pull_end;
+    // Which of the job's pushes this pull holds: see worker/own_gradient.h. A pull that waits
+    // for a version is not kept apart from pushes.
+    // A sync step (even of a job started as async) computes on exactly its version.
+    OwnGradient* const own = request.sync() ? nullptr : job->own.get();
+    OwnGradient::PullMark pull_mark;
+    if (own != nullptr) pull_mark = own->PullStarted(request.min_version() == 0);
     job->ps->PullAsync(std::move(targets), pull_options, &versions, [&](const absl::Status& s) {
+      if (own != nullptr) own->PullEnded(&pull_mark);
       pull_status = s;
       pull_end = absl::Now();
       pulled.Notify();
@@ -324,25 +376,35 @@ class StepExecutorImpl : public StepExecutor {
       grad_ptrs.push_back(slot.grads[i].data());
     }
     StepResult result;
+    uint64_t seq = 0;  // this step's compute sequence number
+    absl::Status computed;
     {
       // compute_ms is the compute alone, not the wait for another step's.
-      absl::Status computed;
       double compute_ms = 0;
+      bool own_applied = false;
       compute_thread_.Run([&] {
         const absl::Time start = absl::Now();
+        if (own != nullptr) {
+          seq = own->BeginCompute();
+          own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.params));
+        }
         computed = job->backend->ForwardBackward(job->model, param_ptrs, slot.features.data(),
                                                  slot.labels.data(), batch, &result, grad_ptrs);
+        if (own != nullptr) own->EndCompute(seq, slot.grads, computed.ok());
         compute_ms = MillisSince(start);
       });
       response.set_compute_ms(compute_ms);
-      RETURN_IF_ERROR(Annotate(computed, absl::StrCat(what, ": compute")));
+      response.set_own_gradient_applied(own_applied);
     }
+    OwnPushMark own_push(own, seq);
+    RETURN_IF_ERROR(Annotate(computed, absl::StrCat(what, ": compute")));
 
     absl::Time start = absl::Now();
     std::vector<PsClient::PushSource> sources;
     for (size_t i = 0; i < job->variables.size(); ++i) {
       sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
     }
+    own_push.Starting();
     PushOptions push_options;
     push_options.idempotency_key =
         StepIdempotencyKey(request.job_id(), request.step_id(), request.generation());

@@ -609,6 +609,81 @@ TEST_F(StepExecutorTest, ConcurrentStepsAreEachAppliedOnce) {
   EXPECT_LT(last, first - 0.3) << "first steps " << first << ", last steps " << last;
 }
 
+// Two async steps of one worker whose pulls both end before either computes (as when the next
+// step pulls while this one computes): the second to compute adds the first's update to what
+// it pulled, so the parameters end bit for bit as two steps run one after the other. With
+// apply_own_gradient off, the second computes without it and they do not.
+TEST_F(StepExecutorTest, ASecondStepInFlightComputesWithTheFirstStepsUpdate) {
+  struct Outcome {
+    std::vector<float> values;
+    StepResponse responses[2];
+  };
+  // Runs steps 0 and 1 at once, holding the pulls to ps 0 until both have arrived.
+  auto run_overlapped = [&](JobSpec::OwnGradient own) -> Outcome {
+    StartPs();
+    CreateVariables("fm");
+    auto worker = NewExecutor();
+    StartJobRequest start = Start("job-1");
+    start.mutable_job()->set_own_gradient(own);
+    EXPECT_TRUE(worker->StartJob(start).ok());
+    absl::Mutex mu;
+    int arrived = 0;
+    SetInterceptor([&](int ps, absl::string_view method, const google::protobuf::Message&) {
+      if (ps == 0 && (method == "PullBatch" || method == "Pull")) {
+        absl::MutexLock lock(&mu);
+        ++arrived;
+        auto both = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return arrived >= 2; };
+        mu.Await(absl::Condition(&both));
+      }
+      return std::optional<absl::Status>();
+    });
+    Outcome outcome;
+    std::thread other([&] {
+      auto step = worker->RunStep(Step("job-1", 1, 1));
+      ASSERT_TRUE(step.ok()) << step.status();
+      outcome.responses[1] = *step;
+    });
+    auto step = worker->RunStep(Step("job-1", 0, 0));
+    EXPECT_TRUE(step.ok()) << step.status();
+    if (step.ok()) outcome.responses[0] = *step;
+    other.join();
+    SetInterceptor(nullptr);
+    outcome.values = Values("fm");
+    return outcome;
+  };
+  // Runs the two steps one after the other, `first` first.
+  auto run_sequential = [&](int first) {
+    StartPs();
+    CreateVariables("fm");
+    auto worker = NewExecutor();
+    EXPECT_TRUE(worker->StartJob(Start("job-1")).ok());
+    for (int k : {first, 1 - first}) {
+      auto step = worker->RunStep(Step("job-1", k, k));
+      EXPECT_TRUE(step.ok()) << step.status();
+      EXPECT_FALSE(step->own_gradient_applied());
+    }
+    return Values("fm");
+  };
+
+  Outcome with = run_overlapped(JobSpec::OWN_GRADIENT_APPLY);
+  ASSERT_EQ(with.responses[0].version(), 0);  // both computed on pulls of version 0
+  ASSERT_EQ(with.responses[1].version(), 0);
+  ASSERT_NE(with.responses[0].own_gradient_applied(), with.responses[1].own_gradient_applied())
+      << "exactly the second step to compute adds the first's update";
+  const int first = with.responses[0].own_gradient_applied() ? 1 : 0;
+  const std::vector<float> sequential = run_sequential(first);
+  EXPECT_TRUE(with.values == sequential)
+      << "the overlapped steps did not end where the sequential ones did";
+
+  Outcome without = run_overlapped(JobSpec::OWN_GRADIENT_IGNORE);
+  EXPECT_FALSE(without.responses[0].own_gradient_applied());
+  EXPECT_FALSE(without.responses[1].own_gradient_applied());
+  if (without.responses[0].version() == 0 && without.responses[1].version() == 0) {
+    EXPECT_FALSE(without.values == run_sequential(0));
+    EXPECT_FALSE(without.values == run_sequential(1));
+  }
+}
+
 // A step waiting in its pull does not hold up another step: the second runs, and its push
 // releases the first. (With one step at a time, the first would time out.)
 TEST_F(StepExecutorTest, SecondStepRunsWhileFirstWaitsForItsVersion) {
