@@ -20,6 +20,11 @@
 //   async-sif1:N  shardps async, steps_in_flight 1
 //   sync:N        shardps sync (num_replicas = N)
 //   stale:N       shardps bounded staleness, the default bound (2)
+//   async-own-off:N, async-slr:N, async-dc:N, async-sif1-slr:N, async-sif1-dc:N
+//                 shardps async with one of issue 9's update options changed from the
+//                 default: apply_own_gradient off (the default before issue 9), staleness_lr
+//                 inverse, delay_compensation 0.04; the last two with 1 step in flight.
+//                 Not part of "all": name them.
 //   single        shardps' model, data and ps optimizer in this process, 1 thread
 //
 // Runs go in rounds: each round runs every configuration once, odd rounds in reverse order,
@@ -154,6 +159,9 @@ struct ConfigSpec {
   std::string mode = "async";
   int steps_in_flight = 0;  // shardps; 0: the job file's default
   int tf_steps_per_execution = 1;
+  // shardps: job file fields (a JSON object) merged into the job, for the update options.
+  std::string job_extra;
+  bool in_all = true;  // part of --configs=all (the options' variants are asked for by name)
 };
 
 // Every configuration, in the order of a round: for each worker count, shardps and
@@ -180,6 +188,22 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
     all.push_back({absl::StrCat("stale:", w),
                    absl::StrCat("shardps stale (bound 2), ", workers_text(w)), System::kShardps,
                    w, "stale", 0, 1});
+    // The async update options of issue 9, each alone on top of the default (not in "all").
+    const std::pair<const char*, const char*> variants[] = {
+        {"async-own-off", R"({"apply_own_gradient": false})"},
+        {"async-slr", R"({"staleness_lr": "inverse"})"},
+        {"async-dc", R"({"delay_compensation": 0.04})"},
+        {"async-sif1-slr", R"({"steps_in_flight": 1, "staleness_lr": "inverse"})"},
+        {"async-sif1-dc", R"({"steps_in_flight": 1, "delay_compensation": 0.04})"},
+    };
+    for (const auto& [name, extra] : variants) {
+      ConfigSpec c{absl::StrCat(name, ":", w),
+                   absl::StrCat("shardps ", name + 6, " ", extra, ", ", workers_text(w)),
+                   System::kShardps, w, "async", 0, 1};
+      c.job_extra = extra;
+      c.in_all = false;
+      all.push_back(std::move(c));
+    }
     if (w == 1) {
       all.push_back({"single", "shardps single process, 1 thread (eval paused)", System::kSingle,
                      1, "", 0, 1});
@@ -190,7 +214,13 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
 
 absl::StatusOr<std::vector<ConfigSpec>> SelectConfigs(const Options& options) {
   const std::vector<ConfigSpec> all = AllConfigs(options);
-  if (options.configs == "all") return all;
+  if (options.configs == "all") {
+    std::vector<ConfigSpec> out;
+    for (const ConfigSpec& c : all) {
+      if (c.in_all) out.push_back(c);
+    }
+    return out;
+  }
   std::vector<bool> chosen(all.size(), false);
   for (absl::string_view item : absl::StrSplit(options.configs, ',', absl::SkipEmpty())) {
     bool matched = false;
@@ -230,6 +260,11 @@ struct RunResult {
   int64_t steps = 0;
   int64_t examples = 0;
   double examples_per_s = kNaN;
+  // shardps, from the chief's last status: means over the job's last 50 steps.
+  double train_loss = kNaN;
+  double pull_ms = kNaN;
+  double compute_ms = kNaN;
+  double push_ms = kNaN;
   std::vector<EvalPoint> points;
   std::string logs;  // where its logs are
 };
@@ -257,6 +292,7 @@ absl::StatusOr<nlohmann::json> JobJson(const Options& options, const ConfigSpec&
       {"eval_every_steps", options.eval_every_steps},
   };
   if (config.steps_in_flight > 0) job["steps_in_flight"] = config.steps_in_flight;
+  if (!config.job_extra.empty()) job.update(nlohmann::json::parse(config.job_extra));
   if (!options.job_fields.empty()) {
     nlohmann::json extra = nlohmann::json::parse(options.job_fields, nullptr, false);
     if (!extra.is_object()) {
@@ -364,6 +400,10 @@ absl::Status RunShardps(const Options& options, const ConfigSpec& config, RunRes
   r->steps = last.steps_done();
   r->examples = ExamplesInSteps(last.steps_done(), 60000, kBatchSize);
   r->examples_per_s = static_cast<double>(r->examples) / r->train_s;
+  r->train_loss = last.loss();
+  r->pull_ms = last.pull_ms();
+  r->compute_ms = last.compute_ms();
+  r->push_ms = last.push_ms();
   return absl::OkStatus();
 }
 
@@ -631,6 +671,18 @@ void PrintTable(std::ostream& out, const Options& options,
                            Cell(ValueSpread(c, &RunResult::first_step_s), "%.1f"),
                            std::isnan(speedup) ? "-" : absl::StrFormat("%.2fx", speedup));
   }
+  // Where a shardps step's time goes.
+  out << "\nshardps, per step over each job's last 50 steps (medians over runs): training loss; "
+         "a worker's pull, compute and push wall ms (a step's pull and push overlap the other "
+         "step's compute when 2 are in flight)\n";
+  for (const ConfigResults& c : results) {
+    if (c.config.system != System::kShardps) continue;
+    out << absl::StrFormat("  %-46s loss %s  pull %s  compute %s  push %s\n", c.config.label,
+                           Cell(ValueSpread(c, &RunResult::train_loss), "%.4f"),
+                           Cell(ValueSpread(c, &RunResult::pull_ms), "%.2f"),
+                           Cell(ValueSpread(c, &RunResult::compute_ms), "%.2f"),
+                           Cell(ValueSpread(c, &RunResult::push_ms), "%.2f"));
+  }
   out << "\nnever: the run's evaluations did not reach it; a median is \"never\" when half or "
          "more of the runs did not. examples/s: "
       << options.epochs
@@ -702,6 +754,12 @@ nlohmann::json ToJson(const Options& options, const std::vector<ConfigResults>& 
     summary["examples_per_s"] = SpreadJson(ValueSpread(c, &RunResult::examples_per_s));
     summary["first_step_s"] = SpreadJson(ValueSpread(c, &RunResult::first_step_s));
     summary["train_s"] = SpreadJson(ValueSpread(c, &RunResult::train_s));
+    if (c.config.system == System::kShardps) {
+      summary["train_loss_last_50_steps"] = SpreadJson(ValueSpread(c, &RunResult::train_loss));
+      summary["pull_ms"] = SpreadJson(ValueSpread(c, &RunResult::pull_ms));
+      summary["compute_ms"] = SpreadJson(ValueSpread(c, &RunResult::compute_ms));
+      summary["push_ms"] = SpreadJson(ValueSpread(c, &RunResult::push_ms));
+    }
     summary["best_tf_time_to_0.880_over_this"] = num(SpeedupOverTf(results, c, kHeadlineTarget));
     if (const ConfigResults* tf = BestTf(results, c.config.workers, kHeadlineTarget);
         tf != nullptr && c.config.system != System::kTensorFlow) {
@@ -718,6 +776,12 @@ nlohmann::json ToJson(const Options& options, const std::vector<ConfigResults>& 
       run["steps"] = r.steps;
       run["examples"] = r.examples;
       run["examples_per_s"] = num(r.examples_per_s);
+      if (c.config.system == System::kShardps) {
+        run["train_loss_last_50_steps"] = num(r.train_loss);
+        run["pull_ms"] = num(r.pull_ms);
+        run["compute_ms"] = num(r.compute_ms);
+        run["push_ms"] = num(r.push_ms);
+      }
       for (double target : kTargets) {
         std::optional<double> t = TimeToAccuracy(r.points, target);
         run[absl::StrFormat("time_to_%.3f_s", target)] = t.has_value() ? nlohmann::json(*t)
@@ -753,6 +817,11 @@ std::string Brief(const RunResult& r) {
   absl::StrAppend(&out, absl::StrFormat("final %.4f, %.0f examples/s, 1st step %.1f s (load %.2f)",
                                         final.value_or(kNaN), r.examples_per_s, r.first_step_s,
                                         r.load_1m));
+  if (!std::isnan(r.train_loss)) {
+    absl::StrAppend(&out, absl::StrFormat("; last 50 steps: loss %.4f, pull/compute/push "
+                                          "%.2f/%.2f/%.2f ms",
+                                          r.train_loss, r.pull_ms, r.compute_ms, r.push_ms));
+  }
   return out;
 }
 
@@ -765,8 +834,9 @@ int Main(int argc, char** argv) {
                    "ParameterServerStrategy and shardps' single process on the same job.");
   flags.AddInt("runs", &options.runs, "runs of each configuration (rounds)");
   flags.AddString("configs", &options.configs,
-                  "comma-separated: tf, tf-spe, async, async-sif1, sync, stale (each :1 or :2, "
-                  "or both without), single; or all");
+                  "comma-separated: tf, tf-spe, async, async-sif1, sync, stale, or an option "
+                  "variant (async-own-off, async-slr, async-dc, async-sif1-slr, "
+                  "async-sif1-dc) (each :1 or :2, or both without), single; or all");
   flags.AddInt("epochs", &options.epochs, "epochs of each run");
   flags.AddBool("json", &options.json, "one JSON object on stdout (the table on stderr)");
   flags.AddString("json_file", &options.json_file, "also write the JSON object to this file");
