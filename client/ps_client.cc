@@ -129,6 +129,32 @@ class BufferPool {
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The versions a pull's parts saw (PullVersions), gathered as the parts complete, on any
+// thread.
+class VersionsSeen {
+ public:
+  void Add(const std::string& shard, int64_t version) {
+    absl::MutexLock lock(&mu_);
+    min_ = std::min(min_, version);
+    max_ = std::max(max_, version);
+    auto [it, inserted] = shards_.emplace(shard, version);
+    if (!inserted) it->second = std::min(it->second, version);
+  }
+  // REQUIRES: every part has completed.
+  void Fill(PullVersions* out) {
+    absl::MutexLock lock(&mu_);
+    out->min_version = min_;
+    out->max_version = max_;
+    out->shards = std::move(shards_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t min_ ABSL_GUARDED_BY(mu_) = INT64_MAX;
+  int64_t max_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
+  std::map<std::string, int64_t> shards_ ABSL_GUARDED_BY(mu_);
+};
+
 // Groups the chunks of a pull or push by ps into batches of at most `max_bytes` (and at
 // least one chunk) each: one call per ps for a step's many small shards, several calls in
 // parallel for a large transfer. `Batch` has a `bytes` member.
@@ -386,13 +412,9 @@ class PsClientImpl : public PsClient {
         batch->outs.push_back(absl::MakeSpan(reinterpret_cast<char*>(out), bytes));
       });
     }
-    auto seen = std::make_shared<std::pair<std::atomic<int64_t>, std::atomic<int64_t>>>(
-        INT64_MAX, INT64_MIN);
+    auto seen = std::make_shared<VersionsSeen>();
     auto fan = Fanout::Make(batches.size(), [versions, seen, done](const absl::Status& s) {
-      if (s.ok() && versions != nullptr) {
-        versions->min_version = seen->first.load();
-        versions->max_version = seen->second.load();
-      }
+      if (s.ok() && versions != nullptr) seen->Fill(versions);
       done(s);
     });
     IssueParts<Batch>(
@@ -401,11 +423,11 @@ class PsClientImpl : public PsClient {
           target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
                                  std::move(done));
         },
-        [seen](Batch* batch, const absl::Status& s) {
-          if (!s.ok()) return s;
-          for (const PullResponse& item : batch->response.pulls()) {
-            AtomicMin(&seen->first, item.version());
-            AtomicMax(&seen->second, item.version());
+        [seen, versions](Batch* batch, const absl::Status& s) {
+          if (!s.ok() || versions == nullptr) return s;
+          const int n = std::min(batch->request.pulls_size(), batch->response.pulls_size());
+          for (int i = 0; i < n; ++i) {
+            seen->Add(batch->request.pulls(i).shard(), batch->response.pulls(i).version());
           }
           return s;
         },
@@ -435,6 +457,7 @@ class PsClientImpl : public PsClient {
         item->set_row_end(end);
         if (options.has_sync) *item->mutable_sync() = options.sync;
         item->set_generation(options.generation);
+        item->set_base_version(BaseVersion(options, shard.spec.name()));
         const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
         batch->data.push_back(absl::MakeConstSpan(reinterpret_cast<const char*>(src), bytes));
       });
@@ -451,7 +474,7 @@ class PsClientImpl : public PsClient {
 
   void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
                      absl::Span<float> out, const PullOptions& options,
-                     StatusCallback done) override {
+                     PullVersions* versions, StatusCallback done) override {
     absl::StatusOr<VariableLayout> layout = GetLayout(name);
     if (!layout.ok()) return done(layout.status());
     if (static_cast<int64_t>(out.size()) !=
@@ -486,14 +509,18 @@ class PsClientImpl : public PsClient {
           }
         });
     if (!routed.ok()) return done(routed);
-    auto fan = Fanout::Make(parts.size(), std::move(done));
+    auto seen = std::make_shared<VersionsSeen>();
+    auto fan = Fanout::Make(parts.size(), [versions, seen, done](const absl::Status& s) {
+      if (s.ok() && versions != nullptr) seen->Fill(versions);
+      done(s);
+    });
     // All at once: a row call's parts are one per shard (and chunk), and small.
     IssueParts<Part>(
         std::move(parts), /*window_size=*/0, Deadline() + options.wait_timeout,
         [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
           target->PullRowsAsync(&part->request, &part->response, deadline, std::move(done));
         },
-        [this, out, width](Part* part, const absl::Status& s) {
+        [this, out, width, seen, versions](Part* part, const absl::Status& s) {
           absl::Status status = s;
           const std::string& data = part->response.data();
           const size_t expected = part->positions.size() * width * sizeof(float);
@@ -508,6 +535,9 @@ class PsClientImpl : public PsClient {
               std::memcpy(out.data() + part->positions[i] * width, src + i * width,
                           width * sizeof(float));
             }
+          }
+          if (status.ok() && versions != nullptr) {
+            seen->Add(part->request.shard(), part->response.version());
           }
           buffers_.Put(std::move(*part->response.mutable_data()));
           return status;
@@ -561,6 +591,7 @@ class PsClientImpl : public PsClient {
             }
             if (options.has_sync) *part->request.mutable_sync() = options.sync;
             part->request.set_generation(options.generation);
+            part->request.set_base_version(BaseVersion(options, target.spec.name()));
             parts.emplace_back(target.ps, std::move(part));
           }
         });
@@ -898,18 +929,14 @@ class PsClientImpl : public PsClient {
     return layout;
   }
 
-  static void AtomicMin(std::atomic<int64_t>* a, int64_t v) {
-    int64_t cur = a->load();
-    while (v < cur && !a->compare_exchange_weak(cur, v)) {
-    }
-  }
-  static void AtomicMax(std::atomic<int64_t>* a, int64_t v) {
-    int64_t cur = a->load();
-    while (v > cur && !a->compare_exchange_weak(cur, v)) {
-    }
-  }
-
   absl::Time Deadline() const { return absl::Now() + options_.rpc_timeout; }
+
+  // The base version a push to `shard` carries (PushOptions::base_versions; 0: unknown).
+  static int64_t BaseVersion(const PushOptions& options, const std::string& shard) {
+    if (options.base_versions == nullptr) return 0;
+    auto it = options.base_versions->shards.find(shard);
+    return it == options.base_versions->shards.end() ? 0 : it->second;
+  }
 
   // A fresh id, or one derived from the caller's idempotency key and what the request covers.
   uint64_t RequestId(const PushOptions& options, const std::string& variable,
@@ -1005,9 +1032,11 @@ absl::Status PsClient::PushMany(std::vector<PushSource> sources, const PushOptio
 }
 
 absl::Status PsClient::PullRows(const std::string& name, absl::Span<const int64_t> ids,
-                                absl::Span<float> out, const PullOptions& options) {
-  return Wait(
-      [&](StatusCallback done) { PullRowsAsync(name, ids, out, options, std::move(done)); });
+                                absl::Span<float> out, const PullOptions& options,
+                                PullVersions* versions) {
+  return Wait([&](StatusCallback done) {
+    PullRowsAsync(name, ids, out, options, versions, std::move(done));
+  });
 }
 
 absl::Status PsClient::PushRows(const std::string& name, absl::Span<const int64_t> ids,

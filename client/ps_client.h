@@ -24,6 +24,7 @@
 #define SHARDPS_CLIENT_PS_CLIENT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,11 +65,14 @@ struct VariableLayout {
   std::vector<Shard> shards;  // in row order
 };
 
-// Versions seen by a pull: the lowest and highest shard version among the shards read.
-// A consistent snapshot has min_version == max_version.
+// Versions seen by a pull: the lowest and highest shard version among the shards read, and
+// each shard's (by shard name; a shard read in several chunks: the lowest its chunks saw).
+// A consistent snapshot has min_version == max_version. Pass it to the push of gradients
+// computed on what was pulled (PushOptions::base_versions).
 struct PullVersions {
   int64_t min_version = 0;
   int64_t max_version = 0;
+  std::map<std::string, int64_t> shards;
 };
 
 struct PushOptions {
@@ -83,6 +87,12 @@ struct PushOptions {
   // (PushRequest.generation, PushRowsRequest.generation): a ps that has moved to a later
   // generation (rolled back since) refuses them, ABORTED with STALE_GENERATION. 0: unfenced.
   int64_t generation = 0;
+  // The versions of the pull the gradients were computed on: each request to a shard listed
+  // there carries its version as base_version (PushRequest, PushRowsRequest), which an ASYNC
+  // shard with a staleness policy (UpdateSpec.staleness_lr, .delay_compensation) uses;
+  // shards not listed, or null: 0 (unknown). Read only while the push is issued: it need not
+  // outlive the PushAsync / PushRowsAsync call.
+  const PullVersions* base_versions = nullptr;
 };
 
 struct PullOptions {
@@ -160,9 +170,10 @@ class PsClient {
   // and advances its version). A SYNC push (has_sync) sends every shard
   // exactly one request, its whole share, even an empty one: the ps takes a replica's rows
   // for a step as one PushRows, and a shard the batch has no ids for still needs it.
+  // `versions` (optional) receives the versions of the shards read, as PullAsync's.
   virtual void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
                              absl::Span<float> out, const PullOptions& options,
-                             StatusCallback done) = 0;
+                             PullVersions* versions, StatusCallback done) = 0;
   virtual void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
                              absl::Span<const float> grads, const PushOptions& options,
                              StatusCallback done) = 0;
@@ -215,7 +226,8 @@ class PsClient {
                     const PushOptions& options = {});
   absl::Status PushMany(std::vector<PushSource> sources, const PushOptions& options = {});
   absl::Status PullRows(const std::string& name, absl::Span<const int64_t> ids,
-                        absl::Span<float> out, const PullOptions& options = {});
+                        absl::Span<float> out, const PullOptions& options = {},
+                        PullVersions* versions = nullptr);
   absl::Status PushRows(const std::string& name, absl::Span<const int64_t> ids,
                         absl::Span<const float> grads, const PushOptions& options = {});
   absl::Status Assign(const std::string& name, absl::Span<const float> values);

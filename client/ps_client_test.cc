@@ -432,6 +432,71 @@ TEST_F(PsClientCallsTest, EveryUpdateCarriesTheGeneration) {
   EXPECT_EQ(generations, (std::vector<int64_t>(3 + 2, 7)));
 }
 
+// A pull reports each shard's version, and a push given those versions sends each shard its
+// own as base_version (dense chunks and row requests alike); shards the pull did not read
+// get 0.
+TEST_F(PsClientCallsTest, PushesCarryEachShardsPulledVersionAsBaseVersion) {
+  PsClient::Options options;
+  options.max_chunk_bytes = 16;  // one row of 4 floats a chunk: several chunks per shard
+  Start(options);
+  Create("w", {6, 4}, 3);
+  Create("other", {3}, 1);
+  // Shard p (rows [2p, 2p + 2)) at version p + 1.
+  for (int64_t p = 0; p < 3; ++p) {
+    for (int64_t k = 0; k <= p; ++k) {
+      ASSERT_TRUE(
+          client_->PushRows("w", std::vector<int64_t>{2 * p}, std::vector<float>(4, 0.0f)).ok());
+    }
+  }
+  PullVersions versions;
+  std::vector<float> w(24);
+  ASSERT_TRUE(client_->Pull("w", absl::MakeSpan(w), {}, &versions).ok());
+  const std::map<std::string, int64_t> want = {{"w/part_0", 1}, {"w/part_1", 2}, {"w/part_2", 3}};
+  EXPECT_EQ(versions.shards, want);
+  EXPECT_EQ(versions.min_version, 1);
+  EXPECT_EQ(versions.max_version, 3);
+  PullVersions row_versions;
+  std::vector<float> rows(8);
+  ASSERT_TRUE(
+      client_->PullRows("w", std::vector<int64_t>{5, 0}, absl::MakeSpan(rows), {}, &row_versions)
+          .ok());
+  EXPECT_EQ(row_versions.shards,
+            (std::map<std::string, int64_t>{{"w/part_0", 1}, {"w/part_2", 3}}));
+
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, int64_t>> sent;  // (shard, base_version) per request
+  for (InterceptingPsInterface* ps : ps_) {
+    ps->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                           google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+      absl::MutexLock lock(&mu);
+      if (method == "PushBatch") {
+        for (const PushRequest& item : static_cast<const PushBatchRequest&>(request).pushes()) {
+          sent.emplace_back(item.shard(), item.base_version());
+        }
+      } else if (method == "PushRows") {
+        const auto& rows_request = static_cast<const PushRowsRequest&>(request);
+        sent.emplace_back(rows_request.shard(), rows_request.base_version());
+      }
+      return std::nullopt;
+    });
+  }
+  PushOptions push;
+  push.base_versions = &versions;
+  ASSERT_TRUE(client_->PushMany({{"w", std::vector<float>(24, 0.0f)},
+                                 {"other", std::vector<float>(3, 0.0f)}},
+                                push)
+                  .ok());
+  ASSERT_TRUE(
+      client_->PushRows("w", std::vector<int64_t>{3, 4}, std::vector<float>(8, 0.0f), push).ok());
+  absl::MutexLock lock(&mu);
+  std::map<std::string, std::multiset<int64_t>> by_shard;
+  for (const auto& [shard, base] : sent) by_shard[shard].insert(base);
+  EXPECT_EQ(by_shard["w/part_0"], (std::multiset<int64_t>{1, 1}));  // two row chunks
+  EXPECT_EQ(by_shard["w/part_1"], (std::multiset<int64_t>{2, 2, 2}));  // and a row push
+  EXPECT_EQ(by_shard["w/part_2"], (std::multiset<int64_t>{3, 3, 3}));
+  EXPECT_EQ(by_shard["other"], (std::multiset<int64_t>{0}));  // not pulled: unknown
+}
+
 TEST_F(PsClientCallsTest, UnreachablePsIsPsUnavailableAfterTheRetries) {
   PsClient::Options options;
   options.max_attempts = 3;

@@ -503,6 +503,12 @@ class ChiefImpl : public Chief {
       if (job.mode() == JobSpec::SYNC) {
         def.update.set_mode(UpdateSpec::SYNC);
         def.update.set_num_replicas(job.num_replicas());
+      } else {
+        // The ps' staleness-aware updates (ps_server/staleness.h); retained_versions stays
+        // the ps' default, so the shards' specs do not depend on the cluster's size.
+        def.update.set_staleness_lr(job.staleness_lr());
+        def.update.set_delay_compensation(job.delay_compensation());
+        def.update.set_delay_compensation_adaptive(job.delay_compensation_adaptive());
       }
       defs.push_back(def);
     }

@@ -185,6 +185,28 @@ TEST_F(ChiefTest, StepsInFlightOneLeasesOneStepAtATime) {
   EXPECT_EQ(w->max_pending(), 1);
 }
 
+// The job's staleness policy reaches every shard's UpdateSpec.
+TEST_F(ChiefTest, TheStalenessPolicyGoesIntoEveryShardsUpdateSpec) {
+  StartChief(1);
+  Submit(R"("mode": "stale", "staleness": 1, "steps": 1, "staleness_lr": "inverse",
+            "delay_compensation": 0.04, "delay_compensation_adaptive": true)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(1));  // the variables exist once a step is leased
+  ListShardsResponse shards;
+  ASSERT_TRUE(store_->ListShards({}, &shards).ok());
+  ASSERT_EQ(shards.shards_size(), 2);  // softmax: kernel and bias
+  for (const ShardInfo& shard : shards.shards()) {
+    const UpdateSpec& update = shard.spec().update();
+    EXPECT_EQ(update.mode(), UpdateSpec::ASYNC) << shard.spec().name();
+    EXPECT_EQ(update.staleness_lr(), UpdateSpec::INVERSE) << shard.spec().name();
+    EXPECT_EQ(update.delay_compensation(), 0.04) << shard.spec().name();
+    EXPECT_TRUE(update.delay_compensation_adaptive()) << shard.spec().name();
+    EXPECT_EQ(update.retained_versions(), 0) << shard.spec().name();  // the ps' default
+  }
+  EXPECT_EQ(w->Finish(), 0);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+}
+
 // Worker 0 holds steps 0 and 1 when its first call fails as a dead worker's would: both go back
 // to the queue at once and worker 1 runs them. Worker 0's other call then returns late with
 // success: that completion counts (nobody else finished step 1 yet), and every step is counted

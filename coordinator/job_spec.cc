@@ -68,7 +68,8 @@ constexpr absl::string_view kJobKeys[] = {
     "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
     "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
     "eval_every_steps", "step_timeout_ms", "steps_in_flight", "apply_own_gradient", "backend",
-    "checkpoint", "warm_start"};
+    "checkpoint", "warm_start", "staleness_lr", "delay_compensation",
+    "delay_compensation_adaptive"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase"};
@@ -98,6 +99,8 @@ constexpr EnumName<InitializerSpec::Type> kInitializers[] = {
     {"random_normal", InitializerSpec::RANDOM_NORMAL},
     {"truncated_normal", InitializerSpec::TRUNCATED_NORMAL},
     {"glorot_uniform", InitializerSpec::GLOROT_UNIFORM}};
+constexpr EnumName<UpdateSpec::StalenessLr> kStalenessLrs[] = {{"none", UpdateSpec::NONE},
+                                                                 {"inverse", UpdateSpec::INVERSE}};
 constexpr absl::string_view kBackends[] = {"auto", "cpu", "gpu"};
 constexpr absl::string_view kDatasets[] = {kFashionMnist};
 
@@ -688,6 +691,41 @@ absl::StatusOr<ModelSpec> ParseModel(const std::string& model) {
   return spec;
 }
 
+// "staleness_lr", "delay_compensation", "delay_compensation_adaptive": the ps' staleness-aware
+// updates, for async and stale mode (a sync step's gradients are never stale). REQUIRES:
+// spec->mode() set.
+absl::Status ParseStalenessPolicy(const Fields& f, JobSpec* spec) {
+  UpdateSpec::StalenessLr staleness_lr = UpdateSpec::NONE;
+  RETURN_IF_ERROR(f.Enum("staleness_lr", kStalenessLrs, &staleness_lr));
+  double lambda = 0;
+  RETURN_IF_ERROR(f.Double("delay_compensation", &lambda));
+  if (!(lambda >= 0) || !FitsFloat(lambda)) {
+    return f.RangeError("delay_compensation",
+                        "must be in [0, 3.4e38] (0: off; the ps computes in float32)");
+  }
+  bool adaptive = false;
+  RETURN_IF_ERROR(f.Bool("delay_compensation_adaptive", &adaptive));
+  if (adaptive && lambda == 0) {
+    return FieldError("delay_compensation_adaptive",
+                      "needs \"delay_compensation\" > 0 (the lambda it adapts)");
+  }
+  if (spec->mode() == JobSpec::SYNC) {
+    const char* given = staleness_lr != UpdateSpec::NONE ? "staleness_lr"
+                        : lambda != 0                     ? "delay_compensation"
+                        : adaptive                        ? "delay_compensation_adaptive"
+                                                          : nullptr;
+    if (given != nullptr) {
+      return FieldError(given, absl::StrCat("applies in async and stale mode only, got ",
+                                            Shown(*f.Find(given)),
+                                            " in sync mode (a sync step is never stale)"));
+    }
+  }
+  spec->set_staleness_lr(staleness_lr);
+  spec->set_delay_compensation(lambda);
+  spec->set_delay_compensation_adaptive(adaptive);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
@@ -853,6 +891,8 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
   spec.set_backend(backend);
 
+  RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
+
   bool has_checkpoint = false;
   CheckpointSpec checkpoint;
   RETURN_IF_ERROR(ParseCheckpoint(f.Find("checkpoint"), &checkpoint, &has_checkpoint));
@@ -949,6 +989,11 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["steps_in_flight"] = StepsInFlight(spec);
   out["apply_own_gradient"] = ApplyOwnGradient(spec);
   out["backend"] = spec.backend();
+  if (spec.mode() != JobSpec::SYNC) {
+    out["staleness_lr"] = std::string(NameOf(kStalenessLrs, spec.staleness_lr(), "unknown"));
+    out["delay_compensation"] = spec.delay_compensation();
+    out["delay_compensation_adaptive"] = spec.delay_compensation_adaptive();
+  }
 
   if (spec.has_checkpoint()) {
     const CheckpointSpec& c = spec.checkpoint();

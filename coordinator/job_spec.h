@@ -69,6 +69,12 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //                    pulls the next step's parameters and pushes the last step's gradients
 //                    while it computes
 //   backend          auto (cpu, gpu)
+//   staleness_lr     "none" ("inverse": the ps divides a push's learning rate by its
+//                    staleness); async and stale mode only
+//   delay_compensation  0 (off), or DC-ASGD's lambda in (0, 3.4e38]; async and stale only
+//   delay_compensation_adaptive  false; true (DC-ASGD-a) needs delay_compensation > 0
+//                    (the three: ps_server/staleness.h; in sync mode any value but the
+//                    default is an error)
 //   checkpoint       {"dir": "/abs/dir", "every_steps": N, "every_seconds": T, "keep": K,
 //                    "keep_best": B}, or just "/abs/dir" (CheckpointSpec). dir: absolute (the
 //                    chief and every ps open it); every_steps 0..kMaxJobSteps (0: not by

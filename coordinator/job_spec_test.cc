@@ -407,6 +407,56 @@ TEST(JobSpecTest, RejectsBadModeAndDistribution) {
             R"(job: "backend": unknown "tpu" (expected auto, cpu or gpu))");
 }
 
+TEST(JobSpecTest, StalenessPolicy) {
+  absl::StatusOr<JobSpec> none = ParseJobSpec(JobWith(R"("mode": "stale")"), 2);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->staleness_lr(), UpdateSpec::NONE);
+  EXPECT_EQ(none->delay_compensation(), 0);
+  EXPECT_FALSE(none->delay_compensation_adaptive());
+
+  absl::StatusOr<JobSpec> both = ParseJobSpec(
+      JobWith(R"("staleness_lr": "inverse", "delay_compensation": 0.04,
+                 "delay_compensation_adaptive": true)"),
+      2);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->staleness_lr(), UpdateSpec::INVERSE);
+  EXPECT_EQ(both->delay_compensation(), 0.04);
+  EXPECT_TRUE(both->delay_compensation_adaptive());
+  const std::string text = JobSpecToJson(*both);
+  EXPECT_THAT(text, HasSubstr(R"("staleness_lr":"inverse","delay_compensation":0.04,)"
+                              R"("delay_compensation_adaptive":true)"));
+  absl::StatusOr<JobSpec> again = ParseJobSpec(text, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), both->SerializeAsString());
+
+  // The defaults are allowed in sync mode, anything else is not.
+  EXPECT_TRUE(ParseJobSpec(JobWith(R"("mode": "sync", "staleness_lr": "none",
+                                      "delay_compensation": 0,
+                                      "delay_compensation_adaptive": false)"),
+                           2)
+                  .ok());
+  EXPECT_EQ(ErrorOf(JobWith(R"("mode": "sync", "staleness_lr": "inverse")")),
+            R"(job: "staleness_lr": applies in async and stale mode only, got "inverse" in )"
+            R"(sync mode (a sync step is never stale))");
+  EXPECT_THAT(ErrorOf(JobWith(R"("mode": "sync", "delay_compensation": 0.5)")),
+              HasSubstr(R"(job: "delay_compensation": applies in async and stale mode only, )"
+                        R"(got 0.5 in sync mode)"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("staleness_lr": "linear")")),
+            R"(job: "staleness_lr": unknown "linear" (expected none or inverse))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("delay_compensation": -1)")),
+            R"(job: "delay_compensation": must be in [0, 3.4e38] (0: off; the ps computes in )"
+            R"(float32), got -1)");
+  EXPECT_THAT(ErrorOf(JobWith(R"("delay_compensation": 1e39)")),
+              HasSubstr(R"(job: "delay_compensation": must be in [0, 3.4e38])"));
+  EXPECT_EQ(ErrorOf(JobWith(R"("delay_compensation": "0.1")")),
+            R"(job: "delay_compensation": expected a number, got string "0.1")");
+  EXPECT_EQ(ErrorOf(JobWith(R"("delay_compensation_adaptive": true)")),
+            R"(job: "delay_compensation_adaptive": needs "delay_compensation" > 0 (the lambda )"
+            R"(it adapts))");
+  EXPECT_EQ(ErrorOf(JobWith(R"("delay_compensation_adaptive": 1)")),
+            R"(job: "delay_compensation_adaptive": expected true or false, got number 1)");
+}
+
 TEST(JobSpecTest, RejectsBadInitializer) {
   EXPECT_EQ(ErrorOf(JobWith(R"("kernel_initializer": {"type": "he_normal"})")),
             R"(job: "kernel_initializer.type": unknown "he_normal" (expected zeros, constant, )"

@@ -67,15 +67,16 @@ class KernelOptimizer final : public Optimizer {
     return kernel_.initial_slot_value(slot);
   }
 
-  void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
-                  absl::Span<float* const> slots) const override {
-    const auto c = kernel_.Prepare(step, decay_.Scale(step));
+  void ApplyDenseScaled(int64_t step, double lr_scale, absl::Span<const float> grad,
+                        float* params, absl::Span<float* const> slots) const override {
+    const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
     kernel_.Update(c, static_cast<int64_t>(grad.size()), grad.data(), params, slots.data());
   }
 
-  void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
-                 const RowBlocks& params, absl::Span<const RowBlocks> slots) const override {
-    const auto c = kernel_.Prepare(step, decay_.Scale(step));
+  void ApplyRowsScaled(int64_t step, double lr_scale, absl::Span<const int64_t> rows,
+                       const float* grad, const RowBlocks& params,
+                       absl::Span<const RowBlocks> slots) const override {
+    const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
     const int64_t width = params.width;
     float* row_slots[kMaxSlots] = {};
     for (size_t k = 0; k < rows.size(); ++k) {

@@ -77,16 +77,29 @@ class Optimizer {
   // Applies `grad` to params[0 .. grad.size()) and slots[s][0 .. grad.size()).
   // `step` is the 1-based count of this update of the shard (Adam's t).
   // REQUIRES: slots.size() == num_slots(); every buffer holds grad.size() floats.
-  virtual void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
-                          absl::Span<float* const> slots) const = 0;
+  void ApplyDense(int64_t step, absl::Span<const float> grad, float* params,
+                  absl::Span<float* const> slots) const {
+    ApplyDenseScaled(step, 1.0, grad, params, slots);
+  }
 
   // Applies grad row k (grad + k * width) to row rows[k] of params and of each slot (the
   // slots are laid out in blocks as the parameters are). Rows not listed are untouched.
   // Each row is applied once per listed occurrence, so callers sum duplicate ids first.
   // REQUIRES: slots.size() == num_slots(); every rows[k] is a row of the buffers; grad
   // holds rows.size() * width floats.
-  virtual void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
-                         const RowBlocks& params, absl::Span<const RowBlocks> slots) const = 0;
+  void ApplyRows(int64_t step, absl::Span<const int64_t> rows, const float* grad,
+                 const RowBlocks& params, absl::Span<const RowBlocks> slots) const {
+    ApplyRowsScaled(step, 1.0, rows, grad, params, slots);
+  }
+
+  // The same two with this update's learning rate (after decay; Adam's lr_t) multiplied by
+  // `lr_scale` > 0: a staleness-aware update (ps_server/staleness.h). A scale of 1 is
+  // bit-identical to the unscaled call.
+  virtual void ApplyDenseScaled(int64_t step, double lr_scale, absl::Span<const float> grad,
+                                float* params, absl::Span<float* const> slots) const = 0;
+  virtual void ApplyRowsScaled(int64_t step, double lr_scale, absl::Span<const int64_t> rows,
+                               const float* grad, const RowBlocks& params,
+                               absl::Span<const RowBlocks> slots) const = 0;
 
   // The name of slot `slot` (checkpoint tensors are "<shard>/<slot name>"): MOMENTUM's
   // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v".

@@ -292,6 +292,73 @@ TEST(OptimizerDecayTest, ExponentialDecayScalesTheLearningRate) {
   }
 }
 
+// A scaled update multiplies the learning rate after decay (Adam: lr_t) and nothing else;
+// a scale of 1 is bit-identical to the plain call, dense and by rows.
+TEST(OptimizerScaleTest, LrScaleMultipliesTheDecayedRate) {
+  for (OptimizerSpec::Type type : {OptimizerSpec::SGD, OptimizerSpec::ADAM}) {
+    OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_learning_rate(0.05);
+    spec.set_decay_rate(0.5);
+    spec.set_decay_steps(1);
+    auto opt = Make(spec);
+    State scaled = Init(*opt), plain = Init(*opt), unit = Init(*opt);
+    std::vector<double> p(scaled.params.begin(), scaled.params.end()), m(kN, 0.0), v(kN, 0.0);
+    for (int t = 1; t <= kSteps; ++t) {
+      const double scale = 1.0 / t;
+      std::vector<float> g(kN);
+      for (int i = 0; i < kN; ++i) g[i] = Grad(t, i);
+      auto slot_ptrs = [](State* s) {
+        std::vector<float*> out;
+        for (auto& x : s->slots) out.push_back(x.data());
+        return out;
+      };
+      opt->ApplyDenseScaled(t, scale, g, scaled.params.data(), slot_ptrs(&scaled));
+      opt->ApplyDenseScaled(t, 1.0, g, unit.params.data(), slot_ptrs(&unit));
+      opt->ApplyDense(t, g, plain.params.data(), slot_ptrs(&plain));
+      const double decayed = 0.05 * std::pow(0.5, t - 1) * scale;
+      for (int i = 0; i < kN; ++i) {
+        const double gi = g[i];
+        if (type == OptimizerSpec::SGD) {
+          p[i] -= decayed * gi;
+        } else {
+          m[i] = 0.9 * m[i] + 0.1 * gi;
+          v[i] = 0.999 * v[i] + 0.001 * gi * gi;
+          const double lr_t = decayed * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+          p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + 1e-7);
+        }
+      }
+    }
+    ExpectClose(scaled.params, p);
+    EXPECT_EQ(unit.params, plain.params);
+    EXPECT_EQ(unit.slots, plain.slots);
+  }
+}
+
+TEST(OptimizerScaleTest, RowsScaleAsDense) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAM);
+  spec.set_learning_rate(0.01);
+  auto opt = Make(spec);
+  constexpr int kWidth = 3;
+  std::vector<float> dense(2 * kWidth, 0.5f), rows(2 * kWidth, 0.5f);
+  std::vector<float> dm(2 * kWidth), dv(2 * kWidth), rm(2 * kWidth), rv(2 * kWidth);
+  std::vector<float> g(2 * kWidth);
+  for (int i = 0; i < 2 * kWidth; ++i) g[i] = Grad(1, i);
+  std::vector<float*> dense_slots = {dm.data(), dv.data()};
+  opt->ApplyDenseScaled(1, 0.25, g, dense.data(), dense_slots);
+  float* base = rows.data();
+  float* m_base = rm.data();
+  float* v_base = rv.data();
+  const std::vector<RowBlocks> slots = {RowBlocks::Contiguous(&m_base, kWidth),
+                                        RowBlocks::Contiguous(&v_base, kWidth)};
+  const std::vector<int64_t> ids = {0, 1};
+  opt->ApplyRowsScaled(1, 0.25, ids, g.data(), RowBlocks::Contiguous(&base, kWidth), slots);
+  EXPECT_EQ(dense, rows);
+  EXPECT_EQ(dm, rm);
+  EXPECT_EQ(dv, rv);
+}
+
 TEST(OptimizerDecayTest, RejectsBadDecay) {
   OptimizerSpec spec;
   spec.set_type(OptimizerSpec::ADAM);

@@ -57,6 +57,12 @@ class ParamBlocks {
   int64_t size() const { return rows_ * width_; }
   int64_t rows_per_block() const { return int64_t{1} << shift_; }
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  // Block b's identity (two views hold the same bytes for its rows when these are equal)
+  // and size. REQUIRES: 0 <= b < num_blocks().
+  const void* block_id(int64_t b) const { return blocks_[static_cast<size_t>(b)].get(); }
+  int64_t block_bytes(int64_t b) const {
+    return BlockFloats(b) * static_cast<int64_t>(sizeof(float));
+  }
   // Blocks copied because a pull or a snapshot held them when a writer came (for tests and
   // metrics), and the bytes of those copied because a snapshot held them.
   int64_t copies() const { return copies_; }

@@ -29,18 +29,23 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       optimizer_(std::move(optimizer)),
       sync_(spec.update().mode() == UpdateSpec::SYNC),
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
+      staleness_(StalenessPolicy::FromSpec(spec.update())),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
       snapshot_copy_bytes_(snapshot_copy_bytes),
       params_(0, 1),
       recent_ids_(request_id_window),
-      accumulator_(num_replicas_, geometry.rows, geometry.width) {}
+      accumulator_(num_replicas_, geometry.rows, geometry.width),
+      retained_(staleness_.retained_versions) {}
 
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return Annotate(optimizer.status(), QuotedShard(spec.name()));
-  // A SYNC shard also keeps the parameters before its last step (at most one more copy).
-  const int copies = spec.update().mode() == UpdateSpec::SYNC ? 2 : 1;
+  // A SYNC shard also keeps the parameters before its last step (at most one more copy); a
+  // delay-compensated one those of its retained versions, and DC-ASGD-a the mean squares.
+  const StalenessPolicy staleness = StalenessPolicy::FromSpec(spec.update());
+  const int copies = (spec.update().mode() == UpdateSpec::SYNC ? 2 : 1) +
+                     staleness.retained_versions + (staleness.adaptive ? 1 : 0);
   return static_cast<int64_t>(sizeof(float)) * geometry.rows * geometry.width *
          (copies + (*optimizer)->num_slots());
 }
@@ -57,6 +62,9 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
     shard = std::shared_ptr<Shard>(
         new Shard(spec, geometry, *std::move(optimizer), request_id_window, snapshot_copy_bytes));
     state = shard->NewState();
+    absl::MutexLock lock(&shard->mu_);
+    if (shard->staleness_.enabled()) shard->history_.Enable();
+    if (shard->staleness_.adaptive) shard->mean_square_.assign(static_cast<size_t>(shard->size_), 0.0f);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
@@ -114,6 +122,9 @@ Shard::Snapshot Shard::TakeSnapshot() const {
 void Shard::ReplaceState(State state, int64_t version) {
   prev_params_ = ParamBlocks();
   prev_version_ = -1;
+  ForgetHistory();
+  // DC-ASGD-a's mean squares are not part of a checkpoint: they start afresh.
+  std::fill(mean_square_.begin(), mean_square_.end(), 0.0f);
   params_ = std::move(state.params);
   slots_ = std::move(state.slots);
   version_ = version;
@@ -135,42 +146,173 @@ Shard::WritableState Shard::MakeWritableRows(absl::Span<const int64_t> ids) {
   return state;
 }
 
-void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel) {
-  const int64_t offset = range.begin * width_;
-  const int64_t step = version_ + 1;
-  const WritableState state = MakeWritable(range.begin, range.end);
-  parallel->Run(range.size() * width_, kParallelGrain, /*align=*/16,
-                [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                  grad.ForEachRun(begin, end,
-                                  [&](int64_t first, const float* g, int64_t n)
-                                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                        ApplyDenseRun(step, offset + first, g, n, state);
-                                      });
-                });
-  ++version_;
+absl::Status Shard::CheckBaseVersion(int64_t base_version) const {
+  if (base_version < 0 || base_version > version_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "base_version ", base_version, " is not a version of ", QuotedShard(name()),
+        " (at version ", version_, "): a gradient is computed on a version the shard had, "
+        "0 when unknown"));
+  }
+  return absl::OkStatus();
 }
 
-void Shard::ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
-                          const WritableState& state) {
+Shard::PushPolicy Shard::PolicyFor(int64_t base_version, int64_t begin, int64_t end) {
+  PushPolicy policy;
+  if (base_version <= 0 || !staleness_.enabled()) return policy;
+  const int64_t staleness = history_.Staleness(base_version, version_, begin, end);
+  StalenessStats& stats = staleness_stats_;
+  ++stats.pushes_with_base;
+  stats.total_staleness += staleness;
+  stats.max_staleness = std::max(stats.max_staleness, staleness);
+  policy.lr_scale = staleness_.LrScale(staleness);
+  // No update touched these rows since the base version: w_now equals w_bak there.
+  if (!staleness_.compensates() || staleness == 0) return policy;
+  bool exact = false;
+  policy.bak = retained_.Find(base_version, &exact);
+  if (policy.bak == nullptr) {
+    ++stats.uncompensated;
+  } else if (exact) {
+    ++stats.compensated;
+  } else {
+    ++stats.compensated_partially;
+  }
+  return policy;
+}
+
+void Shard::BeforeAsyncUpdate() {
+  if (staleness_.compensates()) retained_.Retain(version_, params_);
+}
+
+void Shard::AfterAsyncUpdate(int64_t begin, int64_t end) { history_.Record(version_, begin, end); }
+
+void Shard::ForgetHistory() {
+  history_.Clear();
+  retained_.Clear();
+}
+
+int64_t Shard::StalenessBytes() const {
+  return retained_.ExtraBytes(params_) +
+         static_cast<int64_t>(mean_square_.size() * sizeof(float));
+}
+
+void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
+                       int64_t base_version) {
+  const int64_t offset = range.begin * width_;
+  const int64_t n = range.size() * width_;
+  const int64_t step = version_ + 1;
+  const PushPolicy policy = PolicyFor(base_version, range.begin, range.end);
+  // Delay compensation (and DC-ASGD-a's mean squares, which every push updates) reads the
+  // gradient once more and applies the compensated copy (uninitialized until then: zeroing
+  // it first cost a tenth of the compensation).
+  std::unique_ptr<float[]> compensated;
+  GradientBytes compensated_bytes;
+  const GradientBytes* applied = &grad;
+  const bool compensate = policy.bak != nullptr;
+  if (compensate || !mean_square_.empty()) {
+    if (compensate) compensated.reset(new float[static_cast<size_t>(n)]);
+    float* out = compensated.get();
+    const ParamBlocks& now = params_;
+    const ParamBlocks* bak = policy.bak;
+    float* mean_square = mean_square_.empty() ? nullptr : mean_square_.data();
+    parallel->Run(n, kParallelGrain, /*align=*/16,
+                  [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t m) {
+                      now.ForEachRun(offset + first, offset + first + m,
+                                     [&](int64_t e, const float* w, int64_t k) {
+                                       // Runs lie in one block; the same block in both
+                                       // views means rows unchanged since the base.
+                                       const float* old =
+                                           bak == nullptr ? nullptr
+                                                          : bak->Row(e / width_) + e % width_;
+                                       if (old == w) old = nullptr;
+                                       DelayCompensate(
+                                           staleness_, k, g + (e - offset - first), w, old,
+                                           mean_square == nullptr ? nullptr : mean_square + e,
+                                           out == nullptr ? nullptr : out + (e - offset));
+                                     });
+                    });
+                  });
+    if (compensate) {
+      compensated_bytes = GradientBytes(absl::string_view(
+          reinterpret_cast<const char*>(compensated.get()), static_cast<size_t>(n) * sizeof(float)));
+      applied = &compensated_bytes;
+    }
+  }
+  BeforeAsyncUpdate();
+  const WritableState state = MakeWritable(range.begin, range.end);
+  const double lr_scale = policy.lr_scale;
+  parallel->Run(n, kParallelGrain, /*align=*/16,
+                [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  applied->ForEachRun(begin, end,
+                                      [&](int64_t first, const float* g, int64_t m)
+                                          ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                            ApplyDenseRun(step, lr_scale, offset + first, g, m,
+                                                          state);
+                                          });
+                });
+  ++version_;
+  AfterAsyncUpdate(range.begin, range.end);
+}
+
+void Shard::ApplyDenseRun(int64_t step, double lr_scale, int64_t first, const float* grad,
+                          int64_t n, const WritableState& state) {
   params_.ForEachRun(first, first + n, [&](int64_t e, float* p, int64_t m) {
     // A run lies in one block, and a slot's block holds the same rows: its elements
     // [e, e + m) are contiguous too.
     std::array<float*, Optimizer::kMaxSlots> at{};
     for (size_t s = 0; s < slots_count_; ++s) at[s] = state.slots[s].Row(e / width_) + e % width_;
-    optimizer_->ApplyDense(step, absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
-                           p, absl::Span<float* const>(at.data(), slots_count_));
+    optimizer_->ApplyDenseScaled(step, lr_scale,
+                                 absl::MakeConstSpan(grad + (e - first), static_cast<size_t>(m)),
+                                 p, absl::Span<float* const>(at.data(), slots_count_));
   });
 }
 
-void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel) {
+void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel,
+                      int64_t base_version) {
   const int64_t step = version_ + 1;
+  int64_t lowest = rows_;
+  int64_t highest = -1;
+  if (staleness_.enabled()) {
+    for (int64_t id : ids) {
+      lowest = std::min(lowest, id);
+      highest = std::max(highest, id);
+    }
+  }
+  const PushPolicy policy = PolicyFor(base_version, lowest, highest + 1);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / width_);
+  std::unique_ptr<float[]> compensated;
+  const float* applied = grad;
+  const bool compensate = policy.bak != nullptr;
+  if (compensate || !mean_square_.empty()) {
+    if (compensate) compensated.reset(new float[ids.size() * static_cast<size_t>(width_)]);
+    float* out = compensated.get();
+    const ParamBlocks* bak = policy.bak;
+    float* mean_square = mean_square_.empty() ? nullptr : mean_square_.data();
+    parallel->Run(static_cast<int64_t>(ids.size()), grain, /*align=*/1,
+                  [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    for (int64_t k = begin; k < end; ++k) {
+                      const int64_t id = ids[static_cast<size_t>(k)];
+                      const float* w = params_.Row(id);
+                      const float* old = bak == nullptr ? nullptr : bak->Row(id);
+                      if (old == w) old = nullptr;
+                      DelayCompensate(staleness_, width_, grad + k * width_, w, old,
+                                      mean_square == nullptr ? nullptr : mean_square + id * width_,
+                                      out == nullptr ? nullptr : out + k * width_);
+                    }
+                  });
+    if (compensate) applied = compensated.get();
+  }
+  BeforeAsyncUpdate();
   const WritableState state = MakeWritableRows(ids);
-  parallel->Run(static_cast<int64_t>(ids.size()), std::max<int64_t>(1, kParallelGrain / width_),
+  const double lr_scale = policy.lr_scale;
+  parallel->Run(static_cast<int64_t>(ids.size()), grain,
                 /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                  optimizer_->ApplyRows(step, ids.subspan(begin, end - begin),
-                                        grad + begin * width_, state.params, SlotSpan(state));
+                  optimizer_->ApplyRowsScaled(step, lr_scale, ids.subspan(begin, end - begin),
+                                              applied + begin * width_, state.params,
+                                              SlotSpan(state));
                 });
   ++version_;
+  AfterAsyncUpdate(lowest, highest + 1);
 }
 
 absl::Status Shard::CheckStep(int64_t step) const {
@@ -230,7 +372,7 @@ void Shard::FinishStep() {
   } else {
     const WritableState state = MakeWritable(0, rows_);
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
-    ApplyDenseRun(step, 0, sum.values.data(), size_, state);
+    ApplyDenseRun(step, /*lr_scale=*/1.0, 0, sum.values.data(), size_, state);
   }
   ++version_;
   accumulator_.Clear();
@@ -239,6 +381,9 @@ void Shard::FinishStep() {
 void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
   prev_params_ = ParamBlocks();  // an assignment is no step: no version before it to serve
   prev_version_ = -1;
+  // Nor a version for delay compensation to diff against: w_now - w_bak would include the
+  // assignment. Pushes based on earlier versions compensate against the versions after it.
+  ForgetHistory();
   const int64_t offset = range.begin * width_;
   const int64_t n = range.size() * width_;
   // Every block that changes is made writable before the first write.

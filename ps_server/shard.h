@@ -1,7 +1,9 @@
 // Shard: one shard of a variable as a ps task holds it: parameters and optimizer slots,
 // version (the count of applied updates), the window of recent request ids, the SYNC step in
-// progress and the pulls waiting for a version. It applies updates and answers reads; the
-// store (ps_server/shard_store.h) validates requests, finds shards and takes their locks.
+// progress and the pulls waiting for a version; with a staleness policy (UpdateSpec
+// staleness_lr, delay_compensation; ps_server/staleness.h) also its recent updates' rows and
+// the parameters of its last versions. It applies updates and answers reads; the store
+// (ps_server/shard_store.h) validates requests, finds shards and takes their locks.
 //
 // Thread-safety: the const accessors may be called from any thread; every other method
 // REQUIRES mu() held. References that ShareRange hands out may be dropped on any thread.
@@ -27,6 +29,7 @@
 #include "ps_server/parallel_for.h"
 #include "ps_server/param_blocks.h"
 #include "ps_server/recent_request_ids.h"
+#include "ps_server/staleness.h"
 #include "ps_server/sync_accumulator.h"
 #include "ps_server/version_waiters.h"
 
@@ -82,8 +85,9 @@ class Shard {
   static absl::StatusOr<std::shared_ptr<Shard>> Create(
       const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
       std::atomic<int64_t>* snapshot_copy_bytes = nullptr);
-  // The bytes a shard of this spec takes (parameters and slots), or an error naming the
-  // shard when the optimizer is invalid.
+  // The bytes a shard of this spec may take (parameters and slots, and at most: a SYNC
+  // shard's parameters before its last step, a delay-compensated shard's retained versions
+  // and mean squares), or an error naming the shard when the optimizer is invalid.
   static absl::StatusOr<int64_t> BytesFor(const ShardSpec& spec, Geometry geometry);
 
   Shard(const Shard&) = delete;
@@ -144,15 +148,29 @@ class Shard {
   // --- Updates. Each either changes the shard as a whole or, when it throws std::bad_alloc
   // (a block copied on write, a buffer for a step), changes nothing that a read can see.
 
+  // A push's base version (the version its gradient was computed at; 0: unknown) against
+  // the shard: INVALID_ARGUMENT when negative or above the shard's version.
+  absl::Status CheckBaseVersion(int64_t base_version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // ASYNC: applies a dense gradient to `range` now, as one update (the version advances),
-  // split over `parallel`'s threads when large. The gradient is read where it lies.
-  // REQUIRES: `grad` holds range.size() * width finite floats.
-  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ASYNC: applies row gradients now, as one update. REQUIRES: ids unique and in range;
-  // grad holds ids.size() * width floats.
-  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // split over `parallel`'s threads when large. The gradient is read where it lies. With a
+  // base version (> 0) the shard's staleness policy applies (ps_server/staleness.h).
+  // REQUIRES: `grad` holds range.size() * width finite floats; CheckBaseVersion passed.
+  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
+                  int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC: applies row gradients now, as one update, with the policy as ApplyDense.
+  // REQUIRES: ids unique and in range; grad holds ids.size() * width floats;
+  // CheckBaseVersion passed.
+  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel,
+                 int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // What the staleness policy did so far (zeros without one).
+  const StalenessStats& staleness_stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return staleness_stats_;
+  }
+  // Delay compensation's memory now: the bytes of parameter blocks that only retained
+  // versions hold, and of the mean squares (DC-ASGD-a). 0 without it.
+  int64_t StalenessBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // SYNC: checks that a push belongs to the step in progress: a lower step is stale
   // (ABORTED), a higher one is ahead (FAILED_PRECONDITION).
@@ -218,9 +236,25 @@ class Shard {
     return absl::Span<const RowBlocks>(state.slots.data(), slots_count_);
   }
   // Applies grad[0, n) to elements [first, first + n) of the parameters and slots, block by
-  // block. REQUIRES: those rows made writable; `state` from that call.
-  void ApplyDenseRun(int64_t step, int64_t first, const float* grad, int64_t n,
-                     const WritableState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // block, with the learning rate times `lr_scale`. REQUIRES: those rows made writable;
+  // `state` from that call.
+  void ApplyDenseRun(int64_t step, double lr_scale, int64_t first, const float* grad,
+                     int64_t n, const WritableState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How the staleness policy treats a push based on `base_version` (0: none) to rows
+  // [begin, end): its learning-rate scale and the parameters to compensate against (null:
+  // none). Counts the push in staleness_stats_.
+  struct PushPolicy {
+    double lr_scale = 1.0;
+    const ParamBlocks* bak = nullptr;
+  };
+  PushPolicy PolicyFor(int64_t base_version, int64_t begin, int64_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before an ASYNC update writes: keeps the current parameters for delay compensation.
+  // After it: records its rows. REQUIRES: the version advanced by exactly one in between.
+  void BeforeAsyncUpdate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AfterAsyncUpdate(int64_t begin, int64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the update history and retained versions (the parameters were replaced).
+  void ForgetHistory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   UpdateResult FinishIfComplete(const SyncAccumulator::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: applies the step's summed gradient once and starts the next step.
@@ -233,6 +267,7 @@ class Shard {
   const std::unique_ptr<const Optimizer> optimizer_;
   const bool sync_;
   const int num_replicas_;
+  const StalenessPolicy staleness_;
   const int64_t bytes_;
   const size_t slots_count_;
   std::atomic<int64_t>* const snapshot_copy_bytes_;
@@ -251,6 +286,13 @@ class Shard {
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
   VersionWaiters waiters_ ABSL_GUARDED_BY(mu_);
   bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+  // With a staleness policy: the rows of recent updates (to count a push's staleness), the
+  // parameters of the last versions (delay compensation's w_bak) and, for DC-ASGD-a, the
+  // moving mean square of the gradient per element (size_ floats; empty otherwise).
+  UpdateHistory history_ ABSL_GUARDED_BY(mu_);
+  RetainedVersions retained_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> mean_square_ ABSL_GUARDED_BY(mu_);
+  StalenessStats staleness_stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardps

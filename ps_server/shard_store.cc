@@ -40,6 +40,7 @@
 #include "ps_server/shard.h"
 #include "ps_server/shard_restore.h"
 #include "ps_server/snapshot_writer.h"
+#include "ps_server/staleness.h"
 #include "ps_server/unique_ids.h"
 #include "ps_server/version_waiters.h"
 
@@ -331,6 +332,7 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": update.mode ", static_cast<int>(spec.update().mode()), " is unknown"));
   }
+  RETURN_IF_ERROR(Annotate(ValidateStalenessSpec(spec.update()), what));
   return g;
 }
 
@@ -829,7 +831,8 @@ class ShardStoreImpl final : public ShardStore {
                            if (shard->sync()) {
                              result = shard->AddDense(request.sync().replica(), range, grad);
                            } else {
-                             shard->ApplyDense(range, grad, &parallel_);
+                             shard->ApplyDense(range, grad, &parallel_,
+                                               request.base_version());
                              result.applied = true;
                            }
                            return result;
@@ -885,9 +888,10 @@ class ShardStoreImpl final : public ShardStore {
                            UpdateResult result;
                            if (!ids.empty()) {
                              if (has_duplicates) {
-                               shard->ApplyRows(unique_ids, summed.data(), &parallel_);
+                               shard->ApplyRows(unique_ids, summed.data(), &parallel_,
+                                                request.base_version());
                              } else {
-                               shard->ApplyRows(ids, grad, &parallel_);
+                               shard->ApplyRows(ids, grad, &parallel_, request.base_version());
                              }
                              result.applied = true;
                            }
@@ -1127,9 +1131,10 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   // What every gradient push does under the shard's lock: the generation fence, the
-  // duplicate answer, a sync shard's step check, then `apply` (which adds the gradient to a
-  // sync step or applies it), its record, and the pulls its new version releases. `apply`
-  // runs under the lock; an error from it leaves the shard unchanged.
+  // duplicate answer, a sync shard's step check, the base version's check, then `apply`
+  // (which adds the gradient to a sync step or applies it), its record, and the pulls its
+  // new version releases. `apply` runs under the lock; an error from it leaves the shard
+  // unchanged.
   template <typename Request, typename Response, typename Apply>
   absl::Status ApplyGradient(Shard& shard, const Request& request, const std::string& what,
                              Response* response, Apply apply) {
@@ -1139,6 +1144,7 @@ class ShardStoreImpl final : public ShardStore {
       RETURN_IF_ERROR(CheckUpdate(shard, request.generation(), what));
       if (AnswerIfDuplicate(shard, request.request_id(), response)) return absl::OkStatus();
       if (shard.sync()) RETURN_IF_ERROR(Annotate(shard.CheckStep(request.sync().step()), what));
+      RETURN_IF_ERROR(Annotate(shard.CheckBaseVersion(request.base_version()), what));
       PrepareUpdate(shard, &ready);
       ASSIGN_OR_RETURN(const UpdateResult result, apply());
       RecordUpdate(shard, request.request_id(), result, response, &ready);

@@ -120,6 +120,12 @@ class ShardStore {
   // answers duplicate = true. When every replica is complete the gradients are summed in
   // replica order 0..n-1 (bit-reproducible whatever the arrival order), applied once, and
   // the version advances; `applied` tells the push that completed the step.
+  //
+  // base_version (Push and PushRows): the shard version the gradient was computed at, 0 when
+  // unknown; a negative one, or one above the shard's version, is INVALID_ARGUMENT naming the
+  // shard and changes nothing. On an ASYNC shard with a staleness policy (UpdateSpec
+  // staleness_lr, delay_compensation) a push with a base version is applied by that policy
+  // (ps_server/staleness.h); without one, or without a base version, as is.
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
   // The same, with the gradient bytes in `data` instead of request.data() (which is ignored):
   // a batch's items point into the batch's one buffer.

@@ -173,5 +173,60 @@ TEST(ShardTest, RequestIdsAreRemembered) {
   EXPECT_TRUE(shard->SeenRequest(5));
 }
 
+// Delay compensation's memory: the spec's worst case is reserved (BytesFor), and what the
+// retained versions hold is counted as it is (StalenessBytes): one copy of a block per
+// version kept whose update changed that block.
+TEST(ShardTest, DelayCompensationCountsItsMemory) {
+  // 8 rows of 1 << 16 floats: two blocks of 4 rows (1 MiB each).
+  ShardSpec spec = Spec(8, int64_t{1} << 16);
+  spec.mutable_update()->set_delay_compensation(0.5);
+  spec.mutable_update()->set_retained_versions(3);
+  const Geometry geometry{8, int64_t{1} << 16};
+  const int64_t params_bytes = 8 * (int64_t{1} << 16) * 4;
+  EXPECT_EQ(*Shard::BytesFor(spec, geometry), (1 + 3) * params_bytes);  // SGD: no slots
+  spec.mutable_update()->set_delay_compensation_adaptive(true);
+  EXPECT_EQ(*Shard::BytesFor(spec, geometry), (1 + 3 + 1) * params_bytes);
+  spec.mutable_update()->set_delay_compensation_adaptive(false);
+
+  auto shard = Make(spec);
+  ParallelFor parallel(0);
+  const int64_t block = params_bytes / 2;
+  const std::vector<float> row_grad(size_t{1} << 16, 1.0f);
+  absl::MutexLock lock(&shard->mu());
+  EXPECT_EQ(shard->StalenessBytes(), 0);
+  // Five updates of row 0 (block 0): the three versions kept each hold their own block 0.
+  for (int k = 0; k < 5; ++k) {
+    shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, shard->version());
+  }
+  EXPECT_EQ(shard->StalenessBytes(), 3 * block);
+  // An update of row 4 (block 1) at version 5 keeps versions 3, 4, 5: the old block 0 of
+  // versions 3 and 4 (version 5's is the current one), and one old block 1 that they share.
+  shard->ApplyDense({4, 5}, GradientBytes(Bytes(row_grad)), &parallel, shard->version());
+  EXPECT_EQ(shard->StalenessBytes(), 2 * block + block);
+  // A push to row 0 computed at version 2, now at 6: versions 3, 4 and 5 touched row 0 (6 did
+  // not), and version 2 is no longer kept: compensated against the oldest kept, version 3.
+  shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, 2);
+  const StalenessStats& stats = shard->staleness_stats();
+  EXPECT_EQ(stats.pushes_with_base, 6);  // the first push, at version 0, had none
+  EXPECT_EQ(stats.max_staleness, 3);
+  EXPECT_EQ(stats.compensated, 0);  // the others were fresh
+  EXPECT_EQ(stats.compensated_partially, 1);
+  // An assignment drops the versions kept (nothing to diff against across it).
+  const std::vector<float> zeros(size_t{1} << 16, 0.0f);
+  shard->Assign({0, 1}, zeros.data(), false);
+  EXPECT_EQ(shard->StalenessBytes(), 0);
+}
+
+TEST(ShardTest, BaseVersionMustBeAVersionTheShardHad) {
+  auto shard = Make(Spec(2, 2));
+  absl::MutexLock lock(&shard->mu());
+  EXPECT_TRUE(shard->CheckBaseVersion(0).ok());
+  for (int64_t bad : {int64_t{-1}, int64_t{1}}) {
+    absl::Status s = shard->CheckBaseVersion(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("shard 'v/part_0'"), absl::string_view::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace shardps

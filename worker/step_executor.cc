@@ -409,6 +409,7 @@ class StepExecutorImpl : public StepExecutor {
     push_options.idempotency_key =
         StepIdempotencyKey(request.job_id(), request.step_id(), request.generation());
     push_options.generation = request.generation();
+    push_options.base_versions = &versions;  // for the ps' staleness policy, if any
     if (request.sync()) {
       push_options.has_sync = true;
       push_options.sync.set_step(request.sync_step());

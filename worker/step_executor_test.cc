@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -822,6 +823,38 @@ TEST_F(StepExecutorTest, StartJobWhileStepsRunIsSafe) {
   auto step = worker->RunStep(Step("job-2", 0, 0));
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(KernelVersions("fm2").min_version, 1);
+}
+
+// Each push names the version of its shard that the step pulled (the ps' staleness policy
+// needs it): 0 for shards pulled at version 0, then the version the step saw.
+TEST_F(StepExecutorTest, PushesCarryTheVersionsTheStepPulled) {
+  CreateVariables("fm");
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(worker->StartJob(Start("job-1")).ok());
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, int64_t>> pushed;  // (shard, base_version) of each item
+  SetInterceptor([&](int, absl::string_view method, const google::protobuf::Message& request) {
+    if (method == "PushBatch") {
+      absl::MutexLock lock(&mu);
+      for (const PushRequest& item : static_cast<const PushBatchRequest&>(request).pushes()) {
+        pushed.emplace_back(item.shard(), item.base_version());
+      }
+    }
+    return std::optional<absl::Status>();
+  });
+  for (int64_t step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(worker->RunStep(Step("job-1", step, step)).ok());
+  }
+  SetInterceptor(nullptr);
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(pushed.size(), 12u);  // 3 steps, kernel and bias, two shards each
+  std::map<std::string, std::vector<int64_t>> bases;
+  for (const auto& [shard, base] : pushed) bases[shard].push_back(base);
+  ASSERT_EQ(bases.size(), 4u);
+  for (const auto& [shard, seen] : bases) {
+    EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2})) << shard;
+  }
 }
 
 TEST(StepIdempotencyKeyTest, StableNonZeroAndDistinct) {
