@@ -64,7 +64,9 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
     state = shard->NewState();
     absl::MutexLock lock(&shard->mu_);
     if (shard->staleness_.enabled()) shard->history_.Enable();
-    if (shard->staleness_.adaptive) shard->mean_square_.assign(static_cast<size_t>(shard->size_), 0.0f);
+    if (shard->staleness_.adaptive) {
+      shard->mean_square_.assign(static_cast<size_t>(shard->size_), 0.0f);
+    }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
@@ -233,8 +235,9 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
                     });
                   });
     if (compensate) {
-      compensated_bytes = GradientBytes(absl::string_view(
-          reinterpret_cast<const char*>(compensated.get()), static_cast<size_t>(n) * sizeof(float)));
+      compensated_bytes =
+          GradientBytes(absl::string_view(reinterpret_cast<const char*>(compensated.get()),
+                                          static_cast<size_t>(n) * sizeof(float)));
       applied = &compensated_bytes;
     }
   }
