@@ -29,12 +29,15 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       optimizer_(std::move(optimizer)),
       sync_(spec.update().mode() == UpdateSpec::SYNC),
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
+      has_backups_(sync_ && spec.update().replicas_to_aggregate() > 0 &&
+                   spec.update().replicas_to_aggregate() < num_replicas_),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
       snapshot_copy_bytes_(snapshot_copy_bytes),
       params_(0, 1),
       recent_ids_(request_id_window),
-      accumulator_(num_replicas_, geometry.rows, geometry.width) {}
+      accumulator_(num_replicas_, sync_ ? spec.update().replicas_to_aggregate() : 0,
+                   geometry.rows, geometry.width) {}
 
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
@@ -205,6 +208,7 @@ absl::StatusOr<UpdateResult> Shard::AddRows(int replica, std::vector<int64_t> id
 UpdateResult Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
   UpdateResult update;
   update.duplicate = result.duplicate;
+  update.dropped = result.dropped;
   if (result.complete) {
     FinishStep();
     update.applied = true;
