@@ -299,6 +299,7 @@ class ChiefImpl : public Chief {
       case JobSpec::SYNC:
         plan.mode = Scheduler::Mode::kSync;
         plan.num_replicas = job.num_replicas();
+        plan.replicas_to_aggregate = ReplicasToAggregate(job);
         break;
       case JobSpec::STALE:
         plan.mode = Scheduler::Mode::kStale;
@@ -486,6 +487,14 @@ class ChiefImpl : public Chief {
     }
   }
 
+  // Sync mode's k: the gradients of a sync step that the ps apply it with (k = n - b with b
+  // backup workers); 0 without backups, so that the shards' specs are those of a job from
+  // before backup workers existed (a live resume compares them).
+  static int ReplicasToAggregate(const JobSpec& job) {
+    if (job.mode() != JobSpec::SYNC || job.sync_backup_workers() <= 0) return 0;
+    return job.num_replicas() - job.sync_backup_workers();
+  }
+
   // The variables of the job's model, as the chief creates them on the ps.
   static std::vector<VariableDef> JobVariables(const JobSpec& job, const ModelSpec& model) {
     std::vector<VariableDef> defs;
@@ -503,6 +512,7 @@ class ChiefImpl : public Chief {
       if (job.mode() == JobSpec::SYNC) {
         def.update.set_mode(UpdateSpec::SYNC);
         def.update.set_num_replicas(job.num_replicas());
+        def.update.set_replicas_to_aggregate(ReplicasToAggregate(job));
       } else {
         // The ps' staleness-aware updates (ps_server/staleness.h); retained_versions stays
         // the ps' default, so the shards' specs do not depend on the cluster's size.
@@ -1474,6 +1484,9 @@ class ChiefImpl : public Chief {
     }
     if (s.ok()) {
       if (running) SetRunningState(w);
+      // With backup workers the completion that makes k of a sync step done makes its other
+      // steps done too (superseded): the journal keeps the completions only, and a restore
+      // from it supersedes the same steps again (Scheduler::Restore).
       if (scheduler_->Complete(request.step_id(), i)) {
         if (store_ != nullptr) {
           absl::Status journal = store_->Journal(request.step_id());
@@ -1539,6 +1552,13 @@ class ChiefImpl : public Chief {
         break;
     }
     if (running) SetRunningState(w);
+    if (scheduler_->IsDone(request.step_id())) {
+      // Nothing is left to fail: the step was done meanwhile, by another worker or, with
+      // backup workers, by the k replicas of its sync step that arrived first (a straggler
+      // then pulls parameters that have moved on too far: FAILED_PRECONDITION). The worker
+      // takes its next step.
+      return;
+    }
     int attempts = ++step_attempts_[request.step_id()];
     last_worker_error_ = absl::StrCat("worker ", i, ": ", s.message());
     if (attempts >= options_.max_step_attempts && status_.state() == JobStatus::RUNNING) {

@@ -171,6 +171,75 @@ TEST_F(ChiefTest, SyncDefaultsToOneStepInFlight) {
   for (FakeWorker* w : workers_) EXPECT_EQ(w->max_pending(), 1);
 }
 
+// Backup workers, 2 of 3: a sync step is done once two of its replicas are, the straggler
+// does not hold it up, and whatever it answers later (a dropped gradient: OK; parameters
+// that moved on too far: FAILED_PRECONDITION) neither counts nor fails anything; it gets the
+// next step. The ps shards aggregate 2 of 3.
+TEST_F(ChiefTest, BackupWorkersFinishASyncStepWithoutTheStraggler) {
+  StartChief(3);
+  Submit(R"("mode": "sync", "sync_backup_workers": 1, "steps": 6)");
+  FakeWorker* straggler = workers_[1];
+  for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
+  EXPECT_EQ(straggler->Pending(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(workers_[0]->Finish(), 0);
+  EXPECT_EQ(workers_[2]->Finish(), 2);
+  // Sync step 1 goes out to the two fast workers while the straggler still runs step 1.
+  ASSERT_TRUE(workers_[0]->WaitForPending(1));
+  ASSERT_TRUE(workers_[2]->WaitForPending(1));
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.steps_done() == 3; }));
+  // The straggler's call returns (the ps dropped its gradient): not counted; it is given the
+  // sync step's last replica.
+  EXPECT_EQ(straggler->Finish(), 1);
+  ASSERT_TRUE(straggler->WaitForPending(1));
+  EXPECT_EQ(straggler->Pending(), (std::vector<int64_t>{5}));
+  EXPECT_EQ(straggler->Finish(), 5);
+  const int64_t fast = workers_[0]->Finish();
+  EXPECT_TRUE(fast == 3 || fast == 4) << fast;
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.training_done(); }));
+  // The other fast worker is now the straggler of sync step 1; the job waits for its call.
+  EXPECT_FALSE(chief_->WaitForJobEnd(absl::Milliseconds(200)));
+  EXPECT_EQ(workers_[2]->Finish(absl::FailedPreconditionError(
+                "pull: version 1 of shard 't/dense_0/kernel' is no longer held")),
+            fast == 3 ? 4 : 3);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  const JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED) << status.error();
+  EXPECT_EQ(status.steps_done(), 6);
+  int64_t by_workers = 0;
+  for (const WorkerInfo& w : status.workers()) {
+    by_workers += w.steps_done();
+    EXPECT_EQ(w.failures(), 0) << w.index();
+  }
+  EXPECT_EQ(by_workers, 4) << "2 completions for each of the 2 sync steps";
+  EXPECT_EQ(status.workers(1).steps_done(), 1);
+  ListShardsResponse shards;
+  ASSERT_TRUE(store_->ListShards(ListShardsRequest(), &shards).ok());
+  ASSERT_GT(shards.shards_size(), 0);
+  for (const ShardInfo& shard : shards.shards()) {
+    EXPECT_EQ(shard.spec().update().num_replicas(), 3);
+    EXPECT_EQ(shard.spec().update().replicas_to_aggregate(), 2);
+  }
+}
+
+// Without backup workers the shards' specs are those of before: replicas_to_aggregate unset.
+TEST_F(ChiefTest, SyncWithoutBackupWorkersAggregatesEveryReplica) {
+  StartChief(2);
+  Submit(R"("mode": "sync", "steps": 2)");
+  for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
+  EXPECT_EQ(workers_[0]->Finish(), 0);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(chief_->Status().training_done()) << "a sync step needs every replica";
+  EXPECT_EQ(workers_[1]->Finish(), 1);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().steps_done(), 2);
+  ListShardsResponse shards;
+  ASSERT_TRUE(store_->ListShards(ListShardsRequest(), &shards).ok());
+  ASSERT_GT(shards.shards_size(), 0);
+  for (const ShardInfo& shard : shards.shards()) {
+    EXPECT_EQ(shard.spec().update().replicas_to_aggregate(), 0);
+  }
+}
+
 TEST_F(ChiefTest, StepsInFlightOneLeasesOneStepAtATime) {
   StartChief(1);
   Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)");

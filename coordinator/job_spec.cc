@@ -66,10 +66,10 @@ constexpr size_t kMaxListedNames = 6;
 // clang-format off
 constexpr absl::string_view kJobKeys[] = {
     "name", "model", "dataset", "data_dir", "batch_size", "epochs", "steps", "optimizer", "mode",
-    "staleness", "num_replicas", "partitioner", "placement", "seed", "kernel_initializer",
-    "eval_every_steps", "step_timeout_ms", "steps_in_flight", "apply_own_gradient", "backend",
-    "checkpoint", "warm_start", "staleness_lr", "delay_compensation",
-    "delay_compensation_adaptive"};
+    "staleness", "num_replicas", "sync_backup_workers", "partitioner", "placement", "seed",
+    "kernel_initializer", "eval_every_steps", "step_timeout_ms", "steps_in_flight",
+    "apply_own_gradient", "backend", "checkpoint", "warm_start", "staleness_lr",
+    "delay_compensation", "delay_compensation_adaptive"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase"};
@@ -826,8 +826,30 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
     return f.RangeError("num_replicas", absl::StrCat("must be <= the number of workers (",
                                                      num_workers, ") in sync mode"));
   }
+  const bool replicas_known = num_replicas > 0 || num_workers > 0;
   if (num_replicas == 0) num_replicas = std::max(num_workers, 1);
   spec.set_num_replicas(mode == JobSpec::SYNC ? static_cast<int32_t>(num_replicas) : 0);
+
+  // Backup workers: a sync step is applied with the first num_replicas - b gradients. Opt-in,
+  // as it gives up bit-identical runs; meaningless outside sync mode, so an error there.
+  // Checked against num_replicas once that is known (given, or the cluster's worker count):
+  // shardctl, which knows no cluster, leaves that check to the chief.
+  int64_t backups = 0;
+  RETURN_IF_ERROR(f.Int("sync_backup_workers", &backups));
+  if (backups < 0) return f.RangeError("sync_backup_workers", "must be >= 0 (0: none)");
+  if (backups > 0 && mode != JobSpec::SYNC) {
+    return f.RangeError("sync_backup_workers",
+                        absl::StrCat("is for sync mode only (0 in mode \"", JobModeName(mode),
+                                     "\")"));
+  }
+  if (backups > 0 && replicas_known && backups >= num_replicas) {
+    return f.RangeError(
+        "sync_backup_workers",
+        absl::StrCat("must be < num_replicas (", num_replicas,
+                     "): a sync step needs at least one gradient (num_replicas - "
+                     "sync_backup_workers >= 1)"));
+  }
+  spec.set_sync_backup_workers(static_cast<int32_t>(backups));
 
   std::string partitioner = kDefaultPartitioner;
   RETURN_IF_ERROR(f.String("partitioner", &partitioner));
@@ -969,6 +991,9 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["mode"] = JobModeName(spec.mode());
   if (spec.mode() == JobSpec::STALE) out["staleness"] = spec.staleness();
   if (spec.mode() == JobSpec::SYNC) out["num_replicas"] = spec.num_replicas();
+  // Written only when set: the files of jobs without backups (checkpoint manifests, a job's
+  // identity) stay exactly what they were, and 0 is the one meaning an absent key can have.
+  if (spec.sync_backup_workers() > 0) out["sync_backup_workers"] = spec.sync_backup_workers();
   out["partitioner"] = spec.partitioner();
   out["placement"] = spec.placement();
   out["seed"] = spec.seed();

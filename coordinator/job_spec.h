@@ -60,6 +60,9 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //                    beta2 in (0, 1), momentum in [0, 1)
 //   mode             async (sync, stale);  staleness  2 (stale only)
 //   num_replicas     sync only: 1..num_workers (num_workers)
+//   sync_backup_workers  sync only: 0..num_replicas-1 (0): b backup workers, each sync step
+//                    applied with the first num_replicas - b gradients to arrive (opt-in:
+//                    runs are then not bit-identical); > 0 in another mode is an error
 //   partitioner      "min_size:262144:4";  placement  round_robin
 //   seed             42;  kernel_initializer  glorot_uniform seeded with the job's seed
 //   eval_every_steps 0..kMaxJobSteps (0)

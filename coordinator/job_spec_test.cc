@@ -759,6 +759,43 @@ TEST(JobSpecBoundsTest, SyncReplicasAtMostWorkers) {
   EXPECT_EQ(Parsed(Job(R"("mode": "sync")"), 0).num_replicas(), 1);
 }
 
+// Backup workers: opt-in (0 by default), sync only, fewer than the replicas of a step.
+TEST(JobSpecBoundsTest, SyncBackupWorkers) {
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync")"), 3).sync_backup_workers(), 0);
+  const JobSpec backup = Parsed(Job(R"("mode": "sync", "sync_backup_workers": 1)"), 3);
+  EXPECT_EQ(backup.num_replicas(), 3);
+  EXPECT_EQ(backup.sync_backup_workers(), 1);
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync", "num_replicas": 2, "sync_backup_workers": 1)"), 3)
+                .sync_backup_workers(),
+            1);
+  EXPECT_EQ(Error(Job(R"("mode": "sync", "sync_backup_workers": 3)"), 3),
+            R"(job: "sync_backup_workers": must be < num_replicas (3): a sync step needs at )"
+            R"(least one gradient (num_replicas - sync_backup_workers >= 1), got 3)");
+  EXPECT_THAT(Error(Job(R"("mode": "sync", "num_replicas": 2, "sync_backup_workers": 2)"), 3),
+              HasSubstr(R"("sync_backup_workers": must be < num_replicas (2))"));
+  EXPECT_EQ(Error(Job(R"("mode": "sync", "sync_backup_workers": -1)"), 3),
+            R"(job: "sync_backup_workers": must be >= 0 (0: none), got -1)");
+  EXPECT_EQ(Error(Job(R"("mode": "async", "sync_backup_workers": 1)"), 3),
+            R"(job: "sync_backup_workers": is for sync mode only (0 in mode "async"), got 1)");
+  EXPECT_THAT(Error(Job(R"("mode": "stale", "sync_backup_workers": 2)"), 3),
+              HasSubstr(R"(is for sync mode only (0 in mode "stale"))"));
+  EXPECT_EQ(Parsed(Job(R"("mode": "async", "sync_backup_workers": 0)"), 3).sync_backup_workers(),
+            0);
+  EXPECT_THAT(Error(Job(R"("mode": "sync", "sync_backup_workers": 1.5)"), 3),
+              HasSubstr(R"("sync_backup_workers": must be an integer)"));
+  // An unknown cluster (shardctl) leaves the bound to the chief, unless num_replicas is given.
+  EXPECT_EQ(Parsed(Job(R"("mode": "sync", "sync_backup_workers": 2)"), 0).sync_backup_workers(),
+            2);
+  EXPECT_THAT(Error(Job(R"("mode": "sync", "num_replicas": 2, "sync_backup_workers": 2)"), 0),
+              HasSubstr("must be < num_replicas (2)"));
+  // Round trip: written when set, absent (as in older files) when 0.
+  const std::string text = JobSpecToJson(backup);
+  EXPECT_THAT(text, HasSubstr(R"("num_replicas":3,"sync_backup_workers":1,)"));
+  EXPECT_EQ(Parsed(text, 3).SerializeAsString(), backup.SerializeAsString());
+  EXPECT_THAT(JobSpecToJson(Parsed(Job(R"("mode": "sync")"), 3)),
+              Not(HasSubstr("sync_backup_workers")));
+}
+
 TEST(JobSpecBoundsTest, StepTimeout) {
   constexpr char kRange[] = R"(job: "step_timeout_ms": must be 1000..3600000 (1 s to 1 h), got )";
   EXPECT_EQ(Error(Job(R"("step_timeout_ms": 1)")), absl::StrCat(kRange, "1"));

@@ -17,6 +17,12 @@ absl::StatusOr<Scheduler> Scheduler::Create(const Plan& plan) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_replicas must be >= 1 in sync mode, got ", plan.num_replicas));
   }
+  if (plan.mode == Mode::kSync &&
+      (plan.replicas_to_aggregate < 0 || plan.replicas_to_aggregate > plan.num_replicas)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas_to_aggregate must be 0..num_replicas (", plan.num_replicas,
+                     ") in sync mode, got ", plan.replicas_to_aggregate));
+  }
   if (plan.mode == Mode::kStale && plan.staleness < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("staleness must be >= 0, got ", plan.staleness));
@@ -84,7 +90,7 @@ std::optional<StepTask> Scheduler::Lease(int worker, absl::Time deadline) {
   return task;
 }
 
-bool Scheduler::Complete(int64_t step_id, int worker) {
+bool Scheduler::Complete(int64_t step_id, int worker, std::vector<int64_t>* superseded) {
   auto it = leases_.find(step_id);
   if (IsDone(step_id)) {
     if (it != leases_.end() && it->second.worker == worker) leases_.erase(it);
@@ -95,12 +101,36 @@ bool Scheduler::Complete(int64_t step_id, int worker) {
   if (it != leases_.end()) leases_.erase(it);
   requeued_steps_.erase(step_id);
   if (step_id < 0 || step_id >= total_steps_) return false;
+  MarkDone(step_id);
+  SupersedeIfAggregated(step_id, superseded);
+  return true;
+}
+
+void Scheduler::MarkDone(int64_t step_id) {
   done_.insert(step_id);
   while (!done_.empty() && *done_.begin() == done_prefix_) {
     done_.erase(done_.begin());
     ++done_prefix_;
   }
-  return true;
+}
+
+void Scheduler::SupersedeIfAggregated(int64_t step_id, std::vector<int64_t>* superseded) {
+  if (!has_backups()) return;
+  const int64_t r = plan_.num_replicas;
+  const int64_t first = step_id / r * r;
+  int done = 0;
+  for (int64_t s = first; s < first + r; ++s) done += IsDone(s) ? 1 : 0;
+  if (done < plan_.replicas_to_aggregate || done == r) return;
+  // Every ps has applied the sync step: each of the k completions means the replica's pushes
+  // were taken or dropped on every shard, and a shard drops only after applying the step, so
+  // a shard that has not applied it holds k complete replicas, and applies it then.
+  for (int64_t s = first; s < first + r; ++s) {
+    if (IsDone(s)) continue;
+    requeued_steps_.erase(s);  // a lease, if any, stays: its call is still out
+    MarkDone(s);
+    ++superseded_;
+    if (superseded != nullptr) superseded->push_back(s);
+  }
 }
 
 void Scheduler::Requeue(int64_t step_id, int worker) {
@@ -164,6 +194,8 @@ absl::Status Scheduler::Restore(int64_t done_prefix, const std::vector<int64_t>&
     done_.erase(done_.begin());
     ++done_prefix_;
   }
+  // A journal records the steps that completed, not those their sync step superseded.
+  for (int64_t id : also_done) SupersedeIfAggregated(id, nullptr);
   next_new_ = done_prefix_;
   requeued_steps_.clear();
   leases_.clear();

@@ -8,6 +8,11 @@
 // - SYNC with R replicas: steps g*R .. g*R+R-1 form sync step g; their gradients are summed
 //   on the ps and applied once, so step of sync step g needs parameter version g. The total is
 //   rounded up to a multiple of R so that the last sync step completes.
+//   With backup workers (Plan::replicas_to_aggregate k < R, opt-in) sync step g is done as
+//   soon as k of its R steps are: the ps applies it with the first k gradients to arrive,
+//   so the others are superseded, counted done without running (or while still running on
+//   a straggler, whose late gradients the ps drops). Their leases stay until their calls
+//   return (or expire), so a straggler that hangs is still noticed.
 // - STALE with bound k: step s needs parameter version s - k (at most k steps unapplied).
 // A step is leased only when the version it needs is known to be reached (all steps that make
 // it up are complete), so a worker never waits on the ps for a step that cannot finish: a
@@ -60,6 +65,8 @@ class Scheduler {
   struct Plan {
     Mode mode = Mode::kAsync;
     int num_replicas = 1;   // SYNC
+    // SYNC: steps of a sync step that make it done (k); 0 or num_replicas: all of them.
+    int replicas_to_aggregate = 0;
     int staleness = 0;      // STALE
     int64_t steps_per_epoch = 1;
     int64_t total_steps = 0;
@@ -71,8 +78,10 @@ class Scheduler {
   std::optional<StepTask> Lease(int worker, absl::Time deadline);
 
   // Returns true if this completion counts (the first for this step), false for a duplicate or
-  // a step that is not leased to `worker` any more.
-  bool Complete(int64_t step_id, int worker);
+  // a step that is not leased to `worker` any more. With backup workers, the completion that
+  // makes k of its sync step done also makes the sync step's other steps done (appended to
+  // `superseded` when given, lowest first); a later completion of one of them is a duplicate.
+  bool Complete(int64_t step_id, int worker, std::vector<int64_t>* superseded = nullptr);
 
   // The step goes back to the queue (front), unless it completed meanwhile.
   void Requeue(int64_t step_id, int worker);
@@ -98,7 +107,8 @@ class Scheduler {
   // Steps 0 .. DonePrefix()-1 are all done.
   int64_t DonePrefix() const { return done_prefix_; }
 
-  // Resets the queue: steps [0, done_prefix) and `also_done` are done, every lease is
+  // Resets the queue: steps [0, done_prefix) and `also_done` are done (with backup workers,
+  // so is every step of a sync step of which `also_done` holds k), every lease is
   // forgotten (completions of calls still in flight then count only if the chief passes them
   // on, which it does not across a rollback), nothing is re-queued, the barrier is cleared,
   // and the total becomes `total_steps` (rounded up). INVALID_ARGUMENT when done_prefix or an
@@ -115,6 +125,17 @@ class Scheduler {
   // Steps leased to `worker` now.
   int64_t LeasedTo(int worker) const;
   bool Finished() const { return done_steps() == total_steps_; }
+  // Step `step_id` is done (completed, restored as done, or superseded).
+  bool IsDone(int64_t step_id) const {
+    return step_id < done_prefix_ || done_.count(step_id) > 0;
+  }
+  // Steps counted done without a completion of their own (backup workers).
+  int64_t superseded() const { return superseded_; }
+  // Sync steps are applied with fewer gradients than replicas (backup workers).
+  bool has_backups() const {
+    return plan_.mode == Mode::kSync && plan_.replicas_to_aggregate > 0 &&
+           plan_.replicas_to_aggregate < plan_.num_replicas;
+  }
   // Parameter version known to be reached: sync steps (SYNC) or steps (otherwise) of the
   // longest fully completed prefix of steps.
   int64_t KnownVersion() const;
@@ -123,9 +144,11 @@ class Scheduler {
  private:
   explicit Scheduler(const Plan& plan);
   StepTask MakeTask(int64_t step_id) const;
-  bool IsDone(int64_t step_id) const {
-    return step_id < done_prefix_ || done_.count(step_id) > 0;
-  }
+  // Marks `step_id` done (REQUIRES: not done, in [0, total)) and advances the done prefix.
+  void MarkDone(int64_t step_id);
+  // With backup workers: when k steps of `step_id`'s sync step are done, marks the others
+  // done too (appending them to `superseded` when given).
+  void SupersedeIfAggregated(int64_t step_id, std::vector<int64_t>* superseded);
 
   Plan plan_;
   int64_t total_steps_ = 0;
@@ -142,6 +165,7 @@ class Scheduler {
   int64_t done_prefix_ = 0;  // steps 0 .. done_prefix_-1 are all done
   int64_t barrier_ = -1;     // steps >= barrier_ are not leased; -1: none
   int64_t requeued_ = 0;
+  int64_t superseded_ = 0;
   bool cancelled_ = false;
 };
 

@@ -306,3 +306,127 @@ TEST(SchedulerRestoreTest, RejectsOutOfRange) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+Scheduler MakeBackup(int64_t total, int replicas, int aggregate) {
+  Scheduler::Plan plan;
+  plan.mode = Scheduler::Mode::kSync;
+  plan.num_replicas = replicas;
+  plan.replicas_to_aggregate = aggregate;
+  plan.steps_per_epoch = 4;
+  plan.total_steps = total;
+  return *Scheduler::Create(plan);
+}
+
+// 2 of 3: sync step 0 is done with replicas 0 and 2; the straggler (replica 1) does not hold
+// it up, and sync step 1's steps are leased at once.
+TEST(SchedulerBackupTest, ASyncStepIsDoneWithKOfItsReplicas) {
+  Scheduler s = MakeBackup(6, /*replicas=*/3, /*aggregate=*/2);
+  EXPECT_TRUE(s.has_backups());
+  std::vector<StepTask> tasks;
+  for (int w = 0; w < 3; ++w) tasks.push_back(*s.Lease(w, kT0 + absl::Seconds(10)));
+  EXPECT_FALSE(s.Lease(0, kT0).has_value());  // sync step 1 needs version 1
+  std::vector<int64_t> superseded;
+  EXPECT_TRUE(s.Complete(0, 0, &superseded));
+  EXPECT_TRUE(superseded.empty());
+  EXPECT_EQ(s.KnownVersion(), 0);
+  EXPECT_TRUE(s.Complete(2, 2, &superseded));
+  EXPECT_EQ(superseded, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(s.IsDone(1));
+  EXPECT_EQ(s.KnownVersion(), 1);
+  EXPECT_EQ(s.DonePrefix(), 3);
+  EXPECT_EQ(s.superseded(), 1);
+  auto next = s.Lease(0, kT0 + absl::Seconds(10));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->step_id, 3);
+  EXPECT_EQ(next->sync_step, 1);
+  // The straggler's step is still leased (its call is out); it returns: a duplicate.
+  EXPECT_EQ(s.LeasedTo(1), 1);
+  EXPECT_FALSE(s.Complete(1, 1));
+  EXPECT_EQ(s.LeasedTo(1), 0);
+  EXPECT_EQ(s.done_steps(), 3);
+}
+
+// Steps of a sync step not yet leased (or re-queued) when k are done never run.
+TEST(SchedulerBackupTest, SupersededStepsAreNeverLeased) {
+  Scheduler s = MakeBackup(6, /*replicas=*/3, /*aggregate=*/2);
+  auto a = s.Lease(0, kT0);
+  auto b = s.Lease(1, kT0);
+  auto c = s.Lease(2, kT0);
+  ASSERT_TRUE(a && b && c);
+  s.Requeue(b->step_id, 1);  // replica 1 failed and waits to run again
+  EXPECT_TRUE(s.Complete(a->step_id, 0));
+  EXPECT_TRUE(s.Complete(c->step_id, 2));
+  // Sync step 1: two workers finish replicas 0 and 1; replica 2 is never leased.
+  auto d = s.Lease(0, kT0);
+  auto e = s.Lease(1, kT0);
+  ASSERT_TRUE(d && e);
+  EXPECT_EQ(d->step_id, 3);  // not the re-queued step 1
+  EXPECT_EQ(e->step_id, 4);
+  EXPECT_TRUE(s.Complete(3, 0));
+  EXPECT_TRUE(s.Complete(4, 1));
+  EXPECT_TRUE(s.Finished());
+  EXPECT_FALSE(s.Lease(2, kT0).has_value());
+  EXPECT_EQ(s.superseded(), 2);
+}
+
+// A straggler that hangs past its deadline is still noticed, though its step is done.
+TEST(SchedulerBackupTest, ASupersededLeaseStillExpires) {
+  Scheduler s = MakeBackup(3, /*replicas=*/3, /*aggregate=*/2);
+  for (int w = 0; w < 3; ++w) ASSERT_TRUE(s.Lease(w, kT0 + absl::Seconds(w == 1 ? 1 : 100)));
+  EXPECT_TRUE(s.Complete(0, 0));
+  EXPECT_TRUE(s.Complete(2, 2));
+  EXPECT_TRUE(s.Finished());
+  auto expired = s.ExpireLeases(kT0 + absl::Seconds(2));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], std::make_pair(int64_t{1}, 1));
+  EXPECT_TRUE(s.Finished());
+  EXPECT_FALSE(s.Lease(1, kT0).has_value());  // nothing re-queued
+}
+
+// A journal holds completions only; a restore supersedes the rest of a sync step again.
+TEST(SchedulerBackupTest, RestoreSupersedesTheStepsOfAggregatedSyncSteps) {
+  Scheduler s = MakeBackup(9, /*replicas=*/3, /*aggregate=*/2);
+  // Sync step 1 (steps 3-5): 3 and 5 completed; sync step 2: only 6.
+  ASSERT_TRUE(s.Restore(3, {3, 5, 6}, 9).ok());
+  EXPECT_TRUE(s.IsDone(4));
+  EXPECT_EQ(s.DonePrefix(), 7);
+  EXPECT_EQ(s.KnownVersion(), 2);
+  EXPECT_EQ(s.done_steps(), 7);
+  auto t = s.Lease(0, kT0);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->step_id, 7);
+  EXPECT_TRUE(s.Complete(7, 0));
+  EXPECT_TRUE(s.Finished());
+}
+
+// Without backups (0 or k = n) every replica is needed, as before.
+TEST(SchedulerBackupTest, AggregatingEveryReplicaNeedsThemAll) {
+  for (int aggregate : {0, 3}) {
+    Scheduler s = MakeBackup(3, /*replicas=*/3, aggregate);
+    EXPECT_FALSE(s.has_backups());
+    for (int w = 0; w < 3; ++w) ASSERT_TRUE(s.Lease(w, kT0));
+    EXPECT_TRUE(s.Complete(0, 0));
+    EXPECT_TRUE(s.Complete(2, 2));
+    EXPECT_FALSE(s.Finished());
+    EXPECT_EQ(s.KnownVersion(), 0);
+    EXPECT_TRUE(s.Complete(1, 1));
+    EXPECT_TRUE(s.Finished());
+    EXPECT_EQ(s.superseded(), 0);
+  }
+}
+
+TEST(SchedulerBackupTest, InvalidAggregates) {
+  Scheduler::Plan plan;
+  plan.mode = Scheduler::Mode::kSync;
+  plan.num_replicas = 2;
+  plan.replicas_to_aggregate = 3;
+  EXPECT_EQ(Scheduler::Create(plan).status().code(), absl::StatusCode::kInvalidArgument);
+  plan.replicas_to_aggregate = -1;
+  EXPECT_EQ(Scheduler::Create(plan).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardps

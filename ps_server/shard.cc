@@ -30,12 +30,15 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       sync_(spec.update().mode() == UpdateSpec::SYNC),
       num_replicas_(sync_ ? spec.update().num_replicas() : 0),
       staleness_(StalenessPolicy::FromSpec(spec.update())),
+      has_backups_(sync_ && spec.update().replicas_to_aggregate() > 0 &&
+                   spec.update().replicas_to_aggregate() < num_replicas_),
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
       snapshot_copy_bytes_(snapshot_copy_bytes),
       params_(0, 1),
       recent_ids_(request_id_window),
-      accumulator_(num_replicas_, geometry.rows, geometry.width),
+      accumulator_(num_replicas_, sync_ ? spec.update().replicas_to_aggregate() : 0,
+                   geometry.rows, geometry.width),
       retained_(staleness_.retained_versions) {}
 
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
@@ -350,6 +353,7 @@ absl::StatusOr<UpdateResult> Shard::AddRows(int replica, std::vector<int64_t> id
 UpdateResult Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
   UpdateResult update;
   update.duplicate = result.duplicate;
+  update.dropped = result.dropped;
   if (result.complete) {
     FinishStep();
     update.applied = true;

@@ -54,6 +54,9 @@ struct Geometry {
 struct UpdateResult {
   bool duplicate = false;  // SYNC: nothing new (a re-run of the same step and replica)
   bool applied = false;    // an update was applied (SYNC: this push completed the step)
+  // SYNC with backup workers: the step had its k replicas without this one; nothing of it was
+  // added (applied may still be true: a step whose apply ran out of memory is applied then).
+  bool dropped = false;
 };
 
 class Shard {
@@ -101,6 +104,9 @@ class Shard {
   const Optimizer& optimizer() const { return *optimizer_; }
   bool sync() const { return sync_; }
   int num_replicas() const { return num_replicas_; }  // SYNC only
+  // SYNC with backup workers: a step is applied with the first replicas_to_aggregate (k <
+  // num_replicas) replicas to arrive (UpdateSpec.replicas_to_aggregate).
+  bool has_backups() const { return has_backups_; }
   int64_t bytes() const { return bytes_; }            // parameters and slots
 
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
@@ -175,6 +181,12 @@ class Shard {
   // SYNC: checks that a push belongs to the step in progress: a lower step is stale
   // (ABORTED), a higher one is ahead (FAILED_PRECONDITION).
   absl::Status CheckStep(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC with backup workers: a push for a step below the version belongs to a step this
+  // shard applied without it (a straggler's). It is dropped: answered OK with dropped set,
+  // nothing changed, instead of being refused as stale by CheckStep.
+  bool DropsPushFor(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return has_backups_ && step < version_;
+  }
   // SYNC: adds a replica's dense chunk or its rows to the step (SyncAccumulator) and, when
   // that completes the step, applies the sum and advances the version.
   // REQUIRES: CheckStep passed; replica in [0, num_replicas).
@@ -268,6 +280,7 @@ class Shard {
   const bool sync_;
   const int num_replicas_;
   const StalenessPolicy staleness_;
+  const bool has_backups_;
   const int64_t bytes_;
   const size_t slots_count_;
   std::atomic<int64_t>* const snapshot_copy_bytes_;

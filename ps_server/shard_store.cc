@@ -86,6 +86,7 @@ void RecordUpdate(Shard& shard, uint64_t request_id, const UpdateResult& result,
   response->set_version(shard.version());
   response->set_duplicate(result.duplicate);
   response->set_applied(result.applied);
+  response->set_dropped(result.dropped);
   if (result.applied) shard.waiters().TakeReady(shard.version(), ready);
 }
 
@@ -320,12 +321,24 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
   RETURN_IF_ERROR(Annotate(Optimizer::Validate(spec.optimizer()), what));
   switch (spec.update().mode()) {
     case UpdateSpec::ASYNC:
+      if (spec.update().replicas_to_aggregate() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": update.replicas_to_aggregate is for SYNC only, got ",
+            spec.update().replicas_to_aggregate(), " in ASYNC mode"));
+      }
       break;
     case UpdateSpec::SYNC:
       if (spec.update().num_replicas() < 1) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": update.num_replicas must be >= 1 for SYNC, got ",
                          spec.update().num_replicas()));
+      }
+      if (spec.update().replicas_to_aggregate() < 0 ||
+          spec.update().replicas_to_aggregate() > spec.update().num_replicas()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": update.replicas_to_aggregate must be 0..num_replicas (",
+            spec.update().num_replicas(), "; 0: all of them), got ",
+            spec.update().replicas_to_aggregate()));
       }
       break;
     default:
@@ -1143,6 +1156,12 @@ class ShardStoreImpl final : public ShardStore {
       absl::MutexLock lock(&shard.mu());
       RETURN_IF_ERROR(CheckUpdate(shard, request.generation(), what));
       if (AnswerIfDuplicate(shard, request.request_id(), response)) return absl::OkStatus();
+      if (shard.sync() && shard.DropsPushFor(request.sync().step())) {
+        // A straggler's push for a step applied without it: nothing changes, and its request
+        // id is not remembered (a retry is answered the same way).
+        response->set_dropped(true);
+        return absl::OkStatus();
+      }
       if (shard.sync()) RETURN_IF_ERROR(Annotate(shard.CheckStep(request.sync().step()), what));
       RETURN_IF_ERROR(Annotate(shard.CheckBaseVersion(request.base_version()), what));
       PrepareUpdate(shard, &ready);

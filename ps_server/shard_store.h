@@ -126,6 +126,13 @@ class ShardStore {
   // shard and changes nothing. On an ASYNC shard with a staleness policy (UpdateSpec
   // staleness_lr, delay_compensation) a push with a base version is applied by that policy
   // (ps_server/staleness.h); without one, or without a base version, as is.
+  //
+  // SYNC with backup workers (update.replicas_to_aggregate k < n, opt-in): the step is
+  // applied as soon as k replicas are complete (their sum, in replica order, times n / k);
+  // a push for a step already applied (sync.step below the version), or for a replica the
+  // complete step left out, is answered OK with dropped = true and changes nothing: the
+  // straggler's step is done, not failed. Which k a step uses depends on arrival order and
+  // is chosen by each shard on its own, so these steps are not bit-reproducible.
   virtual absl::Status Push(const PushRequest& request, PushResponse* response) = 0;
   // The same, with the gradient bytes in `data` instead of request.data() (which is ignored):
   // a batch's items point into the batch's one buffer.

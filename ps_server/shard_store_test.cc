@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -215,6 +216,15 @@ TEST(ShardStoreTest, CreateValidatesEverySpecFirst) {
   uniform.set_maxval(-1);
   bad.push_back({Spec("init", {3}, Sgd(), uniform), "minval"});
   bad.push_back({SyncSpec("sync", {3}, 0), "num_replicas"});
+  ShardSpec too_many = SyncSpec("k", {3}, 2);
+  too_many.mutable_update()->set_replicas_to_aggregate(3);
+  bad.push_back({too_many, "replicas_to_aggregate"});
+  ShardSpec negative = SyncSpec("k", {3}, 2);
+  negative.mutable_update()->set_replicas_to_aggregate(-1);
+  bad.push_back({negative, "replicas_to_aggregate"});
+  ShardSpec async_k = Spec("k", {3});
+  async_k.mutable_update()->set_replicas_to_aggregate(1);
+  bad.push_back({async_k, "replicas_to_aggregate"});
   for (const auto& [spec, needle] : bad) {
     int created = -1;
     // The good spec first: all or nothing.
@@ -948,6 +958,81 @@ TEST(ShardStoreTest, SyncReRunsAreDuplicatesAndStaleStepsAbort) {
   ASSERT_TRUE(Push(*store, "s", 5, {2, 2, 2, 2}, 0, 0, &r, 0, 1).ok());
   EXPECT_TRUE(r.duplicate());
   EXPECT_EQ(PullAll(*store, "s").version, 1);
+}
+
+// Backup workers, 2 of 3: the step is applied with the first two replicas, their sum times
+// 3 / 2; the third replica's push (here, each of its chunks) is dropped, answered OK with
+// nothing changed, not refused as stale; retries of used pushes stay duplicates.
+TEST(ShardStoreTest, BackupStepsApplyTheFirstKReplicasAndDropLatePushes) {
+  auto store = NewStore();
+  ShardSpec spec = SyncSpec("s", {4}, 3, Sgd());
+  spec.mutable_update()->set_replicas_to_aggregate(2);
+  ASSERT_TRUE(Create(*store, {spec}).ok());
+  const Snapshot before = PullAll(*store, "s");
+  PushResponse r;
+  // Replica 1 sends half its rows, then replicas 2 and 0 complete the step.
+  ASSERT_TRUE(Push(*store, "s", 1, {100, 100}, 0, 2, &r, 0, 1).ok());
+  EXPECT_FALSE(r.applied());
+  ASSERT_TRUE(Push(*store, "s", 2, {1, 2, 3, 4}, 0, 0, &r, 0, 2).ok());
+  EXPECT_FALSE(r.applied());
+  EXPECT_FALSE(r.dropped());
+  ASSERT_TRUE(Push(*store, "s", 3, {3, 2, 1, 0}, 0, 0, &r, 0, 0).ok());
+  EXPECT_TRUE(r.applied());
+  EXPECT_FALSE(r.dropped());
+  EXPECT_EQ(r.version(), 1);
+  const Snapshot after = PullAll(*store, "s");
+  ASSERT_EQ(after.version, 1);
+  // SGD with learning rate 1: minus (4 / 2 replicas) * 3 = 6 per element.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(after.data[i], before.data[i] - 6.0f) << i;
+
+  // Replica 1's other half arrives late: dropped, not an error, nothing changes.
+  ASSERT_TRUE(Push(*store, "s", 4, {100, 100}, 2, 4, &r, 0, 1).ok());
+  EXPECT_TRUE(r.dropped());
+  EXPECT_FALSE(r.applied());
+  EXPECT_FALSE(r.duplicate());
+  EXPECT_EQ(r.version(), 1);
+  // Its retry too (a dropped push is not remembered as applied).
+  ASSERT_TRUE(Push(*store, "s", 4, {100, 100}, 2, 4, &r, 0, 1).ok());
+  EXPECT_TRUE(r.dropped());
+  // Rows as well.
+  PushRowsResponse rr;
+  ASSERT_TRUE(PushRows(*store, "s", 5, {0}, {50}, &rr, 0, 1).ok());
+  EXPECT_TRUE(rr.dropped());
+  // A retry of a push the step used is a duplicate, not a drop.
+  ASSERT_TRUE(Push(*store, "s", 3, {3, 2, 1, 0}, 0, 0, &r, 0, 0).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_FALSE(r.dropped());
+  EXPECT_EQ(Bytes(PullAll(*store, "s").data), Bytes(after.data));
+  // A checkpoint's snapshot finds no step partly pushed: replica 1's first half went with
+  // the step it was left out of.
+  SnapshotRequest snapshot;
+  snapshot.set_checkpoint_id(1);
+  snapshot.set_path(absl::StrCat(::testing::TempDir(), "/backup_snapshot.safetensors"));
+  SnapshotResponse snapped;
+  EXPECT_TRUE(store->Snapshot(snapshot, &snapped).ok());
+
+  // The next step starts afresh, and a push ahead of the version is still refused.
+  EXPECT_EQ(Push(*store, "s", 6, {1, 1, 1, 1}, 0, 0, &r, 2, 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Push(*store, "s", 7, {1, 1, 1, 1}, 0, 0, &r, 1, 1).ok());
+  EXPECT_FALSE(r.dropped());
+  ASSERT_TRUE(Push(*store, "s", 8, {1, 1, 1, 1}, 0, 0, &r, 1, 2).ok());
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(PullAll(*store, "s").version, 2);
+}
+
+// Without backups (replicas_to_aggregate 0 or n) a late push is still a stale step.
+TEST(ShardStoreTest, AggregatingEveryReplicaStillAbortsLatePushes) {
+  auto store = NewStore();
+  ShardSpec spec = SyncSpec("s", {2}, 2, Sgd());
+  spec.mutable_update()->set_replicas_to_aggregate(2);
+  ASSERT_TRUE(Create(*store, {spec}).ok());
+  PushResponse r;
+  ASSERT_TRUE(Push(*store, "s", 1, {1, 1}, 0, 0, &r, 0, 0).ok());
+  EXPECT_FALSE(r.applied());
+  ASSERT_TRUE(Push(*store, "s", 2, {1, 1}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(Push(*store, "s", 3, {1, 1}, 0, 0, &r, 0, 1).code(), absl::StatusCode::kAborted);
 }
 
 // A SYNC shard serves exactly the version a step asks for, including the one before its

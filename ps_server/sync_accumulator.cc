@@ -18,15 +18,21 @@ using ConstFloatArray = Eigen::Map<const Eigen::ArrayXf>;
 
 }  // namespace
 
-SyncAccumulator::SyncAccumulator(int num_replicas, int64_t rows, int64_t width)
-    : rows_(rows), width_(width), replicas_(static_cast<size_t>(num_replicas)) {}
+SyncAccumulator::SyncAccumulator(int num_replicas, int replicas_to_aggregate, int64_t rows,
+                                 int64_t width)
+    : rows_(rows),
+      width_(width),
+      replicas_(static_cast<size_t>(num_replicas)),
+      replicas_to_aggregate_(replicas_to_aggregate > 0 ? replicas_to_aggregate : num_replicas) {}
 
 SyncAccumulator::Result SyncAccumulator::AddDense(int replica, int64_t row_begin,
                                                   int64_t row_end, const GradientBytes& grad) {
   Replica& rep = replicas_[static_cast<size_t>(replica)];
   // A complete replica adds nothing; `complete` still tells whether the step waits to be
-  // applied (a retry after an apply that ran out of memory applies it then).
-  if (rep.complete) return {true, complete()};
+  // applied (a retry after an apply that ran out of memory applies it then). So does one that
+  // a complete step leaves out.
+  if (rep.complete) return {true, false, complete()};
+  if (LeftOut(rep)) return {false, true, true};
   if (rep.kind == Replica::Kind::kNone) {
     // Allocate first: a bad_alloc leaves the replica as it was.
     std::vector<float> dense(static_cast<size_t>(rows_ * width_), 0.0f);
@@ -51,7 +57,7 @@ SyncAccumulator::Result SyncAccumulator::AddDense(int replica, int64_t row_begin
     added += run_end - r;
     r = run_end;
   }
-  if (added == 0) return {true, false};
+  if (added == 0) return {true, false, false};
   rep.covered_rows += added;
   if (rep.covered_rows == rows_) return CompleteReplica(rep);
   return {};
@@ -61,7 +67,8 @@ absl::StatusOr<SyncAccumulator::Result> SyncAccumulator::AddRows(int replica,
                                                                  std::vector<int64_t> ids,
                                                                  std::vector<float> rows) {
   Replica& rep = replicas_[static_cast<size_t>(replica)];
-  if (rep.complete) return Result{true, complete()};
+  if (rep.complete) return Result{true, false, complete()};
+  if (LeftOut(rep)) return Result{false, true, true};
   if (rep.kind == Replica::Kind::kDense) {
     return absl::FailedPreconditionError(absl::StrCat(
         "replica ", replica, " already pushed dense rows for this step; a replica's step is "
@@ -77,20 +84,25 @@ absl::StatusOr<SyncAccumulator::Result> SyncAccumulator::AddRows(int replica,
 SyncAccumulator::Result SyncAccumulator::CompleteReplica(Replica& rep) {
   rep.complete = true;
   ++complete_replicas_;
-  return {false, complete()};
+  return {false, false, complete()};
 }
 
 bool SyncAccumulator::rows_only() const {
-  return std::all_of(replicas_.begin(), replicas_.end(),
-                     [](const Replica& r) { return r.kind == Replica::Kind::kRows; });
+  return std::all_of(replicas_.begin(), replicas_.end(), [](const Replica& r) {
+    return !r.complete || r.kind == Replica::Kind::kRows;
+  });
 }
 
 SyncAccumulator::StepGradient SyncAccumulator::Sum() {
+  // Only complete replicas count: with k < n the others (absent, or partly arrived) are left
+  // out. With k = n every replica is complete, and the sum is the same as ever, bit for bit.
   StepGradient sum;
   if (rows_only()) {
     // Sparse: the union of the rows, sorted, each summed in replica order. Reads only.
     sum.rows_only = true;
-    for (const Replica& r : replicas_) sum.ids.insert(sum.ids.end(), r.ids.begin(), r.ids.end());
+    for (const Replica& r : replicas_) {
+      if (r.complete) sum.ids.insert(sum.ids.end(), r.ids.begin(), r.ids.end());
+    }
     std::sort(sum.ids.begin(), sum.ids.end());
     sum.ids.erase(std::unique(sum.ids.begin(), sum.ids.end()), sum.ids.end());
     absl::flat_hash_map<int64_t, int64_t> position;
@@ -98,21 +110,26 @@ SyncAccumulator::StepGradient SyncAccumulator::Sum() {
     for (size_t k = 0; k < sum.ids.size(); ++k) position[sum.ids[k]] = static_cast<int64_t>(k);
     sum.values.assign(sum.ids.size() * static_cast<size_t>(width_), 0.0f);
     for (const Replica& r : replicas_) {
+      if (!r.complete) continue;
       for (size_t k = 0; k < r.ids.size(); ++k) {
         FloatArray(sum.values.data() + position[r.ids[k]] * width_, width_) +=
             ConstFloatArray(r.rows.data() + k * width_, width_);
       }
     }
+    ScaleForBackups(&sum.values);
     return sum;
   }
-  // Dense: the first replica's own buffer becomes the sum when it is dense (no copy);
-  // otherwise a zeroed one is allocated, before anything is moved.
+  // Dense: the first complete replica's own buffer becomes the sum when it is dense (no
+  // copy); otherwise a zeroed one is allocated, before anything is moved.
   const int64_t size = rows_ * width_;
   std::vector<float>& total = sum.values;
-  if (replicas_.front().kind != Replica::Kind::kDense) {
+  const auto first = std::find_if(replicas_.begin(), replicas_.end(),
+                                  [](const Replica& r) { return r.complete; });
+  if (first == replicas_.end() || first->kind != Replica::Kind::kDense) {
     total.assign(static_cast<size_t>(size), 0.0f);
   }
   for (Replica& r : replicas_) {
+    if (!r.complete) continue;
     if (r.kind == Replica::Kind::kDense && total.empty()) {
       total = std::move(r.dense);
       continue;
@@ -126,7 +143,16 @@ SyncAccumulator::StepGradient SyncAccumulator::Sum() {
       }
     }
   }
+  ScaleForBackups(&total);
   return sum;
+}
+
+void SyncAccumulator::ScaleForBackups(std::vector<float>* values) const {
+  // k = n: no scaling at all (not even by 1), so that the default stays bit-identical.
+  if (!has_backups()) return;
+  const float scale =
+      static_cast<float>(num_replicas()) / static_cast<float>(replicas_to_aggregate_);
+  FloatArray(values->data(), static_cast<Eigen::Index>(values->size())) *= scale;
 }
 
 void SyncAccumulator::Clear() {

@@ -5,6 +5,15 @@
 // 0..n-1, a fixed order, so that the step's result does not depend on arrival order and a
 // run is reproducible bit for bit.
 //
+// Backup workers (replicas_to_aggregate k < n, opt-in): the step is complete as soon as k
+// replicas are; Sum() then adds those k, still in replica order, and scales the sum by n / k
+// (n times their mean: the scale of a full step, so the learning rate means the same). The
+// other replicas' rows, even those that had partly arrived, are left out, and a replica that
+// pushes after that is told its push is dropped. Which k replicas make up a step depends on
+// arrival order, so these steps are not reproducible bit for bit; each shard's accumulator
+// chooses its own k, as the accumulators of TensorFlow's SyncReplicasOptimizer do (see the
+// README's Design section).
+//
 // The accumulator only gathers and sums; the shard applies the sum with its optimizer.
 //
 // Thread-safety: not thread-safe; guarded by the shard's mutex.
@@ -23,7 +32,11 @@ class SyncAccumulator {
  public:
   struct Result {
     bool duplicate = false;  // added nothing new (a re-run of a replica's part)
-    // Every replica is complete: the caller applies Sum() and then calls Clear().
+    // k < n only: the step already has its k replicas and this one is not among them;
+    // nothing was added.
+    bool dropped = false;
+    // The step has its replicas (all n, or the first k to complete): the caller applies
+    // Sum() and then calls Clear().
     bool complete = false;
   };
 
@@ -36,30 +49,38 @@ class SyncAccumulator {
     std::vector<float> values;
   };
 
-  SyncAccumulator(int num_replicas, int64_t rows, int64_t width);
+  // `replicas_to_aggregate` k: the step is complete once k replicas are; 0 (or
+  // num_replicas) means all of them. REQUIRES: 0 <= k <= num_replicas.
+  SyncAccumulator(int num_replicas, int replicas_to_aggregate, int64_t rows, int64_t width);
 
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+  // k < n: the step may leave replicas out (backup workers).
+  bool has_backups() const { return replicas_to_aggregate_ < num_replicas(); }
 
   // Adds the rows of a dense chunk for rows [row_begin, row_end) that `replica` has not sent
-  // yet. A replica's first chunk allocates its dense buffer: that may throw std::bad_alloc,
-  // with nothing changed.
+  // yet (dropped, adding nothing, when the step is complete without it). A replica's first
+  // chunk allocates its dense buffer: that may throw std::bad_alloc, with nothing changed.
   // REQUIRES: 0 <= replica < num_replicas(); 0 <= row_begin < row_end <= rows; `grad` holds
   // (row_end - row_begin) * width floats.
   Result AddDense(int replica, int64_t row_begin, int64_t row_end, const GradientBytes& grad);
 
   // Records `replica`'s one PushRows for the step: unique ids, their rows (ids.size() *
-  // width floats). FAILED_PRECONDITION when the replica already sent dense chunks.
+  // width floats); dropped when the step is complete without it. FAILED_PRECONDITION when
+  // the replica already sent dense chunks.
   // REQUIRES: 0 <= replica < num_replicas(); every id in [0, rows).
   absl::StatusOr<Result> AddRows(int replica, std::vector<int64_t> ids,
                                  std::vector<float> rows);
 
   // Some replica has contributed to the step.
   bool in_progress() const { return touched_replicas_ > 0; }
-  bool complete() const { return complete_replicas_ == num_replicas(); }
+  bool complete() const { return complete_replicas_ == replicas_to_aggregate_; }
+  // Every complete replica sent rows (PushRows), none dense chunks.
   bool rows_only() const;
 
-  // The step's gradient, summed in replica order. May move buffers out of the accumulator
-  // (call Clear() after applying). May throw std::bad_alloc, before changing anything.
+  // The step's gradient: the complete replicas' gradients summed in replica order (scaled
+  // by n / k when k < n). May move buffers out of the accumulator (call Clear() after
+  // applying). May throw std::bad_alloc, before changing anything.
   // REQUIRES: complete().
   StepGradient Sum();
 
@@ -81,10 +102,16 @@ class SyncAccumulator {
   };
 
   Result CompleteReplica(Replica& replica);
+  // k < n: multiplies the sum of k replicas by n / k.
+  void ScaleForBackups(std::vector<float>* values) const;
+
+  // A complete step leaves `rep` out (k < n: it was not among the first k).
+  bool LeftOut(const Replica& rep) const { return complete() && !rep.complete; }
 
   const int64_t rows_;
   const int64_t width_;
   std::vector<Replica> replicas_;
+  const int replicas_to_aggregate_;
   int complete_replicas_ = 0;
   int touched_replicas_ = 0;
 };

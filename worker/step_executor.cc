@@ -399,6 +399,7 @@ class StepExecutorImpl : public StepExecutor {
     OwnPushMark own_push(own, seq);
     RETURN_IF_ERROR(Annotate(computed, absl::StrCat(what, ": compute")));
 
+    absl::SleepFor(options_.test_only_delay_before_push);  // zero but in tests
     absl::Time start = absl::Now();
     std::vector<PsClient::PushSource> sources;
     for (size_t i = 0; i < job->variables.size(); ++i) {

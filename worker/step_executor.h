@@ -52,6 +52,9 @@ class StepExecutor {
     ConnectFn connect;
     // How long a pull may wait for the step's min_version before the step fails.
     absl::Duration pull_wait_timeout = absl::Seconds(30);
+    // Tests only (the worker's --test_only_delay_before_push_ms): each step sleeps this long
+    // between its compute and its push, so that a test has a straggler (backup workers).
+    absl::Duration test_only_delay_before_push = absl::ZeroDuration();
   };
 
   // Creates the compute backend for options.backend_override at once (kAuto: the GPU when

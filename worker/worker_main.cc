@@ -46,6 +46,9 @@ int Main(int argc, char** argv) {
   flags.AddString("backend", &backend_flag,
                   "compute backend: auto, cpu or gpu (default: each job's choice)");
   flags.AddInt("threads", &threads, "compute threads of the CPU backend");
+  int64_t test_only_delay_before_push_ms = 0;
+  flags.AddInt("test_only_delay_before_push_ms", &test_only_delay_before_push_ms,
+               "tests only: sleep this long before each step's push (a straggler)");
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
 
   BackendKind backend = BackendKind::kAuto;
@@ -61,11 +64,18 @@ int Main(int argc, char** argv) {
     std::cerr << "error: --threads must be 1..1024, got " << threads << "\n";
     return kExitBadConfig;
   }
+  if (test_only_delay_before_push_ms < 0 || test_only_delay_before_push_ms > 600000) {
+    std::cerr << "error: --test_only_delay_before_push_ms must be 0..600000, got "
+              << test_only_delay_before_push_ms << "\n";
+    return kExitBadConfig;
+  }
 
   StepExecutor::Options executor_options;
   executor_options.task_index = daemon.config().task_index;
   executor_options.backend_override = backend;
   executor_options.num_threads = static_cast<int>(threads);
+  executor_options.test_only_delay_before_push =
+      absl::Milliseconds(test_only_delay_before_push_ms);
   executor_options.connect = [](const std::vector<std::string>& ps_addresses) {
     return NewGrpcPsClient(ps_addresses, PsClient::Options());
   };

@@ -41,6 +41,11 @@ std::string ModeDetail(const JobStatus& status) {
   if (!status.has_job()) return mode;
   if (status.job().mode() == JobSpec::SYNC) {
     absl::StrAppend(&mode, ", ", status.job().num_replicas(), " replicas per step");
+    if (status.job().sync_backup_workers() > 0) {
+      absl::StrAppend(&mode, ", the first ",
+                      status.job().num_replicas() - status.job().sync_backup_workers(),
+                      " applied");
+    }
   } else if (status.job().mode() == JobSpec::STALE) {
     absl::StrAppend(&mode, ", staleness ", status.job().staleness());
   }

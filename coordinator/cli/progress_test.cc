@@ -182,6 +182,11 @@ TEST(ProgressTest, StatusText) {
   EXPECT_THAT(text, HasSubstr("job        fashion-mlp-17 (\"fashion-mlp\")\n"));
   EXPECT_THAT(text, HasSubstr("state      RUNNING\n"));
   EXPECT_THAT(text, HasSubstr("mode       sync, 2 replicas per step\n"));
+  JobStatus backups = RunningJob();
+  backups.mutable_job()->set_num_replicas(3);
+  backups.mutable_job()->set_sync_backup_workers(1);
+  EXPECT_THAT(StatusText(backups, kNow),
+              HasSubstr("mode       sync, 3 replicas per step, the first 2 applied\n"));
   EXPECT_THAT(text, HasSubstr("mlp:256,128, batch 128, adam lr 0.001"));
   EXPECT_THAT(text, HasSubstr("1234/4690 steps (26.3%), epoch 3/10 (469 steps each)"));
   EXPECT_THAT(text, HasSubstr("312.4 steps/s"));
