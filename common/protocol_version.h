@@ -26,7 +26,12 @@
 namespace shardps {
 
 // Version 1: the protocol of the first multi-host release (issue 8).
-inline constexpr int kProtocolVersion = 1;
+// Version 2 (issue 9), optional fields only: PushRequest / PushRowsRequest.base_version,
+// UpdateSpec staleness_lr, delay_compensation(_adaptive), retained_versions and
+// replicas_to_aggregate, PushResponse.dropped, StepResponse.own_gradient_applied, JobSpec
+// own_gradient, staleness options and sync_backup_workers. A version-1 ps ignores the
+// UpdateSpec options (it applies pushes as plain async or all-replica sync updates).
+inline constexpr int kProtocolVersion = 2;
 inline constexpr int kMinProtocolVersion = 1;
 
 struct ProtocolRange {

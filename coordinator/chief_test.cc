@@ -178,14 +178,25 @@ TEST_F(ChiefTest, SyncDefaultsToOneStepInFlight) {
 TEST_F(ChiefTest, BackupWorkersFinishASyncStepWithoutTheStraggler) {
   StartChief(3);
   Submit(R"("mode": "sync", "sync_backup_workers": 1, "steps": 6)");
-  FakeWorker* straggler = workers_[1];
   for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
-  EXPECT_EQ(straggler->Pending(), (std::vector<int64_t>{1}));
-  EXPECT_EQ(workers_[0]->Finish(), 0);
-  EXPECT_EQ(workers_[2]->Finish(), 2);
+  // Sync step 0's replicas are steps 0..2, one per worker in whatever order they were leased;
+  // the worker holding step 1 is the straggler.
+  FakeWorker* by_step[3] = {nullptr, nullptr, nullptr};
+  for (FakeWorker* w : workers_) {
+    const std::vector<int64_t> pending = w->Pending();
+    ASSERT_EQ(pending.size(), 1u);
+    ASSERT_TRUE(pending[0] >= 0 && pending[0] < 3) << pending[0];
+    by_step[pending[0]] = w;
+  }
+  for (FakeWorker* w : by_step) ASSERT_NE(w, nullptr);
+  FakeWorker* const fast_a = by_step[0];
+  FakeWorker* const straggler = by_step[1];
+  FakeWorker* const fast_b = by_step[2];
+  EXPECT_EQ(fast_a->Finish(), 0);
+  EXPECT_EQ(fast_b->Finish(), 2);
   // Sync step 1 goes out to the two fast workers while the straggler still runs step 1.
-  ASSERT_TRUE(workers_[0]->WaitForPending(1));
-  ASSERT_TRUE(workers_[2]->WaitForPending(1));
+  ASSERT_TRUE(fast_a->WaitForPending(1));
+  ASSERT_TRUE(fast_b->WaitForPending(1));
   ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.steps_done() == 3; }));
   // The straggler's call returns (the ps dropped its gradient): not counted; it is given the
   // sync step's last replica.
@@ -193,12 +204,12 @@ TEST_F(ChiefTest, BackupWorkersFinishASyncStepWithoutTheStraggler) {
   ASSERT_TRUE(straggler->WaitForPending(1));
   EXPECT_EQ(straggler->Pending(), (std::vector<int64_t>{5}));
   EXPECT_EQ(straggler->Finish(), 5);
-  const int64_t fast = workers_[0]->Finish();
+  const int64_t fast = fast_a->Finish();
   EXPECT_TRUE(fast == 3 || fast == 4) << fast;
   ASSERT_TRUE(WaitForStatus([](const JobStatus& s) { return s.training_done(); }));
   // The other fast worker is now the straggler of sync step 1; the job waits for its call.
   EXPECT_FALSE(chief_->WaitForJobEnd(absl::Milliseconds(200)));
-  EXPECT_EQ(workers_[2]->Finish(absl::FailedPreconditionError(
+  EXPECT_EQ(fast_b->Finish(absl::FailedPreconditionError(
                 "pull: version 1 of shard 't/dense_0/kernel' is no longer held")),
             fast == 3 ? 4 : 3);
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
@@ -211,7 +222,9 @@ TEST_F(ChiefTest, BackupWorkersFinishASyncStepWithoutTheStraggler) {
     EXPECT_EQ(w.failures(), 0) << w.index();
   }
   EXPECT_EQ(by_workers, 4) << "2 completions for each of the 2 sync steps";
-  EXPECT_EQ(status.workers(1).steps_done(), 1);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i] == straggler) EXPECT_EQ(status.workers(static_cast<int>(i)).steps_done(), 1);
+  }
   ListShardsResponse shards;
   ASSERT_TRUE(store_->ListShards(ListShardsRequest(), &shards).ok());
   ASSERT_GT(shards.shards_size(), 0);
@@ -226,10 +239,13 @@ TEST_F(ChiefTest, SyncWithoutBackupWorkersAggregatesEveryReplica) {
   StartChief(2);
   Submit(R"("mode": "sync", "steps": 2)");
   for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
-  EXPECT_EQ(workers_[0]->Finish(), 0);
+  // The two replicas of the sync step are steps 0 and 1, leased in either order.
+  const int64_t first = workers_[0]->Finish();
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(chief_->Status().training_done()) << "a sync step needs every replica";
-  EXPECT_EQ(workers_[1]->Finish(), 1);
+  const int64_t second = workers_[1]->Finish();
+  EXPECT_EQ(std::min(first, second), 0);
+  EXPECT_EQ(std::max(first, second), 1);
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
   EXPECT_EQ(chief_->Status().steps_done(), 2);
   ListShardsResponse shards;

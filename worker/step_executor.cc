@@ -288,10 +288,17 @@ class StepExecutorImpl : public StepExecutor {
     }
     job->batcher = std::make_unique<Batcher>(job->data->num_examples, spec.seed());
     if (AppliesOwnGradient(spec)) {
+      // The ps refuses the variables of an optimizer spec that cannot be created, and the
+      // step then fails there; a spec without one (a client that leaves the optimizer to the
+      // ps's variables) just goes without the worker's own update.
       absl::StatusOr<std::unique_ptr<OwnGradient>> own =
           OwnGradient::Create(spec.optimizer(), job->param_sizes);
-      if (!own.ok()) return Annotate(own.status(), absl::StrCat(what, ": optimizer"));
-      job->own = *std::move(own);
+      if (own.ok()) {
+        job->own = *std::move(own);
+      } else {
+        std::cerr << "worker: " << what << ": not applying its own gradient locally: "
+                  << own.status().message() << "\n";
+      }
     }
 
     response.set_backend(job->backend_name);

@@ -7,6 +7,8 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <iostream>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -672,16 +674,27 @@ TEST_F(StepExecutorTest, ASecondStepInFlightComputesWithTheFirstStepsUpdate) {
   ASSERT_NE(with.responses[0].own_gradient_applied(), with.responses[1].own_gradient_applied())
       << "exactly the second step to compute adds the first's update";
   const int first = with.responses[0].own_gradient_applied() ? 1 : 0;
+  // The two pushes may reach a shard in either order, and float addition is not associative:
+  // equal up to rounding (a few ulps), where computing without the update differs by far more.
+  auto max_diff = [](const std::vector<float>& x, const std::vector<float>& y) {
+    EXPECT_EQ(x.size(), y.size());
+    float d = 0;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+    return d;
+  };
   const std::vector<float> sequential = run_sequential(first);
-  EXPECT_TRUE(with.values == sequential)
-      << "the overlapped steps did not end where the sequential ones did";
+  const float with_diff = max_diff(with.values, sequential);
+  EXPECT_LE(with_diff, 1e-6f) << "the overlapped steps did not end where the sequential ones did";
 
   Outcome without = run_overlapped(JobSpec::OWN_GRADIENT_IGNORE);
   EXPECT_FALSE(without.responses[0].own_gradient_applied());
   EXPECT_FALSE(without.responses[1].own_gradient_applied());
   if (without.responses[0].version() == 0 && without.responses[1].version() == 0) {
-    EXPECT_FALSE(without.values == run_sequential(0));
-    EXPECT_FALSE(without.values == run_sequential(1));
+    const float without_diff =
+        std::min(max_diff(without.values, run_sequential(0)), max_diff(without.values, run_sequential(1)));
+    EXPECT_GT(without_diff, 1e-4f) << "computing without the first step's update made no difference";
+    std::cout << "largest difference from the sequential run: with the own update " << with_diff
+              << ", without " << without_diff << "\n";
   }
 }
 
