@@ -16,15 +16,17 @@
 //                 one step per scheduled function (bench/tf_peer/tf_pss.py)
 //   tf-spe:N      the same with --tf_steps_per_execution steps per scheduled function
 //                 (Keras' steps_per_execution), which saves the coordinator's dispatch
-//   async:N       shardps async, the job file's default steps_in_flight (today 2)
+//   async:N       shardps async with the job file's defaults (steps_in_flight 2 with one
+//                 worker, 1 with several; the worker's own last update applied)
 //   async-sif1:N  shardps async, steps_in_flight 1
 //   sync:N        shardps sync (num_replicas = N)
 //   stale:N       shardps bounded staleness, the default bound (2)
+//   async-old:N   shardps async as its defaults were before issue 9: 2 steps in flight,
+//                 without the worker's own last update
 //   async-own-off:N, async-slr:N, async-dc:N, async-sif1-slr:N, async-sif1-dc:N
 //                 shardps async with one of issue 9's update options changed from the
-//                 default: apply_own_gradient off (the default before issue 9), staleness_lr
-//                 inverse, delay_compensation 0.04; the last two with 1 step in flight.
-//                 Not part of "all": name them.
+//                 default: apply_own_gradient off, staleness_lr inverse, delay_compensation
+//                 0.04; the last two with 1 step in flight. Not part of "all": name them.
 //   single        shardps' model, data and ps optimizer in this process, 1 thread
 //
 // Runs go in rounds: each round runs every configuration once, odd rounds in reverse order,
@@ -190,6 +192,7 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
                    w, "stale", 0, 1});
     // The async update options of issue 9, each alone on top of the default (not in "all").
     const std::pair<const char*, const char*> variants[] = {
+        {"async-old", R"({"steps_in_flight": 2, "apply_own_gradient": false})"},
         {"async-own-off", R"({"apply_own_gradient": false})"},
         {"async-slr", R"({"staleness_lr": "inverse"})"},
         {"async-dc", R"({"delay_compensation": 0.04})"},
@@ -835,7 +838,7 @@ int Main(int argc, char** argv) {
   flags.AddInt("runs", &options.runs, "runs of each configuration (rounds)");
   flags.AddString("configs", &options.configs,
                   "comma-separated: tf, tf-spe, async, async-sif1, sync, stale, or an option "
-                  "variant (async-own-off, async-slr, async-dc, async-sif1-slr, "
+                  "variant (async-old, async-own-off, async-slr, async-dc, async-sif1-slr, "
                   "async-sif1-dc) (each :1 or :2, or both without), single; or all");
   flags.AddInt("epochs", &options.epochs, "epochs of each run");
   flags.AddBool("json", &options.json, "one JSON object on stdout (the table on stderr)");

@@ -893,10 +893,11 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (steps_in_flight < 0 || steps_in_flight > kMaxStepsInFlight) {
     return f.RangeError("steps_in_flight",
                         absl::StrCat("must be 0..", kMaxStepsInFlight,
-                                     " (0: 2 in async and stale mode, 1 in sync mode)"));
+                                     " (0: the default, 2 for async and stale jobs of one "
+                                     "worker, else 1)"));
   }
+  if (steps_in_flight == 0) steps_in_flight = DefaultStepsInFlight(mode, num_workers);
   spec.set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
-  spec.set_steps_in_flight(StepsInFlight(spec));
 
   // Sync steps compute on exactly their version, which holds every earlier update.
   bool apply_own_gradient = mode != JobSpec::SYNC;
@@ -1048,6 +1049,11 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
 int64_t StepsPerEpoch(int64_t num_examples, int batch_size) {
   if (num_examples <= 0 || batch_size <= 0) return 0;
   return (num_examples + batch_size - 1) / batch_size;
+}
+
+int DefaultStepsInFlight(JobSpec::Mode mode, int num_workers) {
+  if (mode == JobSpec::SYNC) return 1;
+  return num_workers <= 1 ? 2 : 1;
 }
 
 int StepsInFlight(const JobSpec& spec) {

@@ -107,8 +107,16 @@ std::string JobSpecToJson(const JobSpec& spec, int indent = -1);
 // Steps of one epoch: ceil(num_examples / batch_size); 0 when either is not positive.
 int64_t StepsPerEpoch(int64_t num_examples, int batch_size);
 
-// Steps the chief keeps leased to one worker: spec.steps_in_flight(), or the mode's default
-// when it is 0 (2 for async and stale, 1 for sync).
+// The steps_in_flight a job file without one gets, chosen by time to accuracy (issue 9; the
+// README's design section has the figures): 2 for an async or stale job of one worker (or an
+// unknown number, 0), whose second step in flight computes with the worker's own last update
+// (apply_own_gradient), so it costs no accuracy; 1 with several workers, where a second step
+// in flight also makes every gradient one of the other workers' steps staler, and 1 in sync
+// mode. Resolved when the job is parsed, with the cluster's workers at that time.
+int DefaultStepsInFlight(JobSpec::Mode mode, int num_workers);
+
+// Steps the chief keeps leased to one worker: spec.steps_in_flight(), or, when it is 0 (a
+// spec not made by ParseJobSpec), 2 for async and stale and 1 for sync.
 int StepsInFlight(const JobSpec& spec);
 
 // Whether workers apply their own previous gradient to parameters pulled without it

@@ -132,7 +132,7 @@ TEST(JobSpecTest, FillsDefaults) {
   EXPECT_EQ(spec->kernel_initializer().seed(), 42u);
   EXPECT_EQ(spec->eval_every_steps(), 0);
   EXPECT_EQ(spec->step_timeout_ms(), 60000);
-  EXPECT_EQ(spec->steps_in_flight(), 2);  // async
+  EXPECT_EQ(spec->steps_in_flight(), 1);  // async with 2 workers
   EXPECT_EQ(spec->backend(), "auto");
 }
 
@@ -142,7 +142,7 @@ TEST(JobSpecTest, ModeDefaults) {
   EXPECT_EQ(stale->mode(), JobSpec::STALE);
   EXPECT_EQ(stale->staleness(), 2);
   EXPECT_EQ(stale->num_replicas(), 0);
-  EXPECT_EQ(stale->steps_in_flight(), 2);
+  EXPECT_EQ(stale->steps_in_flight(), 1);  // 2 workers
 
   absl::StatusOr<JobSpec> stale0 = ParseJobSpec(JobWith(R"("mode": "stale", "staleness": 0)"), 2);
   ASSERT_TRUE(stale0.ok()) << stale0.status();
@@ -167,9 +167,10 @@ TEST(JobSpecTest, ModeDefaults) {
 TEST(JobSpecTest, StepsInFlight) {
   for (const auto& [json, want] : std::vector<std::pair<std::string, int>>{
            {JobWith(R"("steps_in_flight": 1)"), 1},
-           {JobWith(R"("steps_in_flight": 0)"), 2},
-           {JobWith(R"("steps_in_flight": null)"), 2},
-           {JobWith(R"("mode": "stale", "staleness": 0, "steps_in_flight": 0)"), 2},
+           {JobWith(R"("steps_in_flight": 0)"), 1},
+           {JobWith(R"("steps_in_flight": null)"), 1},
+           {JobWith(R"("steps_in_flight": 2)"), 2},
+           {JobWith(R"("mode": "stale", "staleness": 0, "steps_in_flight": 0)"), 1},
            {JobWith(R"("mode": "sync", "steps_in_flight": 0)"), 1},
            {JobWith(R"("mode": "sync", "steps_in_flight": 2)"), 2}}) {
     absl::StatusOr<JobSpec> spec = ParseJobSpec(json, 2);
@@ -177,6 +178,22 @@ TEST(JobSpecTest, StepsInFlight) {
     EXPECT_EQ(spec->steps_in_flight(), want) << json;
     EXPECT_EQ(StepsInFlight(*spec), want) << json;
   }
+  // One worker (or an unknown number): 2 in async and stale mode, where the second step
+  // computes with the worker's own last update.
+  for (int workers : {0, 1}) {
+    for (const auto& [json, want] : std::vector<std::pair<std::string, int>>{
+             {JobWith(R"("mode": "async")"), 2},
+             {JobWith(R"("mode": "stale")"), 2},
+             {JobWith(R"("mode": "sync")"), 1},
+             {JobWith(R"("mode": "async", "steps_in_flight": 1)"), 1}}) {
+      absl::StatusOr<JobSpec> spec = ParseJobSpec(json, workers);
+      ASSERT_TRUE(spec.ok()) << spec.status() << " in " << json;
+      EXPECT_EQ(spec->steps_in_flight(), want) << json << " with " << workers << " workers";
+    }
+  }
+  EXPECT_EQ(DefaultStepsInFlight(JobSpec::ASYNC, 8), 1);
+  EXPECT_EQ(DefaultStepsInFlight(JobSpec::ASYNC, 1), 2);
+  EXPECT_EQ(DefaultStepsInFlight(JobSpec::SYNC, 1), 1);
   // A spec not made by ParseJobSpec (0: unset) gets the mode's default.
   JobSpec spec;
   spec.set_mode(JobSpec::ASYNC);
@@ -350,7 +367,7 @@ TEST(JobSpecTest, RejectsBadSchedule) {
   EXPECT_EQ(ErrorOf(JobWith(R"("step_timeout_ms": 0)")),
             R"(job: "step_timeout_ms": must be 1000..3600000 (1 s to 1 h), got 0)");
   constexpr char kInFlightRange[] =
-      R"(job: "steps_in_flight": must be 0..2 (0: 2 in async and stale mode, 1 in sync mode), )";
+      R"(job: "steps_in_flight": must be 0..2 (0: the default, 2 for async and stale jobs of one worker, else 1), )";
   EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": 3)")), absl::StrCat(kInFlightRange, "got 3"));
   EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": -1)")), absl::StrCat(kInFlightRange, "got -1"));
   EXPECT_EQ(ErrorOf(JobWith(R"("steps_in_flight": "2")")),

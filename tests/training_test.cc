@@ -39,10 +39,10 @@ std::vector<std::vector<float>> PullAll(TrainingCluster* cluster) {
 }
 
 // The learning rate halves every 1500 updates of a shard (an async step updates each shard
-// once, a sync step of 2 replicas too). Async workers keep two steps in flight each
-// (steps_in_flight 2), so a step computes on parameters ~1.4 updates old on average; with a
-// constant rate the final accuracy then scatters by about +-0.01 around 0.855 (as with 4
-// workers of one step each). With the decay it settles near 0.87 in every mode.
+// once, a sync step of 2 replicas too). Before issue 9, async workers kept two steps in
+// flight each, so a step computed on parameters ~1.4 updates old on average, and with a
+// constant rate the final accuracy scattered by about +-0.01 around 0.855; with the decay it
+// settled near 0.87 in every mode. (Two workers now keep one step each by default.)
 void TrainToAccuracy(const std::string& mode) {
   std::string job = WriteTempFile(
       mode + ".json",
