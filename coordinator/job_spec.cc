@@ -899,22 +899,31 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (steps_in_flight == 0) steps_in_flight = DefaultStepsInFlight(mode, num_workers);
   spec.set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
 
-  // Sync steps compute on exactly their version, which holds every earlier update.
-  bool apply_own_gradient = mode != JobSpec::SYNC;
+  std::string backend = kDefaultBackend;
+  RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
+  spec.set_backend(backend);
+
+  RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
+
+  // Sync steps compute on exactly their version, which holds every earlier update. Delay
+  // compensation corrects a gradient for everything the ps applied since its base version,
+  // the worker's own last update included, so a worker that has added that update already
+  // would have it counted twice: with delay compensation the default is off, and on is refused.
+  const bool compensated = spec.delay_compensation() > 0;
+  bool apply_own_gradient = mode != JobSpec::SYNC && !compensated;
   RETURN_IF_ERROR(f.Bool("apply_own_gradient", &apply_own_gradient));
   if (apply_own_gradient && mode == JobSpec::SYNC) {
     return f.RangeError("apply_own_gradient",
                         "applies only in async and stale mode (a sync step's parameters hold "
                         "every earlier update)");
   }
+  if (apply_own_gradient && compensated) {
+    return f.RangeError("apply_own_gradient",
+                        "cannot be true with \"delay_compensation\" (the ps would compensate for "
+                        "the worker's own last update, which the worker has already added)");
+  }
   spec.set_own_gradient(apply_own_gradient ? JobSpec::OWN_GRADIENT_APPLY
                                            : JobSpec::OWN_GRADIENT_IGNORE);
-
-  std::string backend = kDefaultBackend;
-  RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
-  spec.set_backend(backend);
-
-  RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
 
   bool has_checkpoint = false;
   CheckpointSpec checkpoint;

@@ -98,6 +98,11 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //   job: unknown field "epoch" (did you mean "epochs"?)
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers);
 
+// num_workers for ParseJobSpec of a job file that JobSpecToJson wrote (a job's stored identity,
+// a checkpoint's manifest): such a file states every field, so the worker count only matters
+// to the checks against the cluster (num_replicas <= workers), done when it was submitted.
+inline constexpr int kStoredJobWorkers = 1 << 20;
+
 // The spec as a job file: ParseJobSpec(JobSpecToJson(spec), n) gives `spec` back for any spec
 // ParseJobSpec returned, with n unknown (0) or at least its num_replicas (job_id, which the
 // chief assigns, is not part of a job file and is left out). Every field is written, so the

@@ -226,6 +226,15 @@ TEST(JobSpecTest, ApplyOwnGradient) {
   EXPECT_THAT(std::string(sync.status().message()), testing::HasSubstr("apply_own_gradient"));
   absl::StatusOr<JobSpec> typed = ParseJobSpec(JobWith(R"("apply_own_gradient": 1)"), 2);
   EXPECT_THAT(std::string(typed.status().message()), testing::HasSubstr("apply_own_gradient"));
+  // Delay compensation would count the worker's own update twice: off by default with it,
+  // and refused when asked for.
+  absl::StatusOr<JobSpec> dc = ParseJobSpec(JobWith(R"("delay_compensation": 0.04)"), 2);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  EXPECT_FALSE(ApplyOwnGradient(*dc));
+  absl::StatusOr<JobSpec> both =
+      ParseJobSpec(JobWith(R"("delay_compensation": 0.04, "apply_own_gradient": true)"), 2);
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(both.status().message()), testing::HasSubstr("delay_compensation"));
   // A spec not made by ParseJobSpec gets the mode's default.
   JobSpec spec;
   EXPECT_TRUE(ApplyOwnGradient(spec));

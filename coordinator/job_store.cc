@@ -18,10 +18,6 @@ absl::Status Corrupt(const std::string& file, absl::string_view why) {
   return absl::DataLossError(absl::StrCat(file, ": ", why));
 }
 
-// A stored job file states every field, so the worker count only matters to checks that
-// compare with the cluster (num_replicas), which were done when the job was submitted.
-constexpr int kAnyWorkers = 1 << 20;
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir) {
@@ -43,7 +39,7 @@ absl::StatusOr<std::optional<JobStore::Identity>> JobStore::ReadIdentity() const
   Identity identity;
   identity.job_id = json["job_id"].get<std::string>();
   if (identity.job_id.empty()) return Corrupt(file, "\"job_id\" is empty");
-  absl::StatusOr<JobSpec> job = ParseJobSpec(json["job"].dump(), kAnyWorkers);
+  absl::StatusOr<JobSpec> job = ParseJobSpec(json["job"].dump(), kStoredJobWorkers);
   if (!job.ok()) return Corrupt(file, job.status().message());
   identity.job = *std::move(job);
   identity.job.set_job_id(identity.job_id);

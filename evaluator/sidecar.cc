@@ -138,9 +138,9 @@ class Sidecar {
     const Manifest& manifest = reader->manifest();
     if (evaluator_ == nullptr || manifest.job_json != evaluator_job_json_) {
       evaluator_.reset();
-      // The job file as the chief ran it; the worker count only defaults num_replicas,
-      // which evaluation does not use.
-      absl::StatusOr<JobSpec> job = ParseJobSpec(manifest.job_json, /*num_workers=*/1);
+      // The job file as the chief ran it, every field stated (a sync job's num_replicas may
+      // be above 1, which a count of 1 worker would refuse).
+      absl::StatusOr<JobSpec> job = ParseJobSpec(manifest.job_json, kStoredJobWorkers);
       if (!job.ok()) {
         return Annotate(job.status(), absl::StrCat(reader->manifest_path(), ": \"job\""));
       }

@@ -116,6 +116,19 @@ TEST_F(SidecarTest, EvaluatesEachCommittedCheckpointOnceAsThePsModeWould) {
   EXPECT_NE(hooks.evals[0].metrics.accuracy(), hooks.evals[2].metrics.accuracy());
 }
 
+// A sync job of 2 replicas: its manifest's job file states num_replicas 2, which the sidecar
+// takes as is (it knows no worker count to check it against).
+TEST_F(SidecarTest, EvaluatesASyncJobOfSeveralReplicas) {
+  job_.set_mode(JobSpec::SYNC);
+  job_.set_num_replicas(2);
+  job_.set_steps_in_flight(1);
+  job_.set_own_gradient(JobSpec::OWN_GRADIENT_IGNORE);
+  Write(1, 40, /*final=*/true);
+  RecordingHooks hooks;
+  EXPECT_EQ(RunSidecar(options_, hooks.hooks), EvalOutcome::kSucceeded) << hooks.AllLogs();
+  EXPECT_EQ(EvaluatedIds(hooks), (std::vector<int64_t>{1})) << hooks.AllLogs();
+}
+
 // Started before the job wrote anything: waits for the directory, then evaluates each new
 // checkpoint as it is committed, and ends after the final one. New checkpoints count as
 // signs of life for the orphan clock.
