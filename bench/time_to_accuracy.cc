@@ -76,6 +76,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -201,7 +202,8 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
     };
     for (const auto& [name, extra] : variants) {
       ConfigSpec c{absl::StrCat(name, ":", w),
-                   absl::StrCat("shardps ", name + 6, " ", extra, ", ", workers_text(w)),
+                   absl::StrCat("shardps ", absl::StripPrefix(name, "async-"), " ", extra, ", ",
+                                workers_text(w)),
                    System::kShardps, w, "async", 0, 1};
       c.job_extra = extra;
       c.in_all = false;

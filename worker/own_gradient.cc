@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/error_detail.h"
-
 namespace shardps {
 
 void PushProgress::Mark(uint64_t seq, uint64_t* prefix, std::set<uint64_t>* ahead) {

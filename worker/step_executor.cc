@@ -190,8 +190,13 @@ class ComputeThread {
   std::thread thread_;
 };
 
-// JobSpec.own_gradient, DEFAULT resolved as ParseJobSpec does (coordinator/job_spec.h).
+// Whether the job's workers keep their own last update: JobSpec.own_gradient (DEFAULT
+// resolved as ParseJobSpec does, coordinator/job_spec.h), and only when the chief leases more
+// than one step at a time (steps_in_flight 0: unset, the mode's default of 2 in async); with
+// one step in flight no step computes without its predecessor's update, and the local
+// optimizer pass would be work for nothing on every step.
 bool AppliesOwnGradient(const JobSpec& spec) {
+  if (spec.steps_in_flight() == 1) return false;
   if (spec.own_gradient() == JobSpec::OWN_GRADIENT_DEFAULT) return spec.mode() != JobSpec::SYNC;
   return spec.own_gradient() == JobSpec::OWN_GRADIENT_APPLY;
 }
