@@ -99,9 +99,9 @@
 #include "tests/process.h"
 #include "tests/training_cluster.h"
 #include "worker/compute/backend.h"
-#include "worker/compute/model.h"
-#include "worker/data/batcher.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/batcher.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace bench {
@@ -479,7 +479,7 @@ absl::Status RunSingle(const Options& options, const ConfigSpec& config, const D
                        RunResult* r) {
   ASSIGN_OR_RETURN(nlohmann::json job_json, JobJson(options, config));
   ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json.dump(), /*num_workers=*/1));
-  ASSIGN_OR_RETURN(ModelSpec model, ParseModelSpec(job.model(), static_cast<int>(train.feature_dim),
+  ASSIGN_OR_RETURN(MlpSpec model, ParseMlpSpec(job.model(), static_cast<int>(train.feature_dim),
                                                    train.num_classes));
   ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
                    ComputeBackend::Create(BackendKind::kCpu, 1));

@@ -70,9 +70,9 @@
 #include "rpc/protocol.h"
 #include "tests/training_cluster.h"
 #include "worker/compute/backend.h"
-#include "worker/compute/model.h"
-#include "worker/data/batcher.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/batcher.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace bench {
@@ -286,7 +286,7 @@ std::string JobJson(const Config& config, const std::string& mode) {
 
 absl::StatusOr<Result> MeasureSingleProcess(const Config& config, const JobSpec& job,
                                             const Dataset& data, int threads) {
-  ASSIGN_OR_RETURN(ModelSpec model, ParseModelSpec(job.model(), static_cast<int>(data.feature_dim),
+  ASSIGN_OR_RETURN(MlpSpec model, ParseMlpSpec(job.model(), static_cast<int>(data.feature_dim),
                                                    data.num_classes));
   ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
                    ComputeBackend::Create(BackendKind::kCpu, threads));

@@ -23,8 +23,8 @@
 #include "coordinator/step_failure.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "worker/compute/model.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace {
@@ -287,8 +287,8 @@ class ChiefImpl : public Chief {
           "job: \"data_dir\": cannot load ", job.dataset(), " from \"", job.data_dir(),
           "\": ", train.status().message()));
     }
-    ASSIGN_OR_RETURN(ModelSpec model,
-                     ParseModelSpec(job.model(), train->feature_dim, train->num_classes));
+    ASSIGN_OR_RETURN(MlpSpec model,
+                     ParseMlpSpec(job.model(), train->feature_dim, train->num_classes));
     Scheduler::Plan plan;
     plan.steps_per_epoch = StepsPerEpoch(train->num_examples, job.batch_size());
     plan.total_steps = job.steps() > 0 ? job.steps() : plan.steps_per_epoch * job.epochs();
@@ -496,7 +496,7 @@ class ChiefImpl : public Chief {
   }
 
   // The variables of the job's model, as the chief creates them on the ps.
-  static std::vector<VariableDef> JobVariables(const JobSpec& job, const ModelSpec& model) {
+  static std::vector<VariableDef> JobVariables(const JobSpec& job, const MlpSpec& model) {
     std::vector<VariableDef> defs;
     for (const ParamInfo& param : Params(model)) {
       VariableDef def;

@@ -21,7 +21,7 @@
 #include "common/status_macros.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "worker/compute/model.h"
+#include "model/mlp.h"
 
 namespace shardps {
 namespace {
@@ -673,9 +673,9 @@ bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '-' || c == '_' 
 constexpr int64_t kMaxModelParameters = int64_t{1} << 30;  // 4 GiB of float32
 constexpr size_t kMaxHiddenLayers = 64;
 
-absl::StatusOr<ModelSpec> ParseModel(const std::string& model) {
-  absl::StatusOr<ModelSpec> spec =
-      ParseModelSpec(model, kFashionMnistInputDim, kFashionMnistNumClasses);
+absl::StatusOr<MlpSpec> ParseModel(const std::string& model) {
+  absl::StatusOr<MlpSpec> spec =
+      ParseMlpSpec(model, kFashionMnistInputDim, kFashionMnistNumClasses);
   if (!spec.ok()) return FieldError("model", spec.status().message());
   if (spec->hidden.size() > kMaxHiddenLayers) {
     return FieldError("model", absl::StrCat("has ", spec->hidden.size(), " hidden layers; at most ",
@@ -751,8 +751,8 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   std::string model;
   RETURN_IF_ERROR(f.String("model", &model));
-  ASSIGN_OR_RETURN(ModelSpec model_spec, ParseModel(model));
-  spec.set_model(ModelSpecToString(model_spec));
+  ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
+  spec.set_model(MlpSpecToString(model_spec));
 
   std::string dataset = kFashionMnist;
   RETURN_IF_ERROR(f.OneOf("dataset", kDatasets, "supported:", &dataset));

@@ -9,7 +9,7 @@
 
 namespace shardps {
 
-Evaluator::Evaluator(JobSpec job, ComputeBackend* backend, ModelSpec model, Dataset test)
+Evaluator::Evaluator(JobSpec job, ComputeBackend* backend, MlpSpec model, Dataset test)
     : job_(std::move(job)),
       backend_(backend),
       model_(std::move(model)),
@@ -29,8 +29,8 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
         absl::StrCat("evaluator: cannot load the test set from data_dir \"", dir,
                      "\": ", test.status().message()));
   }
-  absl::StatusOr<ModelSpec> model =
-      ParseModelSpec(job.model(), static_cast<int>(test->feature_dim), test->num_classes);
+  absl::StatusOr<MlpSpec> model =
+      ParseMlpSpec(job.model(), static_cast<int>(test->feature_dim), test->num_classes);
   if (!model.ok())
     return Annotate(model.status(), absl::StrCat("job \"", job.job_id(), "\": model"));
   return std::unique_ptr<Evaluator>(

@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 #include "worker/compute/backend.h"
-#include "worker/compute/model.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 
@@ -47,11 +47,11 @@ class Evaluator {
   absl::StatusOr<EvalMetrics> Evaluate(const std::vector<std::vector<float>>& values) const;
 
  private:
-  Evaluator(JobSpec job, ComputeBackend* backend, ModelSpec model, Dataset test);
+  Evaluator(JobSpec job, ComputeBackend* backend, MlpSpec model, Dataset test);
 
   const JobSpec job_;
   ComputeBackend* const backend_;
-  const ModelSpec model_;
+  const MlpSpec model_;
   const Dataset test_;
   const std::vector<ParamInfo> params_;
   std::vector<std::string> variable_names_;

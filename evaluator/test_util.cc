@@ -17,8 +17,8 @@
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "worker/compute/backend.h"
-#include "worker/compute/model.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace testing {
@@ -45,7 +45,7 @@ std::vector<std::vector<float>> TrainSoftmax(int steps) {
   }();
   std::vector<std::vector<float>> values = {std::vector<float>(784 * 10), std::vector<float>(10)};
   if (train == nullptr) return values;
-  absl::StatusOr<ModelSpec> model = ParseModelSpec("softmax", 784, 10);
+  absl::StatusOr<MlpSpec> model = ParseMlpSpec("softmax", 784, 10);
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
       ComputeBackend::Create(BackendKind::kCpu, 1);
   if (!model.ok() || !backend.ok()) return values;

@@ -18,9 +18,9 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "worker/compute/model.h"
-#include "worker/data/batcher.h"
-#include "worker/data/idx_reader.h"
+#include "model/mlp.h"
+#include "data/batcher.h"
+#include "data/idx_reader.h"
 #include "worker/own_gradient.h"
 
 namespace shardps {
@@ -49,7 +49,7 @@ struct StepSlot {
 struct Job {
   JobSpec spec;
   std::vector<std::string> ps_addresses;
-  ModelSpec model;
+  MlpSpec model;
   std::vector<std::string> variables;  // "{job name}/{param}", in Params(model) order
   std::vector<size_t> param_sizes;     // elements, in the same order
   std::shared_ptr<const Dataset> data;
@@ -256,7 +256,7 @@ class StepExecutorImpl : public StepExecutor {
     auto job = std::make_shared<Job>();
     job->spec = spec;
     ASSIGN_OR_RETURN(job->data, LoadData(spec.data_dir()));
-    absl::StatusOr<ModelSpec> model = ParseModelSpec(
+    absl::StatusOr<MlpSpec> model = ParseMlpSpec(
         spec.model(), static_cast<int>(job->data->feature_dim), job->data->num_classes);
     if (!model.ok()) return Annotate(model.status(), absl::StrCat(what, ": model"));
     job->model = *std::move(model);

@@ -22,7 +22,7 @@
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "ps_server/shard_store.h"
-#include "worker/data/idx_reader.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace {

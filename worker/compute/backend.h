@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "worker/compute/model.h"
+#include "model/mlp.h"
 
 namespace shardps {
 
@@ -86,13 +86,13 @@ class ComputeBackend {
   // INVALID_ARGUMENT for a bad spec, wrong number of params or grads, null buffers,
   // batch <= 0, or a label outside [0, num_classes) (naming the label and its index).
   // On CPU the result is bit-for-bit reproducible for a fixed thread count.
-  virtual absl::Status ForwardBackward(const ModelSpec& spec,
+  virtual absl::Status ForwardBackward(const MlpSpec& spec,
                                        absl::Span<const float* const> params,
                                        const float* features, const int32_t* labels, int batch,
                                        StepResult* out, absl::Span<float* const> grads) = 0;
 
   // Forward only: summed loss and correct count of the batch. Same errors.
-  virtual absl::Status Evaluate(const ModelSpec& spec, absl::Span<const float* const> params,
+  virtual absl::Status Evaluate(const MlpSpec& spec, absl::Span<const float* const> params,
                                 const float* features, const int32_t* labels, int batch,
                                 EvalResult* out) = 0;
 };

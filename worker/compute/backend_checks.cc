@@ -7,18 +7,18 @@
 
 namespace shardps {
 
-absl::Status CheckComputeArgs(const ModelSpec& spec, absl::Span<const float* const> params,
+absl::Status CheckComputeArgs(const MlpSpec& spec, absl::Span<const float* const> params,
                               const float* features, const int32_t* labels, int batch,
                               bool check_grads, absl::Span<float* const> grads) {
-  RETURN_IF_ERROR(ValidateModelSpec(spec));
+  RETURN_IF_ERROR(ValidateMlpSpec(spec));
   const std::vector<ParamInfo> infos = Params(spec);
   if (params.size() != infos.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", ModelSpecToString(spec), " has ",
+    return absl::InvalidArgumentError(absl::StrCat("model ", MlpSpecToString(spec), " has ",
                                                    infos.size(), " parameters, got ",
                                                    params.size(), " parameter buffers"));
   }
   if (check_grads && grads.size() != infos.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", ModelSpecToString(spec), " has ",
+    return absl::InvalidArgumentError(absl::StrCat("model ", MlpSpecToString(spec), " has ",
                                                    infos.size(), " parameters, got ",
                                                    grads.size(), " gradient buffers"));
   }

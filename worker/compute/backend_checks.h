@@ -7,14 +7,14 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "worker/compute/model.h"
+#include "model/mlp.h"
 
 namespace shardps {
 
 // INVALID_ARGUMENT unless the spec is valid, params (and grads, when `check_grads`) hold one
 // non-null pointer per Params(spec) entry, features and labels are non-null, batch > 0 and
 // every label is in [0, num_classes).
-absl::Status CheckComputeArgs(const ModelSpec& spec, absl::Span<const float* const> params,
+absl::Status CheckComputeArgs(const MlpSpec& spec, absl::Span<const float* const> params,
                               const float* features, const int32_t* labels, int batch,
                               bool check_grads, absl::Span<float* const> grads);
 

@@ -14,7 +14,7 @@
 namespace shardps {
 namespace {
 
-void Bench(ComputeBackend* backend, const ModelSpec& spec, int batch, double seconds) {
+void Bench(ComputeBackend* backend, const MlpSpec& spec, int batch, double seconds) {
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> uniform(-0.05f, 0.05f);
   std::vector<std::vector<float>> params, grads;
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 256;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 0;
   const double seconds = argc > 3 ? std::atof(argv[3]) : 2.0;
-  const shardps::ModelSpec spec{784, {256, 128}, 10};
+  const shardps::MlpSpec spec{784, {256, 128}, 10};
   std::printf("model mlp:256,128 on 784 inputs, 10 classes\n");
   shardps::Bench(shardps::NewCpuBackend(1).get(), spec, batch, seconds);
   std::unique_ptr<shardps::ComputeBackend> cpu = shardps::NewCpuBackend(threads);

@@ -53,7 +53,7 @@ class CpuBackend final : public ComputeBackend {
     return absl::StrCat("cpu (Eigen, ", num_threads_, num_threads_ == 1 ? " thread)" : " threads)");
   }
 
-  absl::Status ForwardBackward(const ModelSpec& spec, absl::Span<const float* const> params,
+  absl::Status ForwardBackward(const MlpSpec& spec, absl::Span<const float* const> params,
                                const float* features, const int32_t* labels, int batch,
                                StepResult* out, absl::Span<float* const> grads) override {
     RETURN_IF_ERROR(CheckComputeArgs(spec, params, features, labels, batch, true, grads));
@@ -66,7 +66,7 @@ class CpuBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Evaluate(const ModelSpec& spec, absl::Span<const float* const> params,
+  absl::Status Evaluate(const MlpSpec& spec, absl::Span<const float* const> params,
                         const float* features, const int32_t* labels, int batch,
                         EvalResult* out) override {
     RETURN_IF_ERROR(CheckComputeArgs(spec, params, features, labels, batch, false, {}));
@@ -99,7 +99,7 @@ class CpuBackend final : public ComputeBackend {
 
   // grads empty: forward only.
   // REQUIRES: mu_ held, arguments checked.
-  void Run(const ModelSpec& spec, absl::Span<const float* const> params, const float* features,
+  void Run(const MlpSpec& spec, absl::Span<const float* const> params, const float* features,
            const int32_t* labels, int batch, absl::Span<float* const> grads, double* loss_sum,
            int64_t* correct) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::vector<int> dims = spec.LayerDims();

@@ -16,13 +16,13 @@ using ::testing::HasSubstr;
 
 // A model's parameters, inputs and gradient buffers, randomly filled.
 struct Problem {
-  ModelSpec spec;
+  MlpSpec spec;
   int batch = 0;
   std::vector<std::vector<float>> params, grads;
   std::vector<float> features;
   std::vector<int32_t> labels;
 
-  Problem(ModelSpec s, int b, uint32_t seed) : spec(std::move(s)), batch(b) {
+  Problem(MlpSpec s, int b, uint32_t seed) : spec(std::move(s)), batch(b) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (const ParamInfo& info : Params(spec)) {
@@ -55,7 +55,7 @@ struct Problem {
 };
 
 // The mean softmax cross-entropy in double precision, straight from the definition.
-double ReferenceLoss(const ModelSpec& spec, const std::vector<std::vector<double>>& params,
+double ReferenceLoss(const MlpSpec& spec, const std::vector<std::vector<double>>& params,
                      const std::vector<float>& features, const std::vector<int32_t>& labels,
                      int batch) {
   const std::vector<int> dims = spec.LayerDims();
@@ -112,18 +112,18 @@ void CheckGradients(Problem& problem, ComputeBackend* backend) {
 }
 
 TEST(CpuBackendTest, SoftmaxRegressionGradientsMatchFiniteDifferences) {
-  Problem problem(ModelSpec{6, {}, 4}, 7, 1);
+  Problem problem(MlpSpec{6, {}, 4}, 7, 1);
   CheckGradients(problem, NewCpuBackend(1).get());
 }
 
 TEST(CpuBackendTest, MlpGradientsMatchFiniteDifferences) {
-  Problem problem(ModelSpec{5, {7, 6}, 3}, 9, 2);
+  Problem problem(MlpSpec{5, {7, 6}, 3}, 9, 2);
   CheckGradients(problem, NewCpuBackend(1).get());
 }
 
 // A batch large enough to be split across threads, whose partial gradients are then summed.
 TEST(CpuBackendTest, ThreadedMlpGradientsMatchFiniteDifferences) {
-  Problem problem(ModelSpec{5, {8}, 4}, 100, 3);
+  Problem problem(MlpSpec{5, {8}, 4}, 100, 3);
   CheckGradients(problem, NewCpuBackend(3).get());
 }
 
@@ -131,7 +131,7 @@ TEST(CpuBackendTest, KnownLossOfZeroModel) {
   // All-zero parameters: every logit is 0, the loss is log(C) whatever the labels, every
   // prediction is class 0 (the first of equal logits), and the bias gradient is
   // 1/C - (fraction of labels equal to the class).
-  Problem problem(ModelSpec{3, {}, 4}, 4, 4);
+  Problem problem(MlpSpec{3, {}, 4}, 4, 4);
   for (auto& p : problem.params) std::fill(p.begin(), p.end(), 0.0f);
   problem.labels = {0, 2, 2, 3};
   StepResult result;
@@ -143,7 +143,7 @@ TEST(CpuBackendTest, KnownLossOfZeroModel) {
 }
 
 TEST(CpuBackendTest, HugeLogitsStayFinite) {
-  Problem problem(ModelSpec{2, {}, 3}, 2, 5);
+  Problem problem(MlpSpec{2, {}, 3}, 2, 5);
   problem.params[0] = {1000, -1000, 0, 0, 0, 0};
   problem.params[1] = {0, 0, 0};
   problem.features = {1, 0, 1, 0};
@@ -158,7 +158,7 @@ TEST(CpuBackendTest, HugeLogitsStayFinite) {
 }
 
 TEST(CpuBackendTest, RepeatedCallsAreBitIdentical) {
-  Problem problem(ModelSpec{20, {16, 8}, 5}, 200, 6);
+  Problem problem(MlpSpec{20, {16, 8}, 5}, 200, 6);
   std::unique_ptr<ComputeBackend> a = NewCpuBackend(4), b = NewCpuBackend(4);
   StepResult r1, r2, r3;
   ASSERT_TRUE(problem.Step(a.get(), &r1).ok());
@@ -173,7 +173,7 @@ TEST(CpuBackendTest, RepeatedCallsAreBitIdentical) {
 }
 
 TEST(CpuBackendTest, ThreadCountChangesOnlyRounding) {
-  Problem problem(ModelSpec{20, {16}, 5}, 300, 7);
+  Problem problem(MlpSpec{20, {16}, 5}, 300, 7);
   StepResult one, many;
   ASSERT_TRUE(problem.Step(NewCpuBackend(1).get(), &one).ok());
   const std::vector<std::vector<float>> single = problem.grads;
@@ -188,7 +188,7 @@ TEST(CpuBackendTest, ThreadCountChangesOnlyRounding) {
 }
 
 TEST(CpuBackendTest, EvaluateMatchesForwardBackward) {
-  Problem problem(ModelSpec{10, {12}, 4}, 77, 8);
+  Problem problem(MlpSpec{10, {12}, 4}, 77, 8);
   std::unique_ptr<ComputeBackend> backend = NewCpuBackend(2);
   StepResult step;
   ASSERT_TRUE(problem.Step(backend.get(), &step).ok());
@@ -203,7 +203,7 @@ TEST(CpuBackendTest, EvaluateMatchesForwardBackward) {
 }
 
 TEST(CpuBackendTest, RejectsBadArguments) {
-  Problem problem(ModelSpec{4, {3}, 3}, 5, 9);
+  Problem problem(MlpSpec{4, {3}, 3}, 5, 9);
   std::unique_ptr<ComputeBackend> backend = NewCpuBackend(1);
   StepResult out;
   std::vector<const float*> params = problem.ParamPtrs();
@@ -238,7 +238,7 @@ TEST(CpuBackendTest, RejectsBadArguments) {
   s = backend->Evaluate(problem.spec, params, x, y, 5, &eval);
   EXPECT_THAT(s.message(), HasSubstr("label -1 at batch index 3"));
 
-  s = backend->ForwardBackward(ModelSpec{4, {3}, 1}, params, x, y, 5, &out, grads);
+  s = backend->ForwardBackward(MlpSpec{4, {3}, 1}, params, x, y, 5, &out, grads);
   EXPECT_THAT(s.message(), HasSubstr("num_classes"));
 }
 
@@ -263,7 +263,7 @@ struct Shifted {
 // Sync training is reproducible only if a step's result does not depend on where the
 // caller's buffers happen to sit in memory.
 TEST(CpuBackendDeterminismTest, ResultsDoNotDependOnBufferAlignment) {
-  ModelSpec spec{784, {128}, 10};
+  MlpSpec spec{784, {128}, 10};
   Problem problem(spec, 64, 5);
   auto backend = NewCpuBackend(1);
   std::vector<std::vector<float>> reference;

@@ -21,7 +21,7 @@ class CudaBackend final : public ComputeBackend {
 
   std::string Name() const override { return name_; }
 
-  absl::Status ForwardBackward(const ModelSpec& spec, absl::Span<const float* const> params,
+  absl::Status ForwardBackward(const MlpSpec& spec, absl::Span<const float* const> params,
                                const float* features, const int32_t* labels, int batch,
                                StepResult* out, absl::Span<float* const> grads) override {
     RETURN_IF_ERROR(CheckComputeArgs(spec, params, features, labels, batch, true, grads));
@@ -37,7 +37,7 @@ class CudaBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Evaluate(const ModelSpec& spec, absl::Span<const float* const> params,
+  absl::Status Evaluate(const MlpSpec& spec, absl::Span<const float* const> params,
                         const float* features, const int32_t* labels, int batch,
                         EvalResult* out) override {
     RETURN_IF_ERROR(CheckComputeArgs(spec, params, features, labels, batch, false, {}));

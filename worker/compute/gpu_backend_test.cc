@@ -17,13 +17,13 @@ namespace {
 using ::testing::HasSubstr;
 
 struct Problem {
-  ModelSpec spec;
+  MlpSpec spec;
   int batch;
   std::vector<std::vector<float>> params;
   std::vector<float> features;
   std::vector<int32_t> labels;
 
-  Problem(ModelSpec s, int b, uint32_t seed) : spec(std::move(s)), batch(b) {
+  Problem(MlpSpec s, int b, uint32_t seed) : spec(std::move(s)), batch(b) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (const ParamInfo& info : Params(spec)) {
@@ -100,23 +100,23 @@ TEST(GpuBackendTest, MatchesCpuOnMlp784x256x128x10) {
   std::unique_ptr<ComputeBackend> gpu = Gpu();
   ASSERT_NE(gpu, nullptr);
   std::cout << "device: " << gpu->Name() << "\n";
-  ExpectAgree(Problem(ModelSpec{784, {256, 128}, 10}, 256, 11), gpu.get());
+  ExpectAgree(Problem(MlpSpec{784, {256, 128}, 10}, 256, 11), gpu.get());
 }
 
 TEST(GpuBackendTest, MatchesCpuOnSoftmaxAndOddShapes) {
   std::unique_ptr<ComputeBackend> gpu = Gpu();
   ASSERT_NE(gpu, nullptr);
-  ExpectAgree(Problem(ModelSpec{784, {}, 10}, 256, 12), gpu.get());
+  ExpectAgree(Problem(MlpSpec{784, {}, 10}, 256, 12), gpu.get());
   // Widths that are not multiples of 32, more classes than a warp, buffers that grow.
-  ExpectAgree(Problem(ModelSpec{37, {45, 3}, 70}, 13, 13), gpu.get());
-  ExpectAgree(Problem(ModelSpec{100, {300}, 10}, 1000, 14), gpu.get());
-  ExpectAgree(Problem(ModelSpec{784, {256, 128}, 10}, 1, 15), gpu.get());
+  ExpectAgree(Problem(MlpSpec{37, {45, 3}, 70}, 13, 13), gpu.get());
+  ExpectAgree(Problem(MlpSpec{100, {300}, 10}, 1000, 14), gpu.get());
+  ExpectAgree(Problem(MlpSpec{784, {256, 128}, 10}, 1, 15), gpu.get());
 }
 
 TEST(GpuBackendTest, EvaluateAndDeterminism) {
   std::unique_ptr<ComputeBackend> gpu = Gpu();
   ASSERT_NE(gpu, nullptr);
-  const Problem problem(ModelSpec{784, {256, 128}, 10}, 256, 16);
+  const Problem problem(MlpSpec{784, {256, 128}, 10}, 256, 16);
   const Output a = Step(gpu.get(), problem);
   const Output b = Step(gpu.get(), problem);
   EXPECT_EQ(a.result.loss, b.result.loss);
@@ -132,7 +132,7 @@ TEST(GpuBackendTest, EvaluateAndDeterminism) {
 TEST(GpuBackendTest, RejectsBadLabel) {
   std::unique_ptr<ComputeBackend> gpu = Gpu();
   ASSERT_NE(gpu, nullptr);
-  Problem problem(ModelSpec{8, {4}, 3}, 6, 17);
+  Problem problem(MlpSpec{8, {4}, 3}, 6, 17);
   problem.labels[4] = 9;
   EvalResult eval;
   const absl::Status s = gpu->Evaluate(problem.spec, problem.ParamPtrs(), problem.features.data(),

@@ -1,4 +1,4 @@
-#include "worker/compute/model.h"
+#include "model/mlp.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,7 +8,7 @@
 
 namespace shardps {
 
-std::vector<int> ModelSpec::LayerDims() const {
+std::vector<int> MlpSpec::LayerDims() const {
   std::vector<int> dims;
   dims.reserve(hidden.size() + 2);
   dims.push_back(input_dim);
@@ -23,7 +23,7 @@ int64_t ParamInfo::num_elements() const {
   return n;
 }
 
-absl::Status ValidateModelSpec(const ModelSpec& spec) {
+absl::Status ValidateMlpSpec(const MlpSpec& spec) {
   if (spec.input_dim <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("model input_dim must be > 0, got ", spec.input_dim));
   }
@@ -40,8 +40,8 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text, int input_dim, int num_classes) {
-  ModelSpec spec;
+absl::StatusOr<MlpSpec> ParseMlpSpec(absl::string_view text, int input_dim, int num_classes) {
+  MlpSpec spec;
   spec.input_dim = input_dim;
   spec.num_classes = num_classes;
   absl::string_view rest = text;
@@ -60,18 +60,18 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text, int input_dim, 
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown model \"", text, "\": expected \"softmax\" or \"mlp:<width>,<width>,...\""));
   }
-  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) {
+  if (absl::Status s = ValidateMlpSpec(spec); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model \"", text, "\": ", s.message()));
   }
   return spec;
 }
 
-std::string ModelSpecToString(const ModelSpec& spec) {
+std::string MlpSpecToString(const MlpSpec& spec) {
   if (spec.hidden.empty()) return "softmax";
   return absl::StrCat("mlp:", absl::StrJoin(spec.hidden, ","));
 }
 
-std::vector<ParamInfo> Params(const ModelSpec& spec) {
+std::vector<ParamInfo> Params(const MlpSpec& spec) {
   const std::vector<int> dims = spec.LayerDims();
   std::vector<ParamInfo> params;
   params.reserve(2 * spec.num_layers());

@@ -2,8 +2,8 @@
 // the names and shapes of its parameters, as the ps stores them.
 //
 // Thread safety: plain values and pure functions.
-#ifndef SHARDPS_WORKER_COMPUTE_MODEL_H_
-#define SHARDPS_WORKER_COMPUTE_MODEL_H_
+#ifndef SHARDPS_MODEL_MLP_H_
+#define SHARDPS_MODEL_MLP_H_
 
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@ namespace shardps {
 
 // input_dim -> hidden[0] -> ... -> hidden.back() -> num_classes, ReLU after every hidden
 // layer and a softmax at the end. No hidden layers is softmax regression.
-struct ModelSpec {
+struct MlpSpec {
   int input_dim = 0;
   std::vector<int> hidden;
   int num_classes = 0;
@@ -36,18 +36,18 @@ struct ParamInfo {
 
 // Parses "softmax" or "mlp:256,128" (hidden widths) into a spec for the given input and
 // output sizes, which come from the data. INVALID_ARGUMENT names the text at fault.
-absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text, int input_dim, int num_classes);
+absl::StatusOr<MlpSpec> ParseMlpSpec(absl::string_view text, int input_dim, int num_classes);
 
-// "softmax" or "mlp:256,128": the inverse of ParseModelSpec's text.
-std::string ModelSpecToString(const ModelSpec& spec);
+// "softmax" or "mlp:256,128": the inverse of ParseMlpSpec's text.
+std::string MlpSpecToString(const MlpSpec& spec);
 
 // INVALID_ARGUMENT unless every width is positive and num_classes >= 2.
-absl::Status ValidateModelSpec(const ModelSpec& spec);
+absl::Status ValidateMlpSpec(const MlpSpec& spec);
 
 // dense_0/kernel, dense_0/bias, dense_1/kernel, ...: the order in which every backend takes
 // parameters and returns gradients.
-std::vector<ParamInfo> Params(const ModelSpec& spec);
+std::vector<ParamInfo> Params(const MlpSpec& spec);
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_COMPUTE_MODEL_H_
+#endif  // SHARDPS_MODEL_MLP_H_

@@ -3,8 +3,8 @@
 //
 // Thread safety: the functions are reentrant; a Dataset is a plain value, safe to read
 // from many threads once loaded.
-#ifndef SHARDPS_WORKER_DATA_IDX_READER_H_
-#define SHARDPS_WORKER_DATA_IDX_READER_H_
+#ifndef SHARDPS_DATA_IDX_READER_H_
+#define SHARDPS_DATA_IDX_READER_H_
 
 #include <cstdint>
 #include <string>
@@ -44,4 +44,4 @@ absl::StatusOr<Dataset> LoadFashionMnist(absl::string_view dir, Split split);
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_DATA_IDX_READER_H_
+#endif  // SHARDPS_DATA_IDX_READER_H_

@@ -3,8 +3,8 @@
 // any worker can materialize any batch named by (epoch, batch index) on its own.
 //
 // Thread safety: a Batcher is safe to use from many threads at once.
-#ifndef SHARDPS_WORKER_DATA_BATCHER_H_
-#define SHARDPS_WORKER_DATA_BATCHER_H_
+#ifndef SHARDPS_DATA_BATCHER_H_
+#define SHARDPS_DATA_BATCHER_H_
 
 #include <cstdint>
 #include <memory>
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "worker/data/idx_reader.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 
@@ -61,4 +61,4 @@ absl::Status GatherBatch(const Dataset& dataset, absl::Span<const int64_t> indic
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_DATA_BATCHER_H_
+#endif  // SHARDPS_DATA_BATCHER_H_

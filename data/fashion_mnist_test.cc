@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/data/batcher.h"
-#include "worker/data/idx_reader.h"
+#include "data/batcher.h"
+#include "data/idx_reader.h"
 
 namespace shardps {
 namespace {

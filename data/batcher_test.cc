@@ -1,4 +1,4 @@
-#include "worker/data/batcher.h"
+#include "data/batcher.h"
 
 #include <algorithm>
 #include <numeric>
