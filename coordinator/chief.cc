@@ -23,8 +23,8 @@
 #include "coordinator/step_failure.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "model/mlp.h"
-#include "data/idx_reader.h"
+#include "model/model.h"
+#include "data/dataset.h"
 
 namespace shardps {
 namespace {
@@ -279,16 +279,16 @@ class ChiefImpl : public Chief {
   // starts fresh, resumes from the ps's live state or rolls back to a checkpoint.
 
   absl::StatusOr<SubmitJobResponse> Start(JobSpec job, SubmitJobRequest::Resume resume) {
-    // The chief reads the training set too: to size epochs, and to reject a job whose data
-    // is missing before any worker starts.
-    absl::StatusOr<Dataset> train = LoadFashionMnist(job.data_dir(), Split::kTrain);
+    // The chief reads the training set's description (its files' headers, not its
+    // examples): to size epochs, and to reject a job whose data is missing before any worker
+    // starts.
+    absl::StatusOr<DatasetInfo> train = DescribeDataset(job.dataset(), job.data_dir(), Split::kTrain);
     if (!train.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "job: \"data_dir\": cannot load ", job.dataset(), " from \"", job.data_dir(),
           "\": ", train.status().message()));
     }
-    ASSIGN_OR_RETURN(MlpSpec model,
-                     ParseMlpSpec(job.model(), train->feature_dim, train->num_classes));
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(job, *train));
     Scheduler::Plan plan;
     plan.steps_per_epoch = StepsPerEpoch(train->num_examples, job.batch_size());
     plan.total_steps = job.steps() > 0 ? job.steps() : plan.steps_per_epoch * job.epochs();
@@ -309,7 +309,7 @@ class ChiefImpl : public Chief {
         return absl::InvalidArgumentError("job: \"mode\": unsupported");
     }
     ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::Create(plan));
-    const std::vector<VariableDef> defs = JobVariables(job, model);
+    const std::vector<VariableDef> defs = JobVariables(job, *model);
 
     // The checkpoint directory. One that cannot be used is reported, and the job trains on
     // without durable state (as the issue asks of an unwritable directory).
@@ -496,18 +496,13 @@ class ChiefImpl : public Chief {
   }
 
   // The variables of the job's model, as the chief creates them on the ps.
-  static std::vector<VariableDef> JobVariables(const JobSpec& job, const MlpSpec& model) {
+  static std::vector<VariableDef> JobVariables(const JobSpec& job, const Model& model) {
     std::vector<VariableDef> defs;
-    for (const ParamInfo& param : Params(model)) {
+    for (const VariableInfo& var : model.variables()) {
       VariableDef def;
-      def.name = absl::StrCat(job.name(), "/", param.name);
-      def.shape = param.shape;
-      bool is_kernel = param.shape.size() == 2;
-      if (is_kernel) {
-        def.initializer = job.kernel_initializer();
-      } else {
-        def.initializer.set_type(InitializerSpec::ZEROS);
-      }
+      def.name = absl::StrCat(job.name(), "/", var.name);
+      def.shape = var.shape;
+      def.initializer = var.initializer;
       def.optimizer = job.optimizer();
       if (job.mode() == JobSpec::SYNC) {
         def.update.set_mode(UpdateSpec::SYNC);

@@ -754,7 +754,7 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
   spec.set_model(MlpSpecToString(model_spec));
 
-  std::string dataset = kFashionMnist;
+  std::string dataset(kFashionMnist);
   RETURN_IF_ERROR(f.OneOf("dataset", kDatasets, "supported:", &dataset));
   spec.set_dataset(dataset);
 

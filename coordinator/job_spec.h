@@ -23,12 +23,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/dataset.h"
 #include "proto/job.pb.h"
 
 namespace shardps {
 
-// Fashion-MNIST, the one dataset jobs can train on today.
-inline constexpr char kFashionMnist[] = "fashion_mnist";
+// Fashion-MNIST (data/dataset.h's kFashionMnist), the one dataset jobs can train on today.
 inline constexpr int kFashionMnistInputDim = 784;
 inline constexpr int kFashionMnistNumClasses = 10;
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";

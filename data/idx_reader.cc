@@ -139,7 +139,58 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t expected_magic
   return file;
 }
 
+// The magic and dimensions of an IDX file: its first 4 + 4 * ndims bytes (gzread reads a
+// plain file as it is).
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path, uint32_t expected_magic,
+                                                 absl::string_view what) {
+  gzFile gz = gzopen(path.c_str(), "rb");
+  if (gz == nullptr) {
+    const int err = errno;
+    const std::string msg = absl::StrCat("cannot open ", what, " file ", path, ": ",
+                                         err != 0 ? std::strerror(err) : "gzopen failed");
+    return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
+  }
+  uint8_t header[4 + 4 * 255];
+  const int n = gzread(gz, header, 4);
+  uint32_t magic = n == 4 ? ReadBigEndian32(header) : 0;
+  const int ndims = static_cast<int>(magic & 0xff);
+  const int m = n == 4 && magic == expected_magic ? gzread(gz, header + 4, 4 * ndims) : 0;
+  gzclose(gz);
+  if (n != 4) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s file %s is truncated: expected at least 4 bytes of IDX magic", what, path));
+  }
+  if (magic != expected_magic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s file %s has bad magic: expected 0x%08x, found 0x%08x", what, path, expected_magic,
+        magic));
+  }
+  if (m != 4 * ndims) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s file %s is truncated: expected a %d-byte header", what, path, 4 + 4 * ndims));
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < ndims; ++i) dims.push_back(ReadBigEndian32(header + 4 + 4 * i));
+  return dims;
+}
+
 }  // namespace
+
+absl::StatusOr<IdxShape> ReadIdxShape(const std::string& images_path,
+                                      const std::string& labels_path) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> images, ReadIdxDims(images_path, kImagesMagic, "images"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadIdxDims(labels_path, kLabelsMagic, "labels"));
+  if (images[0] != labels[0]) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "image and label counts differ: %s has %d images, %s has %d labels", images_path,
+        images[0], labels_path, labels[0]));
+  }
+  if (images[0] == 0) return absl::InvalidArgumentError(absl::StrCat(images_path, " has no examples"));
+  IdxShape shape;
+  shape.num_examples = images[0];
+  shape.feature_dim = images[1] * images[2];
+  return shape;
+}
 
 absl::StatusOr<Dataset> LoadIdxDataset(const std::string& images_path,
                                        const std::string& labels_path, int num_classes) {
@@ -185,10 +236,21 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& images_path,
   return ds;
 }
 
+namespace {
+std::string FashionMnistPath(absl::string_view dir, Split split, absl::string_view kind) {
+  return absl::StrCat(dir, "/", split == Split::kTrain ? "train" : "t10k", "-", kind,
+                      "-ubyte.gz");
+}
+}  // namespace
+
 absl::StatusOr<Dataset> LoadFashionMnist(absl::string_view dir, Split split) {
-  const absl::string_view prefix = split == Split::kTrain ? "train" : "t10k";
-  return LoadIdxDataset(absl::StrCat(dir, "/", prefix, "-images-idx3-ubyte.gz"),
-                        absl::StrCat(dir, "/", prefix, "-labels-idx1-ubyte.gz"), 10);
+  return LoadIdxDataset(FashionMnistPath(dir, split, "images-idx3"),
+                        FashionMnistPath(dir, split, "labels-idx1"), 10);
+}
+
+absl::StatusOr<IdxShape> ReadFashionMnistShape(absl::string_view dir, Split split) {
+  return ReadIdxShape(FashionMnistPath(dir, split, "images-idx3"),
+                      FashionMnistPath(dir, split, "labels-idx1"));
 }
 
 }  // namespace shardps

@@ -34,6 +34,17 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& images_path,
                                        const std::string& labels_path,
                                        int num_classes = 10);
 
+// An IDX dataset's size from the two files' headers alone (a few bytes each, gzipped or
+// plain), for a process that needs to know how many examples there are without loading them
+// (the chief, sizing epochs). Checks the files exist, their magics, and that the counts agree;
+// the payloads are checked by LoadIdxDataset. Errors as LoadIdxDataset's, naming the file.
+struct IdxShape {
+  int64_t num_examples = 0;
+  int64_t feature_dim = 0;
+};
+absl::StatusOr<IdxShape> ReadIdxShape(const std::string& images_path,
+                                      const std::string& labels_path);
+
 enum class Split { kTrain, kTest };
 
 // Debian's dataset-fashion-mnist package installs the four files here.
@@ -41,6 +52,8 @@ inline constexpr absl::string_view kDefaultFashionMnistDir = "/usr/share/dataset
 
 // Loads train-{images-idx3,labels-idx1}-ubyte.gz or t10k-... from `dir` (10 classes).
 absl::StatusOr<Dataset> LoadFashionMnist(absl::string_view dir, Split split);
+// Their shape, from the headers alone (ReadIdxShape).
+absl::StatusOr<IdxShape> ReadFashionMnistShape(absl::string_view dir, Split split);
 
 }  // namespace shardps
 

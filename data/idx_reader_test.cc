@@ -121,6 +121,46 @@ TEST(IdxReaderTest, ReadsNonSquareImagesOfAnySize) {
   EXPECT_FLOAT_EQ(ds->features[69], 0.2f);
 }
 
+TEST(IdxReaderTest, ShapeFromTheHeadersAloneOfGzippedAndPlainFiles) {
+  const std::string images = WriteGz("shape-images.gz", ImagesIdx(3, 2, 3, kPixels));
+  const std::string labels = WriteRaw("shape-labels", LabelsIdx(kLabels));
+  absl::StatusOr<IdxShape> shape = ReadIdxShape(images, labels);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->num_examples, 3);
+  EXPECT_EQ(shape->feature_dim, 6);
+
+  // The payload is not read: a file cut short after its header still has a shape (the
+  // loader rejects it).
+  std::vector<uint8_t> cut = ImagesIdx(3, 2, 3, kPixels);
+  cut.resize(16);
+  const std::string short_images = WriteRaw("shape-short-images", cut);
+  EXPECT_TRUE(ReadIdxShape(short_images, labels).ok());
+  EXPECT_EQ(LoadIdxDataset(short_images, labels).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(IdxReaderTest, ShapeErrorsNameTheFile) {
+  const std::string images = WriteRaw("shape-e-images", ImagesIdx(3, 2, 3, kPixels));
+  const std::string labels = WriteRaw("shape-e-labels", LabelsIdx(kLabels));
+  const std::string missing = TmpPath("shape-no-such-images.gz");
+  absl::StatusOr<IdxShape> shape = ReadIdxShape(missing, labels);
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(shape.status().message(), HasSubstr(missing));
+
+  shape = ReadIdxShape(labels, labels);  // labels passed as images: bad magic
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(shape.status().message(), HasSubstr(labels));
+
+  const std::string two_labels = WriteRaw("shape-e-two-labels", LabelsIdx({1, 2}));
+  shape = ReadIdxShape(images, two_labels);
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(shape.status().message(), HasSubstr("counts differ"));
+
+  const std::string header_cut = WriteRaw("shape-e-cut", {0, 0, 8, 3, 0, 0});
+  shape = ReadIdxShape(header_cut, labels);
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(shape.status().message(), HasSubstr(header_cut));
+}
+
 TEST(IdxReaderTest, MissingFileIsNotFoundAndNamesPath) {
   const std::string labels = WriteRaw("missing-labels", LabelsIdx(kLabels));
   const std::string missing = TmpPath("no-such-images.gz");

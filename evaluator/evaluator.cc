@@ -1,6 +1,8 @@
 #include "evaluator/evaluator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -9,65 +11,87 @@
 
 namespace shardps {
 
-Evaluator::Evaluator(JobSpec job, ComputeBackend* backend, MlpSpec model, Dataset test)
-    : job_(std::move(job)),
-      backend_(backend),
-      model_(std::move(model)),
-      test_(std::move(test)),
-      params_(Params(model_)) {
-  for (const ParamInfo& p : params_)
-    variable_names_.push_back(absl::StrCat(job_.name(), "/", p.name));
+Evaluator::Evaluator(JobSpec job, ComputeBackend* backend, std::unique_ptr<Model> model,
+                     std::shared_ptr<const DataSource> test)
+    : job_(std::move(job)), backend_(backend), model_(std::move(model)), test_(std::move(test)) {
+  for (const VariableInfo& v : model_->variables()) {
+    variable_names_.push_back(absl::StrCat(job_.name(), "/", v.name));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
                                                              ComputeBackend* backend) {
-  const std::string dir =
-      job.data_dir().empty() ? std::string(kDefaultFashionMnistDir) : job.data_dir();
-  absl::StatusOr<Dataset> test = LoadFashionMnist(dir, Split::kTest);
+  RETURN_IF_ERROR(Annotate(CheckDatasetName(job.dataset()),
+                           absl::StrCat("job \"", job.job_id(), "\"")));
+  absl::StatusOr<std::shared_ptr<const DataSource>> test =
+      LoadDataSource(job.dataset(), job.data_dir(), Split::kTest);
   if (!test.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("evaluator: cannot load the test set from data_dir \"", dir,
+        absl::StrCat("evaluator: cannot load the test set from data_dir \"",
+                     DatasetDir(job.dataset(), job.data_dir()),
                      "\": ", test.status().message()));
   }
-  absl::StatusOr<MlpSpec> model =
-      ParseMlpSpec(job.model(), static_cast<int>(test->feature_dim), test->num_classes);
-  if (!model.ok())
-    return Annotate(model.status(), absl::StrCat("job \"", job.job_id(), "\": model"));
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(job, (*test)->info());
+  if (!model.ok()) return Annotate(model.status(), absl::StrCat("job \"", job.job_id(), "\""));
   return std::unique_ptr<Evaluator>(
       new Evaluator(job, backend, *std::move(model), *std::move(test)));
 }
 
 std::vector<std::vector<float>> Evaluator::NewValues() const {
   std::vector<std::vector<float>> values;
-  for (const ParamInfo& p : params_) values.emplace_back(static_cast<size_t>(p.num_elements()));
+  for (const VariableInfo& v : params()) {
+    values.emplace_back(static_cast<size_t>(v.num_elements()));
+  }
   return values;
 }
 
 absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
     const std::vector<std::vector<float>>& values) const {
-  if (values.size() != params_.size()) {
+  const std::vector<VariableInfo>& vars = params();
+  if (values.size() != vars.size()) {
     return absl::InvalidArgumentError(absl::StrCat("evaluator: ", values.size(),
                                                    " parameter values for model \"", job_.model(),
-                                                   "\", which has ", params_.size()));
+                                                   "\", which has ", vars.size()));
   }
-  std::vector<const float*> params;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (static_cast<int64_t>(values[i].size()) != params_[i].num_elements()) {
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (static_cast<int64_t>(values[i].size()) != vars[i].num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i], "\" has ",
                                                      values[i].size(), " values, expected ",
-                                                     params_[i].num_elements()));
+                                                     vars[i].num_elements()));
     }
-    params.push_back(values[i].data());
   }
+  // Every test example once, in order, in batches of 1000.
+  const int64_t num_examples = test_->info().num_examples;
   const int64_t batch = 1000;
+  StepBuffers step;
+  std::vector<int64_t> indices;
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
-  for (int64_t begin = 0; begin < test_.num_examples; begin += batch) {
-    const int n = static_cast<int>(std::min(batch, test_.num_examples - begin));
+  for (int64_t begin = 0; begin < num_examples; begin += batch) {
+    indices.resize(static_cast<size_t>(std::min(batch, num_examples - begin)));
+    std::iota(indices.begin(), indices.end(), begin);
+    RETURN_IF_ERROR(model_->PrepareBatch(*test_, indices, &step));
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access == VariableAccess::kDense) {
+        if (begin == 0) step.values[i] = values[i];
+        continue;
+      }
+      // The batch's rows of a variable read by rows, from the whole of it.
+      const int64_t width = vars[i].row_width();
+      const int64_t rows = vars[i].shape.empty() ? 0 : vars[i].shape[0];
+      for (size_t r = 0; r < step.ids[i].size(); ++r) {
+        const int64_t id = step.ids[i][r];
+        if (id < 0 || id >= rows) {
+          return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i],
+                                                         "\": id ", id, " is outside [0, ", rows,
+                                                         ")"));
+        }
+        std::memcpy(step.values[i].data() + r * width, values[i].data() + id * width,
+                    static_cast<size_t>(width) * sizeof(float));
+      }
+    }
     EvalResult part;
-    RETURN_IF_ERROR(backend_->Evaluate(model_, params,
-                                       test_.features.data() + begin * test_.feature_dim,
-                                       test_.labels.data() + begin, n, &part));
+    RETURN_IF_ERROR(model_->Evaluate(backend_, step, &part));
     loss_sum += part.loss_sum;
     correct += part.correct;
     examples += part.num_examples;

@@ -18,26 +18,28 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
+#include "data/dataset.h"
+#include "model/model.h"
 #include "worker/compute/backend.h"
-#include "model/mlp.h"
-#include "data/idx_reader.h"
 
 namespace shardps {
 
 class Evaluator {
  public:
-  // Loads the test split of job.data_dir() (empty: the default directory) and parses
-  // job.model(). FAILED_PRECONDITION naming the directory when the data cannot be loaded;
-  // INVALID_ARGUMENT for a bad model text. `backend` must outlive the Evaluator.
+  // Loads the test split of job.dataset() in job.data_dir() (empty: the default directory)
+  // and creates job.model() (model/model.h). FAILED_PRECONDITION naming the directory when
+  // the data cannot be loaded; INVALID_ARGUMENT for a bad model text. `backend` must outlive
+  // the Evaluator.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job,
                                                            ComputeBackend* backend);
 
   const JobSpec& job() const { return job_; }
-  // The model's parameters, in Params(model) order.
-  const std::vector<ParamInfo>& params() const { return params_; }
+  // The model's variables, in Model::variables() order.
+  const std::vector<VariableInfo>& params() const { return model_->variables(); }
   // Their variables' names, "{job name}/{param name}" (on the ps and in checkpoints).
   const std::vector<std::string>& variable_names() const { return variable_names_; }
-  // One zeroed buffer per parameter, sized for it.
+  // One zeroed buffer per variable, sized for all of it (also for those a training step
+  // reads by rows: the evaluator holds whole variables).
   std::vector<std::vector<float>> NewValues() const;
 
   // Evaluates every test example once, in batches of 1000, with `values` (one per parameter,
@@ -47,13 +49,13 @@ class Evaluator {
   absl::StatusOr<EvalMetrics> Evaluate(const std::vector<std::vector<float>>& values) const;
 
  private:
-  Evaluator(JobSpec job, ComputeBackend* backend, MlpSpec model, Dataset test);
+  Evaluator(JobSpec job, ComputeBackend* backend, std::unique_ptr<Model> model,
+            std::shared_ptr<const DataSource> test);
 
   const JobSpec job_;
   ComputeBackend* const backend_;
-  const MlpSpec model_;
-  const Dataset test_;
-  const std::vector<ParamInfo> params_;
+  const std::unique_ptr<Model> model_;
+  const std::shared_ptr<const DataSource> test_;
   std::vector<std::string> variable_names_;
 };
 

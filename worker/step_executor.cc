@@ -1,5 +1,6 @@
 #include "worker/step_executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -18,9 +19,9 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "model/mlp.h"
 #include "data/batcher.h"
-#include "data/idx_reader.h"
+#include "data/dataset.h"
+#include "model/model.h"
 #include "worker/own_gradient.h"
 
 namespace shardps {
@@ -32,27 +33,66 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
 
+// Waits for a fixed number of asynchronous client calls (every one is counted, successful or
+// not, since each writes into the step's buffers until it completes) and keeps the first
+// error; each call may record the versions it read in its own PullVersions.
+class CallGroup {
+ public:
+  explicit CallGroup(size_t calls) : left_(calls), versions_(calls) {}
+
+  PullVersions* versions(size_t call) { return &versions_[call]; }
+
+  void Done(const absl::Status& s) {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok() && !s.ok()) status_ = s;
+    --left_;
+  }
+
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](size_t* left) { return *left == 0; }, &left_));
+    return status_;
+  }
+
+  // The range of versions every call read and every shard's. REQUIRES: Wait returned OK.
+  PullVersions MergedVersions() const {
+    PullVersions merged;
+    bool any = false;
+    for (const PullVersions& v : versions_) {
+      if (v.shards.empty()) continue;
+      merged.min_version = any ? std::min(merged.min_version, v.min_version) : v.min_version;
+      merged.max_version = any ? std::max(merged.max_version, v.max_version) : v.max_version;
+      merged.shards.insert(v.shards.begin(), v.shards.end());
+      any = true;
+    }
+    return merged;
+  }
+
+ private:
+  absl::Mutex mu_;
+  size_t left_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<PullVersions> versions_;
+};
+
 // Steps of one job that run at once: while one computes, another pulls or pushes.
 constexpr int kStepSlots = 2;
 
-// One running step's buffers. A slot belongs to one RunStep from before its gather until its
-// push has completed (PushMany sends straight from `grads`); only that step touches it.
-struct StepSlot {
-  std::vector<std::vector<float>> params;  // empty until the slot is first used
-  std::vector<std::vector<float>> grads;
-  std::vector<float> features;  // batch_size x feature_dim
-  std::vector<int32_t> labels;
-};
+// One running step's buffers (sized by the model for its batch: variables read whole at
+// their size, those read by rows for the batch's rows). A slot belongs to one RunStep from
+// before its batch is prepared until its push has completed (the pushes send straight from
+// the gradients); only that step touches it.
+using StepSlot = StepBuffers;
 
 // Everything a started job needs. Immutable after StartJob, except the slots, which belong to
 // the steps that hold them (slot_busy), and the own-gradient state (the compute thread's).
 struct Job {
   JobSpec spec;
   std::vector<std::string> ps_addresses;
-  MlpSpec model;
-  std::vector<std::string> variables;  // "{job name}/{param}", in Params(model) order
-  std::vector<size_t> param_sizes;     // elements, in the same order
-  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<Model> model;
+  std::vector<std::string> variables;  // "{job name}/{variable}", in model->variables() order
+  std::shared_ptr<const DataSource> data;
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<PsClient> ps;
   std::shared_ptr<ComputeBackend> backend;
@@ -96,8 +136,7 @@ class OwnPushMark {
 };
 
 // A slot of `job` held for the lifetime of this object: the constructor waits until one is
-// free (slot 0 first, so a worker given one step at a time only ever sizes one), sizing it on
-// first use.
+// free (slot 0 first, so a worker given one step at a time only ever sizes one).
 class SlotHold {
  public:
   explicit SlotHold(Job* job) : job_(job) {
@@ -112,16 +151,6 @@ class SlotHold {
       job->slot_mu.Await(absl::Condition(&free));
       while (job->slot_busy[index_]) ++index_;
       job->slot_busy[index_] = true;
-    }
-    StepSlot& s = slot();
-    if (s.params.empty()) {
-      for (size_t n : job->param_sizes) {
-        s.params.emplace_back(n);
-        s.grads.emplace_back(n);
-      }
-      s.features.resize(static_cast<size_t>(job->spec.batch_size()) *
-                        static_cast<size_t>(job->data->feature_dim));
-      s.labels.resize(static_cast<size_t>(job->spec.batch_size()));
     }
   }
   ~SlotHold() {
@@ -239,10 +268,7 @@ class StepExecutorImpl : public StepExecutor {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": batch_size must be positive, got ", spec.batch_size()));
     }
-    if (!spec.dataset().empty() && spec.dataset() != "fashion_mnist") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": unknown dataset \"", spec.dataset(), "\": expected fashion_mnist"));
-    }
+    RETURN_IF_ERROR(Annotate(CheckDatasetName(spec.dataset()), what));
     if (request.ps_addresses().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": no ps addresses"));
     }
@@ -255,10 +281,9 @@ class StepExecutorImpl : public StepExecutor {
 
     auto job = std::make_shared<Job>();
     job->spec = spec;
-    ASSIGN_OR_RETURN(job->data, LoadData(spec.data_dir()));
-    absl::StatusOr<MlpSpec> model = ParseMlpSpec(
-        spec.model(), static_cast<int>(job->data->feature_dim), job->data->num_classes);
-    if (!model.ok()) return Annotate(model.status(), absl::StrCat(what, ": model"));
+    ASSIGN_OR_RETURN(job->data, LoadData(spec.dataset(), spec.data_dir()));
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, job->data->info());
+    if (!model.ok()) return Annotate(model.status(), what);
     job->model = *std::move(model);
 
     RETURN_IF_ERROR(EnsureBackend(kind));
@@ -275,7 +300,9 @@ class StepExecutorImpl : public StepExecutor {
     RETURN_IF_ERROR(
         Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
 
-    for (const ParamInfo& param : Params(job->model)) {
+    std::vector<size_t> dense_sizes;  // for OwnGradient, when every variable is read whole
+    bool all_dense = true;
+    for (const VariableInfo& param : job->model->variables()) {
       std::string name = absl::StrCat(spec.name(), "/", param.name);
       absl::StatusOr<VariableLayout> layout = job->ps->GetLayout(name);
       if (!layout.ok()) {
@@ -289,15 +316,18 @@ class StepExecutorImpl : public StepExecutor {
             " on the ps tasks; model \"", spec.model(), "\" needs ", ShapeString(param.shape)));
       }
       job->variables.push_back(std::move(name));
-      job->param_sizes.push_back(static_cast<size_t>(param.num_elements()));
+      dense_sizes.push_back(static_cast<size_t>(param.num_elements()));
+      all_dense &= param.access == VariableAccess::kDense;
     }
-    job->batcher = std::make_unique<Batcher>(job->data->num_examples, spec.seed());
-    if (AppliesOwnGradient(spec)) {
+    job->batcher = std::make_unique<Batcher>(job->data->info().num_examples, spec.seed());
+    // The worker's own update is kept for whole variables only: a model with variables read
+    // by rows trains without it (each step's rows differ; see the README's sparse section).
+    if (AppliesOwnGradient(spec) && all_dense) {
       // The ps refuses the variables of an optimizer spec that cannot be created, and the
       // step then fails there; a spec without one (a client that leaves the optimizer to the
       // ps's variables) just goes without the worker's own update.
       absl::StatusOr<std::unique_ptr<OwnGradient>> own =
-          OwnGradient::Create(spec.optimizer(), job->param_sizes);
+          OwnGradient::Create(spec.optimizer(), dense_sizes);
       if (own.ok()) {
         job->own = *std::move(own);
       } else {
@@ -342,14 +372,13 @@ class StepExecutorImpl : public StepExecutor {
 
     SlotHold hold(job.get());
     StepSlot& slot = hold.slot();
+    const std::vector<VariableInfo>& vars = job->model->variables();
 
-    // The pull goes out first and the batch is gathered while it is in flight.
+    // The whole variables' pull goes out first and the batch is prepared while it is in
+    // flight; the rows the batch names are pulled once it is prepared.
     StepResponse response;
+    SizeDenseBuffers(vars, &slot);
     const absl::Time pull_start = absl::Now();
-    std::vector<PsClient::PullTarget> targets;
-    for (size_t i = 0; i < job->variables.size(); ++i) {
-      targets.push_back({job->variables[i], absl::MakeSpan(slot.params[i])});
-    }
     PullOptions pull_options;
     pull_options.min_version = request.min_version();
     pull_options.wait_timeout = options_.pull_wait_timeout;
@@ -357,36 +386,47 @@ class StepExecutorImpl : public StepExecutor {
     // applied the step meanwhile (the first run's pushes got there before it died): the run
     // is then bit-identical to a run without the failure.
     pull_options.exact_version = request.sync();
-    PullVersions versions;
-    absl::Notification pulled;
-    absl::Status pull_status;
-    absl::Time pull_end;
     // Which of the job's pushes this pull holds: see worker/own_gradient.h. A pull that waits
-    // for a version is not kept apart from pushes.
+    // for a version is not kept apart from pushes. (A job with an OwnGradient reads every
+    // variable whole: its one pull is the dense one.)
     // A sync step (even of a job started as async) computes on exactly its version.
     OwnGradient* const own = request.sync() ? nullptr : job->own.get();
     OwnGradient::PullMark pull_mark;
-    if (own != nullptr) pull_mark = own->PullStarted(request.min_version() == 0);
-    job->ps->PullAsync(std::move(targets), pull_options, &versions, [&](const absl::Status& s) {
-      if (own != nullptr) own->PullEnded(&pull_mark);
-      pull_status = s;
-      pull_end = absl::Now();
-      pulled.Notify();
-    });
-    absl::Status gathered =
-        GatherBatch(*job->data, *indices, slot.features.data(), slot.labels.data());
-    pulled.WaitForNotification();  // the pull writes into the slot: wait for it in any case
-    RETURN_IF_ERROR(Annotate(gathered, what));
+    CallGroup pulls(vars.size() + 1);
+    std::vector<PsClient::PullTarget> targets;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access != VariableAccess::kDense) continue;
+      targets.push_back({job->variables[i], absl::MakeSpan(slot.values[i])});
+    }
+    if (!targets.empty()) {
+      if (own != nullptr) pull_mark = own->PullStarted(request.min_version() == 0);
+      job->ps->PullAsync(std::move(targets), pull_options, pulls.versions(0),
+                         [&, own](const absl::Status& s) {
+                           if (own != nullptr) own->PullEnded(&pull_mark);
+                           pulls.Done(s);
+                         });
+    } else {
+      pulls.Done(absl::OkStatus());
+    }
+    absl::Status prepared = job->model->PrepareBatch(*job->data, *indices, &slot);
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access != VariableAccess::kRows || !prepared.ok()) {
+        pulls.Done(absl::OkStatus());
+        continue;
+      }
+      job->ps->PullRowsAsync(job->variables[i], slot.ids[i], absl::MakeSpan(slot.values[i]),
+                             pull_options, pulls.versions(i + 1),
+                             [&pulls](const absl::Status& s) { pulls.Done(s); });
+    }
+    // The pulls write into the slot: wait for them in any case.
+    const absl::Status pull_status = pulls.Wait();
+    const absl::Time pull_end = absl::Now();
+    RETURN_IF_ERROR(Annotate(prepared, what));
     RETURN_IF_ERROR(Annotate(pull_status, absl::StrCat(what, ": pull")));
+    PullVersions versions = pulls.MergedVersions();
     response.set_version(versions.min_version);
     response.set_pull_ms(absl::ToDoubleMilliseconds(pull_end - pull_start));
 
-    std::vector<const float*> param_ptrs;
-    std::vector<float*> grad_ptrs;
-    for (size_t i = 0; i < slot.params.size(); ++i) {
-      param_ptrs.push_back(slot.params[i].data());
-      grad_ptrs.push_back(slot.grads[i].data());
-    }
     StepResult result;
     uint64_t seq = 0;  // this step's compute sequence number
     absl::Status computed;
@@ -398,10 +438,9 @@ class StepExecutorImpl : public StepExecutor {
         const absl::Time start = absl::Now();
         if (own != nullptr) {
           seq = own->BeginCompute();
-          own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.params));
+          own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.values));
         }
-        computed = job->backend->ForwardBackward(job->model, param_ptrs, slot.features.data(),
-                                                 slot.labels.data(), batch, &result, grad_ptrs);
+        computed = job->model->ForwardBackward(job->backend.get(), &slot, &result);
         if (own != nullptr) own->EndCompute(seq, slot.grads, computed.ok());
         compute_ms = MillisSince(start);
       });
@@ -413,10 +452,6 @@ class StepExecutorImpl : public StepExecutor {
 
     absl::SleepFor(options_.test_only_delay_before_push);  // zero but in tests
     absl::Time start = absl::Now();
-    std::vector<PsClient::PushSource> sources;
-    for (size_t i = 0; i < job->variables.size(); ++i) {
-      sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
-    }
     own_push.Starting();
     PushOptions push_options;
     push_options.idempotency_key =
@@ -428,8 +463,24 @@ class StepExecutorImpl : public StepExecutor {
       push_options.sync.set_step(request.sync_step());
       push_options.sync.set_replica(request.replica());
     }
-    RETURN_IF_ERROR(Annotate(job->ps->PushMany(std::move(sources), push_options),
-                             absl::StrCat(what, ": push")));
+    CallGroup pushes(vars.size() + 1);
+    std::vector<PsClient::PushSource> sources;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access == VariableAccess::kRows) {
+        job->ps->PushRowsAsync(job->variables[i], slot.ids[i], slot.grads[i], push_options,
+                               [&pushes](const absl::Status& s) { pushes.Done(s); });
+      } else {
+        pushes.Done(absl::OkStatus());
+        sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
+      }
+    }
+    if (!sources.empty()) {
+      job->ps->PushAsync(std::move(sources), push_options,
+                         [&pushes](const absl::Status& s) { pushes.Done(s); });
+    } else {
+      pushes.Done(absl::OkStatus());
+    }
+    RETURN_IF_ERROR(Annotate(pushes.Wait(), absl::StrCat(what, ": push")));
     response.set_push_ms(MillisSince(start));
 
     response.set_loss(result.loss);
@@ -475,18 +526,21 @@ class StepExecutorImpl : public StepExecutor {
     return absl::OkStatus();
   }
 
-  // The training set in `dir` (empty: the default), from the cache when it was loaded last.
-  // REQUIRES: start_mu_ held.
-  absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir_flag)
+  // The training split of dataset `name` in `dir` (empty: the dataset's default), from the
+  // cache when it was loaded last. REQUIRES: start_mu_ held.
+  absl::StatusOr<std::shared_ptr<const DataSource>> LoadData(const std::string& name,
+                                                             const std::string& dir)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
-    std::string dir = dir_flag.empty() ? std::string(kDefaultFashionMnistDir) : dir_flag;
-    if (data_ != nullptr && data_dir_ == dir) return data_;
-    absl::StatusOr<Dataset> data = LoadFashionMnist(dir, Split::kTrain);
+    if (data_ != nullptr && data_name_ == name && data_dir_ == dir) return data_;
+    absl::StatusOr<std::shared_ptr<const DataSource>> data =
+        LoadDataSource(name, dir, Split::kTrain);
     if (!data.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot load the training set from data_dir \"", dir, "\": ", data.status().message()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot load the training set from data_dir \"", DatasetDir(name, dir),
+                       "\": ", data.status().message()));
     }
-    data_ = std::make_shared<const Dataset>(*std::move(data));
+    data_ = *std::move(data);
+    data_name_ = name;
     data_dir_ = dir;
     return data_;
   }
@@ -497,7 +551,8 @@ class StepExecutorImpl : public StepExecutor {
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::shared_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(start_mu_);
   BackendKind backend_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
-  std::shared_ptr<const Dataset> data_ ABSL_GUARDED_BY(start_mu_);
+  std::shared_ptr<const DataSource> data_ ABSL_GUARDED_BY(start_mu_);
+  std::string data_name_ ABSL_GUARDED_BY(start_mu_);
   std::string data_dir_ ABSL_GUARDED_BY(start_mu_);
 
   // Held for a step's compute only: the backend (shared by every job) runs one at a time.
