@@ -44,8 +44,8 @@ TEST(CtrBatchTest, BuildsCsrAndValidates) {
   bad.labels[1] = 0.5f;
   EXPECT_FALSE(ValidateBatch(schema, bad).ok());
   bad = batch;
-  bad.features[0].ids.push_back(1);
-  bad.features[0].offsets[2] = 2;
+  bad.features[0].ids.push_back(1);  // example 0 gets 2 ids of a one-hot feature
+  bad.features[0].offsets = {0, 2, 2};
   EXPECT_NE(ValidateBatch(schema, bad).message().find("max_hotness"), std::string::npos);
 
   // Reset keeps capacity and empties.
