@@ -38,16 +38,18 @@ absl::StatusOr<ZipfSampler> ZipfSampler::Create(int64_t n, double s, int head) {
   if (!(s >= 0) || !std::isfinite(s)) {
     return absl::InvalidArgumentError(absl::StrCat("zipf: exponent must be >= 0, got ", s));
   }
-  if (head < 1) return absl::InvalidArgumentError(absl::StrCat("zipf: head must be >= 1"));
+  if (head < 1 || head > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("zipf: head must be in [1, 65535], got ", head));
+  }
   ZipfSampler z;
   z.n_ = n;
   z.s_ = s;
-  z.head_ = std::min<int64_t>(head, n);
+  z.head_ = static_cast<uint32_t>(std::min<int64_t>(head, n));
   const bool has_tail = z.head_ < n;
 
   std::vector<double> mass(static_cast<size_t>(z.head_) + (has_tail ? 1 : 0));
   double head_sum = 0;
-  for (int64_t r = 0; r < z.head_; ++r) {
+  for (uint32_t r = 0; r < z.head_; ++r) {
     mass[r] = z.h(static_cast<double>(r + 1));
     head_sum += mass[r];
   }
@@ -75,13 +77,13 @@ absl::StatusOr<ZipfSampler> ZipfSampler::Create(int64_t n, double s, int head) {
 
   // Vose's alias method, deterministic.
   const size_t m = mass.size();
-  z.threshold_.assign(m, 1.0);
-  z.alias_.resize(m);
+  std::vector<double> threshold(m, 1.0);
+  std::vector<size_t> alias(m);
   std::vector<double> scaled(m);
   std::vector<size_t> small;
   std::vector<size_t> large;
   for (size_t k = 0; k < m; ++k) {
-    z.alias_[k] = static_cast<int64_t>(k);
+    alias[k] = k;
     scaled[k] = mass[k] / z.normalizer_ * static_cast<double>(m);
     (scaled[k] < 1.0 ? small : large).push_back(k);
   }
@@ -89,8 +91,8 @@ absl::StatusOr<ZipfSampler> ZipfSampler::Create(int64_t n, double s, int head) {
     const size_t l = small.back();
     small.pop_back();
     const size_t g = large.back();
-    z.threshold_[l] = scaled[l];
-    z.alias_[l] = static_cast<int64_t>(g);
+    threshold[l] = scaled[l];
+    alias[l] = g;
     scaled[g] = (scaled[g] + scaled[l]) - 1.0;
     if (scaled[g] < 1.0) {
       large.pop_back();
@@ -98,6 +100,14 @@ absl::StatusOr<ZipfSampler> ZipfSampler::Create(int64_t n, double s, int head) {
     }
   }
   // Leftovers (rounding) keep threshold 1: they always take themselves.
+  z.table_.resize(m);
+  for (size_t k = 0; k < m; ++k) {
+    const double t = std::ldexp(threshold[k], 32);
+    z.table_[k].threshold =
+        t >= 4294967295.0 ? 0xffffffffu : static_cast<uint32_t>(std::llround(t));
+    z.table_[k].self = static_cast<uint16_t>(k);
+    z.table_[k].alias = static_cast<uint16_t>(alias[k]);
+  }
   return z;
 }
 

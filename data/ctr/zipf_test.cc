@@ -24,7 +24,7 @@ TEST(ZipfTest, TopRanksAndTailFollowThePowerLaw) {
   SplitMix64 rng(42);
   const int draws = 400000;
   std::vector<int64_t> top(10, 0);
-  int64_t tail = 0;       // ranks >= 4096 (the rejection-inversion part)
+  int64_t tail = 0;       // ranks >= 4096 (mostly the rejection-inversion part)
   int64_t band = 0;       // ranks in [10000, 20000)
   for (int k = 0; k < draws; ++k) {
     const int64_t r = zipf->Sample(rng);
