@@ -32,7 +32,7 @@ done
 grep -q 'Library runpath: \[\$ORIGIN' < <(readelf -d "$plugin") ||
   fail "the plugin's RUNPATH does not start with \$ORIGIN: $(readelf -d "$plugin" | grep RUNPATH)"
 exported=$(nm -D --defined-only "$plugin" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort | tr '\n' ' ')
-[ "$exported" = "shardps_cuda_abi_version shardps_cuda_device_count shardps_cuda_new_backend " ] ||
+[ "$exported" = "shardps_cuda_abi_version shardps_cuda_device_count shardps_cuda_new_backend shardps_cuda_new_dlrm_compute " ] ||
   fail "the plugin exports more or less than its C interface: $exported"
 echo "ok: the plugin needs cudart and cuBLAS and exports: $exported"
 

@@ -104,9 +104,11 @@ absl::StatusOr<CudaPlugin> CudaPlugin::Load(const std::vector<std::string>& path
     void* abi_version = nullptr;
     void* device_count = nullptr;
     void* new_backend = nullptr;
+    void* new_dlrm_compute = nullptr;
     for (auto [name, fn] : {std::pair{kCudaPluginAbiVersionSymbol, &abi_version},
                             std::pair{kCudaPluginDeviceCountSymbol, &device_count},
-                            std::pair{kCudaPluginNewBackendSymbol, &new_backend}}) {
+                            std::pair{kCudaPluginNewBackendSymbol, &new_backend},
+                            std::pair{kCudaPluginNewDlrmComputeSymbol, &new_dlrm_compute}}) {
       if (absl::Status s = lookup(name, fn); !s.ok()) return s;
     }
     const int version = reinterpret_cast<int (*)()>(abi_version)();
@@ -116,7 +118,8 @@ absl::StatusOr<CudaPlugin> CudaPlugin::Load(const std::vector<std::string>& path
           kCudaPluginAbiVersion, ": install the plugin built with this binary"));
     }
     return CudaPlugin(path, reinterpret_cast<DeviceCountFn>(device_count),
-                      reinterpret_cast<NewBackendFn>(new_backend));
+                      reinterpret_cast<NewBackendFn>(new_backend),
+                      reinterpret_cast<NewDlrmComputeFn>(new_dlrm_compute));
   }
   if (tried.empty()) {
     return absl::FailedPreconditionError(
@@ -128,19 +131,31 @@ absl::StatusOr<CudaPlugin> CudaPlugin::Load(const std::vector<std::string>& path
 
 int CudaPlugin::DeviceCount() const { return device_count_(); }
 
+absl::Status CudaPlugin::FactoryError(int code, char* error, size_t error_size) const {
+  if (code == static_cast<int>(absl::StatusCode::kOk)) {
+    code = static_cast<int>(absl::StatusCode::kUnknown);
+  }
+  if (error[0] == '\0') {
+    std::snprintf(error, error_size, "the CUDA plugin %s made nothing and gave no reason",
+                  path_.c_str());
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), error);
+}
+
 absl::StatusOr<std::unique_ptr<ComputeBackend>> CudaPlugin::NewBackend(int device) const {
   int code = static_cast<int>(absl::StatusCode::kUnknown);
   char error[1024] = "";
   ComputeBackend* backend = new_backend_(device, &code, error, sizeof(error));
   if (backend != nullptr) return std::unique_ptr<ComputeBackend>(backend);
-  if (code == static_cast<int>(absl::StatusCode::kOk)) {
-    code = static_cast<int>(absl::StatusCode::kUnknown);
-  }
-  if (error[0] == '\0') {
-    std::snprintf(error, sizeof(error), "the CUDA plugin %s made no backend and gave no reason",
-                  path_.c_str());
-  }
-  return absl::Status(static_cast<absl::StatusCode>(code), error);
+  return FactoryError(code, error, sizeof(error));
+}
+
+absl::StatusOr<std::unique_ptr<DlrmCompute>> CudaPlugin::NewDlrmCompute(int device) const {
+  int code = static_cast<int>(absl::StatusCode::kUnknown);
+  char error[1024] = "";
+  DlrmCompute* compute = new_dlrm_compute_(device, &code, error, sizeof(error));
+  if (compute != nullptr) return std::unique_ptr<DlrmCompute>(compute);
+  return FactoryError(code, error, sizeof(error));
 }
 
 }  // namespace shardps

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/dlrm/dlrm_compute.h"
 #include "worker/compute/backend.h"
 
 namespace shardps {
@@ -54,16 +55,28 @@ class CudaPlugin {
   // FAILED_PRECONDITION "no CUDA device".
   absl::StatusOr<std::unique_ptr<ComputeBackend>> NewBackend(int device) const;
 
+  // A DLRM compute on device `device`: NewDlrmCudaCompute's errors (model/dlrm/dlrm_cuda.h).
+  absl::StatusOr<std::unique_ptr<DlrmCompute>> NewDlrmCompute(int device) const;
+
  private:
   using DeviceCountFn = int (*)();
   using NewBackendFn = ComputeBackend* (*)(int, int*, char*, size_t);
+  using NewDlrmComputeFn = DlrmCompute* (*)(int, int*, char*, size_t);
 
-  CudaPlugin(std::string path, DeviceCountFn device_count, NewBackendFn new_backend)
-      : path_(std::move(path)), device_count_(device_count), new_backend_(new_backend) {}
+  CudaPlugin(std::string path, DeviceCountFn device_count, NewBackendFn new_backend,
+             NewDlrmComputeFn new_dlrm_compute)
+      : path_(std::move(path)),
+        device_count_(device_count),
+        new_backend_(new_backend),
+        new_dlrm_compute_(new_dlrm_compute) {}
+
+  // The status of a factory call that returned nullptr with *code and error.
+  absl::Status FactoryError(int code, char* error, size_t error_size) const;
 
   std::string path_;
   DeviceCountFn device_count_;
   NewBackendFn new_backend_;
+  NewDlrmComputeFn new_dlrm_compute_;
 };
 
 }  // namespace shardps

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/compute/cuda_plugin_abi.h"
 
 namespace shardps {
 namespace {
@@ -128,8 +129,8 @@ TEST(CudaPluginLoaderTest, RejectsWhatIsNotThePlugin) {
       {Runfile("fake_cuda_plugin_no_symbols.so"),
        "is not a shardps CUDA plugin: no symbol shardps_cuda_abi_version"},
       {Runfile("fake_cuda_plugin_bad_abi.so"),
-       "has ABI version 999 but this binary needs 1: install the plugin built with this "
-       "binary"},
+       "has ABI version 999 but this binary needs " + std::to_string(kCudaPluginAbiVersion) +
+           ": install the plugin built with this binary"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<CudaPlugin> plugin = CudaPlugin::Load({c.path});

@@ -28,8 +28,9 @@ int shardps_cuda_device_count(void) {
 #endif
 }
 
-shardps::ComputeBackend* shardps_cuda_new_backend(int device, int* code, char* error,
-                                                  size_t error_size) {
+namespace {
+
+void Fail(int device, int* code, char* error, size_t error_size) {
 #ifdef FAKE_CUDA_PLUGIN_BAD_DEVICE
   *code = static_cast<int>(absl::StatusCode::kInternal);
   std::snprintf(error, error_size, "CUDA device %d: fake device fails to initialize", device);
@@ -37,6 +38,19 @@ shardps::ComputeBackend* shardps_cuda_new_backend(int device, int* code, char* e
   *code = static_cast<int>(absl::StatusCode::kFailedPrecondition);
   std::snprintf(error, error_size, "no CUDA device");
 #endif
+}
+
+}  // namespace
+
+shardps::ComputeBackend* shardps_cuda_new_backend(int device, int* code, char* error,
+                                                  size_t error_size) {
+  Fail(device, code, error, error_size);
+  return nullptr;
+}
+
+shardps::DlrmCompute* shardps_cuda_new_dlrm_compute(int device, int* code, char* error,
+                                                    size_t error_size) {
+  Fail(device, code, error, error_size);
   return nullptr;
 }
 

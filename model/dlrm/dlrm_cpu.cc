@@ -1,0 +1,468 @@
+#include "model/dlrm/dlrm_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define EIGEN_USE_THREADS
+#include <Eigen/Core>
+#include <unsupported/Eigen/CXX11/ThreadPool>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+// A row of a wider matrix: `cols` floats with `stride` between rows.
+using StridedMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+using ConstStridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+// Below this many examples a slice's matrix products get too thin to pay for a thread.
+constexpr int kMinRowsPerSlice = 32;
+
+// The layer widths of the model, worked out once per call.
+struct Shape {
+  std::vector<int> bottom_dims;  // {num_dense, bottom...}; a single entry: no bottom MLP
+  std::vector<int> top_dims;     // {interaction width, top..., 1}
+  int bottom_out = 0;            // width of the bottom output
+  int vectors = 0;               // width of [bottom output, pooled tables]
+  int features = 0;              // width of the top MLP's input
+  int n = 0;                     // vectors, for the dot interaction
+  int d = 0;                     // their common dimension, for the dot interaction
+  bool dot = false;
+  int64_t num_dense_params = 0;
+  std::vector<int64_t> param_sizes;
+};
+
+Shape MakeShape(const DlrmSpec& spec) {
+  Shape s;
+  s.bottom_dims.push_back(spec.num_dense);
+  s.bottom_dims.insert(s.bottom_dims.end(), spec.bottom.begin(), spec.bottom.end());
+  s.top_dims.push_back(spec.InteractionWidth());
+  s.top_dims.insert(s.top_dims.end(), spec.top.begin(), spec.top.end());
+  s.top_dims.push_back(1);
+  s.bottom_out = spec.BottomOutputWidth();
+  s.vectors = spec.VectorsWidth();
+  s.features = spec.InteractionWidth();
+  s.dot = spec.interaction == DlrmInteraction::kDot;
+  s.n = spec.NumVectors();
+  s.d = s.n > 0 ? s.vectors / s.n : 0;
+  for (const DlrmParamInfo& p : DlrmDenseParams(spec)) {
+    s.param_sizes.push_back(p.num_elements());
+    s.num_dense_params += p.num_elements();
+  }
+  return s;
+}
+
+int64_t SumWidths(const std::vector<int>& dims) {
+  int64_t w = 0;
+  for (size_t l = 1; l < dims.size(); ++l) w += dims[l];
+  return w;
+}
+
+// out[c] = sum over rows of m[r, c], adding rows in order (Eigen's colwise().sum() groups the
+// additions by the buffer's alignment, which would make two runs differ in the last bits).
+void ColumnSums(const float* m, int rows, int cols, float* out) {
+  std::fill(out, out + cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = m + static_cast<int64_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) out[c] += row[c];
+  }
+}
+
+// act[l] = act(in_l * W_l + b_l) for each layer l of dims, into consecutive rows x dims[l+1]
+// blocks of acts; ReLU on every layer when relu_last, else on all but the last.
+void MlpForward(const float* in, int rows, const std::vector<int>& dims,
+                const float* const* params, bool relu_last, float* acts) {
+  const int layers = static_cast<int>(dims.size()) - 1;
+  for (int l = 0; l < layers; ++l) {
+    ConstMatrixMap a(in, rows, dims[l]);
+    ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
+    ConstRowVectorMap b(params[2 * l + 1], dims[l + 1]);
+    MatrixMap z(acts, rows, dims[l + 1]);
+    z.noalias() = a * w;
+    z.rowwise() += b;
+    if (relu_last || l + 1 < layers) z = z.cwiseMax(0.0f);
+    in = acts;
+    acts += static_cast<int64_t>(rows) * dims[l + 1];
+  }
+}
+
+// Backward of MlpForward. dz[0] holds the gradient w.r.t. the last layer's pre-activation
+// (rows x dims.back()); dz[0] and dz[1] are scratch of rows x max width. Writes each layer's
+// kernel and bias gradient into grads, and, when din is set, the gradient w.r.t. the input.
+void MlpBackward(const float* in, int rows, const std::vector<int>& dims,
+                 const float* const* params, const float* acts, float* const dz[2],
+                 float* const* grads, float* din) {
+  const int layers = static_cast<int>(dims.size()) - 1;
+  std::vector<const float*> act(layers);
+  for (int l = 0; l < layers; ++l) {
+    act[l] = acts;
+    acts += static_cast<int64_t>(rows) * dims[l + 1];
+  }
+  int cur = 0;
+  for (int l = layers - 1; l >= 0; --l) {
+    ConstMatrixMap a(l == 0 ? in : act[l - 1], rows, dims[l]);
+    ConstMatrixMap g(dz[cur], rows, dims[l + 1]);
+    MatrixMap dw(grads[2 * l], dims[l], dims[l + 1]);
+    dw.noalias() = a.transpose() * g;
+    ColumnSums(dz[cur], rows, dims[l + 1], grads[2 * l + 1]);
+    ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
+    if (l == 0) {
+      if (din != nullptr) {
+        MatrixMap da(din, rows, dims[0]);
+        da.noalias() = g * w.transpose();
+      }
+      break;
+    }
+    MatrixMap da(dz[1 - cur], rows, dims[l]);
+    da.noalias() = g * w.transpose();
+    da.array() = (a.array() > 0.0f).select(da.array(), 0.0f);
+    cur = 1 - cur;
+  }
+}
+
+// Binary log loss of logit z for label y, -y log s(z) - (1 - y) log(1 - s(z)), in a form that
+// neither overflows nor loses precision for large |z|; and the sigmoid s(z), stable likewise.
+float LogLoss(float z, float y) { return std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::abs(z))); }
+float Sigmoid(float z) {
+  if (z >= 0) return 1.0f / (1.0f + std::exp(-z));
+  const float e = std::exp(z);
+  return e / (1.0f + e);
+}
+
+// One slice of the batch and its scratch memory, reused across calls. Aligned to Eigen's
+// packet size, so that the summation order does not depend on where malloc put a buffer.
+struct Slice {
+  int begin = 0;
+  int rows = 0;
+  AlignedFloats bottom_acts;  // rows x sum(bottom widths)
+  AlignedFloats vectors;      // rows x vectors: [bottom output, pooled tables]
+  AlignedFloats features;     // rows x features (dot only; concat reads vectors)
+  AlignedFloats top_acts;     // rows x sum(top widths), the logits last
+  AlignedFloats dz[2];        // rows x max width
+  AlignedFloats dfeatures;    // rows x features (dot only)
+  AlignedFloats dvectors;     // rows x vectors
+  AlignedFloats gram;         // n x n, and its gradient
+  AlignedFloats grads;        // this slice's dense gradient partials (unused by slice 0)
+  double loss_sum = 0;
+};
+
+class DlrmCpuCompute final : public DlrmCompute {
+ public:
+  explicit DlrmCpuCompute(int num_threads)
+      : num_threads_(num_threads), pool_(num_threads > 1 ? num_threads - 1 : 1) {}
+
+  std::string Name() const override {
+    return absl::StrCat("cpu (Eigen, ", num_threads_, num_threads_ == 1 ? " thread)" : " threads)");
+  }
+
+  absl::Status ForwardBackward(const DlrmSpec& spec,
+                               absl::Span<const absl::Span<const float>> dense_params,
+                               const DlrmBatch& batch, DlrmStepOutput* out) override {
+    RETURN_IF_ERROR(ValidateDlrmSpec(spec));
+    RETURN_IF_ERROR(CheckDlrmDenseParams(spec, dense_params));
+    RETURN_IF_ERROR(ValidateDlrmBatch(spec, batch));
+    absl::MutexLock lock(&mu_);
+    double loss_sum = 0;
+    Run(spec, dense_params, batch, out, &loss_sum);
+    out->loss = loss_sum / batch.batch;
+    return absl::OkStatus();
+  }
+
+  absl::Status Evaluate(const DlrmSpec& spec,
+                        absl::Span<const absl::Span<const float>> dense_params,
+                        const DlrmBatch& batch, DlrmEvalOutput* out) override {
+    RETURN_IF_ERROR(ValidateDlrmSpec(spec));
+    RETURN_IF_ERROR(CheckDlrmDenseParams(spec, dense_params));
+    RETURN_IF_ERROR(ValidateDlrmBatch(spec, batch));
+    absl::MutexLock lock(&mu_);
+    out->loss_sum = 0;
+    Run(spec, dense_params, batch, nullptr, &out->loss_sum);
+    out->num_examples = batch.batch;
+    out->probabilities.resize(batch.batch);
+    for (int i = 0; i < batch.batch; ++i) out->probabilities[i] = Sigmoid(logits_[i]);
+    return absl::OkStatus();
+  }
+
+ private:
+  // Runs fn(0), ..., fn(n - 1) in parallel, fn(0) on the calling thread.
+  void ParallelFor(int n, const std::function<void(int)>& fn) {
+    if (n == 1) {
+      fn(0);
+      return;
+    }
+    Eigen::Barrier done(n - 1);
+    for (int i = 1; i < n; ++i) {
+      pool_.Schedule([&fn, &done, i] {
+        fn(i);
+        done.Notify();
+      });
+    }
+    fn(0);
+    done.Wait();
+  }
+
+  // out == nullptr: forward only, the logits left in logits_.
+  // REQUIRES: mu_ held, arguments checked.
+  void Run(const DlrmSpec& spec, absl::Span<const absl::Span<const float>> params,
+           const DlrmBatch& batch, DlrmStepOutput* out, double* loss_sum)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Shape shape = MakeShape(spec);
+    const bool backward = out != nullptr;
+    const int b = batch.batch;
+    const int num_slices =
+        std::max(1, std::min(num_threads_, (b + kMinRowsPerSlice - 1) / kMinRowsPerSlice));
+    int max_width = std::max(shape.vectors, shape.features);
+    for (int w : shape.bottom_dims) max_width = std::max(max_width, w);
+    for (int w : shape.top_dims) max_width = std::max(max_width, w);
+    slices_.resize(num_slices);
+    for (int s = 0; s < num_slices; ++s) {
+      Slice& slice = slices_[s];
+      slice.begin = static_cast<int>(int64_t{b} * s / num_slices);
+      slice.rows = static_cast<int>(int64_t{b} * (s + 1) / num_slices) - slice.begin;
+      const int64_t rows = slice.rows;
+      slice.bottom_acts.resize(rows * SumWidths(shape.bottom_dims));
+      slice.vectors.resize(rows * shape.vectors);
+      if (shape.dot) {
+        slice.features.resize(rows * shape.features);
+        slice.gram.resize(2 * int64_t{shape.n} * shape.n);
+      }
+      slice.top_acts.resize(rows * SumWidths(shape.top_dims));
+      if (backward) {
+        slice.dz[0].resize(rows * max_width);
+        slice.dz[1].resize(rows * max_width);
+        if (shape.dot) slice.dfeatures.resize(rows * shape.features);
+        slice.dvectors.resize(rows * shape.vectors);
+        if (s > 0) slice.grads.resize(shape.num_dense_params);
+      }
+    }
+    std::vector<const float*> param_ptrs;
+    for (const absl::Span<const float>& p : params) param_ptrs.push_back(p.data());
+    logits_.resize(b);
+    if (backward) {
+      out->logits.resize(b);
+      out->dense_grads.resize(params.size());
+      for (size_t i = 0; i < params.size(); ++i) out->dense_grads[i].resize(params[i].size());
+    }
+
+    ParallelFor(num_slices, [&](int s) {
+      Slice& slice = slices_[s];
+      std::vector<float*> grads;
+      if (backward) {
+        // Slice 0 writes straight into the output; the others into their partials.
+        float* p = slice.grads.data();
+        for (size_t i = 0; i < params.size(); ++i) {
+          grads.push_back(s == 0 ? out->dense_grads[i].data() : p);
+          if (s > 0) p += shape.param_sizes[i];
+        }
+      }
+      RunSlice(spec, shape, param_ptrs.data(), batch, &slice, backward ? grads.data() : nullptr);
+    });
+
+    if (backward && num_slices > 1) {
+      // Sum the partials in slice order, each thread over its own range of elements.
+      ParallelFor(num_threads_, [&](int t) {
+        int64_t offset = 0;
+        for (size_t i = 0; i < params.size(); ++i) {
+          const int64_t size = shape.param_sizes[i];
+          const int64_t lo = size * t / num_threads_, hi = size * (t + 1) / num_threads_;
+          float* g = out->dense_grads[i].data();
+          for (int s = 1; s < num_slices; ++s) {
+            const float* part = slices_[s].grads.data() + offset;
+            for (int64_t k = lo; k < hi; ++k) g[k] += part[k];
+          }
+          offset += size;
+        }
+      });
+    }
+    if (backward) {
+      // Row gradients: each table on one thread, examples in order, so that the sums do not
+      // depend on the slicing.
+      const int num_tables = static_cast<int>(spec.tables.size());
+      out->row_grads.resize(num_tables);
+      for (int t = 0; t < num_tables; ++t) {
+        out->row_grads[t].assign(batch.tables[t].rows.size(), 0.0f);
+      }
+      ParallelFor(std::max(1, std::min(num_threads_, num_tables)), [&](int w) {
+        const int workers = std::max(1, std::min(num_threads_, num_tables));
+        for (int t = w; t < num_tables; t += workers) ScatterRowGrads(spec, shape, batch, t, out);
+      });
+      std::copy(logits_.begin(), logits_.end(), out->logits.begin());
+    }
+    for (int s = 0; s < num_slices; ++s) *loss_sum += slices_[s].loss_sum;
+  }
+
+  // REQUIRES: mu_ held (reads slices_).
+  void ScatterRowGrads(const DlrmSpec& spec, const Shape& shape, const DlrmBatch& batch, int t,
+                       DlrmStepOutput* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const DlrmTableSpec& ts = spec.tables[t];
+    const DlrmTableBatch& tb = batch.tables[t];
+    const int dim = ts.dim;
+    const int col = spec.TableColumn(t);
+    float* grads = out->row_grads[t].data();
+    for (const Slice& slice : slices_) {
+      for (int r = 0; r < slice.rows; ++r) {
+        const int i = slice.begin + r;
+        const int32_t lo = tb.offsets[i], hi = tb.offsets[i + 1];
+        if (lo == hi) continue;
+        const float* g = slice.dvectors.data() + int64_t{r} * shape.vectors + col;
+        const float scale = ts.pooling == DlrmPooling::kMean ? 1.0f / (hi - lo) : 1.0f;
+        for (int32_t k = lo; k < hi; ++k) {
+          float* row = grads + int64_t{tb.positions[k]} * dim;
+          for (int c = 0; c < dim; ++c) row[c] += scale * g[c];
+        }
+      }
+    }
+  }
+
+  // Forward (and, when grads != nullptr, backward) over one slice of the batch.
+  void RunSlice(const DlrmSpec& spec, const Shape& shape, const float* const* params,
+                const DlrmBatch& batch, Slice* slice, float* const* grads)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int rows = slice->rows;
+    const int begin = slice->begin;
+    const int nb = static_cast<int>(shape.bottom_dims.size()) - 1;  // bottom layers
+    const float* const* top_params = params + 2 * nb;
+    const float* dense = batch.dense.data() + int64_t{begin} * spec.num_dense;
+    const int vw = shape.vectors;
+
+    // Bottom MLP, its output into the vectors' first columns.
+    StridedMap bottom_out(slice->vectors.data(), rows, shape.bottom_out,
+                          Eigen::OuterStride<>(vw));
+    if (spec.num_dense > 0) {
+      if (nb > 0) {
+        MlpForward(dense, rows, shape.bottom_dims, params, /*relu_last=*/true,
+                   slice->bottom_acts.data());
+        const float* last = slice->bottom_acts.data() +
+                            int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
+        bottom_out = ConstMatrixMap(last, rows, shape.bottom_out);
+      } else {
+        bottom_out = ConstMatrixMap(dense, rows, spec.num_dense);
+      }
+    }
+
+    // Pooling: each example's rows summed in id order (then scaled for mean).
+    for (size_t t = 0; t < spec.tables.size(); ++t) {
+      const DlrmTableSpec& ts = spec.tables[t];
+      const DlrmTableBatch& tb = batch.tables[t];
+      const int dim = ts.dim;
+      const int col = spec.TableColumn(static_cast<int>(t));
+      for (int r = 0; r < rows; ++r) {
+        float* o = slice->vectors.data() + int64_t{r} * vw + col;
+        std::fill(o, o + dim, 0.0f);
+        const int32_t lo = tb.offsets[begin + r], hi = tb.offsets[begin + r + 1];
+        for (int32_t k = lo; k < hi; ++k) {
+          const float* row = tb.rows.data() + int64_t{tb.positions[k]} * dim;
+          for (int c = 0; c < dim; ++c) o[c] += row[c];
+        }
+        if (ts.pooling == DlrmPooling::kMean && hi > lo) {
+          const float inv = 1.0f / (hi - lo);
+          for (int c = 0; c < dim; ++c) o[c] *= inv;
+        }
+      }
+    }
+
+    // Interaction.
+    const int n = shape.n, d = shape.d, fw = shape.features;
+    const float* features = slice->vectors.data();
+    if (shape.dot) {
+      MatrixMap gram(slice->gram.data(), n, n);
+      for (int r = 0; r < rows; ++r) {
+        const float* v = slice->vectors.data() + int64_t{r} * vw;
+        float* f = slice->features.data() + int64_t{r} * fw;
+        std::copy(v, v + shape.bottom_out, f);
+        ConstMatrixMap vm(v, n, d);
+        gram.noalias() = vm * vm.transpose();
+        float* p = f + shape.bottom_out;
+        for (int i = 0; i < n; ++i) {
+          for (int j = i + 1; j < n; ++j) *p++ = gram(i, j);
+        }
+      }
+      features = slice->features.data();
+    }
+
+    // Top MLP and the loss.
+    MlpForward(features, rows, shape.top_dims, top_params, /*relu_last=*/false,
+               slice->top_acts.data());
+    const float* logits =
+        slice->top_acts.data() + int64_t{rows} * (SumWidths(shape.top_dims) - 1);
+    const float inv_batch = 1.0f / batch.batch;
+    slice->loss_sum = 0;
+    for (int r = 0; r < rows; ++r) {
+      const float z = logits[r], y = batch.labels[begin + r];
+      slice->loss_sum += LogLoss(z, y);
+      logits_[begin + r] = z;
+      if (grads != nullptr) slice->dz[0][r] = (Sigmoid(z) - y) * inv_batch;
+    }
+    if (grads == nullptr) return;
+
+    // Backward through the top MLP, into the features' gradient.
+    float* const dz[2] = {slice->dz[0].data(), slice->dz[1].data()};
+    float* dfeatures = shape.dot ? slice->dfeatures.data() : slice->dvectors.data();
+    MlpBackward(features, rows, shape.top_dims, top_params, slice->top_acts.data(), dz,
+                grads + 2 * nb, dfeatures);
+
+    // Backward through the dot interaction: with S the symmetric matrix of the pairs'
+    // gradients (zero diagonal), dV = S V; the bottom output's own columns add theirs.
+    if (shape.dot) {
+      MatrixMap sym(slice->gram.data() + int64_t{n} * n, n, n);
+      for (int r = 0; r < rows; ++r) {
+        const float* v = slice->vectors.data() + int64_t{r} * vw;
+        const float* g = slice->dfeatures.data() + int64_t{r} * fw;
+        float* dv = slice->dvectors.data() + int64_t{r} * vw;
+        const float* p = g + shape.bottom_out;
+        for (int i = 0; i < n; ++i) {
+          sym(i, i) = 0.0f;
+          for (int j = i + 1; j < n; ++j) {
+            sym(i, j) = *p;
+            sym(j, i) = *p;
+            ++p;
+          }
+        }
+        MatrixMap dvm(dv, n, d);
+        dvm.noalias() = sym * ConstMatrixMap(v, n, d);
+        for (int c = 0; c < shape.bottom_out; ++c) dv[c] += g[c];
+      }
+    }
+
+    // Backward through the bottom MLP (its last layer has a ReLU too).
+    if (nb > 0) {
+      const float* last = slice->bottom_acts.data() +
+                          int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
+      MatrixMap g0(dz[0], rows, shape.bottom_out);
+      ConstStridedMap dbottom(slice->dvectors.data(), rows, shape.bottom_out,
+                              Eigen::OuterStride<>(vw));
+      g0.array() = (ConstMatrixMap(last, rows, shape.bottom_out).array() > 0.0f)
+                       .select(dbottom.array(), 0.0f);
+      MlpBackward(dense, rows, shape.bottom_dims, params, slice->bottom_acts.data(), dz, grads,
+                  nullptr);
+    }
+  }
+
+  const int num_threads_;
+  Eigen::ThreadPool pool_;
+  absl::Mutex mu_;
+  std::vector<Slice> slices_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<DlrmCompute> NewDlrmCpuCompute(int num_threads) {
+  if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  return std::make_unique<DlrmCpuCompute>(num_threads);
+}
+
+}  // namespace shardps

@@ -1,0 +1,589 @@
+// CUDA + cuBLAS forward and backward of the DLRM model (see dlrm_cuda_internal.h). Plain C++
+// and CUDA only: nvcc compiles this file with its own host compiler, and absl stays out.
+//
+// Layout: every matrix is row-major, as the ps stores it and dlrm_cpu.cc reads it. cuBLAS is
+// column-major, and a row-major R x C matrix is the column-major C x R matrix of its
+// transpose, so each product C = A * B is computed as C^T = B^T * A^T with the operands
+// swapped.
+//
+// Kernels: pooling (gather the unique rows into per-example sums or means, one warp per
+// example and table), the dot interaction and its backward (one block per example), and the
+// pooling backward, a scatter-add of each example's pooled gradient into its rows' gradients
+// with atomicAdd. The atomics make the row gradients' last bits depend on the order the
+// hardware applies them in: they are not bit-reproducible from run to run (everything else
+// is), which the GPU test tolerates by comparing with the CPU within 1e-4 relative.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "model/dlrm/dlrm_cuda_internal.h"
+
+namespace shardps {
+namespace dlrm_cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+std::string CudaError(const char* what, cudaError_t e) {
+  return std::string("CUDA ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+         ")";
+}
+
+std::string CublasError(const char* what, cublasStatus_t s) {
+  return std::string("cuBLAS ") + what + ": " + cublasGetStatusString(s);
+}
+
+#define CUDA_RETURN_IF_ERROR(what, expr)  \
+  do {                                    \
+    const cudaError_t cuda_err_ = (expr); \
+    if (cuda_err_ != cudaSuccess) {       \
+      return CudaError(what, cuda_err_);  \
+    }                                     \
+  } while (0)
+
+#define CUBLAS_RETURN_IF_ERROR(what, expr)      \
+  do {                                          \
+    const cublasStatus_t cublas_err_ = (expr);  \
+    if (cublas_err_ != CUBLAS_STATUS_SUCCESS) { \
+      return CublasError(what, cublas_err_);    \
+    }                                           \
+  } while (0)
+
+#define RETURN_IF_MESSAGE(expr)             \
+  do {                                      \
+    std::string message_ = (expr);          \
+    if (!message_.empty()) return message_; \
+  } while (0)
+
+// Device memory that only grows, so steady-state steps allocate nothing.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+
+  // Makes room for n elements (at least one); the old contents are not kept.
+  cudaError_t Reserve(size_t n) {
+    n = std::max<size_t>(n, 1);
+    if (n <= capacity_) return cudaSuccess;
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    capacity_ = 0;
+    const cudaError_t e = cudaMalloc(&ptr_, n * sizeof(T));
+    if (e != cudaSuccess) {
+      ptr_ = nullptr;
+      return e;
+    }
+    capacity_ = n;
+    return cudaSuccess;
+  }
+
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+int GridFor(int64_t n) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 8192)));
+}
+
+// Per table, in device memory: where its data lies in the packed buffers.
+struct TableMeta {
+  int dim;
+  int column;
+  int mean;
+  int64_t row_base;  // into the packed rows (and row gradients), in floats
+  int64_t pos_base;  // into the packed positions
+  int64_t off_base;  // into the packed offsets
+};
+
+// z[r, c] = act(z[r, c] + b[c]) with act = ReLU or the identity.
+__global__ void BiasActivationKernel(float* z, const float* b, int rows, int cols, bool relu) {
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const float v = z[i] + b[i % cols];
+    z[i] = relu ? fmaxf(v, 0.0f) : v;
+  }
+}
+
+// da = da where the ReLU output a was positive, else 0.
+__global__ void ReluGradKernel(float* da, const float* a, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    if (!(a[i] > 0.0f)) da[i] = 0.0f;
+  }
+}
+
+// out[r, c] = src[r, c] (row stride src_stride) where mask[r, c] > 0, else 0: the gradient of
+// the bottom output, taken out of the vectors' gradient through the last ReLU.
+__global__ void MaskedStridedCopyKernel(float* out, const float* src, int src_stride,
+                                        const float* mask, int rows, int cols) {
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    out[i] = mask[i] > 0.0f ? src[r * src_stride + c] : 0.0f;
+  }
+}
+
+// out[c] = sum over rows of m[r, c] (a bias gradient). Block (32, 8): 32 columns, each summed
+// by 8 row-strided threads and then combined in a fixed order.
+constexpr int kColTile = 32;
+constexpr int kRowLanes = 8;
+__global__ void ColumnSumsKernel(const float* m, int rows, int cols, float* out) {
+  __shared__ float part[kRowLanes][kColTile + 1];
+  const int col = blockIdx.x * kColTile + threadIdx.x;
+  float s = 0.0f;
+  if (col < cols) {
+    for (int r = threadIdx.y; r < rows; r += kRowLanes) s += m[static_cast<int64_t>(r) * cols + col];
+  }
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float t = 0.0f;
+    for (int k = 0; k < kRowLanes; ++k) t += part[k][threadIdx.x];
+    out[col] = t;
+  }
+}
+
+// One warp per (example, table): the example's rows summed in id order, scaled for mean, into
+// its columns of the vectors (zeros for an example without ids).
+__global__ void PoolKernel(const TableMeta* meta, int num_tables, const float* rows,
+                           const int32_t* offsets, const int32_t* positions, int batch,
+                           float* vectors, int vectors_width) {
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= static_cast<int64_t>(batch) * num_tables) return;
+  const int i = static_cast<int>(warp / num_tables);
+  const TableMeta m = meta[warp % num_tables];
+  const int32_t lo = offsets[m.off_base + i], hi = offsets[m.off_base + i + 1];
+  float* out = vectors + static_cast<int64_t>(i) * vectors_width + m.column;
+  const float inv = (m.mean && hi > lo) ? 1.0f / (hi - lo) : 1.0f;
+  for (int c = lane; c < m.dim; c += 32) {
+    float s = 0.0f;
+    for (int32_t k = lo; k < hi; ++k) {
+      s += rows[m.row_base + static_cast<int64_t>(positions[m.pos_base + k]) * m.dim + c];
+    }
+    out[c] = (m.mean && hi > lo) ? s * inv : s;
+  }
+}
+
+// The pooling backward: one warp per (example, table), adding the example's pooled gradient
+// (scaled for mean) into the gradient of each of its rows. atomicAdd: rows repeat across
+// examples.
+__global__ void ScatterRowGradsKernel(const TableMeta* meta, int num_tables,
+                                      const int32_t* offsets, const int32_t* positions,
+                                      int batch, const float* dvectors, int vectors_width,
+                                      float* row_grads) {
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= static_cast<int64_t>(batch) * num_tables) return;
+  const int i = static_cast<int>(warp / num_tables);
+  const TableMeta m = meta[warp % num_tables];
+  const int32_t lo = offsets[m.off_base + i], hi = offsets[m.off_base + i + 1];
+  if (lo == hi) return;
+  const float* g = dvectors + static_cast<int64_t>(i) * vectors_width + m.column;
+  const float scale = m.mean ? 1.0f / (hi - lo) : 1.0f;
+  for (int32_t k = lo; k < hi; ++k) {
+    float* row = row_grads + m.row_base + static_cast<int64_t>(positions[m.pos_base + k]) * m.dim;
+    for (int c = lane; c < m.dim; c += 32) atomicAdd(&row[c], scale * g[c]);
+  }
+}
+
+// Index of pair (i, j), i < j, in the row-major upper triangle of n vectors.
+__device__ __forceinline__ int PairIndex(int i, int j, int n) {
+  return i * n - i * (i + 1) / 2 + (j - i - 1);
+}
+
+// One block per example: features = [bottom output, dot(v_i, v_j) for i < j].
+__global__ void DotForwardKernel(const float* vectors, int n, int d, int bottom_out,
+                                 float* features, int features_width) {
+  const int r = blockIdx.x;
+  const float* v = vectors + static_cast<int64_t>(r) * n * d;
+  float* f = features + static_cast<int64_t>(r) * features_width;
+  for (int c = threadIdx.x; c < bottom_out; c += blockDim.x) f[c] = v[c];
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    const int i = idx / n, j = idx % n;
+    if (j <= i) continue;
+    float s = 0.0f;
+    for (int c = 0; c < d; ++c) s += v[i * d + c] * v[j * d + c];
+    f[bottom_out + PairIndex(i, j, n)] = s;
+  }
+}
+
+// One block per example: dv_i = sum over j != i of g(i, j) v_j, plus the gradient of the
+// bottom output's own columns for vector 0.
+__global__ void DotBackwardKernel(const float* vectors, const float* dfeatures, int n, int d,
+                                  int bottom_out, int features_width, float* dvectors) {
+  const int r = blockIdx.x;
+  const float* v = vectors + static_cast<int64_t>(r) * n * d;
+  const float* g = dfeatures + static_cast<int64_t>(r) * features_width;
+  float* dv = dvectors + static_cast<int64_t>(r) * n * d;
+  for (int idx = threadIdx.x; idx < n * d; idx += blockDim.x) {
+    const int i = idx / d, c = idx % d;
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      if (j == i) continue;
+      const int p = i < j ? PairIndex(i, j, n) : PairIndex(j, i, n);
+      s += g[bottom_out + p] * v[j * d + c];
+    }
+    if (idx < bottom_out) s += g[idx];
+    dv[idx] = s;
+  }
+}
+
+// Per example: the stable log loss of its logit, and when dlogits is set the gradient of the
+// mean loss, (sigmoid(z) - y) / batch.
+__global__ void LogLossKernel(const float* logits, const float* labels, int batch,
+                              float inv_batch, float* row_loss, float* dlogits) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= batch) return;
+  const float z = logits[i], y = labels[i];
+  row_loss[i] = fmaxf(z, 0.0f) - z * y + log1pf(expf(-fabsf(z)));
+  if (dlogits != nullptr) {
+    float s;
+    if (z >= 0) {
+      s = 1.0f / (1.0f + expf(-z));
+    } else {
+      const float e = expf(z);
+      s = e / (1.0f + e);
+    }
+    dlogits[i] = (s - y) * inv_batch;
+  }
+}
+
+// *out = sum of v[0, n) in a fixed order (one block), in double.
+__global__ void SumKernel(const float* v, int n, double* out) {
+  __shared__ double part[kThreads];
+  double s = 0;
+  for (int i = threadIdx.x; i < n; i += kThreads) s += v[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = kThreads / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0];
+}
+
+int64_t SumWidths(const std::vector<int>& dims) {
+  int64_t w = 0;
+  for (size_t l = 1; l < dims.size(); ++l) w += dims[l];
+  return w;
+}
+
+}  // namespace
+
+int DeviceCount() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // Clear it, so that later CUDA calls do not report it again.
+    return 0;
+  }
+  return n;
+}
+
+struct Runner::Impl {
+  ~Impl() {
+    cudaSetDevice(device);
+    if (handle != nullptr) cublasDestroy(handle);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  std::string Run(Step* step);
+
+  // act[l] = act(in * W_l + b_l) for the layers of dims, params from index `first` of the
+  // packed parameters, into consecutive batch x dims[l+1] blocks of acts.
+  std::string MlpForward(const float* in, int batch, const std::vector<int>& dims, size_t first,
+                         bool relu_last, float* acts);
+  // Backward of MlpForward, dz[0] holding the gradient of the last pre-activation. Gradients
+  // into grads_d from index `first`; the input's gradient into din when set.
+  std::string MlpBackward(const float* in, int batch, const std::vector<int>& dims,
+                          size_t first, const float* acts, float* dz[2], float* din);
+
+  int device = 0;
+  std::string name;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t handle = nullptr;
+  std::vector<size_t> offset;  // of each dense param in params_d / grads_d
+  DeviceBuffer<float> params_d, grads_d, dense_d, labels_d, bottom_acts_d, vectors_d,
+      features_d, top_acts_d, dz_d[2], dfeatures_d, dvectors_d, row_loss_d, rows_d,
+      row_grads_d;
+  DeviceBuffer<int32_t> offsets_d, positions_d;
+  DeviceBuffer<TableMeta> meta_d;
+  DeviceBuffer<double> sum_d;
+};
+
+std::string Runner::Impl::MlpForward(const float* in, int batch, const std::vector<int>& dims,
+                                     size_t first, bool relu_last, float* acts) {
+  const float one = 1.0f, zero = 0.0f;
+  const int layers = static_cast<int>(dims.size()) - 1;
+  for (int l = 0; l < layers; ++l) {
+    const int k = dims[l], out = dims[l + 1];
+    const float* w = params_d.get() + offset[first + 2 * l];
+    const float* b = params_d.get() + offset[first + 2 * l + 1];
+    CUBLAS_RETURN_IF_ERROR("sgemm (forward)",
+                           cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, out, batch, k, &one, w,
+                                       out, in, k, &zero, acts, out));
+    BiasActivationKernel<<<GridFor(int64_t{batch} * out), kThreads, 0, stream>>>(
+        acts, b, batch, out, relu_last || l + 1 < layers);
+    in = acts;
+    acts += static_cast<int64_t>(batch) * out;
+  }
+  return "";
+}
+
+std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vector<int>& dims,
+                                      size_t first, const float* acts, float* dz[2],
+                                      float* din) {
+  const float one = 1.0f, zero = 0.0f;
+  const int layers = static_cast<int>(dims.size()) - 1;
+  std::vector<const float*> act(layers);
+  for (int l = 0; l < layers; ++l) {
+    act[l] = acts;
+    acts += static_cast<int64_t>(batch) * dims[l + 1];
+  }
+  int cur = 0;
+  for (int l = layers - 1; l >= 0; --l) {
+    const int k = dims[l], out = dims[l + 1];
+    const float* a = l == 0 ? in : act[l - 1];
+    const float* w = params_d.get() + offset[first + 2 * l];
+    // dW = A^T dZ ([k, out]): dW^T = dZ^T A column-major.
+    CUBLAS_RETURN_IF_ERROR("sgemm (weight gradient)",
+                           cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, out, k, batch, &one,
+                                       dz[cur], out, a, k, &zero,
+                                       grads_d.get() + offset[first + 2 * l], out));
+    ColumnSumsKernel<<<(out + kColTile - 1) / kColTile, dim3(kColTile, kRowLanes), 0, stream>>>(
+        dz[cur], batch, out, grads_d.get() + offset[first + 2 * l + 1]);
+    float* da = l == 0 ? din : dz[1 - cur];
+    if (da == nullptr) break;
+    // dA = dZ W^T ([batch, k]): dA^T = W dZ^T column-major.
+    CUBLAS_RETURN_IF_ERROR("sgemm (input gradient)",
+                           cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, out, &one, w,
+                                       out, dz[cur], out, &zero, da, k));
+    if (l == 0) break;
+    ReluGradKernel<<<GridFor(int64_t{batch} * k), kThreads, 0, stream>>>(da, act[l - 1],
+                                                                          int64_t{batch} * k);
+    cur = 1 - cur;
+  }
+  return "";
+}
+
+std::string Runner::Impl::Run(Step* s) {
+  const int batch = s->batch;
+  const size_t b = static_cast<size_t>(batch);
+  const bool backward = !s->grads.empty();
+  const int num_tables = static_cast<int>(s->tables.size());
+  const int nb = static_cast<int>(s->bottom_dims.size()) - 1;
+  const int num_dense = s->bottom_dims[0];
+  const int vw = s->vectors, fw = s->features;
+
+  offset.assign(s->params.size() + 1, 0);
+  for (size_t i = 0; i < s->params.size(); ++i) offset[i + 1] = offset[i] + s->param_sizes[i];
+  size_t max_width = std::max(vw, fw);
+  for (int w : s->bottom_dims) max_width = std::max<size_t>(max_width, w);
+  for (int w : s->top_dims) max_width = std::max<size_t>(max_width, w);
+  std::vector<TableMeta> meta(num_tables);
+  int64_t total_rows = 0, total_ids = 0;
+  for (int t = 0; t < num_tables; ++t) {
+    const Table& tb = s->tables[t];
+    meta[t] = TableMeta{tb.dim,     tb.column, tb.mean ? 1 : 0,
+                        total_rows, total_ids, static_cast<int64_t>(t) * (batch + 1)};
+    total_rows += tb.num_rows * tb.dim;
+    total_ids += tb.offsets[batch];
+  }
+
+  CUDA_RETURN_IF_ERROR("cudaSetDevice", cudaSetDevice(device));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (parameters)", params_d.Reserve(offset.back()));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (dense)", dense_d.Reserve(b * num_dense));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (labels)", labels_d.Reserve(b));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (bottom)", bottom_acts_d.Reserve(b * SumWidths(s->bottom_dims)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (vectors)", vectors_d.Reserve(b * vw));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (features)", features_d.Reserve(s->dot ? b * fw : 1));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (top)", top_acts_d.Reserve(b * SumWidths(s->top_dims)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (row losses)", row_loss_d.Reserve(b));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (rows)", rows_d.Reserve(total_rows));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (offsets)", offsets_d.Reserve(static_cast<size_t>(num_tables) * (b + 1)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (positions)", positions_d.Reserve(total_ids));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (tables)", meta_d.Reserve(num_tables));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (sum)", sum_d.Reserve(1));
+  if (backward) {
+    CUDA_RETURN_IF_ERROR("cudaMalloc (gradients)", grads_d.Reserve(offset.back()));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[0].Reserve(b * max_width));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[1].Reserve(b * max_width));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dfeatures)", dfeatures_d.Reserve(s->dot ? b * fw : 1));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dvectors)", dvectors_d.Reserve(b * vw));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (row gradients)", row_grads_d.Reserve(total_rows));
+  }
+
+  auto h2d = [this](void* dst, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess
+                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+  };
+  for (size_t i = 0; i < s->params.size(); ++i) {
+    CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (parameters)",
+                         h2d(params_d.get() + offset[i], s->params[i],
+                             s->param_sizes[i] * sizeof(float)));
+  }
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (dense)",
+                       h2d(dense_d.get(), s->dense, b * num_dense * sizeof(float)));
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (labels)", h2d(labels_d.get(), s->labels, b * sizeof(float)));
+  for (int t = 0; t < num_tables; ++t) {
+    const Table& tb = s->tables[t];
+    CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (rows)",
+                         h2d(rows_d.get() + meta[t].row_base, tb.rows,
+                             tb.num_rows * tb.dim * sizeof(float)));
+    CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (offsets)",
+                         h2d(offsets_d.get() + meta[t].off_base, tb.offsets,
+                             (b + 1) * sizeof(int32_t)));
+    CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (positions)",
+                         h2d(positions_d.get() + meta[t].pos_base, tb.positions,
+                             tb.offsets[batch] * sizeof(int32_t)));
+  }
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (tables)",
+                       h2d(meta_d.get(), meta.data(), meta.size() * sizeof(TableMeta)));
+
+  // Bottom MLP, its output into the vectors' first columns.
+  const float* bottom_last = nullptr;
+  if (num_dense > 0) {
+    const float* src = dense_d.get();
+    if (nb > 0) {
+      RETURN_IF_MESSAGE(MlpForward(dense_d.get(), batch, s->bottom_dims, 0, true,
+                                   bottom_acts_d.get()));
+      bottom_last = bottom_acts_d.get() + b * (SumWidths(s->bottom_dims) - s->bottom_out);
+      src = bottom_last;
+    }
+    CUDA_RETURN_IF_ERROR(
+        "cudaMemcpy2DAsync (bottom output)",
+        cudaMemcpy2DAsync(vectors_d.get(), vw * sizeof(float), src, s->bottom_out * sizeof(float),
+                          s->bottom_out * sizeof(float), batch, cudaMemcpyDeviceToDevice, stream));
+  }
+  if (num_tables > 0) {
+    const int64_t warps = static_cast<int64_t>(batch) * num_tables;
+    PoolKernel<<<static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kThreads, 0,
+                 stream>>>(meta_d.get(), num_tables, rows_d.get(), offsets_d.get(),
+                           positions_d.get(), batch, vectors_d.get(), vw);
+  }
+  const float* features = vectors_d.get();
+  if (s->dot) {
+    DotForwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), s->n, s->d, s->bottom_out,
+                                                features_d.get(), fw);
+    features = features_d.get();
+  }
+
+  // Top MLP, loss.
+  const size_t top_first = 2 * static_cast<size_t>(nb);
+  RETURN_IF_MESSAGE(MlpForward(features, batch, s->top_dims, top_first, false, top_acts_d.get()));
+  const float* logits = top_acts_d.get() + b * (SumWidths(s->top_dims) - 1);
+  LogLossKernel<<<(batch + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      logits, labels_d.get(), batch, 1.0f / batch, row_loss_d.get(),
+      backward ? dz_d[0].get() : nullptr);
+  SumKernel<<<1, kThreads, 0, stream>>>(row_loss_d.get(), batch, sum_d.get());
+
+  if (backward) {
+    float* dz[2] = {dz_d[0].get(), dz_d[1].get()};
+    float* dfeatures = s->dot ? dfeatures_d.get() : dvectors_d.get();
+    RETURN_IF_MESSAGE(MlpBackward(features, batch, s->top_dims, top_first, top_acts_d.get(), dz,
+                                  dfeatures));
+    if (s->dot) {
+      DotBackwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), dfeatures_d.get(), s->n,
+                                                   s->d, s->bottom_out, fw, dvectors_d.get());
+    }
+    if (nb > 0) {
+      MaskedStridedCopyKernel<<<GridFor(int64_t{batch} * s->bottom_out), kThreads, 0, stream>>>(
+          dz[0], dvectors_d.get(), vw, bottom_last, batch, s->bottom_out);
+      RETURN_IF_MESSAGE(MlpBackward(dense_d.get(), batch, s->bottom_dims, 0, bottom_acts_d.get(),
+                                    dz, nullptr));
+    }
+    if (num_tables > 0) {
+      CUDA_RETURN_IF_ERROR("cudaMemsetAsync (row gradients)",
+                           cudaMemsetAsync(row_grads_d.get(), 0, total_rows * sizeof(float),
+                                           stream));
+      const int64_t warps = static_cast<int64_t>(batch) * num_tables;
+      ScatterRowGradsKernel<<<static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                              kThreads, 0, stream>>>(meta_d.get(), num_tables, offsets_d.get(),
+                                                     positions_d.get(), batch, dvectors_d.get(),
+                                                     vw, row_grads_d.get());
+    }
+  }
+  CUDA_RETURN_IF_ERROR("kernel launch", cudaGetLastError());
+
+  auto d2h = [this](void* dst, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess
+                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+  };
+  if (backward) {
+    for (size_t i = 0; i < s->grads.size(); ++i) {
+      CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (gradients)",
+                           d2h(s->grads[i], grads_d.get() + offset[i],
+                               s->param_sizes[i] * sizeof(float)));
+    }
+    for (int t = 0; t < num_tables; ++t) {
+      const Table& tb = s->tables[t];
+      CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (row gradients)",
+                           d2h(tb.row_grads, row_grads_d.get() + meta[t].row_base,
+                               tb.num_rows * tb.dim * sizeof(float)));
+    }
+  }
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (logits)", d2h(s->logits, logits, b * sizeof(float)));
+  double sum = 0;
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (loss)", d2h(&sum, sum_d.get(), sizeof(sum)));
+  CUDA_RETURN_IF_ERROR("cudaStreamSynchronize", cudaStreamSynchronize(stream));
+  s->loss_sum = sum;
+  return "";
+}
+
+Runner::Runner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runner::~Runner() = default;
+
+const std::string& Runner::device_name() const { return impl_->name; }
+
+std::unique_ptr<Runner> Runner::Create(int device, std::string* error) {
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  auto fail = [&](std::string message) {
+    *error = std::move(message);
+    return std::unique_ptr<Runner>();
+  };
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return fail(CudaError("cudaSetDevice", e));
+  cudaDeviceProp prop;
+  e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) return fail(CudaError("cudaGetDeviceProperties", e));
+  impl->name = prop.name;
+  e = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return fail(CudaError("cudaStreamCreate", e));
+  cublasStatus_t st = cublasCreate(&impl->handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    impl->handle = nullptr;
+    return fail(CublasError("cublasCreate", st));
+  }
+  st = cublasSetStream(impl->handle, impl->stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(CublasError("cublasSetStream", st));
+  // Plain FP32 products (no TF32), so the GPU agrees with the CPU to float rounding.
+  st = cublasSetMathMode(impl->handle, CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(CublasError("cublasSetMathMode", st));
+  return std::unique_ptr<Runner>(new Runner(std::move(impl)));
+}
+
+std::string Runner::Run(Step* step) {
+  std::string error = impl_->Run(step);
+  // Let work already queued finish before the caller reuses its buffers or retries.
+  if (!error.empty()) cudaStreamSynchronize(impl_->stream);
+  return error;
+}
+
+}  // namespace dlrm_cuda
+}  // namespace shardps
