@@ -22,6 +22,7 @@
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "model/mlp.h"
+#include "model/model.h"
 
 namespace shardps {
 namespace {
@@ -102,7 +103,6 @@ constexpr EnumName<InitializerSpec::Type> kInitializers[] = {
 constexpr EnumName<UpdateSpec::StalenessLr> kStalenessLrs[] = {{"none", UpdateSpec::NONE},
                                                                  {"inverse", UpdateSpec::INVERSE}};
 constexpr absl::string_view kBackends[] = {"auto", "cpu", "gpu"};
-constexpr absl::string_view kDatasets[] = {kFashionMnist};
 
 // Replaces control characters so that a message, ours or a library's, stays on one line.
 std::string OneLine(absl::string_view s) {
@@ -608,9 +608,12 @@ std::string SomeNames(absl::Span<const std::string> names) {
 }
 
 // "warm_start": {"from": ..., "variables": {...}, "with_slots": ...} or "warm_start": "/ckpt".
-// `variables`: this job's variable names, which the keys of "variables" must be.
-absl::Status ParseWarmStart(const Json* value, const std::vector<std::string>& variables,
+// `known_variables`: this job's variable names, which the keys of "variables" must be; null
+// when they are not known here (the chief checks them against the checkpoint).
+absl::Status ParseWarmStart(const Json* value, const std::vector<std::string>* known_variables,
                             WarmStartSpec* warm_start, bool* given) {
+  static const std::vector<std::string>* const kNone = new std::vector<std::string>();
+  const std::vector<std::string>& variables = known_variables ? *known_variables : *kNone;
   *given = value != nullptr;
   if (value == nullptr) return absl::OkStatus();
   Json object;
@@ -639,7 +642,8 @@ absl::Status ParseWarmStart(const Json* value, const std::vector<std::string>& v
       if (name.empty()) {
         return FieldError("warm_start.variables", "variable names must not be empty");
       }
-      if (std::find(variables.begin(), variables.end(), name) == variables.end()) {
+      if (known_variables != nullptr &&
+          std::find(variables.begin(), variables.end(), name) == variables.end()) {
         const absl::string_view suggestion = Suggestion(name, known);
         return FieldError(
             "warm_start.variables",
@@ -746,22 +750,58 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   spec.set_name(name);
 
+  std::string dataset(kFashionMnist);
+  RETURN_IF_ERROR(f.String("dataset", &dataset));
+  if (absl::Status s = CheckDatasetName(dataset); !s.ok()) return FieldError("dataset", s.message());
+  spec.set_dataset(dataset);
+
+  const bool has_data_dir = f.Has("data_dir");
+  std::string data_dir = DatasetDir(dataset, "");
+  RETURN_IF_ERROR(f.String("data_dir", &data_dir));
+  if (has_data_dir && data_dir.empty()) return f.RangeError("data_dir", "must not be empty");
+  const bool synthetic = absl::StartsWith(dataset, kSyntheticCtr);
+  if (data_dir.empty() && !synthetic) {
+    return FieldError("data_dir", absl::StrCat("is required for dataset ", Quote(dataset),
+                                               " (a directory holding train.ctrbin and "
+                                               "test.ctrbin)"));
+  }
+  spec.set_data_dir(data_dir);
+
   if (!f.Has("model")) {
     return FieldError("model", "is required, e.g. \"mlp:256,128\" or \"softmax\"");
   }
   std::string model;
   RETURN_IF_ERROR(f.String("model", &model));
-  ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
-  spec.set_model(MlpSpecToString(model_spec));
-
-  std::string dataset(kFashionMnist);
-  RETURN_IF_ERROR(f.OneOf("dataset", kDatasets, "supported:", &dataset));
-  spec.set_dataset(dataset);
-
-  std::string data_dir = kDefaultDataDir;
-  RETURN_IF_ERROR(f.String("data_dir", &data_dir));
-  if (data_dir.empty()) return f.RangeError("data_dir", "must not be empty");
-  spec.set_data_dir(data_dir);
+  // The model's variables, "{name}/{variable}", for warm_start; unknown (empty, unchecked)
+  // for click-log files this process cannot read (the chief checks the model on its data).
+  std::vector<std::string> variables;
+  bool variables_known = true;
+  if (dataset == kFashionMnist) {
+    ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
+    spec.set_model(MlpSpecToString(model_spec));
+    for (const ParamInfo& param : Params(model_spec)) {
+      variables.push_back(absl::StrCat(name, "/", param.name));
+    }
+  } else {
+    absl::StatusOr<DatasetInfo> info = DescribeDataset(dataset, data_dir, Split::kTrain);
+    if (!info.ok() && synthetic) return FieldError("dataset", info.status().message());
+    if (info.ok()) {
+      JobSpec probe;
+      probe.set_model(model);
+      absl::StatusOr<std::unique_ptr<Model>> created = Model::Create(probe, *info);
+      if (!created.ok()) return FieldError("model", created.status().message());
+      spec.set_model((*created)->ToString());
+      for (const VariableInfo& v : (*created)->variables()) {
+        variables.push_back(absl::StrCat(name, "/", v.name));
+      }
+    } else if (!absl::StartsWith(model, "dlrm")) {
+      return FieldError("model", absl::StrCat("click-log dataset ", Quote(dataset),
+                                              " takes a \"dlrm:...\" model, not ", Quote(model)));
+    } else {
+      spec.set_model(model);
+      variables_known = false;
+    }
+  }
 
   int64_t batch_size = kDefaultBatchSize;
   RETURN_IF_ERROR(f.Int("batch_size", &batch_size));
@@ -930,13 +970,10 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   RETURN_IF_ERROR(ParseCheckpoint(f.Find("checkpoint"), &checkpoint, &has_checkpoint));
   if (has_checkpoint) *spec.mutable_checkpoint() = std::move(checkpoint);
 
-  std::vector<std::string> variables;
-  for (const ParamInfo& param : Params(model_spec)) {
-    variables.push_back(absl::StrCat(name, "/", param.name));
-  }
   bool has_warm_start = false;
   WarmStartSpec warm_start;
-  RETURN_IF_ERROR(ParseWarmStart(f.Find("warm_start"), variables, &warm_start, &has_warm_start));
+  RETURN_IF_ERROR(ParseWarmStart(f.Find("warm_start"), variables_known ? &variables : nullptr,
+                                 &warm_start, &has_warm_start));
   if (has_warm_start) *spec.mutable_warm_start() = std::move(warm_start);
   return spec;
 }

@@ -351,9 +351,40 @@ TEST(JobSpecTest, RejectsBadModelAndDataset) {
   EXPECT_THAT(ErrorOf(R"({"model": 5})"),
               HasSubstr(R"(job: "model": expected a string, got number 5)"));
   EXPECT_EQ(ErrorOf(JobWith(R"("dataset": "mnist")")),
-            R"(job: "dataset": unknown "mnist" (supported: fashion_mnist))");
+            R"(job: "dataset": unknown dataset "mnist": expected fashion_mnist, )"
+            R"(synthetic_ctr:<spec>, criteo, movielens)");
   EXPECT_THAT(ErrorOf(JobWith(R"("data_dir": "")")), HasSubstr(R"(job: "data_dir": )"));
   EXPECT_THAT(ErrorOf(JobWith(R"("name": "")")), HasSubstr(R"(job: "name": must not be empty)"));
+}
+
+TEST(JobSpecTest, ClickLogJobsTakeTheDlrmModelOnTheirData) {
+  const std::string dataset = "synthetic_ctr:examples=1000,tables=2,vocab=50|80,dense=3";
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      absl::StrCat(R"({"name": "ctr", "model": "dlrm:top=8", "dataset": ")", dataset, R"("})"), 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dataset(), dataset);
+  EXPECT_TRUE(absl::StartsWith(spec->model(), "dlrm:")) << spec->model();
+  EXPECT_EQ(spec->data_dir(), "");
+
+  // The MLP needs dense features; the DLRM model click logs; a bad spec names its key.
+  EXPECT_THAT(ErrorOf(absl::StrCat(R"({"name": "ctr", "model": "mlp:8", "dataset": ")", dataset,
+                                   R"("})")),
+              HasSubstr(R"(job: "model": )"));
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "dlrm:top=8"})"), HasSubstr(R"(job: "model": )"));
+  EXPECT_THAT(ErrorOf(absl::StrCat(R"({"name": "ctr", "model": "dlrm:topp=8", "dataset": ")",
+                                   dataset, R"("})")),
+              HasSubstr("topp"));
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "dlrm", "dataset": "synthetic_ctr:tables=0"})"),
+              ::testing::AllOf(HasSubstr(R"(job: "dataset": )"), HasSubstr("tables")));
+  // Click-log files need their directory.
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "dlrm", "dataset": "criteo"})"),
+              HasSubstr(R"(job: "data_dir": is required for dataset "criteo")"));
+  // Files this process cannot read are left to the chief, which reads them.
+  absl::StatusOr<JobSpec> remote = ParseJobSpec(
+      R"({"name": "x", "model": "dlrm:top=8", "dataset": "criteo", "data_dir": "/nonexistent"})",
+      2);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_EQ(remote->model(), "dlrm:top=8");
 }
 
 TEST(JobSpecTest, RejectsBadSchedule) {

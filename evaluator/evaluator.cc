@@ -6,21 +6,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/auc.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 
 namespace shardps {
 
-Evaluator::Evaluator(JobSpec job, ComputeBackend* backend, std::unique_ptr<Model> model,
-                     std::shared_ptr<const DataSource> test)
-    : job_(std::move(job)), backend_(backend), model_(std::move(model)), test_(std::move(test)) {
+Evaluator::Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
+                     std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test)
+    : job_(std::move(job)),
+      own_dlrm_(std::move(own_dlrm)),
+      compute_(compute),
+      model_(std::move(model)),
+      test_(std::move(test)) {
   for (const VariableInfo& v : model_->variables()) {
     variable_names_.push_back(absl::StrCat(job_.name(), "/", v.name));
   }
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
-                                                             ComputeBackend* backend) {
+                                                             ComputeBackend* backend,
+                                                             DlrmCompute* dlrm) {
   RETURN_IF_ERROR(Annotate(CheckDatasetName(job.dataset()),
                            absl::StrCat("job \"", job.job_id(), "\"")));
   absl::StatusOr<std::shared_ptr<const DataSource>> test =
@@ -33,8 +39,14 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
   }
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(job, (*test)->info());
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("job \"", job.job_id(), "\""));
-  return std::unique_ptr<Evaluator>(
-      new Evaluator(job, backend, *std::move(model), *std::move(test)));
+  std::unique_ptr<DlrmCompute> own_dlrm;
+  if ((*model)->compute_kind() == ComputeKind::kDlrm && dlrm == nullptr) {
+    ASSIGN_OR_RETURN(own_dlrm, CreateDlrmCompute(BackendKind::kCpu, 0));
+    dlrm = own_dlrm.get();
+  }
+  return std::unique_ptr<Evaluator>(new Evaluator(job, ModelCompute{backend, dlrm},
+                                                  std::move(own_dlrm), *std::move(model),
+                                                  *std::move(test)));
 }
 
 std::vector<std::vector<float>> Evaluator::NewValues() const {
@@ -67,6 +79,8 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
   std::vector<int64_t> indices;
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
+  BatchEval part;
+  std::vector<float> scores, labels;  // click models: the whole split's, for the AUC
   for (int64_t begin = 0; begin < num_examples; begin += batch) {
     indices.resize(static_cast<size_t>(std::min(batch, num_examples - begin)));
     std::iota(indices.begin(), indices.end(), begin);
@@ -90,17 +104,24 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
                     static_cast<size_t>(width) * sizeof(float));
       }
     }
-    EvalResult part;
-    RETURN_IF_ERROR(model_->Evaluate(backend_, step, &part));
-    loss_sum += part.loss_sum;
-    correct += part.correct;
-    examples += part.num_examples;
+    RETURN_IF_ERROR(model_->Evaluate(compute_, step, &part));
+    loss_sum += part.totals.loss_sum;
+    correct += part.totals.correct;
+    examples += part.totals.num_examples;
+    scores.insert(scores.end(), part.scores.begin(), part.scores.end());
+    labels.insert(labels.end(), part.labels.begin(), part.labels.end());
   }
   EvalMetrics result;
   result.set_examples(examples);
   result.set_loss(examples > 0 ? loss_sum / examples : 0);
   result.set_accuracy(examples > 0 ? static_cast<double>(correct) / examples : 0);
   result.set_unix_time(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  if (!scores.empty()) {
+    absl::StatusOr<double> auc = ExactAuc(absl::MakeConstSpan(scores), labels);
+    // A test split of one class has no AUC: the metric is left out, not made up.
+    if (auc.ok()) result.set_auc(*auc);
+    result.set_auc_ceiling(test_->info().ceiling_auc);
+  }
   return result;
 }
 

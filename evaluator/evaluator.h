@@ -29,9 +29,11 @@ class Evaluator {
   // Loads the test split of job.dataset() in job.data_dir() (empty: the default directory)
   // and creates job.model() (model/model.h). FAILED_PRECONDITION naming the directory when
   // the data cannot be loaded; INVALID_ARGUMENT for a bad model text. `backend` must outlive
-  // the Evaluator.
+  // the Evaluator, and so must `dlrm`, the DLRM model's compute (null: a CPU one is made when
+  // the job's model needs it).
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job,
-                                                           ComputeBackend* backend);
+                                                           ComputeBackend* backend,
+                                                           DlrmCompute* dlrm = nullptr);
 
   const JobSpec& job() const { return job_; }
   // The model's variables, in Model::variables() order.
@@ -44,16 +46,18 @@ class Evaluator {
 
   // Evaluates every test example once, in batches of 1000, with `values` (one per parameter,
   // in order, each of its num_elements()). Sets examples, loss (mean), accuracy and
-  // unix_time; the caller sets what says where the values came from (step, checkpoint_id,
+  // unix_time; for a click model also auc (exact, over the whole test split) and, where the
+  // data knows it, auc_ceiling (the planted model's AUC on the same examples); the caller sets what says where the values came from (step, checkpoint_id,
   // steps_done). INVALID_ARGUMENT naming the parameter when a value has the wrong size.
   absl::StatusOr<EvalMetrics> Evaluate(const std::vector<std::vector<float>>& values) const;
 
  private:
-  Evaluator(JobSpec job, ComputeBackend* backend, std::unique_ptr<Model> model,
-            std::shared_ptr<const DataSource> test);
+  Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
+            std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test);
 
   const JobSpec job_;
-  ComputeBackend* const backend_;
+  const std::unique_ptr<DlrmCompute> own_dlrm_;  // made here when none was given
+  const ModelCompute compute_;
   const std::unique_ptr<Model> model_;
   const std::shared_ptr<const DataSource> test_;
   std::vector<std::string> variable_names_;

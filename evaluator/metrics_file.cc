@@ -9,12 +9,17 @@ namespace shardps {
 
 std::string EvalJsonLine(const EvalRecord& record) {
   const EvalMetrics& m = record.metrics;
+  // Click models add their AUC (and its ceiling, where the data knows it).
+  std::string auc;
+  if (m.auc() > 0) auc = absl::StrFormat(", \"auc\": %.6f", m.auc());
+  if (m.auc_ceiling() > 0) absl::StrAppend(&auc, absl::StrFormat(", \"auc_ceiling\": %.6f", m.auc_ceiling()));
   return absl::StrFormat(
       "{\"job_id\": %s, \"step\": %d, \"version\": %d, \"checkpoint_id\": %d, \"time\": %.3f, "
-      "\"loss\": %.6f, \"accuracy\": %.6f, \"examples\": %d, \"consistent\": %s, \"final\": %s}",
+      "\"loss\": %.6f, \"accuracy\": %.6f%s, \"examples\": %d, \"consistent\": %s, "
+      "\"final\": %s}",
       nlohmann::json(record.job_id).dump(), m.steps_done(), m.step(), m.checkpoint_id(),
-      m.unix_time(), m.loss(), m.accuracy(), m.examples(), record.consistent ? "true" : "false",
-      record.final ? "true" : "false");
+      m.unix_time(), m.loss(), m.accuracy(), auc, m.examples(),
+      record.consistent ? "true" : "false", record.final ? "true" : "false");
 }
 
 absl::StatusOr<std::unique_ptr<MetricsFile>> MetricsFile::Open(const std::string& path) {

@@ -36,6 +36,7 @@ class MlpModel : public Model {
   }
 
   std::string ToString() const override { return MlpSpecToString(spec_); }
+  ComputeKind compute_kind() const override { return ComputeKind::kDense; }
   const std::vector<VariableInfo>& variables() const override { return variables_; }
 
   absl::Status PrepareBatch(const DataSource& data, absl::Span<const int64_t> indices,
@@ -63,10 +64,12 @@ class MlpModel : public Model {
     return GatherBatch(*dense, indices, batch->features.data(), batch->labels.data());
   }
 
-  absl::Status ForwardBackward(ComputeBackend* backend, StepBuffers* step,
+  absl::Status ForwardBackward(const ModelCompute& compute, StepBuffers* step,
                                StepResult* out) const override {
     const MlpBatch* batch = Batch(*step);
     if (batch == nullptr) return NotPrepared();
+    ComputeBackend* const backend = compute.dense;
+    if (backend == nullptr) return NoBackend();
     std::vector<const float*> params;
     std::vector<float*> grads;
     for (size_t i = 0; i < variables_.size(); ++i) {
@@ -77,14 +80,18 @@ class MlpModel : public Model {
                                     step->batch_size, out, grads);
   }
 
-  absl::Status Evaluate(ComputeBackend* backend, const StepBuffers& step,
-                        EvalResult* out) const override {
+  absl::Status Evaluate(const ModelCompute& compute, const StepBuffers& step,
+                        BatchEval* out) const override {
     const MlpBatch* batch = Batch(step);
     if (batch == nullptr) return NotPrepared();
+    ComputeBackend* const backend = compute.dense;
+    if (backend == nullptr) return NoBackend();
+    out->scores.clear();
+    out->labels.clear();
     std::vector<const float*> params;
     for (size_t i = 0; i < variables_.size(); ++i) params.push_back(step.values[i].data());
     return backend->Evaluate(spec_, params, batch->features.data(), batch->labels.data(),
-                             step.batch_size, out);
+                             step.batch_size, &out->totals);
   }
 
  private:
@@ -94,6 +101,9 @@ class MlpModel : public Model {
       return nullptr;
     }
     return dynamic_cast<const MlpBatch*>(step.batch.get());
+  }
+  static absl::Status NoBackend() {
+    return absl::FailedPreconditionError("the MLP needs a dense compute backend; none was given");
   }
   static absl::Status NotPrepared() {
     return absl::FailedPreconditionError("the step's batch was not prepared for this model");

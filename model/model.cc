@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "model/dlrm_model.h"
 #include "model/mlp_model.h"
 
 namespace shardps {
@@ -17,6 +20,9 @@ int64_t VariableInfo::row_width() const {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& job, const DatasetInfo& data) {
+  if (job.model() == kDlrmPrefix || absl::StartsWith(job.model(), absl::StrCat(kDlrmPrefix, ":"))) {
+    return CreateDlrmModel(job, data);
+  }
   return CreateMlpModel(job, data);
 }
 

@@ -25,6 +25,7 @@
 #include "data/dataset.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "model/dlrm/dlrm_compute.h"
 #include "worker/compute/backend.h"
 
 namespace shardps {
@@ -66,6 +67,24 @@ struct StepBuffers {
   std::unique_ptr<ModelBatch> batch;
 };
 
+// What a model computes with: backends of the kind the process chose (CPU or GPU). A model
+// uses the one its compute_kind() names; FAILED_PRECONDITION when that one is null.
+struct ModelCompute {
+  ComputeBackend* dense = nullptr;  // the MLP's (worker/compute/backend.h)
+  DlrmCompute* dlrm = nullptr;      // the DLRM model's (model/dlrm/dlrm_compute.h)
+};
+
+enum class ComputeKind { kDense, kDlrm };
+
+// One evaluated batch.
+struct BatchEval {
+  EvalResult totals;  // summed loss, correct predictions, examples
+  // Binary classifiers (click models): per example, the predicted probability of label 1 and
+  // the label, for AUC. Empty for other models.
+  std::vector<float> scores;
+  std::vector<float> labels;
+};
+
 class Model {
  public:
   // job.model() for data shaped as `data` says (the chief passes DescribeDataset's, a worker
@@ -79,6 +98,9 @@ class Model {
   // The canonical model text ("mlp:256,128").
   virtual std::string ToString() const = 0;
 
+  // Which ModelCompute member the model computes with.
+  virtual ComputeKind compute_kind() const = 0;
+
   // In the order of every StepBuffers entry.
   virtual const std::vector<VariableInfo>& variables() const = 0;
 
@@ -90,15 +112,16 @@ class Model {
   virtual absl::Status PrepareBatch(const DataSource& data, absl::Span<const int64_t> indices,
                                     StepBuffers* step) const = 0;
 
-  // Loss and metrics of the prepared batch on step->values into *out, and the gradients of
-  // the mean loss into step->grads (for rows: of the rows in step->ids). The backend's
+  // Loss and metrics of the prepared batch on step->values into *out (correct: examples whose
+  // most likely class, for a click model whether p >= 0.5, is the label), and the gradients
+  // of the mean loss into step->grads (for rows: of the rows in step->ids). The backend's
   // errors.
-  virtual absl::Status ForwardBackward(ComputeBackend* backend, StepBuffers* step,
+  virtual absl::Status ForwardBackward(const ModelCompute& compute, StepBuffers* step,
                                        StepResult* out) const = 0;
 
   // Forward only: summed loss and metrics of the prepared batch into *out.
-  virtual absl::Status Evaluate(ComputeBackend* backend, const StepBuffers& step,
-                                EvalResult* out) const = 0;
+  virtual absl::Status Evaluate(const ModelCompute& compute, const StepBuffers& step,
+                                BatchEval* out) const = 0;
 };
 
 // Sizes `step` for `model`: one entry per variable, dense ones whole (what every model's

@@ -92,7 +92,8 @@ TEST(ModelTest, MlpStepComputesWhatTheBackendComputesOnTheGatheredBatch) {
   for (size_t i = 0; i < step.values[0].size(); ++i) step.values[0][i] = 0.1f * (i + 1);
   step.values[1] = {0.5f, -0.5f};
   StepResult result;
-  ASSERT_TRUE((*model)->ForwardBackward(backend->get(), &step, &result).ok());
+  const ModelCompute compute{backend->get(), nullptr};
+  ASSERT_TRUE((*model)->ForwardBackward(compute, &step, &result).ok());
 
   // The same compute straight on the backend, with the examples gathered by hand.
   absl::StatusOr<MlpSpec> spec = ParseMlpSpec("softmax", 3, 2);
@@ -116,10 +117,11 @@ TEST(ModelTest, MlpStepComputesWhatTheBackendComputesOnTheGatheredBatch) {
   EXPECT_EQ(step.grads[0], g0);
   EXPECT_EQ(step.grads[1], g1);
 
-  EvalResult eval;
-  ASSERT_TRUE((*model)->Evaluate(backend->get(), step, &eval).ok());
-  EXPECT_EQ(eval.num_examples, 2);
-  EXPECT_FLOAT_EQ(static_cast<float>(eval.loss_sum / 2), direct.loss);
+  BatchEval eval;
+  ASSERT_TRUE((*model)->Evaluate(compute, step, &eval).ok());
+  EXPECT_EQ(eval.totals.num_examples, 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(eval.totals.loss_sum / 2), direct.loss);
+  EXPECT_TRUE(eval.scores.empty());
 
   // A reused StepBuffers keeps its buffers' storage.
   const float* kernel = step.values[0].data();
@@ -145,7 +147,7 @@ TEST(ModelTest, BadModelTextAndWrongDataAreNamed) {
 
   StepBuffers unprepared;
   StepResult result;
-  EXPECT_EQ((*model)->ForwardBackward(nullptr, &unprepared, &result).code(),
+  EXPECT_EQ((*model)->ForwardBackward(ModelCompute{}, &unprepared, &result).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 

@@ -96,6 +96,8 @@ struct Job {
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<PsClient> ps;
   std::shared_ptr<ComputeBackend> backend;
+  std::shared_ptr<DlrmCompute> dlrm;  // the DLRM model's compute; null for other models
+  ModelCompute compute;               // backend and dlrm, as the model takes them
   std::string backend_name;
 
   absl::Mutex slot_mu;
@@ -289,6 +291,12 @@ class StepExecutorImpl : public StepExecutor {
     RETURN_IF_ERROR(EnsureBackend(kind));
     job->backend = backend_;
     job->backend_name = backend_->Name();
+    if (job->model->compute_kind() == ComputeKind::kDlrm) {
+      RETURN_IF_ERROR(EnsureDlrmCompute(kind));
+      job->dlrm = dlrm_;
+      job->backend_name = dlrm_->Name();
+    }
+    job->compute = ModelCompute{job->backend.get(), job->dlrm.get()};
 
     absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
     if (!ps.ok()) {
@@ -440,7 +448,7 @@ class StepExecutorImpl : public StepExecutor {
           seq = own->BeginCompute();
           own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.values));
         }
-        computed = job->model->ForwardBackward(job->backend.get(), &slot, &result);
+        computed = job->model->ForwardBackward(job->compute, &slot, &result);
         if (own != nullptr) own->EndCompute(seq, slot.grads, computed.ok());
         compute_ms = MillisSince(start);
       });
@@ -526,6 +534,19 @@ class StepExecutorImpl : public StepExecutor {
     return absl::OkStatus();
   }
 
+  // Makes dlrm_ a DLRM compute of kind `kind` (kAuto resolved as for the backend), keeping
+  // the current one when it is of that kind. REQUIRES: start_mu_ held.
+  absl::Status EnsureDlrmCompute(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
+    const BackendKind resolved = ResolveBackendKind(kind).kind;
+    if (dlrm_ != nullptr && dlrm_kind_ == resolved) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<DlrmCompute>> dlrm =
+        CreateDlrmCompute(resolved, options_.num_threads);
+    if (!dlrm.ok()) return Annotate(dlrm.status(), "creating the DLRM compute");
+    dlrm_ = std::move(*dlrm);
+    dlrm_kind_ = resolved;
+    return absl::OkStatus();
+  }
+
   // The training split of dataset `name` in `dir` (empty: the dataset's default), from the
   // cache when it was loaded last. REQUIRES: start_mu_ held.
   absl::StatusOr<std::shared_ptr<const DataSource>> LoadData(const std::string& name,
@@ -551,6 +572,8 @@ class StepExecutorImpl : public StepExecutor {
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::shared_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(start_mu_);
   BackendKind backend_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
+  std::shared_ptr<DlrmCompute> dlrm_ ABSL_GUARDED_BY(start_mu_);
+  BackendKind dlrm_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
   std::shared_ptr<const DataSource> data_ ABSL_GUARDED_BY(start_mu_);
   std::string data_name_ ABSL_GUARDED_BY(start_mu_);
   std::string data_dir_ ABSL_GUARDED_BY(start_mu_);

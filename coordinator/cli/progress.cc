@@ -288,7 +288,9 @@ std::string TerminalProgressLine(const JobStatus& status, int max_width) {
       parts.emplace_back(9, absl::StrFormat("acc %.3f", status.accuracy()));
     }
     if (status.has_eval()) {
-      parts.emplace_back(2, absl::StrFormat("eval %.3f", status.last_eval().accuracy()));
+      parts.emplace_back(2, status.last_eval().auc() > 0
+                                ? absl::StrFormat("eval auc %.4f", status.last_eval().auc())
+                                : absl::StrFormat("eval %.3f", status.last_eval().accuracy()));
     }
     if (status.has_checkpoint()) {
       parts.emplace_back(5, absl::StrCat("ckpt ", status.last_checkpoint().id()));
@@ -338,6 +340,12 @@ std::string PlainProgressLine(const JobStatus& status) {
   }
   if (status.has_eval()) {
     absl::StrAppend(&line, absl::StrFormat(" eval_acc %.3f", status.last_eval().accuracy()));
+    if (status.last_eval().auc() > 0) {
+      absl::StrAppend(&line, absl::StrFormat(" eval_auc %.4f", status.last_eval().auc()));
+    }
+    if (status.last_eval().auc_ceiling() > 0) {
+      absl::StrAppend(&line, absl::StrFormat(" (ceiling %.4f)", status.last_eval().auc_ceiling()));
+    }
   }
   if (status.has_checkpoint()) absl::StrAppend(&line, " ckpt ", status.last_checkpoint().id());
   if (status.recoveries_size() > 0) {
