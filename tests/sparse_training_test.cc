@@ -22,13 +22,13 @@ namespace {
 // 4 tables of 50 to 2000 rows (one multi-hot), 4 dense features; 60000 training examples,
 // 10000 held out.
 constexpr char kDataset[] =
-    "synthetic_ctr:examples=60000,test=10000,dense=4,tables=4,vocab=50|300|2000|1000,"
+    "synthetic_ctr:examples=200000,test=10000,dense=4,tables=4,vocab=50|300|2000|1000,"
     "hot=1|1|1..3|1,seed=11";
 
 std::string Job(const std::string& name, const std::string& mode, const std::string& extra) {
-  return absl::StrCat(R"({"name": ")", name, R"(", "model": "dlrm:bottom=16,8;top=32;dim=8", )",
+  return absl::StrCat(R"({"name": ")", name, R"(", "model": "dlrm:bottom=16,8;top=32;dim=8;interaction=dot;pooling=mean", )",
                       R"("dataset": ")", kDataset, R"(", "batch_size": 256, )",
-                      R"("optimizer": {"type": "adagrad", "learning_rate": 0.05}, "mode": ")",
+                      R"("optimizer": {"type": "adam", "learning_rate": 0.005}, "mode": ")",
                       mode, R"(", "partitioner": "fixed:2", "seed": 5, "backend": "cpu")", extra,
                       "}");
 }
@@ -49,7 +49,7 @@ std::vector<std::vector<float>> PullAll(TrainingCluster* cluster) {
 void TrainToLift(const std::string& mode) {
   TrainingCluster::Options options;
   options.evaluator = true;
-  options.job_file = WriteTempFile(mode + "-ctr.json", Job("ctr" + mode, mode, R"(, "epochs": 2)"));
+  options.job_file = WriteTempFile(mode + "-ctr.json", Job("ctr" + mode, mode, R"(, "epochs": 3)"));
   auto cluster = TrainingCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(6));
