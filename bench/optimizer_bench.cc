@@ -102,7 +102,8 @@ int Main(int argc, char** argv) {
                         {"sgd", OptimizerSpec::SGD},
                         {"momentum", OptimizerSpec::MOMENTUM},
                         {"adagrad", OptimizerSpec::ADAGRAD},
-                        {"adam", OptimizerSpec::ADAM}};
+                        {"adam", OptimizerSpec::ADAM},
+                        {"ftrl", OptimizerSpec::FTRL}};
   struct Size {
     const char* name;
     int64_t floats;  // in all

@@ -17,6 +17,8 @@ std::vector<std::string> SlotNames(const OptimizerSpec& optimizer) {
       return {"accumulator"};
     case OptimizerSpec::ADAM:
       return {"adam_m", "adam_v"};
+    case OptimizerSpec::FTRL:
+      return {"accumulator", "linear"};
     default:
       return {};
   }

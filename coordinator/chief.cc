@@ -669,6 +669,7 @@ class ChiefImpl : public Chief {
           slots = 1;
           break;
         case OptimizerSpec::ADAM:
+        case OptimizerSpec::FTRL:
           slots = 2;
           break;
         default:

@@ -40,6 +40,7 @@ constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.999;
 constexpr double kDefaultEpsilon = 1e-7;
 constexpr double kDefaultInitialAccumulator = 0.1;
+constexpr double kDefaultLearningRatePower = -0.5;  // FTRL
 constexpr int64_t kDefaultStaleness = 2;
 constexpr char kDefaultPartitioner[] = "min_size:262144:4";
 constexpr char kDefaultPlacement[] = "round_robin";
@@ -73,7 +74,8 @@ constexpr absl::string_view kJobKeys[] = {
     "delay_compensation", "delay_compensation_adaptive"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
-    "epsilon", "decay_rate", "decay_steps", "staircase"};
+    "epsilon", "decay_rate", "decay_steps", "staircase", "learning_rate_power", "l1", "l2",
+    "l2_shrinkage", "beta"};
 constexpr absl::string_view kInitializerKeys[] = {
     "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
 constexpr absl::string_view kCheckpointKeys[] = {
@@ -92,7 +94,8 @@ constexpr EnumName<JobSpec::Mode> kModes[] = {
 constexpr EnumName<OptimizerSpec::Type> kOptimizers[] = {{"sgd", OptimizerSpec::SGD},
                                                          {"momentum", OptimizerSpec::MOMENTUM},
                                                          {"adagrad", OptimizerSpec::ADAGRAD},
-                                                         {"adam", OptimizerSpec::ADAM}};
+                                                         {"adam", OptimizerSpec::ADAM},
+                                                         {"ftrl", OptimizerSpec::FTRL}};
 constexpr EnumName<InitializerSpec::Type> kInitializers[] = {
     {"zeros", InitializerSpec::ZEROS},
     {"constant", InitializerSpec::CONSTANT},
@@ -411,6 +414,8 @@ bool PositiveNormalFloat(double d) {
 }
 constexpr char kPositiveFloatRange[] = "must be in [1.2e-38, 3.4e38] (the ps computes in float32)";
 constexpr char kFloatRange[] = "must be in [-3.4e38, 3.4e38] (parameters are float32)";
+constexpr char kHyperparameterRange[] =
+    "must be in [-3.4e38, 3.4e38] (the ps computes in float32)";
 
 // A rate in (0, 1) that stays below 1 in float32. 0 is refused for Adam's betas because the
 // ps reads an unset (0) beta as its default: a file saying 0 would silently train with 0.9.
@@ -489,6 +494,29 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer) {
   optimizer->set_decay_rate(decay_rate);
   optimizer->set_decay_steps(decay_steps);
   optimizer->set_staircase(staircase);
+
+  // FTRL's (TF's names, l1 for l1_regularization_strength and so on). The power is stored
+  // for FTRL, or when written: 0 is a valid power (a fixed per-coordinate rate), so the ps
+  // tells "unset" (its -0.5) from 0 by presence.
+  double power = kDefaultLearningRatePower;
+  RETURN_IF_ERROR(f.Double("learning_rate_power", &power));
+  if (!(power <= 0)) return f.RangeError("learning_rate_power", "must be <= 0");
+  if (!FitsFloat(power)) return f.RangeError("learning_rate_power", kHyperparameterRange);
+  if (type == OptimizerSpec::FTRL || f.Has("learning_rate_power")) {
+    optimizer->set_learning_rate_power(power);
+  }
+  const std::pair<absl::string_view, void (OptimizerSpec::*)(double)> strengths[] = {
+      {"l1", &OptimizerSpec::set_l1},
+      {"l2", &OptimizerSpec::set_l2},
+      {"l2_shrinkage", &OptimizerSpec::set_l2_shrinkage},
+      {"beta", &OptimizerSpec::set_beta}};
+  for (const auto& [key, setter] : strengths) {
+    double strength = 0;
+    RETURN_IF_ERROR(f.Double(key, &strength));
+    if (!(strength >= 0)) return f.RangeError(key, "must be >= 0");
+    if (!FitsFloat(strength)) return f.RangeError(key, kHyperparameterRange);
+    (optimizer->*setter)(strength);
+  }
   return absl::OkStatus();
 }
 
@@ -1033,6 +1061,12 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
     optimizer["decay_steps"] = o.decay_steps();
     optimizer["staircase"] = o.staircase();
   }
+  if (o.has_learning_rate_power()) optimizer["learning_rate_power"] = o.learning_rate_power();
+  const bool ftrl = o.type() == OptimizerSpec::FTRL;
+  if (ftrl || o.l1() != 0) optimizer["l1"] = o.l1();
+  if (ftrl || o.l2() != 0) optimizer["l2"] = o.l2();
+  if (ftrl || o.l2_shrinkage() != 0) optimizer["l2_shrinkage"] = o.l2_shrinkage();
+  if (ftrl || o.beta() != 0) optimizer["beta"] = o.beta();
   out["optimizer"] = std::move(optimizer);
 
   out["mode"] = JobModeName(spec.mode());

@@ -423,7 +423,7 @@ TEST(JobSpecTest, RejectsBadOptimizer) {
             R"(job: "optimizer.learning_rate": expected a number, got string "fast")");
   EXPECT_EQ(
       ErrorOf(JobWith(R"("optimizer": {"type": "rmsprop"})")),
-      R"(job: "optimizer.type": unknown "rmsprop" (expected sgd, momentum, adagrad or adam))");
+      R"(job: "optimizer.type": unknown "rmsprop" (expected sgd, momentum, adagrad, adam or ftrl))");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "momentum", "momentum": 1})")),
             R"(job: "optimizer.momentum": must be in [0, 1), got 1)");
   EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"momentum": -0.1})")),
@@ -442,6 +442,54 @@ TEST(JobSpecTest, RejectsBadOptimizer) {
             R"(job: "optimizer": expected an object or a type name, got number 3)");
   EXPECT_THAT(ErrorOf(JobWith(R"("optimizer": "adamw")")),
               HasSubstr(R"(job: "optimizer.type": unknown "adamw")"));
+}
+
+TEST(JobSpecTest, FtrlOptimizer) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(JobWith(R"("optimizer": "ftrl")"), 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer().type(), OptimizerSpec::FTRL);
+  EXPECT_TRUE(spec->optimizer().has_learning_rate_power());
+  EXPECT_DOUBLE_EQ(spec->optimizer().learning_rate_power(), -0.5);
+  EXPECT_DOUBLE_EQ(spec->optimizer().initial_accumulator_value(), 0.1);
+  EXPECT_EQ(spec->optimizer().l1(), 0);
+
+  spec = ParseJobSpec(JobWith(R"("optimizer": {"type": "ftrl", "learning_rate": 0.05,
+      "learning_rate_power": 0, "l1": 0.01, "l2": 0.1, "l2_shrinkage": 0.2, "beta": 1,
+      "initial_accumulator_value": 0.5})"),
+                      1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const OptimizerSpec& o = spec->optimizer();
+  EXPECT_TRUE(o.has_learning_rate_power());
+  EXPECT_EQ(o.learning_rate_power(), 0.0);  // an explicit 0 stays 0
+  EXPECT_DOUBLE_EQ(o.l1(), 0.01);
+  EXPECT_DOUBLE_EQ(o.l2(), 0.1);
+  EXPECT_DOUBLE_EQ(o.l2_shrinkage(), 0.2);
+  EXPECT_DOUBLE_EQ(o.beta(), 1);
+  EXPECT_DOUBLE_EQ(o.initial_accumulator_value(), 0.5);
+  // Round trip through the job file.
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec), 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString()) << JobSpecToJson(*spec);
+
+  // Other optimizers do not get a power they were not given.
+  spec = ParseJobSpec(JobWith(R"("optimizer": "adagrad")"), 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->optimizer().has_learning_rate_power());
+
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "learning_rate_power": 0.5})")),
+            R"(job: "optimizer.learning_rate_power": must be <= 0, got 0.5)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "l1": -0.1})")),
+            R"(job: "optimizer.l1": must be >= 0, got -0.1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "l2": -1})")),
+            R"(job: "optimizer.l2": must be >= 0, got -1)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "l2_shrinkage": -2})")),
+            R"(job: "optimizer.l2_shrinkage": must be >= 0, got -2)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "beta": -3})")),
+            R"(job: "optimizer.beta": must be >= 0, got -3)");
+  EXPECT_EQ(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "l1": "big"})")),
+            R"(job: "optimizer.l1": expected a number, got string "big")");
+  EXPECT_THAT(ErrorOf(JobWith(R"("optimizer": {"type": "ftrl", "l2": 1e39})")),
+              HasSubstr(R"(job: "optimizer.l2": must be in [-3.4e38, 3.4e38])"));
 }
 
 TEST(JobSpecTest, RejectsBadModeAndDistribution) {

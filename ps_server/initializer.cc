@@ -72,7 +72,103 @@ absl::Status CheckFinite(double v, absl::string_view field) {
   return absl::OkStatus();
 }
 
+
+// An initializer with its defaults resolved (GLOROT_UNIFORM as the uniform range its caller
+// computed from the fans).
+struct Draw {
+  InitializerSpec::Type type;
+  double value;   // CONSTANT
+  double lo, hi;  // RANDOM_UNIFORM, GLOROT_UNIFORM
+  double mean, stddev;
+};
+
+Draw Resolve(const InitializerSpec& spec, double lo, double hi) {
+  Draw d{spec.type(), spec.value(), lo, hi, spec.mean(), spec.stddev()};
+  if (spec.type() == InitializerSpec::RANDOM_UNIFORM && lo == 0 && hi == 0) {
+    d.lo = -kKerasDefaultRange;
+    d.hi = kKerasDefaultRange;
+  }
+  if (d.stddev == 0) d.stddev = kKerasDefaultStddev;
+  return d;
+}
+
+// data[i] = the value of counter (key, first + i).
+void Fill(const Draw& d, uint64_t key, uint64_t first, float* data, int64_t size) {
+  switch (d.type) {
+    case InitializerSpec::ZEROS:
+      std::fill(data, data + size, 0.0f);
+      break;
+    case InitializerSpec::CONSTANT:
+      std::fill(data, data + size, static_cast<float>(d.value));
+      break;
+    case InitializerSpec::RANDOM_UNIFORM:
+    case InitializerSpec::GLOROT_UNIFORM:
+      for (int64_t i = 0; i < size; ++i) {
+        data[i] = UniformFloat(Bits(key, first + i, 0), d.lo, d.hi);
+      }
+      break;
+    case InitializerSpec::RANDOM_NORMAL:
+      for (int64_t i = 0; i < size; ++i) {
+        data[i] = static_cast<float>(d.mean + d.stddev * StandardNormal(Bits(key, first + i, 0)));
+      }
+      break;
+    case InitializerSpec::TRUNCATED_NORMAL:
+      for (int64_t i = 0; i < size; ++i) {
+        double z = 0.0;
+        for (int attempt = 0; attempt < kMaxTruncatedDraws; ++attempt) {
+          const double draw = StandardNormal(Bits(key, first + i, attempt));
+          if (std::abs(draw) <= 2.0) {
+            z = draw;
+            break;
+          }
+        }
+        data[i] = static_cast<float>(d.mean + d.stddev * z);
+      }
+      break;
+    default:
+      break;  // ValidateInitializer rejected it.
+  }
+}
+
+// The per-row key of a hashed-key row: distinct keys of one table get distinct counters
+// (Mix64 is a bijection), and the row's elements are counters 0 .. dim-1 under it.
+constexpr uint64_t kKeyedRowSalt = 0x3C6EF372FE94F82BULL;
+
 }  // namespace
+
+absl::StatusOr<KeyedRowInitializer> KeyedRowInitializer::Create(const InitializerSpec& spec,
+                                                                 absl::string_view table,
+                                                                 int64_t dim) {
+  absl::Status valid = ValidateInitializer(spec);
+  if (!valid.ok()) return valid;
+  if (spec.type() == InitializerSpec::GLOROT_UNIFORM) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", table,
+        "': initializer.type GLOROT_UNIFORM needs a fixed row count; a dynamic table takes "
+        "zeros, constant, random_uniform, random_normal or truncated_normal"));
+  }
+  if (dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", table, "': dim must be > 0, got ", dim));
+  }
+  KeyedRowInitializer init;
+  const Draw d = Resolve(spec, spec.minval(), spec.maxval());
+  init.type_ = d.type;
+  init.value_ = d.value;
+  init.lo_ = d.lo;
+  init.hi_ = d.hi;
+  init.mean_ = d.mean;
+  init.stddev_ = d.stddev;
+  init.table_key_ = Mix64(spec.seed() ^ Mix64(Fnv1a64(table) ^ kKeyedRowSalt));
+  init.dim_ = dim;
+  return init;
+}
+
+void KeyedRowInitializer::Fill(int64_t key, float* out) const {
+  const Draw d{type_, value_, lo_, hi_, mean_, stddev_};
+  shardps::Fill(d, Mix64(table_key_ ^ Mix64(static_cast<uint64_t>(key) + kGolden)), 0, out,
+                dim_);
+}
 
 absl::Status ValidateInitializer(const InitializerSpec& spec) {
   switch (spec.type()) {
@@ -163,59 +259,17 @@ absl::Status InitializeRows(const InitializerSpec& spec, absl::string_view varia
                      ") fall outside its ", full_rows, " rows"));
   }
 
+  double lo = spec.minval();
+  double hi = spec.maxval();
+  if (spec.type() == InitializerSpec::GLOROT_UNIFORM) {
+    const Fans fans = ComputeFans(full_shape);
+    hi = std::sqrt(6.0 / (fans.fan_in + fans.fan_out));
+    lo = -hi;
+  }
+  const Draw draw = Resolve(spec, lo, hi);
   const uint64_t key = Mix64(spec.seed() ^ Mix64(Fnv1a64(variable)));
   const uint64_t first = static_cast<uint64_t>(row_offset) * static_cast<uint64_t>(row_width);
-  float* data = out.data();
-
-  switch (spec.type()) {
-    case InitializerSpec::ZEROS:
-      std::fill(out.begin(), out.end(), 0.0f);
-      break;
-    case InitializerSpec::CONSTANT:
-      std::fill(out.begin(), out.end(), static_cast<float>(spec.value()));
-      break;
-    case InitializerSpec::RANDOM_UNIFORM:
-    case InitializerSpec::GLOROT_UNIFORM: {
-      double lo = spec.minval();
-      double hi = spec.maxval();
-      if (spec.type() == InitializerSpec::GLOROT_UNIFORM) {
-        const Fans fans = ComputeFans(full_shape);
-        hi = std::sqrt(6.0 / (fans.fan_in + fans.fan_out));
-        lo = -hi;
-      } else if (lo == 0 && hi == 0) {
-        lo = -kKerasDefaultRange;
-        hi = kKerasDefaultRange;
-      }
-      for (int64_t i = 0; i < size; ++i) data[i] = UniformFloat(Bits(key, first + i, 0), lo, hi);
-      break;
-    }
-    case InitializerSpec::RANDOM_NORMAL: {
-      const double mean = spec.mean();
-      const double stddev = spec.stddev() == 0 ? kKerasDefaultStddev : spec.stddev();
-      for (int64_t i = 0; i < size; ++i) {
-        data[i] = static_cast<float>(mean + stddev * StandardNormal(Bits(key, first + i, 0)));
-      }
-      break;
-    }
-    case InitializerSpec::TRUNCATED_NORMAL: {
-      const double mean = spec.mean();
-      const double stddev = spec.stddev() == 0 ? kKerasDefaultStddev : spec.stddev();
-      for (int64_t i = 0; i < size; ++i) {
-        double z = 0.0;
-        for (int attempt = 0; attempt < kMaxTruncatedDraws; ++attempt) {
-          const double draw = StandardNormal(Bits(key, first + i, attempt));
-          if (std::abs(draw) <= 2.0) {
-            z = draw;
-            break;
-          }
-        }
-        data[i] = static_cast<float>(mean + stddev * z);
-      }
-      break;
-    }
-    default:
-      break;  // ValidateInitializer rejected it.
-  }
+  Fill(draw, key, first, out.data(), size);
   return absl::OkStatus();
 }
 

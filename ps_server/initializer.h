@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/ps.pb.h"
@@ -45,6 +46,27 @@ Fans ComputeFans(absl::Span<const int64_t> full_shape);
 absl::Status InitializeRows(const InitializerSpec& spec, absl::string_view variable,
                             absl::Span<const int64_t> full_shape, int64_t row_offset,
                             absl::Span<float> out);
+
+// Initial values of hashed-key rows (ps_server/dynamic_table.h): row `key` of a table gets
+// dim values that depend only on (spec incl. its seed, table name, key), from the same
+// counter-based generator, so every ps task and every re-sharding computes the same row.
+// GLOROT_UNIFORM is refused (its range needs a row count a dynamic table does not have).
+// Thread-safety: immutable after Create; Fill may be called from any number of threads.
+class KeyedRowInitializer {
+ public:
+  static absl::StatusOr<KeyedRowInitializer> Create(const InitializerSpec& spec,
+                                                    absl::string_view table, int64_t dim);
+  // Writes the row's dim() values to out[0 .. dim()).
+  void Fill(int64_t key, float* out) const;
+  int64_t dim() const { return dim_; }
+
+ private:
+  KeyedRowInitializer() = default;
+  InitializerSpec::Type type_ = InitializerSpec::ZEROS;
+  double value_ = 0, lo_ = 0, hi_ = 0, mean_ = 0, stddev_ = 0;
+  uint64_t table_key_ = 0;
+  int64_t dim_ = 0;
+};
 
 }  // namespace shardps
 

@@ -198,3 +198,73 @@ TEST(InitializerTest, RejectsRowsOutsideTheVariable) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST(KeyedRowInitializerTest, DependsOnlyOnSeedTableAndKey) {
+  InitializerSpec spec;
+  spec.set_type(InitializerSpec::RANDOM_NORMAL);
+  spec.set_seed(7);
+  auto a = KeyedRowInitializer::Create(spec, "emb", 8);
+  auto b = KeyedRowInitializer::Create(spec, "emb", 8);
+  auto other_table = KeyedRowInitializer::Create(spec, "emb2", 8);
+  spec.set_seed(8);
+  auto other_seed = KeyedRowInitializer::Create(spec, "emb", 8);
+  ASSERT_TRUE(a.ok() && b.ok() && other_table.ok() && other_seed.ok());
+  for (int64_t key : {int64_t{0}, int64_t{-1}, int64_t{1} << 62, int64_t{12345}}) {
+    std::vector<float> ra(8), rb(8), rt(8), rs(8), rk(8);
+    a->Fill(key, ra.data());
+    b->Fill(key, rb.data());
+    other_table->Fill(key, rt.data());
+    other_seed->Fill(key, rs.data());
+    a->Fill(key + 1, rk.data());
+    EXPECT_EQ(ra, rb) << key;
+    EXPECT_NE(ra, rt) << key;
+    EXPECT_NE(ra, rs) << key;
+    EXPECT_NE(ra, rk) << key;
+    for (float v : ra) EXPECT_LT(std::abs(v), 0.05f * 8) << key;
+  }
+}
+
+TEST(KeyedRowInitializerTest, TypesAndRanges) {
+  InitializerSpec spec;
+  spec.set_type(InitializerSpec::CONSTANT);
+  spec.set_value(0.25);
+  auto c = KeyedRowInitializer::Create(spec, "t", 3);
+  ASSERT_TRUE(c.ok());
+  std::vector<float> row(3);
+  c->Fill(99, row.data());
+  EXPECT_EQ(row, std::vector<float>(3, 0.25f));
+
+  spec.set_type(InitializerSpec::RANDOM_UNIFORM);
+  spec.set_minval(1);
+  spec.set_maxval(2);
+  auto u = KeyedRowInitializer::Create(spec, "t", 64);
+  ASSERT_TRUE(u.ok());
+  std::vector<float> wide(64);
+  u->Fill(5, wide.data());
+  for (float v : wide) {
+    EXPECT_GE(v, 1.0f);
+    EXPECT_LT(v, 2.0f);
+  }
+
+  spec.set_type(InitializerSpec::TRUNCATED_NORMAL);
+  spec.set_mean(0);
+  spec.set_stddev(1);
+  auto tn = KeyedRowInitializer::Create(spec, "t", 64);
+  ASSERT_TRUE(tn.ok());
+  tn->Fill(5, wide.data());
+  for (float v : wide) EXPECT_LE(std::abs(v), 2.0f);
+
+  spec.set_type(InitializerSpec::GLOROT_UNIFORM);
+  auto g = KeyedRowInitializer::Create(spec, "t", 4);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("GLOROT_UNIFORM"), std::string::npos);
+  spec.set_type(InitializerSpec::ZEROS);
+  EXPECT_EQ(KeyedRowInitializer::Create(spec, "t", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardps

@@ -22,7 +22,14 @@ constexpr double kDefaultEpsilon = 1e-7;
 constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.999;
 
+constexpr double kDefaultLearningRatePower = -0.5;
+
 double OrDefault(double v, double def) { return v == 0 ? def : v; }
+
+// FTRL's power: unset takes TF's -0.5; any value given, 0 included, is used.
+double FtrlPower(const OptimizerSpec& spec) {
+  return spec.has_learning_rate_power() ? spec.learning_rate_power() : kDefaultLearningRatePower;
+}
 
 absl::Status CheckRange(double v, absl::string_view field, double lo, bool lo_open, double hi,
                         bool hi_open) {
@@ -277,6 +284,73 @@ struct AdamKernel {
 #endif
 };
 
+// FTRL-Proximal, TF's ApplyFtrlV2 per element (lr is this update's rate after decay and
+// scale; l2 already holds Keras' l2 + beta / (2 * lr)):
+//   g_s = g + 2 * l2_shrinkage * p                     (g when l2_shrinkage is 0: TF's V1 op)
+//   acc_new = acc + g * g
+//   linear += g_s - (acc_new^(-power) - acc^(-power)) / lr * p
+//   quadratic = acc_new^(-power) / lr + 2 * l2
+//   p = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
+//   acc = acc_new
+// power -0.5 (the default) takes sqrt, as TF does; others std::pow.
+struct FtrlKernel {
+  float lr;
+  double power;
+  float l1;
+  float l2;
+  float l2_shrinkage;
+  float beta;
+  float initial_accumulator;
+  struct Coefficients {
+    float lr;
+    float l2;  // adjusted by beta
+  };
+  float initial_slot_value(int slot) const { return slot == 0 ? initial_accumulator : 0.0f; }
+  absl::string_view slot_name(int slot) const { return slot == 0 ? "accumulator" : "linear"; }
+  Coefficients Prepare(int64_t, double scale) const {
+    const float lr_t = static_cast<float>(lr * scale);
+    return {lr_t, beta == 0.0f ? l2 : l2 + beta / (2.0f * lr_t)};
+  }
+  void Update(const Coefficients& c, int64_t n, const float* __restrict g, float* __restrict p,
+              float* const* slots) const {
+    float* __restrict acc = slots[0];
+    float* __restrict linear = slots[1];
+    const float lr_ = c.lr;
+    const float two_l2 = 2.0f * c.l2;
+    const float l1_ = l1;
+    const float two_shrinkage = 2.0f * l2_shrinkage;
+    const bool shrink = l2_shrinkage > 0.0f;
+    if (power == -0.5) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float gs = shrink ? g[i] + two_shrinkage * p[i] : g[i];
+        const float a = acc[i];
+        const float a_new = a + g[i] * g[i];
+        const float s_new = std::sqrt(a_new);
+        const float l = linear[i] + (gs - (s_new - std::sqrt(a)) / lr_ * p[i]);
+        linear[i] = l;
+        const float quadratic = s_new / lr_ + two_l2;
+        const float x = (l < 0.0f ? -l1_ : l1_) - l;
+        p[i] = std::fabs(l) > l1_ ? x / quadratic : 0.0f;
+        acc[i] = a_new;
+      }
+    } else {
+      const float neg_power = static_cast<float>(-power);
+      for (int64_t i = 0; i < n; ++i) {
+        const float gs = shrink ? g[i] + two_shrinkage * p[i] : g[i];
+        const float a = acc[i];
+        const float a_new = a + g[i] * g[i];
+        const float s_new = std::pow(a_new, neg_power);
+        const float l = linear[i] + (gs - (s_new - std::pow(a, neg_power)) / lr_ * p[i]);
+        linear[i] = l;
+        const float quadratic = s_new / lr_ + two_l2;
+        const float x = (l < 0.0f ? -l1_ : l1_) - l;
+        p[i] = std::fabs(l) > l1_ ? x / quadratic : 0.0f;
+        acc[i] = a_new;
+      }
+    }
+  }
+};
+
 }  // namespace
 
 absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
@@ -286,6 +360,7 @@ absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
     case OptimizerSpec::ADAGRAD:
     case OptimizerSpec::ADAM:
     case OptimizerSpec::NOOP:
+    case OptimizerSpec::FTRL:
       break;
     default:
       return absl::InvalidArgumentError(
@@ -318,6 +393,16 @@ absl::Status Optimizer::Validate(const OptimizerSpec& spec) {
       RETURN_IF_ERROR(CheckRange(OrDefault(spec.epsilon(), kDefaultEpsilon), "epsilon", 0,
                                  false, kInf, true));
       break;
+    case OptimizerSpec::FTRL:
+      RETURN_IF_ERROR(CheckRange(
+          OrDefault(spec.initial_accumulator_value(), kDefaultInitialAccumulator),
+          "initial_accumulator_value", 0, false, kInf, true));
+      RETURN_IF_ERROR(CheckRange(FtrlPower(spec), "learning_rate_power", -kInf, true, 0, false));
+      RETURN_IF_ERROR(CheckRange(spec.l1(), "l1", 0, false, kInf, true));
+      RETURN_IF_ERROR(CheckRange(spec.l2(), "l2", 0, false, kInf, true));
+      RETURN_IF_ERROR(CheckRange(spec.l2_shrinkage(), "l2_shrinkage", 0, false, kInf, true));
+      RETURN_IF_ERROR(CheckRange(spec.beta(), "beta", 0, false, kInf, true));
+      break;
     default:
       break;
   }
@@ -347,6 +432,14 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerSpec
           decay));
     case OptimizerSpec::NOOP:
       return std::unique_ptr<Optimizer>(new KernelOptimizer<NoopKernel, 0>(NoopKernel{}, decay));
+    case OptimizerSpec::FTRL:
+      return std::unique_ptr<Optimizer>(new KernelOptimizer<FtrlKernel, 2>(
+          FtrlKernel{lr, FtrlPower(spec), static_cast<float>(spec.l1()),
+                     static_cast<float>(spec.l2()), static_cast<float>(spec.l2_shrinkage()),
+                     static_cast<float>(spec.beta()),
+                     static_cast<float>(OrDefault(spec.initial_accumulator_value(),
+                                                  kDefaultInitialAccumulator))},
+          decay));
     default:
       return absl::InvalidArgumentError("unreachable: optimizer.type validated above");
   }

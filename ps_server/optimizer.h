@@ -10,14 +10,25 @@
 //             v = beta2 * v + (1 - beta2) * g * g                      (slot 1: "adam_v")
 //             p -= lr_t * m / (sqrt(v) + epsilon)
 //             (Keras' epsilon is the paper's "epsilon hat", added to sqrt(v) as is.)
+//   FTRL      FTRL-Proximal as TF's Ftrl / ResourceApplyFtrlV2 (slot 0: "accumulator",
+//             slot 1: "linear"), with power = learning_rate_power:
+//               g_s = g + 2 * l2_shrinkage * p
+//               acc_new = acc + g * g
+//               linear += g_s - (acc_new^(-power) - acc^(-power)) / lr * p
+//               quadratic = acc_new^(-power) / lr + 2 * (l2 + beta / (2 * lr))
+//               p = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
+//               acc = acc_new
+//             The accumulator starts at initial_accumulator_value, linear at 0.
 //   NOOP      validates the spec and leaves everything unchanged.
 //
 // Every rule may decay its lr (Keras' ExponentialDecay): update t uses
 // lr * decay_rate ^ ((t - 1) / decay_steps), the exponent floored when staircase.
 //
-// Defaults: a field that is 0 takes TF's default: ADAGRAD initial_accumulator_value 0.1,
-// epsilon 1e-7 (ADAGRAD, ADAM), ADAM beta1 0.9 and beta2 0.999. So an exact 0 cannot be asked
-// for in those fields. momentum 0 means plain SGD steps (Keras' default).
+// Defaults: a field that is 0 takes TF's default: ADAGRAD and FTRL initial_accumulator_value
+// 0.1, epsilon 1e-7 (ADAGRAD, ADAM), ADAM beta1 0.9 and beta2 0.999. So an exact 0 cannot be
+// asked for in those fields. momentum 0 means plain SGD steps (Keras' default). FTRL's
+// learning_rate_power has presence: unset is TF's -0.5, and 0 when set is a plain 0. FTRL's
+// l1, l2, l2_shrinkage and beta default to 0 as in TF.
 //
 // The row-sparse apply is "lazy" (TF's sparse apply ops, Keras' LazyAdam): only the given
 // rows' parameters and slots change; Adam's moments of other rows do not decay. The step t
@@ -57,11 +68,12 @@ struct RowBlocks {
 
 class Optimizer {
  public:
-  // The most slots any optimizer uses (Adam: m and v).
+  // The most slots any optimizer uses (Adam: m and v; FTRL: accumulator and linear).
   static constexpr int kMaxSlots = 2;
 
   // Checks hyperparameters: learning_rate > 0 and finite; momentum in [0, 1); beta1, beta2 in
-  // [0, 1) and epsilon, initial_accumulator_value >= 0 and finite (after defaults). Only the
+  // [0, 1) and epsilon, initial_accumulator_value >= 0 and finite (after defaults); FTRL's
+  // learning_rate_power <= 0 and l1, l2, l2_shrinkage, beta >= 0, all finite. Only the
   // fields the type uses are checked beyond learning_rate. INVALID_ARGUMENT names the field.
   static absl::Status Validate(const OptimizerSpec& spec);
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerSpec& spec);
@@ -70,8 +82,8 @@ class Optimizer {
 
   // How many slot buffers, each the size of the parameters, the optimizer needs.
   virtual int num_slots() const = 0;
-  // The value a slot starts at (and returns to on reset): Adagrad's accumulator starts at
-  // initial_accumulator_value, everything else at 0.
+  // The value a slot starts at (and returns to on reset): Adagrad's and FTRL's accumulator
+  // start at initial_accumulator_value, everything else at 0.
   virtual float initial_slot_value(int slot) const = 0;
 
   // Applies `grad` to params[0 .. grad.size()) and slots[s][0 .. grad.size()).
@@ -102,7 +114,8 @@ class Optimizer {
                                absl::Span<const RowBlocks> slots) const = 0;
 
   // The name of slot `slot` (checkpoint tensors are "<shard>/<slot name>"): MOMENTUM's
-  // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v".
+  // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v", FTRL's "accumulator"
+  // and "linear".
   // REQUIRES: 0 <= slot < num_slots().
   virtual absl::string_view slot_name(int slot) const = 0;
 };

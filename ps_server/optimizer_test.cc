@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardps {
@@ -160,7 +161,7 @@ TEST(OptimizerTest, RowsAreLazyAndMatchDense) {
   constexpr int kRows = 6;
   constexpr int kWidth = 5;
   for (auto type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM, OptimizerSpec::ADAGRAD,
-                    OptimizerSpec::ADAM}) {
+                    OptimizerSpec::ADAM, OptimizerSpec::FTRL}) {
     OptimizerSpec spec;
     spec.set_type(type);
     spec.set_learning_rate(0.1);
@@ -254,7 +255,7 @@ TEST(OptimizerTest, RejectsInvalidHyperparameters) {
   expect_invalid(s, "type");
 
   for (auto type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM, OptimizerSpec::ADAGRAD,
-                    OptimizerSpec::ADAM, OptimizerSpec::NOOP}) {
+                    OptimizerSpec::ADAM, OptimizerSpec::NOOP, OptimizerSpec::FTRL}) {
     s = base;
     s.set_type(type);
     EXPECT_TRUE(Optimizer::Create(s).ok()) << type;
@@ -444,7 +445,8 @@ TEST(OptimizerTest, SlotNames) {
                         {OptimizerSpec::NOOP, {}},
                         {OptimizerSpec::MOMENTUM, {"momentum"}},
                         {OptimizerSpec::ADAGRAD, {"accumulator"}},
-                        {OptimizerSpec::ADAM, {"adam_m", "adam_v"}}};
+                        {OptimizerSpec::ADAM, {"adam_m", "adam_v"}},
+                        {OptimizerSpec::FTRL, {"accumulator", "linear"}}};
   for (const Case& c : cases) {
     OptimizerSpec spec;
     spec.set_type(c.type);
@@ -499,6 +501,288 @@ TEST(OptimizerTest, RowsWithBlockedSlotsMatchContiguousSlots) {
   }
   EXPECT_NE(params[5 * kWidth], 1.0f);
   EXPECT_EQ(params[1 * kWidth], 1.0f);
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// FTRL-Proximal against TF's published formula (ResourceApplyFtrlV2's documentation, with
+// Keras' beta folded into l2), computed here in double.
+struct FtrlReference {
+  double lr, power, l1, l2, shrinkage, beta;
+  std::vector<double> p, acc, linear;
+
+  void Step(const std::vector<float>& g) {
+    const double l2_adj = l2 + beta / (2 * lr);
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double gs = g[i] + 2 * shrinkage * p[i];
+      const double acc_new = acc[i] + double{g[i]} * g[i];
+      linear[i] += gs - (std::pow(acc_new, -power) - std::pow(acc[i], -power)) / lr * p[i];
+      const double quadratic = std::pow(acc_new, -power) / lr + 2 * l2_adj;
+      p[i] = std::abs(linear[i]) > l1
+                 ? ((linear[i] < 0 ? -l1 : l1) - linear[i]) / quadratic
+                 : 0.0;
+      acc[i] = acc_new;
+    }
+  }
+};
+
+struct FtrlCase {
+  double power;  // NAN: unset (the default, -0.5)
+  double l1, l2, shrinkage, beta, initial_accumulator;
+};
+
+OptimizerSpec FtrlSpec(const FtrlCase& c) {
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::FTRL);
+  spec.set_learning_rate(0.2);
+  if (!std::isnan(c.power)) spec.set_learning_rate_power(c.power);
+  spec.set_l1(c.l1);
+  spec.set_l2(c.l2);
+  spec.set_l2_shrinkage(c.shrinkage);
+  spec.set_beta(c.beta);
+  spec.set_initial_accumulator_value(c.initial_accumulator);
+  return spec;
+}
+
+TEST(OptimizerFtrlTest, MatchesTfFormula) {
+  const FtrlCase cases[] = {
+      {NAN, 0, 0, 0, 0, 0},            // TF defaults: power -0.5, accumulator 0.1
+      {-0.5, 0.05, 0, 0, 0, 0},        // l1
+      {-0.5, 0, 0.3, 0, 0, 0},         // l2
+      {-0.5, 0.01, 0.1, 0.2, 0, 0.5},  // shrinkage (TF's V2 op)
+      {-0.5, 0, 0.1, 0, 0.7, 0},       // beta
+      {-0.75, 0.02, 0.05, 0, 0, 0.3},  // another power
+      {0.0, 0.01, 0.1, 0.05, 0, 0},    // power 0: a fixed per-coordinate rate
+      {-1.0, 0, 0, 0, 0, 1.0},
+  };
+  for (const FtrlCase& c : cases) {
+    SCOPED_TRACE(FtrlSpec(c).ShortDebugString());
+    auto opt = Make(FtrlSpec(c));
+    ASSERT_EQ(opt->num_slots(), 2);
+    const double acc0 = c.initial_accumulator == 0 ? 0.1 : c.initial_accumulator;
+    EXPECT_FLOAT_EQ(opt->initial_slot_value(0), static_cast<float>(acc0));
+    EXPECT_EQ(opt->initial_slot_value(1), 0.0f);
+    State s = Init(*opt);
+    const std::vector<float> init = InitialParams();
+    FtrlReference ref{0.2,
+                      std::isnan(c.power) ? -0.5 : c.power,
+                      c.l1,
+                      c.l2,
+                      c.shrinkage,
+                      c.beta,
+                      std::vector<double>(init.begin(), init.end()),
+                      std::vector<double>(kN, acc0),
+                      std::vector<double>(kN, 0.0)};
+    for (int t = 1; t <= kSteps; ++t) {
+      StepDense(*opt, t, &s);
+      std::vector<float> g(kN);
+      for (int i = 0; i < kN; ++i) g[i] = Grad(t, i);
+      ref.Step(g);
+    }
+    ExpectClose(s.params, ref.p);
+    ExpectClose(s.slots[0], ref.acc);
+    ExpectClose(s.slots[1], ref.linear);
+  }
+}
+
+// l1 zeroes the weights whose |linear| stays below it; a larger l1 zeroes more of them.
+TEST(OptimizerFtrlTest, L1ZeroesSmallWeights) {
+  int zeros_before = -1;
+  for (double l1 : {0.0, 0.5, 2.0, 1e3}) {
+    auto opt = Make(FtrlSpec({-0.5, l1, 0, 0, 0, 0}));
+    State s = Init(*opt);
+    for (int t = 1; t <= kSteps; ++t) StepDense(*opt, t, &s);
+    int zeros = 0;
+    for (int i = 0; i < kN; ++i) {
+      if (s.params[i] == 0.0f) {
+        ++zeros;
+        EXPECT_LE(std::abs(s.slots[1][i]), l1) << "element " << i;
+      }
+    }
+    EXPECT_GE(zeros, zeros_before) << "l1 " << l1;
+    zeros_before = zeros;
+    if (l1 == 0.0) {
+      EXPECT_EQ(zeros, 0);
+    }
+    if (l1 == 0.5) {
+      EXPECT_GT(zeros, 0);  // some but not all: the test sees l1 at work
+      EXPECT_LT(zeros, kN);
+    }
+    if (l1 == 1e3) {
+      EXPECT_EQ(zeros, kN);
+    }
+  }
+}
+
+// The row-sparse apply moves only the given rows (accumulator and linear included), each as
+// the dense formula on that row; a caller sums duplicate ids first (as PushRows does), which
+// is one update with the summed gradient, not two updates.
+TEST(OptimizerFtrlTest, RowsTouchOnlyGivenRowsWithDuplicatesSummed) {
+  constexpr int kRows = 5;
+  constexpr int kWidth = 3;
+  const FtrlCase c{-0.5, 0.01, 0.1, 0.05, 0.2, 0};
+  auto opt = Make(FtrlSpec(c));
+  std::vector<float> params(kRows * kWidth), acc(kRows * kWidth, 0.1f), lin(kRows * kWidth);
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.05f * i - 0.3f;
+  const std::vector<float> params0 = params;
+  float* p_base = params.data();
+  float* a_base = acc.data();
+  float* l_base = lin.data();
+  const RowBlocks slots[] = {RowBlocks::Contiguous(&a_base, kWidth),
+                             RowBlocks::Contiguous(&l_base, kWidth)};
+  // A push of ids {3, 1, 3}: the caller sums the two rows for id 3.
+  const std::vector<int64_t> pushed = {3, 1, 3};
+  std::vector<float> pushed_grad(pushed.size() * kWidth);
+  for (size_t i = 0; i < pushed_grad.size(); ++i) pushed_grad[i] = std::sin(1.0f + i);
+  const std::vector<int64_t> rows = {3, 1};
+  std::vector<float> grad(rows.size() * kWidth);
+  for (int col = 0; col < kWidth; ++col) {
+    grad[col] = pushed_grad[col] + pushed_grad[2 * kWidth + col];
+    grad[kWidth + col] = pushed_grad[kWidth + col];
+  }
+  std::vector<FtrlReference> refs;
+  for (int64_t r : rows) {
+    refs.push_back({0.2, -0.5, c.l1, c.l2, c.shrinkage, c.beta,
+                    std::vector<double>(params0.begin() + r * kWidth,
+                                        params0.begin() + (r + 1) * kWidth),
+                    std::vector<double>(kWidth, 0.1), std::vector<double>(kWidth, 0.0)});
+  }
+  for (int t = 1; t <= 3; ++t) {
+    opt->ApplyRows(t, rows, grad.data(), RowBlocks::Contiguous(&p_base, kWidth), slots);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      refs[k].Step(std::vector<float>(grad.begin() + k * kWidth, grad.begin() + (k + 1) * kWidth));
+    }
+  }
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const int64_t r = rows[k];
+    auto slice = [&](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + r * kWidth, v.begin() + (r + 1) * kWidth);
+    };
+    ExpectClose(slice(params), refs[k].p);
+    ExpectClose(slice(acc), refs[k].acc);
+    ExpectClose(slice(lin), refs[k].linear);
+  }
+  for (int r : {0, 2, 4}) {
+    for (int col = 0; col < kWidth; ++col) {
+      const int i = r * kWidth + col;
+      EXPECT_EQ(params[i], params0[i]) << "row " << r;
+      EXPECT_EQ(acc[i], 0.1f) << "row " << r;
+      EXPECT_EQ(lin[i], 0.0f) << "row " << r;
+    }
+  }
+}
+
+TEST(OptimizerFtrlTest, RejectsInvalidHyperparameters) {
+  auto expect_invalid = [](const OptimizerSpec& spec, const char* field) {
+    const absl::Status status = Optimizer::Validate(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << spec.ShortDebugString();
+    EXPECT_NE(status.message().find(absl::StrCat("optimizer.", field)), std::string::npos)
+        << status;
+    EXPECT_FALSE(Optimizer::Create(spec).ok());
+  };
+  const FtrlCase ok{-0.5, 0, 0, 0, 0, 0};
+  EXPECT_TRUE(Optimizer::Create(FtrlSpec(ok)).ok());
+  FtrlCase c = ok;
+  c.power = 0.1;
+  expect_invalid(FtrlSpec(c), "learning_rate_power");
+  c.power = -INFINITY;
+  expect_invalid(FtrlSpec(c), "learning_rate_power");
+  c = ok;
+  c.l1 = -0.1;
+  expect_invalid(FtrlSpec(c), "l1");
+  c = ok;
+  c.l2 = -1;
+  expect_invalid(FtrlSpec(c), "l2");
+  c = ok;
+  c.l2 = NAN;
+  expect_invalid(FtrlSpec(c), "l2");
+  c = ok;
+  c.shrinkage = -1e-3;
+  expect_invalid(FtrlSpec(c), "l2_shrinkage");
+  c = ok;
+  c.beta = -2;
+  expect_invalid(FtrlSpec(c), "beta");
+  c = ok;
+  c.initial_accumulator = -0.5;
+  expect_invalid(FtrlSpec(c), "initial_accumulator_value");
+  OptimizerSpec spec = FtrlSpec(ok);
+  spec.set_learning_rate(0);
+  expect_invalid(spec, "learning_rate");
+}
+
+TEST(OptimizerFtrlTest, SlotNames) {
+  auto opt = Make(FtrlSpec({NAN, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(opt->slot_name(0), "accumulator");
+  EXPECT_EQ(opt->slot_name(1), "linear");
+}
+
+// Row-sparse Adagrad and lazy Adam against their formulas: the given rows move (Adam's t is
+// the shard's update count, whatever rows the update touched), the other rows' parameters and
+// slots stay exactly where they were (Adam's moments do not decay).
+TEST(OptimizerRowsTest, AdagradAndLazyAdamMatchFormulaAndLeaveOtherRows) {
+  constexpr int kRows = 6;
+  constexpr int kWidth = 4;
+  for (auto type : {OptimizerSpec::ADAGRAD, OptimizerSpec::ADAM}) {
+    SCOPED_TRACE(type);
+    OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_learning_rate(0.05);
+    auto opt = Make(spec);
+    const float s0 = type == OptimizerSpec::ADAGRAD ? 0.1f : 0.0f;
+    std::vector<float> params(kRows * kWidth);
+    for (size_t i = 0; i < params.size(); ++i) params[i] = 0.1f * i - 1.0f;
+    const std::vector<float> params0 = params;
+    std::vector<std::vector<float>> slots(opt->num_slots(),
+                                          std::vector<float>(kRows * kWidth, s0));
+    std::vector<float*> bases;
+    for (auto& v : slots) bases.push_back(v.data());
+    std::vector<RowBlocks> slot_rows;
+    for (float* const& b : bases) slot_rows.push_back(RowBlocks::Contiguous(&b, kWidth));
+    float* p_base = params.data();
+    // Reference state, per element.
+    std::vector<double> p(params0.begin(), params0.end()), a(kRows * kWidth, s0),
+        m(kRows * kWidth, 0.0), v(kRows * kWidth, 0.0);
+    // Step t touches different rows; row 2 is never touched.
+    const std::vector<std::vector<int64_t>> touched = {{0, 5}, {5, 3}, {1}, {0, 3, 4}};
+    for (int t = 1; t <= static_cast<int>(touched.size()); ++t) {
+      const auto& rows = touched[t - 1];
+      std::vector<float> g(rows.size() * kWidth);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = Grad(t, static_cast<int>(i));
+      opt->ApplyRows(t, rows, g.data(), RowBlocks::Contiguous(&p_base, kWidth), slot_rows);
+      const double lr_t =
+          0.05 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+      for (size_t k = 0; k < rows.size(); ++k) {
+        for (int col = 0; col < kWidth; ++col) {
+          const size_t i = rows[k] * kWidth + col;
+          const double gi = g[k * kWidth + col];
+          if (type == OptimizerSpec::ADAGRAD) {
+            a[i] += gi * gi;
+            p[i] -= 0.05 * gi / (std::sqrt(a[i]) + 1e-7);
+          } else {
+            m[i] = 0.9 * m[i] + 0.1 * gi;
+            v[i] = 0.999 * v[i] + 0.001 * gi * gi;
+            p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + 1e-7);
+          }
+        }
+      }
+    }
+    ExpectClose(params, p);
+    if (type == OptimizerSpec::ADAGRAD) {
+      ExpectClose(slots[0], a);
+    } else {
+      ExpectClose(slots[0], m);
+      ExpectClose(slots[1], v);
+    }
+    for (int col = 0; col < kWidth; ++col) {
+      const int i = 2 * kWidth + col;
+      EXPECT_EQ(params[i], params0[i]);
+      for (const auto& sl : slots) EXPECT_EQ(sl[i], s0);
+    }
+  }
 }
 
 }  // namespace

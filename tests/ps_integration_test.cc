@@ -148,6 +148,13 @@ void ReferenceStep(const OptimizerSpec& spec, int t, float g, float* p, float* s
       *p -= lr_t * *s0 / (std::sqrt(*s1) + eps);
       break;
     }
+    case OptimizerSpec::FTRL: {  // TF's defaults: power -0.5, no regularization
+      const double acc_new = *s0 + g * g;
+      *s1 += g - (std::sqrt(acc_new) - std::sqrt(*s0)) / lr * *p;
+      *p = -*s1 / (std::sqrt(acc_new) / lr);
+      *s0 = acc_new;
+      break;
+    }
     default:
       break;
   }
@@ -169,6 +176,7 @@ TEST_F(PsIntegrationTest, EachOptimizerMatchesReference) {
   add(OptimizerSpec::MOMENTUM, "nesterov", 0.9, true);
   add(OptimizerSpec::ADAGRAD, "adagrad");
   add(OptimizerSpec::ADAM, "adam");
+  add(OptimizerSpec::FTRL, "ftrl");
   auto placer = *NewRoundRobinPlacer(3);
   const int64_t rows = 37, cols = 5, n = rows * cols;
   for (const auto& c : cases) {
@@ -178,7 +186,9 @@ TEST_F(PsIntegrationTest, EachOptimizerMatchesReference) {
     def.optimizer = c.spec;
     ASSERT_TRUE(client_->CreateVariables({def}, *Fixed(3), placer.get()).ok()) << c.label;
     std::vector<float> p(n, 0.5f), s0(n, 0.f), s1(n, 0.f);
-    if (c.spec.type() == OptimizerSpec::ADAGRAD) s0.assign(n, 0.1f);
+    if (c.spec.type() == OptimizerSpec::ADAGRAD || c.spec.type() == OptimizerSpec::FTRL) {
+      s0.assign(n, 0.1f);
+    }
     for (int t = 1; t <= 5; ++t) {
       std::vector<float> g = RandomValues(n, 100 + t);
       ASSERT_TRUE(client_->Push(c.label, g).ok()) << c.label;

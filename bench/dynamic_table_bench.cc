@@ -1,0 +1,196 @@
+// Memory and throughput of a dynamic (hashed-key) embedding table (ps_server/dynamic_table.h).
+//
+// Inserts --rows rows (default 10^7) of --dim floats (16) with Adagrad (one slot) through
+// pushes, and prints the process RSS before and after, the bytes per row, and the ratio of
+// RSS to the rows' floats (rows x (dim + slot floats) x 4 bytes), which issue 10 wants at most
+// 1.3 at 10^7 rows of dim 16. Then pull and push rows/s with keys drawn from a power law
+// (Zipf exponent --zipf, 1.1 by default) over the inserted keys, deduplicated per batch as a
+// worker does, on 1 and --threads threads.
+//
+//   bazel run -c opt //bench:dynamic_table_bench -- [--rows N] [--dim D] [--threads T]
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "bench/rss.h"
+#include "common/flags.h"
+#include "ps_server/dynamic_table.h"
+#include "ps_server/optimizer.h"
+
+namespace shardps {
+namespace {
+
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// The key of rank r (0 = hottest): a hashed id, as a feature hasher would produce.
+int64_t KeyOf(int64_t r) { return static_cast<int64_t>(Mix64(static_cast<uint64_t>(r) + 1)); }
+
+// Ranks in [0, n) from a continuous power law of exponent `a` (inverse CDF), so that rank r is
+// drawn with probability about proportional to (r + 1)^-a.
+class PowerLaw {
+ public:
+  PowerLaw(int64_t n, double a, uint64_t seed) : n_(n), a_(a), rng_(seed) {
+    top_ = std::pow(static_cast<double>(n) + 1, 1 - a) - 1;
+  }
+  int64_t Next() {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+    const double x = std::pow(top_ * u + 1, 1 / (1 - a_)) - 1;
+    return std::min<int64_t>(n_ - 1, static_cast<int64_t>(x));
+  }
+
+ private:
+  int64_t n_;
+  double a_;
+  double top_;
+  std::mt19937_64 rng_;
+};
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+int64_t RssNow() {
+  auto r = bench::ReadRss(getpid());
+  return r.ok() ? r->rss_bytes : -1;
+}
+
+int Main(int argc, char** argv) {
+  int64_t rows = 10'000'000, dim = 16, threads = 2, batch = 4096, seconds_flag = 3;
+  double zipf = 1.1;
+  FlagParser flags("dynamic_table_bench", "Memory per row and row throughput of a dynamic table.");
+  flags.AddInt("rows", &rows, "rows to insert");
+  flags.AddInt("dim", &dim, "floats per row");
+  flags.AddInt("threads", &threads, "threads for the parallel throughput figures");
+  flags.AddInt("batch", &batch, "keys per pull or push (before deduplication)");
+  flags.AddInt("seconds", &seconds_flag, "seconds per throughput figure");
+  flags.AddDouble("zipf", &zipf, "power-law exponent of the key draws");
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  if (rows <= 0 || dim <= 0 || threads <= 0 || batch <= 0 || zipf <= 1) {
+    std::cerr << "--rows, --dim, --threads, --batch must be > 0 and --zipf > 1\n";
+    return 2;
+  }
+
+  OptimizerSpec spec;
+  spec.set_type(OptimizerSpec::ADAGRAD);
+  spec.set_learning_rate(0.05);
+  auto opt = Optimizer::Create(spec);
+  if (!opt.ok()) {
+    std::cerr << opt.status() << "\n";
+    return 1;
+  }
+  DynamicTableOptions options;
+  options.name = "bench";
+  options.dim = dim;
+  options.initializer.set_type(InitializerSpec::RANDOM_UNIFORM);
+  options.initializer.set_seed(1);
+  // Buffers of one batch, made before the baseline so that they are not counted per row.
+  std::vector<int64_t> keys(batch);
+  std::vector<float> grads(batch * dim, 0.01f);
+  const int64_t rss_before = RssNow();
+  auto table = DynamicTable::Create(options, **opt);
+  if (!table.ok()) {
+    std::cerr << table.status() << "\n";
+    return 1;
+  }
+  const int64_t rss_empty = RssNow();
+
+  const auto start = std::chrono::steady_clock::now();
+  int64_t step = 0;
+  for (int64_t first = 0; first < rows; first += batch) {
+    const int64_t n = std::min(batch, rows - first);
+    for (int64_t i = 0; i < n; ++i) keys[i] = KeyOf(first + i);
+    auto r = (*table)->Push(absl::MakeConstSpan(keys.data(), n),
+                            absl::MakeConstSpan(grads.data(), n * dim), **opt, ++step);
+    if (!r.ok()) {
+      std::cerr << r.status() << "\n";
+      return 1;
+    }
+  }
+  const double insert_s = Seconds(start);
+  const int64_t rss_after = RssNow();
+  const DynamicTableStats stats = (*table)->stats();
+  const double payload = static_cast<double>(stats.rows) * dim * (1 + (*opt)->num_slots()) * 4;
+  std::printf("rows %lld dim %lld slots %d: inserted in %.2f s (%.0f rows/s)\n",
+              static_cast<long long>(stats.rows), static_cast<long long>(dim),
+              (*opt)->num_slots(), insert_s, stats.rows / insert_s);
+  std::printf("RSS before %.1f MiB, empty table %.1f MiB, after %.1f MiB\n", rss_before / 1048576.0,
+              rss_empty / 1048576.0, rss_after / 1048576.0);
+  std::printf("index %.1f MiB, row chunks mapped %.1f MiB, floats %.1f MiB\n",
+              stats.index_bytes / 1048576.0, stats.arena_bytes / 1048576.0, payload / 1048576.0);
+  std::printf("bytes per row: %.1f (table's growth), %.1f (whole process); floats %.0f\n",
+              (rss_after - rss_before) / static_cast<double>(stats.rows),
+              rss_after / static_cast<double>(stats.rows), payload / stats.rows);
+  std::printf("ratio RSS / floats: %.3f (whole process), %.3f (table's growth); target <= 1.3\n",
+              rss_after / payload, (rss_after - rss_before) / payload);
+
+  // Throughput under the power law, deduplicated per batch.
+  auto run = [&](int nthreads, bool push) {
+    std::atomic<int64_t> total{0};
+    std::atomic<int64_t> step_counter{step};
+    // Key batches drawn before the clock starts (the draws cost more than the table).
+    std::vector<std::vector<std::vector<int64_t>>> drawn(nthreads);
+    for (int t = 0; t < nthreads; ++t) {
+      PowerLaw law(rows, zipf, 1000 + t);
+      absl::flat_hash_set<int64_t> seen;
+      for (int b = 0; b < 32; ++b) {
+        seen.clear();
+        std::vector<int64_t> ks;
+        for (int64_t i = 0; i < batch; ++i) {
+          const int64_t k = KeyOf(law.Next());
+          if (seen.insert(k).second) ks.push_back(k);
+        }
+        drawn[t].push_back(std::move(ks));
+      }
+    }
+    std::vector<std::thread> pool;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < nthreads; ++t) {
+      pool.emplace_back([&, t] {
+        std::vector<float> buf(batch * dim, 0.01f);
+        for (size_t b = 0; Seconds(t0) < seconds_flag; ++b) {
+          const std::vector<int64_t>& ks = drawn[t][b % drawn[t].size()];
+          const auto span = absl::MakeSpan(buf.data(), ks.size() * dim);
+          if (push) {
+            auto r = (*table)->Push(ks, span, **opt, ++step_counter);
+            if (!r.ok()) std::abort();
+          } else if (!(*table)->Pull(ks, span).ok()) {
+            std::abort();
+          }
+          total += static_cast<int64_t>(ks.size());
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    return total.load() / Seconds(t0);
+  };
+  for (int nthreads : {1, static_cast<int>(threads)}) {
+    const double pull = run(nthreads, false);
+    const double push = run(nthreads, true);
+    std::printf("zipf %.2f, batch %lld deduplicated, %d thread(s): pull %.2f M rows/s (%.0f MB/s), "
+                "push %.2f M rows/s\n",
+                zipf, static_cast<long long>(batch), nthreads, pull / 1e6, pull * dim * 4 / 1e6,
+                push / 1e6);
+    if (threads == 1) break;
+  }
+  std::printf("RSS at the end %.1f MiB (rows %lld)\n", RssNow() / 1048576.0,
+              static_cast<long long>((*table)->size()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) { return shardps::Main(argc, argv); }

@@ -1,0 +1,236 @@
+// DynamicTable: an embedding table keyed by 64-bit (hashed) ids rather than row indices, as a
+// ps task holds it (issue 10 §3). Each row is `dim` floats of parameters plus the optimizer's
+// slots (num_slots x dim floats).
+//
+// Rows:
+// - A row is created by the first push that touches it (after admission, below), with
+//   parameters from KeyedRowInitializer (ps_server/initializer.h): they depend only on
+//   (initializer incl. seed, table name, key), so every ps and every re-sharding computes the
+//   same row. Slots start at Optimizer::initial_slot_value.
+// - A pull never creates a row: a missing key reads as its initial value, so evaluation and
+//   retried pulls change nothing.
+// - Push sums duplicate keys (in order of appearance), then applies the optimizer's row-sparse
+//   rule (Optimizer::ApplyRowsScaled) to each distinct row once.
+// - Admission (admit_after = K > 1): a key becomes a row on its K-th push; the K-1 pushes
+//   before are counted in a count-min sketch of 4 x uint8 saturating counters per stripe
+//   (conservative update, all counters halved after 8 x width increments so that old counts
+//   fade), and their gradients dropped. A sketch over-counts, never under-counts: a key may
+//   be admitted early when it collides with hot keys, never late.
+// - Eviction: with ttl_steps T, rows whose last push was more than T steps before the
+//   newest step a stripe has seen are evicted (a stripe sweeps itself every T/4 steps, so a
+//   row lives between T and 1.25 T steps untouched; EvictExpired sweeps all now). With
+//   max_rows, each stripe keeps to its share of it (max_rows x its held buckets / all held
+//   buckets): a push that takes a stripe over evicts the stripe's rows pushed least recently
+//   (approximate LRU: a quantile of sampled last-push steps), down to its share less 1/256;
+//   rows this push touched are never evicted by it. So the table may pass max_rows by the
+//   rows of one push per stripe, and by the rounding of the shares.
+//
+// Buckets: key -> bucket = BucketOf(key, num_buckets), fixed (below). The table holds a set
+// of buckets; a key in a bucket it does not hold is refused (FAILED_PRECONDITION), so a
+// re-sharded bucket cannot be written in two places. ExportBuckets / ImportBuckets /
+// DropBuckets move whole buckets (re-sharding, replication).
+//
+// Incremental checkpoints (Check-N-Run): every change to a row (push, import, upsert) stamps
+// it with the current epoch (from 1). AdvanceEpoch closes the epoch and returns it; a
+// checkpoint then writes ForEachChangedBatch(since = the epoch its predecessor closed) and
+// DeletedSince(same), and restore applies deletions first, then rows. A full checkpoint is
+// since = 0. Deleted keys (eviction, DropBuckets, EraseKeys) are logged with their epoch up
+// to max_logged_deletions; past that the log is dropped and DeletedSince(E) for an older E
+// answers FAILED_PRECONDITION (take a full checkpoint). ForgetDeletionsThrough trims it.
+//
+// Memory (per row, dim 16 with one slot: 128 bytes of floats): rows live in per-stripe
+// chunks of 4096 rows mapped with mmap (params, each slot, last-push step and change epoch as
+// arrays; 8 bytes of metadata per row), never moved, freed rows reused from a free list. The
+// index is open addressing with linear probing: an 8-byte key and a 4-byte row number per slot
+// (0 = empty, so fresh pages need no fill), grown by 1.5x at load 0.85 (load 0.57..0.85:
+// 14..21 bytes a row); growth rehashes one stripe's index, never the rows. No per-row heap
+// allocation.
+//
+// Thread-safety: all methods are thread-safe. Keys map to stripes (num_stripes) by bucket;
+// each stripe has a reader-writer mutex: pulls take it shared, pushes exclusive, so pushes to
+// different stripes and pulls run in parallel. A push or pull locks one stripe at a time, so
+// it is atomic per stripe, not across stripes. A push racing DropBuckets skips the keys of a
+// bucket dropped meanwhile (counted in PushResult::not_held).
+#ifndef SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
+#define SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/ps.pb.h"
+#include "ps_server/initializer.h"
+#include "ps_server/optimizer.h"
+
+namespace shardps {
+
+// The virtual bucket of `key`: splitmix64's finalizer of (uint64(key) ^ 0x2545F4914F6CDD1D),
+// mod num_buckets. Fixed: the same in every process, build and release.
+// REQUIRES: num_buckets > 0.
+int32_t BucketOf(int64_t key, int32_t num_buckets);
+
+struct DynamicTableOptions {
+  std::string name;  // keys the initial values (with initializer.seed)
+  int64_t dim = 0;
+  InitializerSpec initializer;  // zeros, constant, random_uniform/normal, truncated_normal
+  int32_t num_buckets = 4096;
+  // Held at creation: all buckets, or the listed ones.
+  bool all_buckets = true;
+  std::vector<int32_t> buckets;
+  int32_t num_stripes = 64;
+  // Admission: a key becomes a row on its admit_after-th push (0 or 1: on the first).
+  // At most 255.
+  int32_t admit_after = 0;
+  int64_t admission_sketch_bytes = int64_t{4} << 20;
+  // Eviction: rows not pushed for ttl_steps steps (0: never); a row budget (0: none).
+  int64_t ttl_steps = 0;
+  int64_t max_rows = 0;
+  // Deleted keys kept for incremental checkpoints, at most (over all stripes).
+  int64_t max_logged_deletions = int64_t{1} << 22;
+};
+
+// Rows in a flat layout: what export, import and checkpoints move.
+struct RowBatch {
+  std::vector<int64_t> keys;
+  std::vector<uint32_t> last_steps;  // the step of each row's last push
+  // Per row, (1 + num_slots) * dim floats: the parameters, then each slot.
+  std::vector<float> values;
+};
+
+struct DynamicPushResult {
+  int64_t applied = 0;   // distinct rows updated
+  int64_t created = 0;   // of which new
+  int64_t denied = 0;    // distinct keys not yet admitted (gradient dropped)
+  int64_t not_held = 0;  // distinct keys whose bucket was dropped during the push
+};
+
+struct DynamicTableStats {
+  int64_t rows = 0;
+  int64_t created = 0;
+  int64_t evicted_ttl = 0;
+  int64_t evicted_budget = 0;
+  int64_t admission_denied = 0;  // pushes of keys not yet admitted
+  int64_t dropped = 0;           // rows removed by DropBuckets or EraseKeys
+  int64_t index_bytes = 0;       // index arrays mapped
+  int64_t arena_bytes = 0;       // row chunks mapped
+};
+
+class DynamicTable {
+ public:
+  // INVALID_ARGUMENT (naming the option) for a bad option or initializer.
+  static absl::StatusOr<std::unique_ptr<DynamicTable>> Create(const DynamicTableOptions& options,
+                                                              const Optimizer& optimizer);
+  ~DynamicTable();
+  DynamicTable(const DynamicTable&) = delete;
+  DynamicTable& operator=(const DynamicTable&) = delete;
+
+  const std::string& name() const { return name_; }
+  int64_t dim() const { return dim_; }
+  int num_slots() const { return num_slots_; }
+  int32_t num_buckets() const { return num_buckets_; }
+
+  // out[k * dim .. (k + 1) * dim) = the parameters of keys[k] (its initial value when it has
+  // no row). Creates nothing. INVALID_ARGUMENT when out.size() != keys.size() * dim;
+  // FAILED_PRECONDITION naming the key and its bucket when a key's bucket is not held.
+  absl::Status Pull(absl::Span<const int64_t> keys, absl::Span<float> out) const;
+
+  // Applies grads (keys.size() x dim) as one update at `step` (>= 1, the shard's update count:
+  // Adam's t, and the clock of eviction) with the learning rate scaled by lr_scale > 0.
+  // REQUIRES: `optimizer` is the one the table was created with (its num_slots is checked).
+  // Bad input (size, non-finite gradient, bucket not held, step, scale) changes nothing and
+  // names the key and its position.
+  absl::StatusOr<DynamicPushResult> Push(absl::Span<const int64_t> keys,
+                                         absl::Span<const float> grads,
+                                         const Optimizer& optimizer, int64_t step,
+                                         double lr_scale = 1.0);
+
+  // Evicts, in every stripe, the rows not pushed for ttl_steps before `now_step` (no-op
+  // without a ttl). Returns how many.
+  int64_t EvictExpired(int64_t now_step);
+
+  // Buckets.
+  bool HoldsBucket(int32_t bucket) const;
+  std::vector<int32_t> HeldBuckets() const;
+  // The rows of whole held buckets (FAILED_PRECONDITION naming one not held).
+  absl::StatusOr<RowBatch> ExportBuckets(absl::Span<const int32_t> buckets) const;
+  // Takes buckets not held now, with their rows (from ExportBuckets). INVALID_ARGUMENT for a
+  // malformed batch or a key outside the buckets (named with its position),
+  // FAILED_PRECONDITION for a bucket already held; nothing changes then.
+  absl::Status ImportBuckets(absl::Span<const int32_t> buckets, const RowBatch& rows);
+  // Gives up held buckets and their rows (logged as deletions). FAILED_PRECONDITION naming a
+  // bucket not held; nothing changes then.
+  absl::Status DropBuckets(absl::Span<const int32_t> buckets);
+
+  // Checkpoints. See the header comment.
+  uint32_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  uint32_t AdvanceEpoch() { return epoch_.fetch_add(1, std::memory_order_acq_rel); }
+  // Calls `sink` with the rows changed after epoch `since` (0: every row), a stripe at a time
+  // (the stripe's lock is not held during the call, so the extra memory is one stripe's
+  // rows). Stops at and returns the first error of `sink`.
+  absl::Status ForEachChangedBatch(uint32_t since,
+                                   const std::function<absl::Status(const RowBatch&)>& sink) const;
+  // Keys deleted after epoch `since`, in no particular order (a key may repeat).
+  // FAILED_PRECONDITION when the log has dropped deletions of a later epoch.
+  absl::StatusOr<std::vector<int64_t>> DeletedSince(uint32_t since) const;
+  void ForgetDeletionsThrough(uint32_t epoch);
+  // Restore: writes rows (created or overwritten, stamped with the current epoch) and erases
+  // keys. Keys must be in held buckets; INVALID_ARGUMENT for a malformed batch.
+  absl::Status UpsertRows(const RowBatch& rows);
+  absl::Status EraseKeys(absl::Span<const int64_t> keys);
+
+  DynamicTableStats stats() const;
+  int64_t size() const { return total_rows_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Stripe;
+  struct KeyPlace {
+    int32_t stripe;
+    int32_t bucket;
+  };
+
+  DynamicTable(const DynamicTableOptions& options, KeyedRowInitializer initializer,
+               const Optimizer& optimizer);
+
+  int64_t row_floats() const { return dim_ * (1 + num_slots_); }
+  int32_t StripeOfBucket(int32_t bucket) const;
+  absl::Status CheckHeld(absl::Span<const int64_t> keys, std::vector<KeyPlace>* places) const;
+  absl::Status CheckBatch(const RowBatch& rows) const;
+  // Stripe helpers; REQUIRE the stripe's lock held exclusively.
+  uint32_t NewRow(Stripe& s, int64_t key, uint32_t last_step);
+  void RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* counter);
+  int64_t EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit, int64_t* counter);
+  void EvictForBudget(Stripe& s, uint32_t now);
+  bool Admit(Stripe& s, int64_t key);
+  void LogDeletion(Stripe& s, int64_t key);
+  void CopyRow(const Stripe& s, int64_t key, uint32_t row, RowBatch* out) const;
+  void WriteRow(Stripe& s, int64_t key, const float* values, uint32_t last_step);
+
+  const std::string name_;
+  const int64_t dim_;
+  const int num_slots_;
+  const int32_t num_buckets_;
+  const int32_t num_stripes_;
+  const int32_t admit_after_;
+  const int64_t ttl_steps_;
+  const int64_t max_rows_;
+  const int64_t max_deletions_per_stripe_;
+  const uint64_t sketch_width_;
+  const KeyedRowInitializer initializer_;
+  float initial_slot_[Optimizer::kMaxSlots] = {};
+
+  std::unique_ptr<std::atomic<bool>[]> held_;  // per bucket; written under its stripe's lock
+  std::unique_ptr<Stripe[]> stripes_;
+  std::atomic<int64_t> total_rows_{0};
+  std::atomic<int32_t> total_held_{0};  // buckets held
+  std::atomic<uint32_t> epoch_{1};
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
