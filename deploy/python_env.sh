@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Creates, where missing, the Python virtualenv in which shardps' safetensors files are
 # checked against the reference implementation (the `safetensors` package from PyPI, with
-# numpy) and its Kubernetes manifests against Kubernetes' JSON schemas (kubernetes-validate,
-# with PyYAML), and prints its path. Idempotent: an existing venv with the pinned versions is left
-# as it is; a missing venv is created and missing or other versions are installed.
+# numpy), its Kubernetes manifests against Kubernetes' JSON schemas (kubernetes-validate,
+# with PyYAML) and real data sets are converted from parquet (pyarrow, for
+# data/movielens/prepare.sh), and prints its path. Idempotent: an existing venv with the
+# pinned versions is left as it is; a missing venv is created and missing or other versions
+# are installed.
 #
 #   bazel test //checkpoint:safetensors_python_test --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
 #
@@ -15,8 +17,9 @@ venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
 python="${PYTHON:-python3}"
 # Versions with wheels for CPython 3.10 to 3.13 on x86-64 and arm64 Linux.
 # kubernetes-validate 1.31.0 ships the schemas of Kubernetes 1.22 to 1.31; its dependencies are
-# pinned too, so that every machine validates with the same code.
-requirements=(numpy==2.2.6 safetensors==0.5.3
+# pinned too, so that every machine validates with the same code. pyarrow (no dependencies of
+# its own) reads the brotli parquet files of data/movielens/prepare.sh.
+requirements=(numpy==2.2.6 safetensors==0.5.3 pyarrow==26.0.1
               kubernetes-validate==1.31.0 PyYAML==6.0.2 jsonschema==4.23.0
               jsonschema-specifications==2024.10.1 referencing==0.35.1 rpds-py==0.22.3
               attrs==24.3.0 importlib_resources==6.4.5 packaging==24.2
