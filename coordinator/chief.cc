@@ -503,7 +503,9 @@ class ChiefImpl : public Chief {
       def.name = absl::StrCat(job.name(), "/", var.name);
       def.shape = var.shape;
       def.initializer = var.initializer;
-      def.optimizer = job.optimizer();
+      def.optimizer = var.access == VariableAccess::kRows && job.has_embedding_optimizer()
+                          ? job.embedding_optimizer()
+                          : job.optimizer();
       if (job.mode() == JobSpec::SYNC) {
         def.update.set_mode(UpdateSpec::SYNC);
         def.update.set_num_replicas(job.num_replicas());

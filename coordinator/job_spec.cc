@@ -71,7 +71,7 @@ constexpr absl::string_view kJobKeys[] = {
     "staleness", "num_replicas", "sync_backup_workers", "partitioner", "placement", "seed",
     "kernel_initializer", "eval_every_steps", "step_timeout_ms", "steps_in_flight",
     "apply_own_gradient", "backend", "checkpoint", "warm_start", "staleness_lr",
-    "delay_compensation", "delay_compensation_adaptive"};
+    "delay_compensation", "delay_compensation_adaptive", "embedding_optimizer"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase", "learning_rate_power", "l1", "l2",
@@ -429,10 +429,12 @@ absl::Status UnitRate(const Fields& f, absl::string_view key, double value, bool
   return absl::OkStatus();
 }
 
-absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer) {
+// `field`: "optimizer" or "embedding_optimizer", as messages name it.
+absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
+                            absl::string_view field = "optimizer") {
   Json object;
-  RETURN_IF_ERROR(ObjectOrTypeName(value, "optimizer", kOptimizerKeys, &object));
-  Fields f(object, "optimizer");
+  RETURN_IF_ERROR(ObjectOrTypeName(value, field, kOptimizerKeys, &object));
+  Fields f(object, std::string(field));
   OptimizerSpec::Type type = OptimizerSpec::ADAM;
   RETURN_IF_ERROR(f.Enum("type", kOptimizers, &type));
   optimizer->set_type(type);
@@ -864,6 +866,10 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   spec.set_steps(steps);
 
   RETURN_IF_ERROR(ParseOptimizer(f.Find("optimizer"), spec.mutable_optimizer()));
+  if (const Json* embedding = f.Find("embedding_optimizer"); embedding != nullptr && !embedding->is_null()) {
+    RETURN_IF_ERROR(
+        ParseOptimizer(embedding, spec.mutable_embedding_optimizer(), "embedding_optimizer"));
+  }
 
   JobSpec::Mode mode = JobSpec::ASYNC;
   RETURN_IF_ERROR(f.Enum("mode", kModes, &mode));
@@ -1035,17 +1041,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers) {
   }
 }
 
-std::string JobSpecToJson(const JobSpec& spec, int indent) {
-  OrderedJson out;
-  out["name"] = spec.name();
-  out["model"] = spec.model();
-  out["dataset"] = spec.dataset();
-  out["data_dir"] = spec.data_dir();
-  out["batch_size"] = spec.batch_size();
-  if (spec.epochs() > 0 || spec.steps() == 0) out["epochs"] = spec.epochs();
-  if (spec.steps() > 0) out["steps"] = spec.steps();
+namespace {
 
-  const OptimizerSpec& o = spec.optimizer();
+// An optimizer as job files write it.
+OrderedJson OptimizerToJson(const OptimizerSpec& o) {
   OrderedJson optimizer;
   optimizer["type"] = std::string(
       o.type() == OptimizerSpec::NOOP ? "noop" : NameOf(kOptimizers, o.type(), "unknown"));
@@ -1067,7 +1066,26 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   if (ftrl || o.l2() != 0) optimizer["l2"] = o.l2();
   if (ftrl || o.l2_shrinkage() != 0) optimizer["l2_shrinkage"] = o.l2_shrinkage();
   if (ftrl || o.beta() != 0) optimizer["beta"] = o.beta();
-  out["optimizer"] = std::move(optimizer);
+  return optimizer;
+}
+
+}  // namespace
+
+std::string JobSpecToJson(const JobSpec& spec, int indent) {
+  OrderedJson out;
+  out["name"] = spec.name();
+  out["model"] = spec.model();
+  out["dataset"] = spec.dataset();
+  // Synthetic data has no directory; an empty one is not a valid job file field.
+  if (!spec.data_dir().empty()) out["data_dir"] = spec.data_dir();
+  out["batch_size"] = spec.batch_size();
+  if (spec.epochs() > 0 || spec.steps() == 0) out["epochs"] = spec.epochs();
+  if (spec.steps() > 0) out["steps"] = spec.steps();
+
+  out["optimizer"] = OptimizerToJson(spec.optimizer());
+  if (spec.has_embedding_optimizer()) {
+    out["embedding_optimizer"] = OptimizerToJson(spec.embedding_optimizer());
+  }
 
   out["mode"] = JobModeName(spec.mode());
   if (spec.mode() == JobSpec::STALE) out["staleness"] = spec.staleness();

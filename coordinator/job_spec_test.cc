@@ -379,6 +379,21 @@ TEST(JobSpecTest, ClickLogJobsTakeTheDlrmModelOnTheirData) {
   // Click-log files need their directory.
   EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "dlrm", "dataset": "criteo"})"),
               HasSubstr(R"(job: "data_dir": is required for dataset "criteo")"));
+  // The tables' own optimizer, written back as given.
+  absl::StatusOr<JobSpec> ftrl = ParseJobSpec(
+      absl::StrCat(R"({"name": "ctr", "model": "dlrm:top=8", "dataset": ")", dataset,
+                   R"(", "embedding_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01}})"),
+      2);
+  ASSERT_TRUE(ftrl.ok()) << ftrl.status();
+  EXPECT_EQ(ftrl->embedding_optimizer().type(), OptimizerSpec::FTRL);
+  EXPECT_EQ(ftrl->embedding_optimizer().l1(), 0.01);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*ftrl, 0), 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->embedding_optimizer().DebugString(), ftrl->embedding_optimizer().DebugString());
+  EXPECT_FALSE(spec->has_embedding_optimizer());
+  EXPECT_THAT(ErrorOf(absl::StrCat(R"({"name": "ctr", "model": "dlrm", "dataset": ")", dataset,
+                                   R"(", "embedding_optimizer": {"type": "ftrl", "l1": -1}})")),
+              HasSubstr(R"(job: "embedding_optimizer.l1": must be >= 0)"));
   // Files this process cannot read are left to the chief, which reads them.
   absl::StatusOr<JobSpec> remote = ParseJobSpec(
       R"({"name": "x", "model": "dlrm:top=8", "dataset": "criteo", "data_dir": "/nonexistent"})",
