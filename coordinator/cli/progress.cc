@@ -460,8 +460,11 @@ std::string FinalSummary(const JobStatus& status) {
 
   const EvalMetrics& eval = status.last_eval();
   if (status.state() == JobStatus::SUCCEEDED && status.has_eval()) {
-    absl::StrAppend(&out, absl::StrFormat("final test accuracy: %.4f (loss %.4f) %s\n",
-                                          eval.accuracy(), eval.loss(), after));
+    std::string auc;  // click models
+    if (eval.auc() > 0) auc = absl::StrFormat(", AUC %.4f", eval.auc());
+    if (eval.auc_ceiling() > 0) absl::StrAppend(&auc, absl::StrFormat(" (ceiling %.4f)", eval.auc_ceiling()));
+    absl::StrAppend(&out, absl::StrFormat("final test accuracy: %.4f (loss %.4f%s) %s\n",
+                                          eval.accuracy(), eval.loss(), auc, after));
   } else if (status.state() == JobStatus::SUCCEEDED) {
     absl::StrAppend(&out, "no final evaluation reported; ",
                     absl::StrFormat("training accuracy %.4f (loss %.4f) %s\n", status.accuracy(),

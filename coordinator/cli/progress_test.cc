@@ -234,6 +234,13 @@ TEST(ProgressTest, FinalSummary) {
             "final test accuracy: 0.8912 (loss 0.3051) after 10 epochs, 4690 steps, 95.3 s, "
             "mode sync\n");
 
+  // A click model's summary adds its AUC and, where known, the ceiling.
+  JobStatus ctr = SucceededJob();
+  ctr.mutable_last_eval()->set_auc(0.8512);
+  ctr.mutable_last_eval()->set_auc_ceiling(0.8756);
+  EXPECT_THAT(FinalSummary(ctr),
+              HasSubstr("final test accuracy: 0.8912 (loss 0.3051, AUC 0.8512 (ceiling 0.8756)) "));
+
   JobStatus no_eval = SucceededJob();
   no_eval.set_has_eval(false);
   no_eval.clear_last_eval();
