@@ -1,6 +1,7 @@
 #include "client/grpc_ps_interface.h"
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -57,7 +58,6 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_METHOD(CreateShards)
   SHARDPS_GRPC_METHOD(ListShards)
   SHARDPS_GRPC_METHOD(Pull)
-  SHARDPS_GRPC_METHOD(PullRows)
   SHARDPS_GRPC_METHOD(Health)
   SHARDPS_GRPC_METHOD(Shutdown)
   SHARDPS_GRPC_METHOD(SetGeneration)
@@ -90,9 +90,47 @@ class GrpcPsInterface : public PsInterface {
   }
 
   SHARDPS_GRPC_ZERO_COPY_METHOD(Push)
-  SHARDPS_GRPC_ZERO_COPY_METHOD(PushRows)
   SHARDPS_GRPC_ZERO_COPY_METHOD(Assign)
 #undef SHARDPS_GRPC_ZERO_COPY_METHOD
+
+  // Row calls carry their ids raw (ids_bytes) only once the ps has said that it reads them
+  // (rpc/protocol.h, kRowIdsBytesMetadataKey); until then, and for a ps of an earlier release,
+  // they go as the packed `ids` field.
+  void PullRowsAsync(const PullRowsRequest* request, PullRowsResponse* response,
+                     absl::Time deadline, StatusCallback done) override {
+    static const std::string* const method = NewMethodName("PullRows");
+    RawCall::Start(
+        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
+  }
+
+  // The pulled rows go from gRPC's receive slices straight into `outs`.
+  void PullRowsIntoAsync(const PullRowsRequest* request, PullRowsResponse* response,
+                         absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                         StatusCallback done) override {
+    static const std::string* const method = NewMethodName("PullRows");
+    RawCall::Start(
+        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
+          int64_t expected = 0;
+          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          absl::StatusOr<int64_t> got =
+              ParseWithBytesInto(*buffer, PullRowsResponse::kDataFieldNumber, outs, response);
+          if (!got.ok()) return got.status();
+          if (*got != expected) return PulledRowsSizeError(*request, *got, expected);
+          return absl::OkStatus();
+        },
+        deadline, std::move(done), LearnRowIdsBytes());
+  }
+
+  // The row gradients are sent from the request's own string, without a copy.
+  void PushRowsAsync(const PushRowsRequest* request, PushRowsResponse* response,
+                     absl::Time deadline, StatusCallback done) override {
+    static const std::string* const method = NewMethodName("PushRows");
+    RawCall::Start(
+        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
+  }
 
   // The pulled bytes go from gRPC's receive slices straight into `outs`: one copy on this
   // side instead of three (into a response string, then out of it).
@@ -187,9 +225,13 @@ class GrpcPsInterface : public PsInterface {
     // Reads a successful call's response.
     using Parser = std::function<absl::Status(grpc::ByteBuffer* buffer)>;
 
+    // Looks at a completed call's context (its server metadata) before the response is
+    // parsed.
+    using Inspector = std::function<void(grpc::ClientContext* ctx)>;
+
     static void Start(grpc::GenericStub* stub, const std::string& method,
                       const Serializer& serialize, Parser parse, absl::Time deadline,
-                      StatusCallback done) {
+                      StatusCallback done, Inspector inspect = nullptr) {
       auto* call = new RawCall(std::move(done), NewContext(deadline));
       std::shared_ptr<const void> keep_alive(call, [](const void* p) {
         Release(static_cast<RawCall*>(const_cast<void*>(p)));
@@ -202,8 +244,11 @@ class GrpcPsInterface : public PsInterface {
       }
       stub->UnaryCall(call->ctx_.get(), method, grpc::StubOptions(), &call->request_,
                       &call->response_,
-                      [call, parse = std::move(parse),
+                      [call, parse = std::move(parse), inspect = std::move(inspect),
                        keep_alive = std::move(keep_alive)](grpc::Status s) mutable {
+                        if (inspect && s.ok()) {
+                          inspect(call->ctx_.get());
+                        }
                         call->status_ = FromGrpcStatus(s);
                         if (s.ok()) call->status_ = parse(&call->response_);
                         Complete(std::move(keep_alive));
@@ -266,6 +311,68 @@ class GrpcPsInterface : public PsInterface {
     StatusCallback done_;
   };
 
+  // Serializes a row request as the ps reads it: as it is when the ps reads ids_bytes (or
+  // the request has none), else with ids_bytes turned into the packed `ids` field (the row
+  // gradients of a push still sent from the request's string).
+  template <typename Request>
+  RawCall::Serializer RowRequestSerializer(const Request* request) const {
+    const bool raw_ids = request->ids_bytes().empty() ||
+                         peer_reads_ids_bytes_.load(std::memory_order_relaxed);
+    return [request, raw_ids](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+      if (raw_ids) return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
+      return SerializeWithPackedIds(*request, std::move(keep_alive), buffer);
+    };
+  }
+
+  // A copy of `request` with ids_bytes turned into `ids` (and `data` left out).
+  template <typename Request>
+  static grpc::Status WithPackedIds(const Request& request, Request* header) {
+    *header = request;
+    header->clear_ids_bytes();
+    const std::string& raw = request.ids_bytes();
+    if (raw.size() % sizeof(int64_t) != 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("ids_bytes has ", raw.size(), " bytes, not a multiple of 8"));
+    }
+    header->mutable_ids()->Resize(static_cast<int>(raw.size() / sizeof(int64_t)), 0);
+    if (!raw.empty()) std::memcpy(header->mutable_ids()->mutable_data(), raw.data(), raw.size());
+    return grpc::Status::OK;
+  }
+
+  static grpc::Status SerializeWithPackedIds(const PullRowsRequest& request,
+                                             std::shared_ptr<const void> keep_alive,
+                                             grpc::ByteBuffer* buffer) {
+    PullRowsRequest header;
+    grpc::Status s = WithPackedIds(request, &header);
+    if (!s.ok()) return s;
+    return SerializeZeroCopy(header, std::move(keep_alive), buffer);
+  }
+
+  // The row gradients are still sent from the request's own string.
+  static grpc::Status SerializeWithPackedIds(const PushRowsRequest& request,
+                                             std::shared_ptr<const void> keep_alive,
+                                             grpc::ByteBuffer* buffer) {
+    PushRowsRequest header;
+    grpc::Status s = WithPackedIds(request, &header);
+    if (!s.ok()) return s;
+    header.clear_data();
+    const absl::string_view data = request.data();
+    return SerializeZeroCopyWithBytes(header, PushRowsRequest::kDataFieldNumber,
+                                      absl::MakeConstSpan(&data, 1), std::move(keep_alive),
+                                      buffer);
+  }
+
+  // Notes, from a row reply's initial metadata, whether the ps reads ids_bytes. A ps that
+  // restarts as an earlier release is noticed on its first reply.
+  std::function<void(grpc::ClientContext*)> LearnRowIdsBytes() {
+    return [this](grpc::ClientContext* ctx) {
+      const auto& metadata = ctx->GetServerInitialMetadata();
+      auto it = metadata.find(kRowIdsBytesMetadataKey);
+      const bool reads = it != metadata.end() && it->second == "1";
+      peer_reads_ids_bytes_.store(reads, std::memory_order_relaxed);
+    };
+  }
+
   // Owned by the call: deleted in its completion callback (RawCall: owned by it, freed when
   // it completes).
   static grpc::ClientContext* NewContext(absl::Time deadline) {
@@ -281,6 +388,8 @@ class GrpcPsInterface : public PsInterface {
 
   const std::string name_;
   std::vector<Stubs> stubs_;
+  // Whether the ps's last row reply said that it reads ids_bytes.
+  std::atomic<bool> peer_reads_ids_bytes_{false};
   std::atomic<uint64_t> next_{0};
 };
 

@@ -3,6 +3,7 @@
 // (or the client adds for a ps it cannot reach) arrives with the status.
 #include "client/grpc_ps_interface.h"
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/protocol.h"
 
 namespace shardps {
 namespace {
@@ -134,6 +136,142 @@ class GrpcPsInterfaceTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 };
+
+// A ps's row calls, scripted: each PullRows row is 2 floats, {id, -id}; records which field
+// carried each request's ids. As a ps of this release it says that it reads ids_bytes; as one
+// of an earlier release (`advertise` false) it reads only `ids`, as such a ps would.
+class RowPs final : public PsService::CallbackService {
+ public:
+  explicit RowPs(bool advertise) : advertise_(advertise) {}
+
+  grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* ctx,
+                                     const PullRowsRequest* request,
+                                     PullRowsResponse* response) override {
+    if (advertise_) ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
+    std::vector<float> rows;
+    for (int64_t id : Read(*request)) {
+      rows.push_back(static_cast<float>(id));
+      rows.push_back(-static_cast<float>(id));
+    }
+    response->set_data(rows.data(), rows.size() * sizeof(float));
+    response->set_version(7);
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* ctx,
+                                     const PushRowsRequest* request,
+                                     PushRowsResponse* response) override {
+    if (advertise_) ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
+    pushed_ids_ = Read(*request);
+    pushed_data_ = request->data();
+    response->set_version(8);
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  // "ids" or "ids_bytes" for each request so far.
+  std::vector<std::string> forms() {
+    absl::MutexLock lock(&mu_);
+    return forms_;
+  }
+  std::vector<int64_t> pushed_ids_;
+  std::string pushed_data_;
+
+ private:
+  template <typename Request>
+  std::vector<int64_t> Read(const Request& request) {
+    absl::MutexLock lock(&mu_);
+    forms_.push_back(request.ids_bytes().empty() ? "ids" : "ids_bytes");
+    std::vector<int64_t> ids(request.ids().begin(), request.ids().end());
+    if (!advertise_) return ids;  // an earlier release knows no ids_bytes
+    const size_t n = request.ids_bytes().size() / sizeof(int64_t);
+    ids.resize(ids.size() + n);
+    if (n > 0) std::memcpy(&ids[ids.size() - n], request.ids_bytes().data(), n * 8);
+    return ids;
+  }
+
+  const bool advertise_;
+  absl::Mutex mu_;
+  std::vector<std::string> forms_ ABSL_GUARDED_BY(mu_);
+};
+
+// Row calls through GrpcPsInterface, ids given as ids_bytes (as PsClient gives them), to a ps
+// that does or does not read that field: the rows come back right either way, and the raw
+// form goes only to a ps that has said it reads it.
+void CheckRowCalls(bool advertise, const std::vector<std::string>& expected_forms) {
+  RowPs service(advertise);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(&builder);
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<PsInterface> ps =
+      NewGrpcPsInterface("ps:0", "127.0.0.1:" + std::to_string(port), 1);
+  const std::vector<int64_t> ids = {5, 3, 5, 900000000000};
+  std::string raw(ids.size() * sizeof(int64_t), '\0');
+  std::memcpy(&raw[0], ids.data(), raw.size());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (int call = 0; call < 2; ++call) {
+    PullRowsRequest request;
+    request.set_shard("e");
+    request.set_ids_bytes(raw);
+    PullRowsResponse response;
+    std::vector<float> out(ids.size() * 2, 0.0f);
+    std::vector<absl::Span<char>> outs;
+    // Rows in reverse order of the request: each lands where its span says.
+    for (size_t k = 0; k < ids.size(); ++k) {
+      outs.emplace_back(reinterpret_cast<char*>(&out[(ids.size() - 1 - k) * 2]),
+                        2 * sizeof(float));
+    }
+    absl::Notification done;
+    absl::Status status;
+    ps->PullRowsIntoAsync(&request, &response, outs, deadline, [&](const absl::Status& s) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(response.version(), 7);
+    EXPECT_TRUE(response.data().empty());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      EXPECT_EQ(out[(ids.size() - 1 - k) * 2], static_cast<float>(ids[k])) << k;
+      EXPECT_EQ(out[(ids.size() - 1 - k) * 2 + 1], -static_cast<float>(ids[k])) << k;
+    }
+  }
+  PushRowsRequest push;
+  push.set_request_id(1);
+  push.set_shard("e");
+  push.set_ids_bytes(raw);
+  std::string data(64 << 10, '\0');  // large enough to be sent without a copy
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  push.set_data(data);
+  PushRowsResponse pushed;
+  absl::Notification done;
+  absl::Status status;
+  ps->PushRowsAsync(&push, &pushed, deadline, [&](const absl::Status& s) {
+    status = s;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(pushed.version(), 8);
+  EXPECT_EQ(service.pushed_ids_, ids);
+  EXPECT_TRUE(service.pushed_data_ == data);
+  EXPECT_EQ(service.forms(), expected_forms);
+  server->Shutdown();
+}
+
+TEST(GrpcPsInterfaceRowsTest, AnEarlierPsGetsPackedIds) {
+  CheckRowCalls(/*advertise=*/false, {"ids", "ids", "ids"});
+}
+
+TEST(GrpcPsInterfaceRowsTest, APsThatReadsIdsBytesGetsThemAfterItsFirstReply) {
+  CheckRowCalls(/*advertise=*/true, {"ids", "ids_bytes", "ids_bytes"});
+}
 
 TEST_F(GrpcPsInterfaceTest, ControlCallsReachTheServerAndBack) {
   std::unique_ptr<PsInterface> ps = NewGrpcPsInterface("ps:0", address_);

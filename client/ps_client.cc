@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "client/grpc_ps_interface.h"
 #include "client/ps_call_error.h"
 #include "client/row_chunks.h"
+#include "ps_server/unique_ids.h"
 #include "common/error_detail.h"
 #include "common/fanout.h"
 #include "common/status_macros.h"
@@ -487,9 +489,10 @@ class PsClientImpl : public PsClient {
     struct Part {
       PullRowsRequest request;
       PullRowsResponse response;
-      std::vector<int64_t> positions;  // index into ids / out rows
+      std::vector<absl::Span<char>> outs;  // each row's place in the caller's `out`
     };
     const int64_t width = layout->row_width;
+    const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
     const int64_t max_rows = MaxRows(width);
     Parts<Part> parts;
     absl::Status routed = RouteRows(
@@ -499,12 +502,16 @@ class PsClientImpl : public PsClient {
                                            /*keep_duplicates_together=*/false)) {
             auto part = std::make_unique<Part>();
             part->request.set_shard(layout->shards[shard].spec.name());
-            *part->request.mutable_ids() = {chunk.ids.begin(), chunk.ids.end()};
+            SetRowIds(chunk.ids, part->request.mutable_ids_bytes());
             part->request.set_min_version(options.min_version);
             part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
             part->request.set_exact_version(options.exact_version);
-            part->positions = std::move(chunk.positions);
-            *part->response.mutable_data() = buffers_.Get();
+            // The rows go from the reply straight to where the caller wants them.
+            part->outs.reserve(chunk.positions.size());
+            for (int64_t position : chunk.positions) {
+              part->outs.emplace_back(reinterpret_cast<char*>(out.data() + position * width),
+                                      row_bytes);
+            }
             parts.emplace_back(layout->shards[shard].ps, std::move(part));
           }
         });
@@ -518,29 +525,14 @@ class PsClientImpl : public PsClient {
     IssueParts<Part>(
         std::move(parts), /*window_size=*/0, Deadline() + options.wait_timeout,
         [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
-          target->PullRowsAsync(&part->request, &part->response, deadline, std::move(done));
+          target->PullRowsIntoAsync(&part->request, &part->response, part->outs, deadline,
+                                    std::move(done));
         },
-        [this, out, width, seen, versions](Part* part, const absl::Status& s) {
-          absl::Status status = s;
-          const std::string& data = part->response.data();
-          const size_t expected = part->positions.size() * width * sizeof(float);
-          if (status.ok() && data.size() != expected) {
-            status = absl::InternalError(absl::StrCat("row pull of \"", part->request.shard(),
-                                                      "\" returned ", data.size(),
-                                                      " bytes, expected ", expected));
-          }
-          if (status.ok()) {
-            const float* src = reinterpret_cast<const float*>(data.data());
-            for (size_t i = 0; i < part->positions.size(); ++i) {
-              std::memcpy(out.data() + part->positions[i] * width, src + i * width,
-                          width * sizeof(float));
-            }
-          }
-          if (status.ok() && versions != nullptr) {
+        [seen, versions](Part* part, const absl::Status& s) {
+          if (s.ok() && versions != nullptr) {
             seen->Add(part->request.shard(), part->response.version());
           }
-          buffers_.Put(std::move(*part->response.mutable_data()));
-          return status;
+          return s;
         },
         std::move(fan));
   }
@@ -561,38 +553,56 @@ class PsClientImpl : public PsClient {
       PushRowsResponse response;
     };
     const int64_t max_rows = MaxRows(width);
+    const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
     Parts<Part> parts;
     // A SYNC replica's share of a step is one request per shard, even an empty one.
     absl::Status routed = RouteRows(
         *layout, ids, /*every_shard=*/options.has_sync,
         [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
           const VariableLayout::Shard& target = layout->shards[shard];
-          std::vector<RowChunk> chunks;
-          if (options.has_sync) {
-            chunks.push_back(RowChunk{std::move(local), std::move(positions)});
-          } else {
-            chunks = SplitRows(std::move(local), std::move(positions), max_rows,
-                               /*keep_duplicates_together=*/true);
-          }
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            const RowChunk& chunk = chunks[c];
+          // Duplicate ids are summed here, in order of appearance, as the ps would sum them
+          // (the same float additions in the same order): the request carries each row once,
+          // and the ps applies it where it lies instead of summing into a copy of its own.
+          std::vector<int64_t> unique;
+          std::vector<uint32_t> slot;
+          const bool repeats = UniqueIds(local, target.rows, &unique, &slot);
+          const int64_t n = static_cast<int64_t>(unique.size());
+          // Unique row u goes to chunk u / rows_per_chunk, at row u % rows_per_chunk. A SYNC
+          // push sends its whole share as one request.
+          const int64_t rows_per_chunk = options.has_sync ? std::max<int64_t>(1, n) : max_rows;
+          const int64_t num_chunks = std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk);
+          std::vector<char*> chunk_data;  // each chunk's row bytes
+          for (int64_t c = 0; c < num_chunks; ++c) {
             auto part = std::make_unique<Part>();
             // Chunk c's id is keyed by -1 - c: the same chunks, so the same ids, on a re-run.
-            part->request.set_request_id(
-                RequestId(options, name, target.spec.name(), -1 - static_cast<int64_t>(c)));
+            part->request.set_request_id(RequestId(options, name, target.spec.name(), -1 - c));
             part->request.set_shard(target.spec.name());
-            *part->request.mutable_ids() = {chunk.ids.begin(), chunk.ids.end()};
+            const int64_t begin = c * rows_per_chunk;
+            const int64_t end = std::min(n, begin + rows_per_chunk);
+            SetRowIds(absl::MakeConstSpan(unique.data() + begin, static_cast<size_t>(end - begin)),
+                      part->request.mutable_ids_bytes());
             std::string* data = part->request.mutable_data();
             *data = buffers_.Get();
-            data->resize(chunk.positions.size() * width * sizeof(float));
-            for (size_t i = 0; i < chunk.positions.size(); ++i) {
-              std::memcpy(&(*data)[i * width * sizeof(float)],
-                          grads.data() + chunk.positions[i] * width, width * sizeof(float));
-            }
+            data->resize(static_cast<size_t>(end - begin) * row_bytes);
+            chunk_data.push_back(&(*data)[0]);
             if (options.has_sync) *part->request.mutable_sync() = options.sync;
             part->request.set_generation(options.generation);
             part->request.set_base_version(BaseVersion(options, target.spec.name()));
             parts.emplace_back(target.ps, std::move(part));
+          }
+          int64_t numbered = 0;  // unique rows seen so far: a slot of this number is new
+          for (size_t k = 0; k < local.size(); ++k) {
+            const int64_t u = repeats ? slot[k] : static_cast<int64_t>(k);
+            float* row = reinterpret_cast<float*>(
+                chunk_data[static_cast<size_t>(u / rows_per_chunk)] +
+                static_cast<size_t>(u % rows_per_chunk) * row_bytes);
+            const float* g = grads.data() + positions[k] * width;
+            if (u == numbered) {
+              std::memcpy(row, g, row_bytes);
+              ++numbered;
+            } else {
+              for (int64_t j = 0; j < width; ++j) row[j] += g[j];
+            }
           }
         });
     if (!routed.ok()) return done(routed);
@@ -889,6 +899,12 @@ class PsClientImpl : public PsClient {
                          bool every_shard, Fn fn) const {
     std::vector<std::vector<int64_t>> local(layout.shards.size());
     std::vector<std::vector<int64_t>> positions(layout.shards.size());
+    // Random ids spread evenly: room for a fair share and some, so that few vectors regrow.
+    const size_t share = ids.size() / layout.shards.size() + ids.size() / 16 + 16;
+    for (size_t s = 0; s < layout.shards.size(); ++s) {
+      local[s].reserve(share);
+      positions[s].reserve(share);
+    }
     for (size_t i = 0; i < ids.size(); ++i) {
       int64_t id = ids[i];
       if (id < 0 || id >= layout.rows) {
@@ -908,6 +924,14 @@ class PsClientImpl : public PsClient {
       if (every_shard || !local[s].empty()) fn(s, std::move(local[s]), std::move(positions[s]));
     }
     return absl::OkStatus();
+  }
+
+  // A request's row ids in their raw form (PullRowsRequest.ids_bytes,
+  // PushRowsRequest.ids_bytes): little-endian int64s, copied as they lie. The transport turns
+  // them into the packed `ids` field for a ps that does not read ids_bytes.
+  static void SetRowIds(absl::Span<const int64_t> ids, std::string* bytes) {
+    static_assert(ABSL_IS_LITTLE_ENDIAN, "ids_bytes holds little-endian int64s");
+    bytes->assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
   }
 
   // Rows of `width` floats in one request of at most max_chunk_bytes (at least one).

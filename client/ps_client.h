@@ -164,10 +164,12 @@ class PsClient {
                          StatusCallback done) = 0;
 
   // Rows by id (0 .. rows-1 of the whole variable); `out` / `grads` hold ids.size() rows.
-  // Duplicate ids in a push are summed on the ps. Each shard's ids go out in requests of at
-  // most max_chunk_bytes of rows (client/row_chunks.h); a push keeps all occurrences of an id
-  // in one request, so each row is updated once (each request is one update of its shard,
-  // and advances its version). A SYNC push (has_sync) sends every shard
+  // Duplicate ids in a push are summed here, before sending, in order of appearance (the
+  // same float additions the ps would do), so each row goes out once and is updated once.
+  // Each shard's ids go out in requests of at most max_chunk_bytes of rows
+  // (client/row_chunks.h), ids as raw int64s (ids_bytes) to a ps that reads them; pulled rows
+  // are written from the reply straight into `out` (each request is one update of its
+  // shard, and advances its version). A SYNC push (has_sync) sends every shard
   // exactly one request, its whole share, even an empty one: the ps takes a replica's rows
   // for a step as one PushRows, and a shard the batch has no ids for still needs it.
   // `versions` (optional) receives the versions of the shards read, as PullAsync's.

@@ -70,6 +70,36 @@ void PsInterface::PullBatchAsync(const PullBatchRequest* request, PullBatchRespo
   }
 }
 
+absl::Status PulledRowsSizeError(const PullRowsRequest& request, int64_t got, int64_t expected) {
+  return absl::InternalError(absl::StrCat("row pull of \"", request.shard(), "\" returned ", got,
+                                          " bytes, expected ", expected));
+}
+
+void PsInterface::PullRowsIntoAsync(const PullRowsRequest* request, PullRowsResponse* response,
+                                    absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                                    StatusCallback done) {
+  PullRowsAsync(request, response, deadline,
+                [request, response, outs, done = std::move(done)](const absl::Status& s) {
+                  absl::Status status = s;
+                  const std::string& data = response->data();
+                  size_t expected = 0;
+                  for (absl::Span<char> out : outs) expected += out.size();
+                  if (status.ok() && data.size() != expected) {
+                    status = PulledRowsSizeError(*request, static_cast<int64_t>(data.size()),
+                                                 static_cast<int64_t>(expected));
+                  }
+                  if (status.ok()) {
+                    size_t offset = 0;
+                    for (absl::Span<char> out : outs) {
+                      std::memcpy(out.data(), data.data() + offset, out.size());
+                      offset += out.size();
+                    }
+                  }
+                  response->clear_data();
+                  done(status);
+                });
+}
+
 void PsInterface::PushBatchAsync(const PushBatchRequest* request,
                                  absl::Span<const absl::Span<const char>> data,
                                  PushBatchResponse* response, absl::Time deadline,

@@ -75,6 +75,13 @@ class PsInterface {
   virtual void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
                               absl::Span<const absl::Span<char>> outs, absl::Time deadline,
                               StatusCallback done);
+  // Pulls the rows of `request`, writing row i's bytes into outs[i] (response->data() stays
+  // empty) and the version into response->version(). Every outs[i] has the shard's row
+  // width in bytes; a reply of any other total size fails with INTERNAL, naming both sizes.
+  // `outs` (the spans and their memory) must stay alive until `done` runs.
+  virtual void PullRowsIntoAsync(const PullRowsRequest* request, PullRowsResponse* response,
+                                 absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                                 StatusCallback done);
   // Pushes every item of `request` (whose data and data_bytes are left empty), item i's
   // gradient bytes taken from data[i]. `data` (the spans and their memory) must stay alive
   // and unchanged until `done` runs.
@@ -86,6 +93,8 @@ class PsInterface {
 
 // The error PullBatchAsync reports for a reply of the wrong size.
 absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected);
+// The error PullRowsIntoAsync reports for a reply of the wrong size.
+absl::Status PulledRowsSizeError(const PullRowsRequest& request, int64_t got, int64_t expected);
 
 }  // namespace shardps
 

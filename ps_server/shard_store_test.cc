@@ -717,6 +717,111 @@ TEST(ShardStoreTest, PushRowsSumsDuplicateIdsBeforeOneUpdate) {
 
 // The same on a shard whose rows are many next to the ids (duplicates then go through a hash
 // map rather than a bitmap of the rows), and with many ids, most of them unique.
+// ids_bytes: raw little-endian int64s.
+std::string IdBytes(const std::vector<int64_t>& ids) {
+  std::string s(ids.size() * sizeof(int64_t), '\0');
+  if (!ids.empty()) std::memcpy(&s[0], ids.data(), s.size());
+  return s;
+}
+
+// The same row calls with the ids as the packed `ids` field (older clients) and as
+// `ids_bytes` give identical replies and identical updates.
+TEST(ShardStoreTest, RowIdsAsBytesAndAsPackedIdsGiveTheSameResults) {
+  auto old_form = NewStore();
+  auto new_form = NewStore();
+  for (auto* store : {old_form.get(), new_form.get()}) {
+    ASSERT_TRUE(Create(*store, {Spec("e", {50, 3}, Adam())}).ok());
+  }
+  const std::vector<int64_t> ids = {7, 0, 49, 7, 13, 7, 2};
+  const std::vector<float> grad = Ramp(ids.size() * 3, 0.5f);
+  for (int form = 0; form < 2; ++form) {
+    ShardStore* store = form == 0 ? old_form.get() : new_form.get();
+    PushRowsRequest push;
+    push.set_request_id(11);
+    push.set_shard("e");
+    if (form == 0) {
+      for (int64_t id : ids) push.add_ids(id);
+    } else {
+      push.set_ids_bytes(IdBytes(ids));
+    }
+    push.set_data(Bytes(grad));
+    PushRowsResponse pushed;
+    ASSERT_TRUE(store->PushRows(push, &pushed).ok());
+    EXPECT_EQ(pushed.version(), 1);
+  }
+  EXPECT_EQ(PullAll(*old_form, "e").data, PullAll(*new_form, "e").data);
+
+  std::string replies[2];
+  for (int form = 0; form < 2; ++form) {
+    PullRowsRequest pull;
+    pull.set_shard("e");
+    if (form == 0) {
+      for (int64_t id : ids) pull.add_ids(id);
+    } else {
+      pull.set_ids_bytes(IdBytes(ids));
+    }
+    PullRowsResponse response;
+    absl::Status status;
+    (form == 0 ? old_form : new_form)->PullRows(pull, &response,
+                                                 [&](const absl::Status& s) { status = s; });
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(response.version(), 1);
+    replies[form] = response.data();
+  }
+  EXPECT_EQ(replies[0].size(), ids.size() * 3 * sizeof(float));
+  EXPECT_EQ(replies[0], replies[1]);
+}
+
+TEST(ShardStoreTest, BadRowIdsBytesAreRefusedNamingTheFieldAndChangeNothing) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("e", {10, 2})}).ok());
+  const Snapshot before = PullAll(*store, "e");
+
+  // Not whole int64s.
+  PushRowsRequest push;
+  push.set_request_id(5);
+  push.set_shard("e");
+  push.set_ids_bytes(std::string(12, '\0'));
+  push.set_data(Bytes({1, 2, 3, 4}));
+  PushRowsResponse pushed;
+  absl::Status s = store->PushRows(push, &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "ids_bytes has 12 bytes, not a multiple of 8")) << s;
+
+  // Both forms at once.
+  push.set_ids_bytes(IdBytes({1}));
+  push.add_ids(1);
+  push.set_data(Bytes({1, 2}));
+  s = store->PushRows(push, &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "both ids")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "ids_bytes")) << s;
+
+  // An id out of range, given as bytes, is named as the packed ids' are.
+  push.clear_ids();
+  push.set_ids_bytes(IdBytes({10}));
+  s = store->PushRows(push, &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "ids[0] = 10")) << s;
+
+  PullRowsRequest pull;
+  pull.set_shard("e");
+  pull.set_ids_bytes(std::string(9, '\0'));
+  PullRowsResponse response;
+  store->PullRows(pull, &response, [&](const absl::Status& st) { s = st; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "ids_bytes has 9 bytes")) << s;
+
+  const Snapshot after = PullAll(*store, "e");
+  EXPECT_EQ(after.data, before.data);
+  EXPECT_EQ(after.version, before.version);
+  // The refused request id was not remembered: the same id with good ids is applied.
+  push.set_ids_bytes(IdBytes({1}));
+  ASSERT_TRUE(store->PushRows(push, &pushed).ok());
+  EXPECT_FALSE(pushed.duplicate());
+  EXPECT_EQ(pushed.version(), 1);
+}
+
 TEST(ShardStoreTest, PushRowsSumsDuplicatesOnLargeAndSmallShards) {
   OptimizerSpec adagrad;
   adagrad.set_type(OptimizerSpec::ADAGRAD);

@@ -33,6 +33,11 @@ namespace shardps {
 // Lower case, as HTTP/2 header names must be.
 inline constexpr char kProtocolMetadataKey[] = "shardps-protocol";
 
+// Initial metadata of a ps's PullRows / PushRows replies ("1") when it reads the requests'
+// ids_bytes field (proto/ps.proto): a client sends raw ids only to a ps that has said so, so
+// that a ps of an earlier release, which would see no ids, never gets them.
+inline constexpr char kRowIdsBytesMetadataKey[] = "shardps-row-ids-bytes";
+
 // Adds kProtocolMetadataKey: LocalProtocol() to the call's initial metadata. Before the call.
 void AttachProtocolVersion(grpc::ClientContext* ctx);
 

@@ -274,13 +274,16 @@ class GrpcPsService : public PsServiceBase {
                                      grpc::ByteBuffer* response_buffer) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
+    ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
     auto call = std::make_shared<PullRowsCall>(pull_rows_pool_);
     grpc::Status parsed = Parse(request_buffer, &call->request);
     if (!parsed.ok()) {
       reactor->Finish(parsed);
       return reactor;
     }
-    Run(call->request.ids_size() > kInlineRows, [=] {
+    const int64_t ids = call->request.ids_size() +
+                        static_cast<int64_t>(call->request.ids_bytes().size() / sizeof(int64_t));
+    Run(ids > kInlineRows, [=] {
       store_->PullRows(call->request, call->response.get(),
                        [reactor, call, response_buffer](const absl::Status& s) {
                          Reply(reactor, s, *call->response, call, response_buffer);
@@ -293,6 +296,7 @@ class GrpcPsService : public PsServiceBase {
                                      const PushRowsRequest* request,
                                      PushRowsResponse* response) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response))); });
