@@ -22,6 +22,7 @@
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "model/mlp.h"
+#include "model/dlrm_model.h"
 #include "model/model.h"
 
 namespace shardps {
@@ -824,7 +825,7 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
       for (const VariableInfo& v : (*created)->variables()) {
         variables.push_back(absl::StrCat(name, "/", v.name));
       }
-    } else if (!absl::StartsWith(model, "dlrm")) {
+    } else if (!absl::StartsWith(model, kDlrmPrefix)) {
       return FieldError("model", absl::StrCat("click-log dataset ", Quote(dataset),
                                               " takes a \"dlrm:...\" model, not ", Quote(model)));
     } else {

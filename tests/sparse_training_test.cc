@@ -33,19 +33,6 @@ std::string Job(const std::string& name, const std::string& mode, const std::str
                       "}");
 }
 
-// Every variable of the job, pulled after training (the chief is long-lived).
-std::vector<std::vector<float>> PullAll(TrainingCluster* cluster) {
-  auto client = *cluster->NewPsClient();
-  EXPECT_TRUE(client->Discover().ok());
-  std::vector<std::vector<float>> out;
-  for (const std::string& name : client->VariableNames()) {
-    VariableLayout layout = *client->GetLayout(name);
-    out.emplace_back(layout.num_elements);
-    EXPECT_TRUE(client->Pull(name, absl::MakeSpan(out.back())).ok());
-  }
-  return out;
-}
-
 void TrainToLift(const std::string& mode) {
   TrainingCluster::Options options;
   options.evaluator = true;
@@ -84,7 +71,10 @@ TEST(SparseTrainingTest, SyncRunsAreBitIdentical) {
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
     ASSERT_TRUE(status.ok()) << status.status() << (*cluster)->Logs();
-    runs[r] = PullAll(cluster->get());
+    // Every variable, pulled after training (the chief is long-lived).
+    absl::StatusOr<std::vector<std::vector<float>>> all = (*cluster)->PullAllVariables();
+    ASSERT_TRUE(all.ok()) << all.status();
+    runs[r] = *std::move(all);
   }
   ASSERT_EQ(runs[0].size(), runs[1].size());
   ASSERT_GE(runs[0].size(), 4u + 6u);  // 4 tables and the layers' kernels and biases

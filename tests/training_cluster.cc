@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
@@ -261,6 +262,18 @@ absl::StatusOr<JobStatus> TrainingCluster::WaitForState(JobStatus::State state,
 
 absl::StatusOr<std::unique_ptr<PsClient>> TrainingCluster::NewPsClient() const {
   return NewGrpcPsClient(ps_addresses_, {});
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> TrainingCluster::PullAllVariables() const {
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, NewPsClient());
+  RETURN_IF_ERROR(client->Discover());
+  std::vector<std::vector<float>> out;
+  for (const std::string& name : client->VariableNames()) {
+    ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(name));
+    out.emplace_back(layout.num_elements);
+    RETURN_IF_ERROR(client->Pull(name, absl::MakeSpan(out.back())));
+  }
+  return out;
 }
 
 std::string TrainingCluster::Logs() const {

@@ -25,19 +25,6 @@ std::string Job(const std::string& name, const std::string& mode, const std::str
                       extra, "}");
 }
 
-// Every parameter of the job, pulled after training (the chief is long-lived).
-std::vector<std::vector<float>> PullAll(TrainingCluster* cluster) {
-  auto client = *cluster->NewPsClient();
-  EXPECT_TRUE(client->Discover().ok());
-  std::vector<std::vector<float>> out;
-  for (const std::string& name : client->VariableNames()) {
-    VariableLayout layout = *client->GetLayout(name);
-    out.emplace_back(layout.num_elements);
-    EXPECT_TRUE(client->Pull(name, absl::MakeSpan(out.back())).ok());
-  }
-  return out;
-}
-
 // The learning rate halves every 1500 updates of a shard (an async step updates each shard
 // once, a sync step of 2 replicas too). Before issue 9, async workers kept two steps in
 // flight each, so a step computed on parameters ~1.4 updates old on average, and with a
@@ -90,7 +77,10 @@ TEST(TrainingTest, SyncRunsAreBitIdentical) {
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
     ASSERT_TRUE(status.ok()) << status.status();
-    runs[r] = PullAll(cluster->get());
+    // Every variable, pulled after training (the chief is long-lived).
+    absl::StatusOr<std::vector<std::vector<float>>> all = (*cluster)->PullAllVariables();
+    ASSERT_TRUE(all.ok()) << all.status();
+    runs[r] = *std::move(all);
   }
   ASSERT_EQ(runs[0].size(), runs[1].size());
   ASSERT_FALSE(runs[0].empty());
@@ -124,7 +114,10 @@ TEST(TrainingTest, StalenessZeroBehavesAsSync) {
     auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
     ASSERT_TRUE(status.ok()) << status.status();
     EXPECT_EQ(status->steps_done(), 40);
-    runs[r] = PullAll(cluster->get());
+    // Every variable, pulled after training (the chief is long-lived).
+    absl::StatusOr<std::vector<std::vector<float>>> all = (*cluster)->PullAllVariables();
+    ASSERT_TRUE(all.ok()) << all.status();
+    runs[r] = *std::move(all);
   }
   ASSERT_EQ(runs[0].size(), runs[1].size());
   for (size_t v = 0; v < runs[0].size(); ++v) {
