@@ -19,8 +19,9 @@
 namespace shardps {
 namespace {
 
-constexpr uint64_t kBucketSalt = 0x2545F4914F6CDD1DULL;
 constexpr uint64_t kIndexSalt = 0x9E3779B97F4A7C15ULL;
+// Salts the admission sketch apart from the index (the value once shared with BucketOf).
+constexpr uint64_t kSketchSalt = 0x2545F4914F6CDD1DULL;
 constexpr uint64_t kStripeSalt = 0xD1B54A32D192ED03ULL;
 constexpr int kChunkShift = 12;  // 4096 rows a chunk
 constexpr int64_t kChunkRows = int64_t{1} << kChunkShift;
@@ -76,11 +77,6 @@ class Mapped {
 };
 
 }  // namespace
-
-int32_t BucketOf(int64_t key, int32_t num_buckets) {
-  return static_cast<int32_t>(Mix64(static_cast<uint64_t>(key) ^ kBucketSalt) %
-                              static_cast<uint64_t>(num_buckets));
-}
 
 // One lock stripe: an open-addressing index from key to row number, and the rows in chunks.
 struct DynamicTable::Stripe {
@@ -461,7 +457,7 @@ void DynamicTable::EvictForBudget(Stripe& s, uint32_t now) {
 
 bool DynamicTable::Admit(Stripe& s, int64_t key) {
   if (admit_after_ <= 1) return true;
-  const uint64_t h = Mix64(static_cast<uint64_t>(key) ^ kIndexSalt ^ kBucketSalt);
+  const uint64_t h = Mix64(static_cast<uint64_t>(key) ^ kIndexSalt ^ kSketchSalt);
   const uint64_t h1 = h & 0xFFFFFFFFu, h2 = (h >> 32) | 1;
   uint8_t* counters[kSketchDepth];
   uint8_t low = 255;

@@ -64,22 +64,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "partitioners/buckets.h"
 #include "proto/ps.pb.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 
 namespace shardps {
 
-// The virtual bucket of `key`: splitmix64's finalizer of (uint64(key) ^ 0x2545F4914F6CDD1D),
-// mod num_buckets. Fixed: the same in every process, build and release.
-// REQUIRES: num_buckets > 0.
-int32_t BucketOf(int64_t key, int32_t num_buckets);
-
 struct DynamicTableOptions {
   std::string name;  // keys the initial values (with initializer.seed)
   int64_t dim = 0;
   InitializerSpec initializer;  // zeros, constant, random_uniform/normal, truncated_normal
-  int32_t num_buckets = 4096;
+  int32_t num_buckets = kDefaultNumBuckets;
   // Held at creation: all buckets, or the listed ones.
   bool all_buckets = true;
   std::vector<int32_t> buckets;
