@@ -254,12 +254,17 @@ class PsClientImpl : public PsClient {
     std::vector<VariableLayout> layouts;
     for (const VariableDef& def : defs) {
       if (def.name.empty()) return absl::InvalidArgumentError("variable name is empty");
-      for (size_t i = 0; i < def.shape.size(); ++i) {
+      for (size_t i = def.dynamic.has_value() ? 1 : 0; i < def.shape.size(); ++i) {
         if (def.shape[i] <= 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               "variable \"", def.name, "\": shape[", i, "] is ", def.shape[i],
               "; dimensions must be positive"));
         }
+      }
+      if (def.dynamic.has_value()) {
+        ASSIGN_OR_RETURN(VariableLayout layout, PlaceDynamic(def, &requests));
+        layouts.push_back(std::move(layout));
+        continue;
       }
       std::vector<ShardSlice> slices;
       if (def.shape.empty()) {
@@ -340,11 +345,23 @@ class PsClientImpl : public PsClient {
                                      spec.full_shape().dim().end());
           it = layouts.emplace(spec.variable(), MakeLayout(spec.variable(), shape)).first;
         }
+        if (spec.has_dynamic()) {
+          it->second.dynamic = true;
+          it->second.num_buckets = spec.dynamic().num_buckets();
+          it->second.shards.push_back({spec, p, 0, 0,
+                                       BucketRange{spec.dynamic().bucket_begin(),
+                                                   spec.dynamic().bucket_end()}});
+          continue;
+        }
         int64_t rows = spec.shape().dim_size() == 0 ? 1 : spec.shape().dim(0);
         it->second.shards.push_back({spec, p, spec.row_offset(), rows});
       }
     }
     for (auto& [name, layout] : layouts) {
+      if (layout.dynamic) {
+        RETURN_IF_ERROR(CheckBucketsTiled(&layout));
+        continue;
+      }
       std::sort(layout.shards.begin(), layout.shards.end(),
                 [](const VariableLayout::Shard& a, const VariableLayout::Shard& b) {
                   return a.row_offset < b.row_offset;
@@ -873,10 +890,93 @@ class PsClientImpl : public PsClient {
     VariableLayout layout;
     layout.name = name;
     layout.shape = shape;
+    if (shape.size() == 2 && shape[0] == 0) {  // a dynamic table: [0, dim]
+      layout.row_width = shape[1];
+      return layout;
+    }
     layout.num_elements = NumElements(shape);
     layout.rows = shape.empty() ? 1 : shape[0];
     layout.row_width = layout.num_elements / layout.rows;
     return layout;
+  }
+
+  // A dynamic table's shards: shard i on ps i, holding the i-th run of its buckets.
+  absl::StatusOr<VariableLayout> PlaceDynamic(const VariableDef& def,
+                                              std::vector<CreateShardsRequest>* requests) const {
+    const DynamicTableDef& d = *def.dynamic;
+    const std::string where = absl::StrCat("dynamic table \"", def.name, "\": ");
+    if (def.shape.size() != 2 || def.shape[0] != 0 || def.shape[1] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "shape must be [0, dim] with dim > 0, got [", absl::StrJoin(def.shape, ","),
+          "]"));
+    }
+    if (d.num_buckets < num_ps()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "num_buckets ", d.num_buckets, " is below the ", num_ps(),
+          " ps tasks it is spread over"));
+    }
+    if (d.max_rows < 0 || d.ttl_steps < 0 || d.admit_after < 0 || d.admit_after > 255) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "max_rows (", d.max_rows, ") and ttl_steps (", d.ttl_steps,
+          ") must be >= 0 and admit_after (", d.admit_after, ") in [0, 255]"));
+    }
+    VariableLayout layout = MakeLayout(def.name, def.shape);
+    layout.dynamic = true;
+    layout.num_buckets = d.num_buckets;
+    const std::vector<BucketRange> ranges = SplitBuckets(d.num_buckets, num_ps());
+    for (int p = 0; p < num_ps(); ++p) {
+      ShardSpec spec;
+      spec.set_name(num_ps() == 1 ? def.name : absl::StrCat(def.name, "/part_", p));
+      spec.set_variable(def.name);
+      spec.set_part(p);
+      spec.set_num_parts(num_ps());
+      for (int64_t dim : def.shape) {
+        spec.mutable_shape()->add_dim(dim);
+        spec.mutable_full_shape()->add_dim(dim);
+      }
+      *spec.mutable_initializer() = def.initializer;
+      *spec.mutable_optimizer() = def.optimizer;
+      *spec.mutable_update() = def.update;
+      DynamicSpec* dyn = spec.mutable_dynamic();
+      dyn->set_num_buckets(d.num_buckets);
+      dyn->set_bucket_begin(ranges[p].begin);
+      dyn->set_bucket_end(ranges[p].end);
+      dyn->set_admit_after(d.admit_after);
+      dyn->set_ttl_steps(d.ttl_steps);
+      // The table's budget in shares of its buckets, rounded up (no shard gets 0: no budget).
+      dyn->set_max_rows(d.max_rows == 0 ? 0
+                                        : (d.max_rows * (ranges[p].end - ranges[p].begin) +
+                                           d.num_buckets - 1) / d.num_buckets);
+      *(*requests)[p].add_shards() = spec;
+      layout.shards.push_back({spec, p, 0, 0, ranges[p]});
+    }
+    return layout;
+  }
+
+  // A discovered dynamic table's shards, sorted, must hold every bucket exactly once.
+  static absl::Status CheckBucketsTiled(VariableLayout* layout) {
+    std::sort(layout->shards.begin(), layout->shards.end(),
+              [](const VariableLayout::Shard& a, const VariableLayout::Shard& b) {
+                return a.buckets.begin < b.buckets.begin;
+              });
+    int32_t next = 0;
+    for (const auto& shard : layout->shards) {
+      if (shard.buckets.begin != next ||
+          shard.spec.dynamic().num_buckets() != layout->num_buckets) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "dynamic table \"", layout->name, "\": shards do not tile its ",
+            layout->num_buckets, " buckets (expected a shard from bucket ", next, ", found \"",
+            shard.spec.name(), "\" holding [", shard.buckets.begin, ", ", shard.buckets.end,
+            ") of ", shard.spec.dynamic().num_buckets(), "); is a ps task missing?"));
+      }
+      next = shard.buckets.end;
+    }
+    if (next != layout->num_buckets) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dynamic table \"", layout->name, "\": shards hold buckets [0, ", next, ") of ",
+          layout->num_buckets, "; is a ps task missing?"));
+    }
+    return absl::OkStatus();
   }
 
   // Calls fn(shard, row_begin, row_end) for every chunk of every shard, rows relative to
@@ -905,7 +1005,19 @@ class PsClientImpl : public PsClient {
       local[s].reserve(share);
       positions[s].reserve(share);
     }
-    for (size_t i = 0; i < ids.size(); ++i) {
+    if (layout.dynamic) {
+      // Keys stay keys: the ps finds their rows. Shards are in bucket order.
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const int32_t bucket = BucketOf(ids[i], layout.num_buckets);
+        auto it = std::upper_bound(
+            layout.shards.begin(), layout.shards.end(), bucket,
+            [](int32_t b, const VariableLayout::Shard& s) { return b < s.buckets.begin; });
+        const size_t shard = (it - layout.shards.begin()) - 1;
+        local[shard].push_back(ids[i]);
+        positions[shard].push_back(i);
+      }
+    }
+    for (size_t i = 0; !layout.dynamic && i < ids.size(); ++i) {
       int64_t id = ids[i];
       if (id < 0 || id >= layout.rows) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -945,6 +1057,11 @@ class PsClientImpl : public PsClient {
   absl::StatusOr<VariableLayout> DenseLayout(const std::string& name, const char* what,
                                              size_t floats) const {
     absl::StatusOr<VariableLayout> layout = GetLayout(name);
+    if (layout.ok() && layout->dynamic) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", layout->name, "\" is a dynamic table: it has no whole value to ", what,
+          "; read and write it by key (PullRowsAsync, PushRowsAsync)"));
+    }
     if (layout.ok() && static_cast<int64_t>(floats) != layout->num_elements) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable \"", layout->name, "\": ", what, " needs ", layout->num_elements,

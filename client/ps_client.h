@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,19 +35,33 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/ps_interface.h"
+#include "partitioners/buckets.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "proto/ps.pb.h"
 
 namespace shardps {
 
+// How a dynamic table is held (ShardSpec.dynamic).
+struct DynamicTableDef {
+  int32_t num_buckets = kDefaultNumBuckets;
+  int32_t admit_after = 0;  // a key becomes a row on its admit_after-th push (0, 1: first)
+  int64_t ttl_steps = 0;    // evict rows not pushed for this many steps (0: never)
+  int64_t max_rows = 0;     // rows of the whole table, split evenly over its shards (0: none)
+};
+
 // What a user asks for: a logical variable, before partitioning.
 struct VariableDef {
   std::string name;
-  std::vector<int64_t> shape;  // [] for a scalar
+  std::vector<int64_t> shape;  // [] for a scalar; [0, dim] for a dynamic table
   InitializerSpec initializer;
   OptimizerSpec optimizer;
   UpdateSpec update;
+  // Set: a dynamic table (issue 10 §3), keyed by any int64 (hashed ids) rather than row
+  // indices; its rows exist once pushed. It has one shard per ps task, shard i on ps i
+  // holding the i-th of SplitBuckets(num_buckets, num_ps) (partitioners/buckets.h); the
+  // partitioner and placer are not consulted. Read and written by key only.
+  std::optional<DynamicTableDef> dynamic;
 };
 
 // Where a variable's shards live.
@@ -56,13 +71,17 @@ struct VariableLayout {
     int ps = 0;             // index into the client's ps tasks
     int64_t row_offset = 0;
     int64_t rows = 0;
+    BucketRange buckets;  // a dynamic table's shard: the buckets it holds
   };
   std::string name;
   std::vector<int64_t> shape;
-  int64_t rows = 0;          // shape[0], or 1 for a scalar
+  int64_t rows = 0;          // shape[0], or 1 for a scalar; 0 for a dynamic table
   int64_t row_width = 0;     // elements per row
-  int64_t num_elements = 0;
-  std::vector<Shard> shards;  // in row order
+  int64_t num_elements = 0;  // 0 for a dynamic table
+  // A dynamic table: keys route to the shard holding BucketOf(key, num_buckets).
+  bool dynamic = false;
+  int32_t num_buckets = 0;
+  std::vector<Shard> shards;  // in row order (a dynamic table's: in bucket order)
 };
 
 // Versions seen by a pull: the lowest and highest shard version among the shards read, and
@@ -163,7 +182,8 @@ class PsClient {
   virtual void PushAsync(std::vector<PushSource> sources, const PushOptions& options,
                          StatusCallback done) = 0;
 
-  // Rows by id (0 .. rows-1 of the whole variable); `out` / `grads` hold ids.size() rows.
+  // Rows by id (0 .. rows-1 of the whole variable; any int64 key of a dynamic table, routed
+  // by its bucket); `out` / `grads` hold ids.size() rows.
   // Duplicate ids in a push are summed here, before sending, in order of appearance (the
   // same float additions the ps would do), so each row goes out once and is updated once.
   // Each shard's ids go out in requests of at most max_chunk_bytes of rows

@@ -767,6 +767,102 @@ TEST_F(PsClientCallsTest, SyncRowPushSendsEachShardItsWholeShareEvenEmpty) {
   EXPECT_FLOAT_EQ(values[39], 0.0f);
 }
 
+// A dynamic table: one shard per ps holding a run of buckets; keys (any int64) go to the
+// shard holding their bucket, as keys, whole variable calls are refused naming the table.
+// The stores are not reached: the interceptor records and answers each call.
+TEST_F(PsClientCallsTest, DynamicTableKeysGoToTheShardHoldingTheirBucket) {
+  Start({});
+  absl::Mutex mu;
+  std::vector<ShardSpec> created;
+  std::map<std::string, std::vector<int64_t>> pushed;  // shard -> keys
+  for (InterceptingPsInterface* ps : ps_) {
+    ps->SetInterceptor([&](absl::string_view method, const google::protobuf::Message& request,
+                           google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+      absl::MutexLock lock(&mu);
+      if (method == "CreateShards") {
+        for (const ShardSpec& spec : static_cast<const CreateShardsRequest&>(request).shards()) {
+          created.push_back(spec);
+        }
+        return absl::OkStatus();
+      }
+      if (method == "PushRows") {
+        const auto& r = static_cast<const PushRowsRequest&>(request);
+        for (int64_t key : IdsOf(r)) pushed[r.shard()].push_back(key);
+        return absl::OkStatus();
+      }
+      return std::nullopt;
+    });
+  }
+  VariableDef def;
+  def.name = "emb";
+  def.shape = {0, 4};
+  def.initializer.set_type(InitializerSpec::RANDOM_UNIFORM);
+  def.optimizer.set_type(OptimizerSpec::ADAGRAD);
+  def.optimizer.set_learning_rate(0.1);
+  def.dynamic = DynamicTableDef{};
+  def.dynamic->num_buckets = 100;
+  def.dynamic->max_rows = 1000;
+  auto placer = *NewRoundRobinPlacer(3);
+  ASSERT_TRUE(client_->CreateVariables({def}, **NewFixedShardsPartitioner(1), placer.get()).ok());
+  EXPECT_EQ(placer->DebugString(), (*NewRoundRobinPlacer(3))->DebugString())
+      << "a dynamic table does not advance the placer";
+
+  VariableLayout layout = *client_->GetLayout("emb");
+  EXPECT_TRUE(layout.dynamic);
+  EXPECT_EQ(layout.row_width, 4);
+  EXPECT_EQ(layout.num_buckets, 100);
+  ASSERT_EQ(layout.shards.size(), 3u);
+  ASSERT_EQ(created.size(), 3u);
+  int32_t next = 0;
+  int64_t budget = 0;
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(layout.shards[p].ps, p);
+    EXPECT_EQ(layout.shards[p].buckets.begin, next);
+    next = layout.shards[p].buckets.end;
+    const ShardSpec& spec = layout.shards[p].spec;
+    EXPECT_EQ(spec.name(), absl::StrCat("emb/part_", p));
+    EXPECT_EQ(spec.dynamic().bucket_begin(), layout.shards[p].buckets.begin);
+    EXPECT_EQ(spec.dynamic().bucket_end(), layout.shards[p].buckets.end);
+    EXPECT_EQ(spec.shape().dim(0), 0);
+    budget += spec.dynamic().max_rows();
+  }
+  EXPECT_EQ(next, 100);
+  EXPECT_GE(budget, 1000);  // the table's budget, split by buckets and rounded up
+  EXPECT_LT(budget, 1003);
+
+  std::vector<int64_t> keys = {-7, INT64_MAX, 123456789012345, 0, -7, INT64_MIN};
+  for (int64_t k = 0; k < 200; ++k) keys.push_back(k * 7919 - 1000);
+  std::vector<float> grads(keys.size() * 4, 1.0f);
+  ASSERT_TRUE(client_->PushRows("emb", keys, grads).ok());
+  std::set<int64_t> seen;
+  for (const auto& [shard, got] : pushed) {
+    const VariableLayout::Shard* holder = nullptr;
+    for (const auto& s : layout.shards) {
+      if (s.spec.name() == shard) holder = &s;
+    }
+    ASSERT_NE(holder, nullptr) << shard;
+    for (int64_t key : got) {
+      EXPECT_TRUE(holder->buckets.Contains(BucketOf(key, 100))) << key << " on " << shard;
+      EXPECT_TRUE(seen.insert(key).second) << key << " sent twice (duplicates are summed)";
+    }
+  }
+  EXPECT_EQ(seen, std::set<int64_t>(keys.begin(), keys.end()));
+  EXPECT_EQ(pushed.size(), 3u);
+
+  std::vector<float> whole(4);
+  const absl::Status pull = client_->Pull("emb", absl::MakeSpan(whole));
+  EXPECT_EQ(pull.code(), absl::StatusCode::kInvalidArgument) << pull;
+  EXPECT_TRUE(absl::StrContains(pull.message(), "\"emb\" is a dynamic table")) << pull;
+
+  VariableDef bad = def;
+  bad.name = "bad";
+  bad.shape = {10, 4};
+  const absl::Status refused =
+      client_->CreateVariables({bad}, **NewFixedShardsPartitioner(1), placer.get());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "shape must be [0, dim]")) << refused;
+}
+
 TEST_F(PsClientCallsTest, DropShardsAllForgetsTheLayouts) {
   Start({});
   Create("a", {6, 4}, 3);

@@ -18,7 +18,7 @@ bool UniqueIds(absl::Span<const int64_t> ids, int64_t rows, std::vector<int64_t>
     if (inserted) unique->push_back(ids[k]);
     (*slot)[k] = it->second;
   };
-  if (rows / 8 > static_cast<int64_t>(n * sizeof(int64_t)) * 8) {
+  if (rows <= 0 || rows / 8 > static_cast<int64_t>(n * sizeof(int64_t)) * 8) {
     absl::flat_hash_map<int64_t, uint32_t> first;
     first.reserve(n);
     for (size_t k = 0; k < n; ++k) number(&first, k);

@@ -19,7 +19,7 @@ namespace shardps {
 
 // Fills `unique` with the distinct ids in order of first appearance and `slot` with each
 // id's number: (*unique)[(*slot)[k]] == ids[k]. Returns whether any id repeats.
-// REQUIRES: every id is in [0, rows).
+// REQUIRES: every id is in [0, rows), or rows <= 0: any int64 (a dynamic table's keys).
 bool UniqueIds(absl::Span<const int64_t> ids, int64_t rows, std::vector<int64_t>* unique,
                std::vector<uint32_t>* slot);
 

@@ -35,6 +35,12 @@ TEST(UniqueIdsTest, NumbersInOrderOfFirstAppearance) {
   }
 }
 
+TEST(UniqueIdsTest, UnboundedKeysOfADynamicTable) {
+  // rows 0: any int64, negative ones and the extremes included.
+  ExpectNumbered({-5, INT64_MAX, -5, INT64_MIN, 0, INT64_MAX}, 0);
+  ExpectNumbered({}, 0);
+}
+
 TEST(UniqueIdsTest, RandomIdsOnBothPaths) {
   std::mt19937_64 rng(5);
   for (int64_t rows : {int64_t{1000}, int64_t{1} << 24}) {
