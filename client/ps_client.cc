@@ -247,6 +247,7 @@ class PsClientImpl : public PsClient {
   }
 
   int num_ps() const override { return static_cast<int>(ps_.size()); }
+  using PsClient::SnapshotAll;
 
   absl::Status CreateVariables(const std::vector<VariableDef>& defs,
                                const Partitioner& partitioner, Placer* placer) override {
@@ -720,7 +721,7 @@ class PsClientImpl : public PsClient {
   }
 
   absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
-                           int64_t generation,
+                           int64_t generation, int64_t incremental_since,
                            std::vector<SnapshotResponse>* responses) override {
     if (static_cast<int>(path_per_ps.size()) != num_ps()) {
       return absl::InvalidArgumentError(absl::StrCat("snapshot ", checkpoint_id, ": ",
@@ -732,6 +733,7 @@ class PsClientImpl : public PsClient {
       requests[p].set_checkpoint_id(checkpoint_id);
       requests[p].set_path(path_per_ps[p]);
       requests[p].set_generation(generation);
+      requests[p].set_incremental_since(incremental_since);
     }
     return AllPs<SnapshotRequest, SnapshotResponse>(&PsInterface::SnapshotAsync, requests,
                                                     responses, options_.rpc_timeout);

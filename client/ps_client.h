@@ -229,10 +229,17 @@ class PsClient {
   virtual absl::Status DropShardsAll(const DropShardsRequest& request) = 0;
   // Snapshots every ps for checkpoint `checkpoint_id`: ps k writes path_per_ps[k]
   // (INVALID_ARGUMENT unless there is one path per ps). `generation` must be each ps's.
+  // incremental_since: dynamic tables write only their changes since that committed
+  // checkpoint (SnapshotRequest.incremental_since; 0: everything).
   virtual absl::Status SnapshotAll(int64_t checkpoint_id,
                                    const std::vector<std::string>& path_per_ps,
-                                   int64_t generation,
+                                   int64_t generation, int64_t incremental_since,
                                    std::vector<SnapshotResponse>* responses) = 0;
+  // A full snapshot.
+  absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
+                           int64_t generation, std::vector<SnapshotResponse>* responses) {
+    return SnapshotAll(checkpoint_id, path_per_ps, generation, 0, responses);
+  }
   virtual absl::Status SnapshotStatusAll(int64_t checkpoint_id,
                                          std::vector<SnapshotStatusResponse>* responses) = 0;
   // Sends `request` to every ps, each call with Options::restore_timeout.

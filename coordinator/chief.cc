@@ -410,6 +410,8 @@ class ChiefImpl : public Chief {
     store_ = std::move(store);
     store_state_ = state;
     generation_ = outcome.generation;
+    incremental_base_ = 0;
+    increments_ = 0;
     expected_incarnation_ = outcome.incarnations;
     status_ = JobStatus();
     status_.set_state(JobStatus::RUNNING);
@@ -506,6 +508,14 @@ class ChiefImpl : public Chief {
       def.optimizer = var.access == VariableAccess::kRows && job.has_embedding_optimizer()
                           ? job.embedding_optimizer()
                           : job.optimizer();
+      if (var.dynamic) {
+        const DynamicTablesSpec& tables = job.dynamic_tables();
+        def.dynamic = DynamicTableDef{};
+        if (tables.num_buckets() > 0) def.dynamic->num_buckets = tables.num_buckets();
+        def.dynamic->admit_after = tables.admit_after();
+        def.dynamic->ttl_steps = tables.ttl_steps();
+        def.dynamic->max_rows = tables.max_rows();
+      }
       if (job.mode() == JobSpec::SYNC) {
         def.update.set_mode(UpdateSpec::SYNC);
         def.update.set_num_replicas(job.num_replicas());
@@ -664,6 +674,8 @@ class ChiefImpl : public Chief {
     for (const VariableDef& def : defs) {
       int64_t elements = 1;
       for (int64_t d : def.shape) elements *= d;
+      // A dynamic table grows as rows are pushed: count its budget when it has one.
+      if (def.dynamic.has_value()) elements = def.dynamic->max_rows * def.shape.back();
       int slots = 0;
       switch (def.optimizer.type()) {
         case OptimizerSpec::MOMENTUM:
@@ -987,6 +999,14 @@ class ChiefImpl : public Chief {
       best = store_state_.best_checkpoint;
     }
     const std::vector<VariableDef> defs = defs_;
+    // Dynamic tables are written incrementally, on top of the previous committed checkpoint
+    // of this generation, until full_every - 1 increments have been taken.
+    const int full_every =
+        job_.checkpoint().full_every() > 0 ? job_.checkpoint().full_every() : kDefaultFullEvery;
+    bool dynamic = false;
+    for (const VariableDef& def : defs) dynamic |= def.dynamic.has_value();
+    const int64_t incremental_since =
+        dynamic && incremental_base_ > 0 && increments_ + 1 < full_every ? incremental_base_ : 0;
 
     // The cut: every ps snapshots (references to its blocks), then leasing resumes.
     mu_.Unlock();
@@ -1000,7 +1020,7 @@ class ChiefImpl : public Chief {
       for (int k = 0; k < num_ps(); ++k) {
         files.push_back(absl::StrCat(*path, "/", CheckpointDir::DataFileName(k, num_ps())));
       }
-      snapped = options_.ps->SnapshotAll(*id, files, generation, &snapshots);
+      snapped = options_.ps->SnapshotAll(*id, files, generation, incremental_since, &snapshots);
     } else {
       snapped = path.status();
     }
@@ -1055,6 +1075,18 @@ class ChiefImpl : public Chief {
       const absl::Time now = absl::Now();
       ASSIGN_OR_RETURN(Manifest manifest, BuildManifest(contents, UnixSeconds(now)));
       RETURN_IF_ERROR(dir.Commit(manifest));
+      {
+        // The base of the next increment; a ps that wrote a shard whole restarts the count.
+        bool any_increment = false;
+        for (const SnapshotResponse& r : snapshots) {
+          for (const ShardInfo& shard : r.shards()) any_increment |= shard.base_checkpoint() > 0;
+        }
+        absl::MutexLock relock(&mu_);
+        if (generation_ == generation) {
+          incremental_base_ = *id;
+          increments_ = any_increment ? increments_ + 1 : 0;
+        }
+      }
       absl::Status pruned = dir.Prune(keep, best, generation);
       if (!pruned.ok()) std::cerr << "chief: pruning old checkpoints: " << pruned << "\n";
       CheckpointInfo i;
@@ -1141,6 +1173,8 @@ class ChiefImpl : public Chief {
       incarnations.push_back(health[k].incarnation());
     }
     generation_ = generation;
+    incremental_base_ = 0;  // the restored ps hold no record of earlier cuts
+    increments_ = 0;
     expected_incarnation_ = incarnations;
     absl::Status restored = scheduler_->Restore(rolled->steps_done, {}, scheduler_->total_steps());
     if (!restored.ok()) {
@@ -1573,6 +1607,11 @@ class ChiefImpl : public Chief {
   std::vector<WorkerState> workers_ ABSL_GUARDED_BY(mu_);
   JobSpec job_ ABSL_GUARDED_BY(mu_);
   std::vector<VariableDef> defs_ ABSL_GUARDED_BY(mu_);
+  // Incremental checkpoints of dynamic tables: the committed checkpoint of this generation the
+  // next one may be an increment on (0: none; the next is full), and how many increments are
+  // chained on the last full one.
+  int64_t incremental_base_ ABSL_GUARDED_BY(mu_) = 0;
+  int increments_ ABSL_GUARDED_BY(mu_) = 0;
   JobStatus status_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Scheduler> scheduler_ ABSL_GUARDED_BY(mu_);
   std::deque<StepResponse> recent_ ABSL_GUARDED_BY(mu_);

@@ -223,7 +223,9 @@ TEST_F(ChiefTest, BackupWorkersFinishASyncStepWithoutTheStraggler) {
   }
   EXPECT_EQ(by_workers, 4) << "2 completions for each of the 2 sync steps";
   for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i] == straggler) EXPECT_EQ(status.workers(static_cast<int>(i)).steps_done(), 1);
+    if (workers_[i] == straggler) {
+      EXPECT_EQ(status.workers(static_cast<int>(i)).steps_done(), 1);
+    }
   }
   ListShardsResponse shards;
   ASSERT_TRUE(store_->ListShards(ListShardsRequest(), &shards).ok());

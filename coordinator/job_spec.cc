@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
+#include "partitioners/buckets.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "model/mlp.h"
@@ -72,7 +73,8 @@ constexpr absl::string_view kJobKeys[] = {
     "staleness", "num_replicas", "sync_backup_workers", "partitioner", "placement", "seed",
     "kernel_initializer", "eval_every_steps", "step_timeout_ms", "steps_in_flight",
     "apply_own_gradient", "backend", "checkpoint", "warm_start", "staleness_lr",
-    "delay_compensation", "delay_compensation_adaptive", "embedding_optimizer"};
+    "delay_compensation", "delay_compensation_adaptive", "embedding_optimizer",
+    "dynamic_tables"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase", "learning_rate_power", "l1", "l2",
@@ -80,7 +82,9 @@ constexpr absl::string_view kOptimizerKeys[] = {
 constexpr absl::string_view kInitializerKeys[] = {
     "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
 constexpr absl::string_view kCheckpointKeys[] = {
-    "dir", "every_steps", "every_seconds", "keep", "keep_best"};
+    "dir", "every_steps", "every_seconds", "keep", "keep_best", "full_every"};
+constexpr absl::string_view kDynamicTablesKeys[] = {
+    "num_buckets", "admit_after", "ttl_steps", "max_rows"};
 constexpr absl::string_view kWarmStartKeys[] = {"from", "variables", "with_slots"};
 // clang-format on
 
@@ -612,6 +616,12 @@ absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool
   if (keep > kMaxInt32) return f.RangeError("keep", absl::StrCat("must be <= ", kMaxInt32));
   bool keep_best = false;
   RETURN_IF_ERROR(f.Bool("keep_best", &keep_best));
+  int64_t full_every = 0;
+  RETURN_IF_ERROR(f.Int("full_every", &full_every));
+  if (f.Has("full_every") && (full_every < 1 || full_every > kMaxInt32)) {
+    return f.RangeError("full_every",
+                        absl::StrCat("must be 1..", kMaxInt32, " (1: every checkpoint is full)"));
+  }
 
   if (dir.empty()) {
     bool any = false;
@@ -624,6 +634,37 @@ absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool
   checkpoint->set_every_seconds(every_seconds);
   checkpoint->set_keep(static_cast<int32_t>(keep));
   checkpoint->set_keep_best(keep_best);
+  checkpoint->set_full_every(static_cast<int32_t>(full_every));
+  return absl::OkStatus();
+}
+
+// "dynamic_tables": {"num_buckets": 4096, "admit_after": 0, "ttl_steps": 0, "max_rows": 0}.
+absl::Status ParseDynamicTables(const Json* value, DynamicTablesSpec* tables) {
+  if (value == nullptr) return absl::OkStatus();
+  if (!value->is_object()) {
+    return FieldError("dynamic_tables",
+                      absl::StrCat("expected an object, got ", Described(*value)));
+  }
+  RETURN_IF_ERROR(CheckKeys(*value, "dynamic_tables", kDynamicTablesKeys));
+  Fields f(*value, "dynamic_tables");
+  int64_t num_buckets = 0, admit_after = 0, ttl_steps = 0, max_rows = 0;
+  RETURN_IF_ERROR(f.Int("num_buckets", &num_buckets));
+  RETURN_IF_ERROR(f.Int("admit_after", &admit_after));
+  RETURN_IF_ERROR(f.Int("ttl_steps", &ttl_steps));
+  RETURN_IF_ERROR(f.Int("max_rows", &max_rows));
+  // At most 2^20 buckets: each ps keeps a flag per bucket, and thousands are plenty.
+  if (f.Has("num_buckets") && (num_buckets < 1 || num_buckets > (1 << 20))) {
+    return f.RangeError("num_buckets", "must be 1..1048576 (default 4096)");
+  }
+  if (admit_after < 0 || admit_after > 255) {
+    return f.RangeError("admit_after", "must be 0..255 (0 or 1: a row on its first push)");
+  }
+  if (ttl_steps < 0) return f.RangeError("ttl_steps", "must be >= 0 (0: never evict by age)");
+  if (max_rows < 0) return f.RangeError("max_rows", "must be >= 0 (0: no row budget)");
+  tables->set_num_buckets(static_cast<int32_t>(num_buckets));
+  tables->set_admit_after(static_cast<int32_t>(admit_after));
+  tables->set_ttl_steps(ttl_steps);
+  tables->set_max_rows(max_rows);
   return absl::OkStatus();
 }
 
@@ -871,6 +912,9 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
     RETURN_IF_ERROR(
         ParseOptimizer(embedding, spec.mutable_embedding_optimizer(), "embedding_optimizer"));
   }
+  if (const Json* tables = f.Find("dynamic_tables"); tables != nullptr) {
+    RETURN_IF_ERROR(ParseDynamicTables(tables, spec.mutable_dynamic_tables()));
+  }
 
   JobSpec::Mode mode = JobSpec::ASYNC;
   RETURN_IF_ERROR(f.Enum("mode", kModes, &mode));
@@ -1087,6 +1131,15 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   if (spec.has_embedding_optimizer()) {
     out["embedding_optimizer"] = OptimizerToJson(spec.embedding_optimizer());
   }
+  if (spec.has_dynamic_tables()) {
+    const DynamicTablesSpec& d = spec.dynamic_tables();
+    OrderedJson tables;
+    tables["num_buckets"] = d.num_buckets() > 0 ? d.num_buckets() : kDefaultNumBuckets;
+    tables["admit_after"] = d.admit_after();
+    tables["ttl_steps"] = d.ttl_steps();
+    tables["max_rows"] = d.max_rows();
+    out["dynamic_tables"] = std::move(tables);
+  }
 
   out["mode"] = JobModeName(spec.mode());
   if (spec.mode() == JobSpec::STALE) out["staleness"] = spec.staleness();
@@ -1128,6 +1181,9 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
     checkpoint["every_seconds"] = c.every_seconds();
     checkpoint["keep"] = c.keep();
     checkpoint["keep_best"] = c.keep_best();
+    // Written only when set, so that the files of jobs without dynamic tables stay as they
+    // were (the default, 5, applies when absent).
+    if (c.full_every() > 0) checkpoint["full_every"] = c.full_every();
     out["checkpoint"] = std::move(checkpoint);
   }
   if (!spec.warm_start().from().empty()) {

@@ -38,6 +38,9 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // and times. The parser reads no data, so it cannot bound epochs x steps per epoch; with
 // kMaxJobEpochs the epoch numbers stay within int32 whatever the data.
 inline constexpr int64_t kMaxJobSteps = 1000000000;
+// Every kDefaultFullEvery-th checkpoint of a job with dynamic tables is full, the others
+// increments (CheckpointSpec.full_every when unset).
+inline constexpr int kDefaultFullEvery = 5;
 inline constexpr int64_t kMaxJobEpochs = 100000;
 
 // Parses and validates a job file. `num_workers` is the cluster's worker count: the default

@@ -402,6 +402,43 @@ TEST(JobSpecTest, ClickLogJobsTakeTheDlrmModelOnTheirData) {
   EXPECT_EQ(remote->model(), "dlrm:top=8");
 }
 
+TEST(JobSpecTest, DynamicTablesAndIncrementalCheckpoints) {
+  const std::string hashed = "synthetic_ctr:examples=100,dense=2,tables=2,ids=hashed";
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      absl::StrCat(R"({"name": "h", "model": "dlrm:top=8", "dataset": ")", hashed,
+                   R"(", "dynamic_tables": {"num_buckets": 512, "admit_after": 2,)",
+                   R"( "ttl_steps": 1000, "max_rows": 100000},)",
+                   R"( "checkpoint": {"dir": "/tmp/x", "full_every": 3}})"),
+      2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dynamic_tables().num_buckets(), 512);
+  EXPECT_EQ(spec->dynamic_tables().admit_after(), 2);
+  EXPECT_EQ(spec->dynamic_tables().ttl_steps(), 1000);
+  EXPECT_EQ(spec->dynamic_tables().max_rows(), 100000);
+  EXPECT_EQ(spec->checkpoint().full_every(), 3);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec, 0), 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dynamic_tables().DebugString(), spec->dynamic_tables().DebugString());
+  EXPECT_EQ(again->checkpoint().full_every(), 3);
+  // Jobs that do not say write neither (their files stay as they were).
+  const std::string plain = JobSpecToJson(*ParseJobSpec(
+      R"({"name": "p", "model": "softmax", "checkpoint": {"dir": "/tmp/x"}})", 2), 0);
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("full_every")));
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("dynamic_tables")));
+
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "softmax", "dynamic_tables": {"num_buckets": 0}})"),
+              HasSubstr(R"(job: "dynamic_tables.num_buckets": must be 1..1048576)"));
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "softmax", "dynamic_tables": {"admit_after": 300}})"),
+              HasSubstr(R"(job: "dynamic_tables.admit_after": must be 0..255)"));
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "softmax", "dynamic_tables": {"ttl": 5}})"),
+              HasSubstr("ttl"));
+  EXPECT_THAT(ErrorOf(R"({"name": "x", "model": "softmax", "dynamic_tables": 5})"),
+              HasSubstr(R"(job: "dynamic_tables": expected an object)"));
+  EXPECT_THAT(
+      ErrorOf(R"({"name": "x", "model": "softmax", "checkpoint": {"dir": "/d", "full_every": 0}})"),
+      HasSubstr(R"(job: "checkpoint.full_every": must be 1..)"));
+}
+
 TEST(JobSpecTest, RejectsBadSchedule) {
   EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 0)")),
             R"(job: "batch_size": must be 1..65536, got 0)");

@@ -22,6 +22,48 @@ Evaluator::Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmComp
   for (const VariableInfo& v : model_->variables()) {
     variable_names_.push_back(absl::StrCat(job_.name(), "/", v.name));
   }
+  dynamic_keys_.resize(model_->variables().size());
+}
+
+namespace {
+
+constexpr int64_t kEvalBatch = 1000;
+
+// Calls fn(step) for every batch of the test split, in order.
+template <typename Fn>
+absl::Status ForEachTestBatch(const Model& model, const DataSource& test, Fn fn) {
+  const int64_t num_examples = test.info().num_examples;
+  StepBuffers step;
+  std::vector<int64_t> indices;
+  for (int64_t begin = 0; begin < num_examples; begin += kEvalBatch) {
+    indices.resize(static_cast<size_t>(std::min(kEvalBatch, num_examples - begin)));
+    std::iota(indices.begin(), indices.end(), begin);
+    RETURN_IF_ERROR(model.PrepareBatch(test, indices, &step));
+    RETURN_IF_ERROR(fn(begin, step));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Evaluator::CollectDynamicKeys() {
+  const std::vector<VariableInfo>& vars = params();
+  bool any = false;
+  for (const VariableInfo& v : vars) any |= v.dynamic;
+  if (!any) return absl::OkStatus();
+  RETURN_IF_ERROR(ForEachTestBatch(*model_, *test_, [&](int64_t, StepBuffers& step) {
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].dynamic) {
+        dynamic_keys_[i].insert(dynamic_keys_[i].end(), step.ids[i].begin(), step.ids[i].end());
+      }
+    }
+    return absl::OkStatus();
+  }));
+  for (std::vector<int64_t>& keys : dynamic_keys_) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
@@ -44,15 +86,20 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
     ASSIGN_OR_RETURN(own_dlrm, CreateDlrmCompute(BackendKind::kCpu, 0));
     dlrm = own_dlrm.get();
   }
-  return std::unique_ptr<Evaluator>(new Evaluator(job, ModelCompute{backend, dlrm},
-                                                  std::move(own_dlrm), *std::move(model),
-                                                  *std::move(test)));
+  std::unique_ptr<Evaluator> evaluator(new Evaluator(job, ModelCompute{backend, dlrm},
+                                                     std::move(own_dlrm), *std::move(model),
+                                                     *std::move(test)));
+  RETURN_IF_ERROR(evaluator->CollectDynamicKeys());
+  return evaluator;
 }
 
 std::vector<std::vector<float>> Evaluator::NewValues() const {
   std::vector<std::vector<float>> values;
-  for (const VariableInfo& v : params()) {
-    values.emplace_back(static_cast<size_t>(v.num_elements()));
+  const std::vector<VariableInfo>& vars = params();
+  for (size_t i = 0; i < vars.size(); ++i) {
+    values.emplace_back(static_cast<size_t>(
+        vars[i].dynamic ? static_cast<int64_t>(dynamic_keys_[i].size()) * vars[i].row_width()
+                        : vars[i].num_elements()));
   }
   return values;
 }
@@ -65,33 +112,44 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
                                                    " parameter values for model \"", job_.model(),
                                                    "\", which has ", vars.size()));
   }
+  const std::vector<std::vector<float>> sizes = NewValues();
   for (size_t i = 0; i < vars.size(); ++i) {
-    if (static_cast<int64_t>(values[i].size()) != vars[i].num_elements()) {
+    if (values[i].size() != sizes[i].size()) {
       return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i], "\" has ",
                                                      values[i].size(), " values, expected ",
-                                                     vars[i].num_elements()));
+                                                     sizes[i].size()));
     }
   }
   // Every test example once, in order, in batches of 1000.
-  const int64_t num_examples = test_->info().num_examples;
-  const int64_t batch = 1000;
-  StepBuffers step;
-  std::vector<int64_t> indices;
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   BatchEval part;
   std::vector<float> scores, labels;  // click models: the whole split's, for the AUC
-  for (int64_t begin = 0; begin < num_examples; begin += batch) {
-    indices.resize(static_cast<size_t>(std::min(batch, num_examples - begin)));
-    std::iota(indices.begin(), indices.end(), begin);
-    RETURN_IF_ERROR(model_->PrepareBatch(*test_, indices, &step));
+  RETURN_IF_ERROR(ForEachTestBatch(*model_, *test_, [&](int64_t begin, StepBuffers& step)
+                                                        -> absl::Status {
     for (size_t i = 0; i < vars.size(); ++i) {
       if (vars[i].access == VariableAccess::kDense) {
         if (begin == 0) step.values[i] = values[i];
         continue;
       }
-      // The batch's rows of a variable read by rows, from the whole of it.
       const int64_t width = vars[i].row_width();
+      if (vars[i].dynamic) {
+        // The batch's rows of a dynamic table, from the rows of the split's keys.
+        const std::vector<int64_t>& keys = dynamic_keys_[i];
+        for (size_t r = 0; r < step.ids[i].size(); ++r) {
+          const auto it = std::lower_bound(keys.begin(), keys.end(), step.ids[i][r]);
+          if (it == keys.end() || *it != step.ids[i][r]) {
+            return absl::InternalError(absl::StrCat("evaluator: \"", variable_names_[i],
+                                                    "\": key ", step.ids[i][r],
+                                                    " was not collected from the test split"));
+          }
+          std::memcpy(step.values[i].data() + r * width,
+                      values[i].data() + (it - keys.begin()) * width,
+                      static_cast<size_t>(width) * sizeof(float));
+        }
+        continue;
+      }
+      // The batch's rows of a variable read by rows, from the whole of it.
       const int64_t rows = vars[i].shape.empty() ? 0 : vars[i].shape[0];
       for (size_t r = 0; r < step.ids[i].size(); ++r) {
         const int64_t id = step.ids[i][r];
@@ -110,7 +168,8 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
     examples += part.totals.num_examples;
     scores.insert(scores.end(), part.scores.begin(), part.scores.end());
     labels.insert(labels.end(), part.labels.begin(), part.labels.end());
-  }
+    return absl::OkStatus();
+  }));
   EvalMetrics result;
   result.set_examples(examples);
   result.set_loss(examples > 0 ? loss_sum / examples : 0);

@@ -41,11 +41,15 @@ class Evaluator {
   // Their variables' names, "{job name}/{param name}" (on the ps and in checkpoints).
   const std::vector<std::string>& variable_names() const { return variable_names_; }
   // One zeroed buffer per variable, sized for all of it (also for those a training step
-  // reads by rows: the evaluator holds whole variables).
+  // reads by rows: the evaluator holds whole variables), except a dynamic table's
+  // (VariableInfo::dynamic), which has no whole: only the rows of dynamic_keys(i).
   std::vector<std::vector<float>> NewValues() const;
+  // The keys of dynamic table i that the test split reads, sorted and distinct (empty for
+  // any other variable): its values are these rows, in this order.
+  const std::vector<int64_t>& dynamic_keys(size_t i) const { return dynamic_keys_[i]; }
 
   // Evaluates every test example once, in batches of 1000, with `values` (one per parameter,
-  // in order, each of its num_elements()). Sets examples, loss (mean), accuracy and
+  // in order, each of its num_elements(), or dynamic_keys(i).size() rows). Sets examples, loss (mean), accuracy and
   // unix_time; for a click model also auc (exact, over the whole test split) and, where the
   // data knows it, auc_ceiling (the planted model's AUC on the same examples); the caller sets what says where the values came from (step, checkpoint_id,
   // steps_done). INVALID_ARGUMENT naming the parameter when a value has the wrong size.
@@ -54,6 +58,8 @@ class Evaluator {
  private:
   Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
             std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test);
+  // Fills dynamic_keys_ with one pass over the test split.
+  absl::Status CollectDynamicKeys();
 
   const JobSpec job_;
   const std::unique_ptr<DlrmCompute> own_dlrm_;  // made here when none was given
@@ -61,6 +67,7 @@ class Evaluator {
   const std::unique_ptr<Model> model_;
   const std::shared_ptr<const DataSource> test_;
   std::vector<std::string> variable_names_;
+  std::vector<std::vector<int64_t>> dynamic_keys_;  // per variable
 };
 
 }  // namespace shardps

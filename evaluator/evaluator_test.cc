@@ -80,6 +80,68 @@ TEST_F(EvaluatorTest, BadModelIsInvalidArgument) {
   EXPECT_THAT(evaluator.status().message(), HasSubstr("model"));
 }
 
+// A dynamic table (hashed ids) has no whole value: the evaluator reads the rows of the keys
+// its test split names, collected once, sorted, and gathers each batch's rows by key.
+TEST_F(EvaluatorTest, DynamicTablesAreReadAtTheTestSplitsKeys) {
+  JobSpec job;
+  job.set_job_id("ctr-1");
+  job.set_name("ctr");
+  job.set_model("dlrm:bottom=4;top=8;dim=4");
+  job.set_dataset("synthetic_ctr:examples=500,test=300,dense=2,tables=2,vocab=40,ids=hashed,seed=4");
+  job.mutable_kernel_initializer()->set_type(InitializerSpec::GLOROT_UNIFORM);
+  auto evaluator = Evaluator::Create(job, backend_.get());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  const auto& params = (*evaluator)->params();
+  std::vector<std::vector<float>> values = (*evaluator)->NewValues();
+  size_t dynamic = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::vector<int64_t>& keys = (*evaluator)->dynamic_keys(i);
+    if (!params[i].dynamic) {
+      EXPECT_TRUE(keys.empty());
+      EXPECT_EQ(values[i].size(), static_cast<size_t>(params[i].num_elements()));
+      // Dense parameters: small distinct values, so the model's output depends on the rows.
+      for (size_t k = 0; k < values[i].size(); ++k) values[i][k] = 0.01f * ((k % 7) + 1);
+      continue;
+    }
+    ++dynamic;
+    ASSERT_FALSE(keys.empty()) << params[i].name;
+    EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+    EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end()) << "distinct";
+    EXPECT_LE(keys.size(), 300u * 1) << "one id per example and table at most";
+    bool negative = false;
+    for (int64_t key : keys) negative |= key < 0;
+    EXPECT_TRUE(negative) << "hashed keys span the int64 range";
+    EXPECT_EQ(values[i].size(), keys.size() * 4);
+    // Each key's row is a function of the key.
+    for (size_t r = 0; r < keys.size(); ++r) {
+      for (int j = 0; j < 4; ++j) {
+        values[i][r * 4 + j] = static_cast<float>((keys[r] >> (8 * j)) & 0xff) / 512.0f;
+      }
+    }
+  }
+  EXPECT_EQ(dynamic, 2u);
+  absl::StatusOr<EvalMetrics> first = (*evaluator)->Evaluate(values);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->examples(), 300);
+  EXPECT_GT(first->auc(), 0.0);
+  // Another key's row changes the metrics: rows are found by key.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].dynamic) {
+      for (float& x : values[i]) x = -x;
+    }
+  }
+  absl::StatusOr<EvalMetrics> second = (*evaluator)->Evaluate(values);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(first->loss(), second->loss());
+  // Whole-table sized values are refused, naming the variable.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].dynamic) values[i].push_back(0);
+  }
+  absl::StatusOr<EvalMetrics> bad = (*evaluator)->Evaluate(values);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("ctr/embedding/"));
+}
+
 TEST(MetricsFileTest, OneEscapedJsonLinePerRecord) {
   EvalRecord record;
   record.job_id = "job \"1\"";

@@ -9,6 +9,26 @@
 #include "common/status_macros.h"
 
 namespace shardps {
+namespace {
+
+// Adds the versions of another pull of the same snapshot to *into (replacing it when `first`).
+void MergeVersions(const PullVersions& more, PullVersions* into, bool first) {
+  if (first) {
+    *into = more;
+    return;
+  }
+  if (more.shards.empty()) return;
+  if (into->shards.empty()) {
+    into->min_version = more.min_version;
+    into->max_version = more.max_version;
+  } else {
+    into->min_version = std::min(into->min_version, more.min_version);
+    into->max_version = std::max(into->max_version, more.max_version);
+  }
+  for (const auto& [shard, version] : more.shards) into->shards[shard] = version;
+}
+
+}  // namespace
 
 absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator) {
   RETURN_IF_ERROR(Annotate(ps->Discover(), "evaluator: listing the ps tasks' variables"));
@@ -35,7 +55,12 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
                                           int max_attempts, std::vector<std::vector<float>>* values,
                                           bool* consistent) {
   std::vector<PsClient::PullTarget> targets;
+  std::vector<size_t> dynamic;  // dynamic tables: only the rows the test split reads
   for (size_t i = 0; i < evaluator.params().size(); ++i) {
+    if (evaluator.params()[i].dynamic) {
+      dynamic.push_back(i);
+      continue;
+    }
     targets.push_back({evaluator.variable_names()[i], absl::MakeSpan((*values)[i])});
   }
   PullVersions versions;
@@ -43,6 +68,12 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
   for (int attempt = 0; attempt < std::max(1, max_attempts); ++attempt) {
     if (attempt > 0) absl::SleepFor(absl::Milliseconds(5));
     RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
+    for (size_t i : dynamic) {
+      PullVersions rows;
+      RETURN_IF_ERROR(ps->PullRows(evaluator.variable_names()[i], evaluator.dynamic_keys(i),
+                                   absl::MakeSpan((*values)[i]), {}, &rows));
+      MergeVersions(rows, &versions, /*first=*/targets.empty() && i == dynamic.front());
+    }
     if (versions.min_version == versions.max_version) {
       *consistent = true;
       break;

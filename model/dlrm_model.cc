@@ -45,8 +45,9 @@ class DlrmModel : public Model {
     for (const DlrmTableSpec& table : spec_.tables) {
       VariableInfo v;
       v.name = absl::StrCat("embedding/", table.name);
-      v.shape = {table.vocab_size, table.dim};
+      v.shape = {table.vocab_size, table.dim};  // [0, dim]: a dynamic table, keyed by hash
       v.access = VariableAccess::kRows;
+      v.dynamic = table.vocab_size == 0;
       v.initializer.set_type(InitializerSpec::RANDOM_UNIFORM);
       v.initializer.set_minval(-0.05);
       v.initializer.set_maxval(0.05);
@@ -193,12 +194,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateDlrmModel(const JobSpec& job, const
   }
   std::vector<DlrmTableSchema> tables;
   for (const CtrFeature& f : data.ctr->features) {
-    if (f.vocab_size <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model \"", job.model(), "\": feature \"", f.name, "\" of dataset \"", data.name,
-          "\" has unbounded (hashed) ids; its table needs a vocabulary size"));
-    }
-    tables.push_back({f.name, f.vocab_size});
+    tables.push_back({f.name, f.vocab_size});  // 0: unbounded hashed ids, a dynamic table
   }
   const std::string text = job.model() == kDlrmPrefix ? absl::StrCat(kDlrmPrefix, ":") : job.model();
   absl::StatusOr<DlrmSpec> spec = ParseDlrmSpec(text, data.ctr->num_dense, tables);

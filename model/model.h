@@ -41,6 +41,10 @@ struct VariableInfo {
   std::vector<int64_t> shape;  // the whole variable's, row-major; rows are along axis 0
   VariableAccess access = VariableAccess::kDense;
   InitializerSpec initializer;  // chosen by the model for the variable's role
+  // A dynamic table (kRows only): rows keyed by any int64 (hashed ids), shape [0, dim], held
+  // by the ps as a DynamicSpec shard (rows exist once pushed; proto/ps.proto). Read only by
+  // the rows a batch names, never whole.
+  bool dynamic = false;
 
   int64_t num_elements() const;
   // Elements per row: the product of shape[1:] (1 for a vector).

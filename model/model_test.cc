@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/mlp.h"
@@ -149,6 +150,50 @@ TEST(ModelTest, BadModelTextAndWrongDataAreNamed) {
   StepResult result;
   EXPECT_EQ((*model)->ForwardBackward(ModelCompute{}, &unprepared, &result).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+JobSpec DlrmJob() {
+  JobSpec job;
+  job.set_model("dlrm:bottom=4;top=8;dim=4");
+  job.mutable_kernel_initializer()->set_type(InitializerSpec::GLOROT_UNIFORM);
+  job.set_seed(3);
+  return job;
+}
+
+// Tables of a vocabulary are fixed [vocab, dim] variables; tables of hashed ids (vocab 0) are
+// dynamic [0, dim] ones, and a batch names their raw keys.
+TEST(ModelTest, DlrmHashedFeaturesBecomeDynamicTablesKeyedByTheirIds) {
+  for (const bool hashed : {false, true}) {
+    const std::string name = absl::StrCat("synthetic_ctr:examples=64,dense=2,tables=2,vocab=50,",
+                                          "seed=5,ids=", hashed ? "hashed" : "range");
+    absl::StatusOr<std::shared_ptr<const DataSource>> data =
+        LoadDataSource(name, "", Split::kTrain);
+    ASSERT_TRUE(data.ok()) << data.status();
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(DlrmJob(), (*data)->info());
+    ASSERT_TRUE(model.ok()) << model.status();
+    int tables = 0;
+    for (const VariableInfo& v : (*model)->variables()) {
+      if (v.access != VariableAccess::kRows) {
+        EXPECT_FALSE(v.dynamic) << v.name;
+        continue;
+      }
+      ++tables;
+      EXPECT_EQ(v.dynamic, hashed) << v.name;
+      EXPECT_EQ(v.shape, (std::vector<int64_t>{hashed ? 0 : 50, 4})) << v.name;
+      EXPECT_EQ(v.row_width(), 4) << v.name;
+    }
+    EXPECT_EQ(tables, 2);
+    StepBuffers step;
+    ASSERT_TRUE((*model)->PrepareBatch(**data, {0, 1, 2, 3, 4, 5, 6, 7}, &step).ok());
+    bool out_of_vocab = false;
+    for (size_t v = 0; v < step.ids.size(); ++v) {
+      if ((*model)->variables()[v].access != VariableAccess::kRows) continue;
+      EXPECT_FALSE(step.ids[v].empty());
+      for (int64_t id : step.ids[v]) out_of_vocab |= id < 0 || id >= 50;
+      EXPECT_EQ(step.values[v].size(), step.ids[v].size() * 4);
+    }
+    EXPECT_EQ(out_of_vocab, hashed) << "hashed ids are 64-bit keys, range ids are < vocab";
+  }
 }
 
 }  // namespace
