@@ -11,12 +11,17 @@
 //
 // Exit codes: 0 done, 1 the work failed (the message says why), 2 a bad command line (the
 // message names the flag).
+#include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -78,9 +83,54 @@ int Generate(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The schema in a schema.json as data/movielens/convert.py writes it: {"num_dense": D,
+// "categorical": [{"name": ..., "vocab_size": V, "max_hotness": H}, ...]} (other keys are
+// ignored). INVALID_ARGUMENT naming the file and the field.
+absl::StatusOr<CtrSchema> ReadSchemaJson(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  nlohmann::json json;
+  try {
+    file >> json;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what()));
+  }
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": \"", field, "\": ", why));
+  };
+  if (!json.is_object()) return bad("", "expected an object");
+  if (!json.contains("num_dense") || !json["num_dense"].is_number_integer()) {
+    return bad("num_dense", "expected an integer");
+  }
+  if (!json.contains("categorical") || !json["categorical"].is_array()) {
+    return bad("categorical", "expected an array of features");
+  }
+  CtrSchema schema;
+  schema.num_dense = json["num_dense"].get<int>();
+  for (size_t f = 0; f < json["categorical"].size(); ++f) {
+    const nlohmann::json& feature = json["categorical"][f];
+    const std::string where = absl::StrCat("categorical[", f, "]");
+    if (!feature.is_object() || !feature.contains("name") || !feature["name"].is_string()) {
+      return bad(where + ".name", "expected a string");
+    }
+    for (const char* key : {"vocab_size", "max_hotness"}) {
+      if (!feature.contains(key) || !feature[key].is_number_integer()) {
+        return bad(absl::StrCat(where, ".", key), "expected an integer");
+      }
+    }
+    schema.features.push_back({feature["name"].get<std::string>(),
+                               feature["vocab_size"].get<int64_t>(),
+                               std::max(1, feature["max_hotness"].get<int>())});
+  }
+  const absl::Status valid = ValidateSchema(schema);
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+  return schema;
+}
+
 int Convert(const std::vector<std::string>& args) {
   std::string in;
   std::string out;
+  std::string schema_file;
   bool skip_bad_lines = false;
   int64_t dense = 13;
   int64_t categorical = 26;
@@ -92,6 +142,9 @@ int Convert(const std::vector<std::string>& args) {
   flags.AddInt("dense", &dense, "integer fields after the label");
   flags.AddInt("categorical", &categorical, "hex id fields after the integers");
   flags.AddInt("max_hotness", &max_hotness, "most ids in one categorical field");
+  flags.AddString("schema", &schema_file,
+                  "schema.json (data/movielens/convert.py's): feature names, vocabularies and "
+                  "hotness, instead of --dense, --categorical and --max_hotness");
   std::vector<std::string> positional;
   const int rc = HandleParseResult(flags, flags.Parse(args, &positional));
   if (rc >= 0) return rc;
@@ -105,6 +158,18 @@ int Convert(const std::vector<std::string>& args) {
   CriteoTsvOptions options;
   options.schema = CriteoSchema(static_cast<int>(dense), static_cast<int>(categorical),
                                 static_cast<int>(max_hotness));
+  if (!schema_file.empty()) {
+    for (const std::string& arg : args) {
+      for (const char* flag : {"--dense", "--categorical", "--max_hotness"}) {
+        if (arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="))) {
+          return UsageError(absl::StrCat(flag, " and --schema: give one or the other"));
+        }
+      }
+    }
+    auto schema = ReadSchemaJson(schema_file);
+    if (!schema.ok()) return UsageError(absl::StrCat("--schema: ", schema.status().message()));
+    options.schema = *std::move(schema);
+  }
   options.skip_bad_lines = skip_bad_lines;
   auto stats = ConvertCriteoTsvToBinary(in, out, options);
   if (!stats.ok()) return Failed(stats.status());

@@ -28,6 +28,20 @@ grep -q "line 2" "$dir/bad.err" || fail "bad line message: $(cat "$dir/bad.err")
 $tool convert --in="$dir/bad.tsv" --out="$dir/bad.ctrbin" --dense=4 --categorical=2 \
   --skip_bad_lines | grep -q "skipped 1 bad lines" || fail "skip count"
 
+# A schema.json (data/movielens/convert.py's) names the features and bounds their ids.
+cat > "$dir/schema.json" <<'JSON'
+{"num_dense": 4, "categorical": [{"name": "user", "vocab_size": 1000, "max_hotness": 1},
+ {"name": "genre", "vocab_size": 50, "max_hotness": 2, "values": []}], "split": "x"}
+JSON
+$tool convert --in="$dir/a.tsv.gz" --out="$dir/s.ctrbin" --schema="$dir/schema.json" \
+  | grep -q "converted 500 examples" || fail "convert with --schema"
+$tool stats "$dir/s.ctrbin" | grep -Eq "^genre +50 " || fail "schema names and vocab: $($tool stats "$dir/s.ctrbin")"
+# An id beyond a feature's vocabulary is a bad line.
+sed 's/"vocab_size": 50,/"vocab_size": 2,/' "$dir/schema.json" > "$dir/small.json"
+$tool convert --in="$dir/a.tsv.gz" --out="$dir/t.ctrbin" --schema="$dir/small.json" 2> "$dir/small.err"
+[ $? -eq 1 ] || fail "an id out of the schema's vocabulary was accepted"
+grep -q "line" "$dir/small.err" || fail "out-of-vocabulary message: $(cat "$dir/small.err")"
+
 expect_usage() {  # expect exit 2 and the fragment in stderr
   local fragment="$1"; shift
   "$@" 2> "$dir/usage.err" > /dev/null
@@ -41,4 +55,9 @@ expect_usage "vocab" $tool generate --spec="synthetic_ctr:vocab=x" --out="$dir/x
 expect_usage "--bogus" $tool convert --bogus=1
 expect_usage "--examples" $tool generate --spec="$spec" --out="$dir/x.tsv" --examples=abc
 expect_usage "unknown command" $tool frobnicate
+expect_usage "--dense and --schema" $tool convert --in="$dir/a.tsv.gz" --out="$dir/x.ctrbin" \
+  --schema="$dir/schema.json" --dense=4
+echo '{"num_dense": 1, "categorical": [{"name": "a"}]}' > "$dir/bad.json"
+expect_usage "categorical\[0\].vocab_size" $tool convert --in="$dir/a.tsv.gz" \
+  --out="$dir/x.ctrbin" --schema="$dir/bad.json"
 echo PASS
