@@ -264,12 +264,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> TrainingCluster::NewPsClient() const {
   return NewGrpcPsClient(ps_addresses_, {});
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> TrainingCluster::PullAllVariables() const {
+absl::StatusOr<std::vector<std::vector<float>>> TrainingCluster::PullAllVariables(
+    const std::vector<int64_t>& dynamic_keys) const {
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, NewPsClient());
   RETURN_IF_ERROR(client->Discover());
   std::vector<std::vector<float>> out;
   for (const std::string& name : client->VariableNames()) {
     ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(name));
+    if (layout.dynamic) {
+      out.emplace_back(dynamic_keys.size() * layout.row_width);
+      RETURN_IF_ERROR(client->PullRows(name, dynamic_keys, absl::MakeSpan(out.back())));
+      continue;
+    }
     out.emplace_back(layout.num_elements);
     RETURN_IF_ERROR(client->Pull(name, absl::MakeSpan(out.back())));
   }

@@ -92,8 +92,10 @@ class TrainingCluster {
   // in another terminal state. A chief that is away for a moment (restarting) is waited for.
   absl::StatusOr<JobStatus> WaitForState(JobStatus::State state, absl::Duration timeout);
   absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient() const;
-  // Every variable on the ps, whole, in VariableNames() order (tests compare runs with it).
-  absl::StatusOr<std::vector<std::vector<float>>> PullAllVariables() const;
+  // Every variable on the ps, whole, in VariableNames() order (tests compare runs with it); a
+  // dynamic table, which has no whole, at `dynamic_keys` (its rows for those keys, in order).
+  absl::StatusOr<std::vector<std::vector<float>>> PullAllVariables(
+      const std::vector<int64_t>& dynamic_keys = {}) const;
   // Every incarnation's log of every daemon, labelled.
   std::string Logs() const;
 
