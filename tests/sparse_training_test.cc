@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "data/ctr/ctr_batch.h"
+#include "data/dataset.h"
 #include "tests/training_cluster.h"
 
 namespace shardps {
@@ -33,10 +35,23 @@ std::string Job(const std::string& name, const std::string& mode, const std::str
                       "}");
 }
 
-void TrainToLift(const std::string& mode) {
+// The same click logs with hashed ids: 64-bit keys, tables without a vocabulary, held by the
+// ps as dynamic tables whose rows the first push makes.
+const std::string kHashedDataset = absl::StrCat(kDataset, ",ids=hashed");
+
+std::string HashedJob(const std::string& name, const std::string& mode, const std::string& extra) {
+  std::string job = Job(name, mode, extra);
+  const size_t at = job.find(kDataset);
+  return job.replace(at, std::string(kDataset).size(), kHashedDataset);
+}
+
+void TrainToLift(const std::string& mode, bool hashed = false) {
   TrainingCluster::Options options;
   options.evaluator = true;
-  options.job_file = WriteTempFile(mode + "-ctr.json", Job("ctr" + mode, mode, R"(, "epochs": 3)"));
+  const std::string name = absl::StrCat("ctr", mode, hashed ? "hashed" : "");
+  options.job_file = WriteTempFile(
+      name + ".json", hashed ? HashedJob(name, mode, R"(, "epochs": 3)")
+                             : Job(name, mode, R"(, "epochs": 3)"));
   auto cluster = TrainingCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(6));
@@ -48,7 +63,7 @@ void TrainToLift(const std::string& mode) {
   ASSERT_GT(eval.auc_ceiling(), 0.6) << "the planted model's AUC";
   ASSERT_LT(eval.auc_ceiling(), 1.0);
   const double lift = (eval.auc() - 0.5) / (eval.auc_ceiling() - 0.5);
-  std::cout << mode << ": held-out AUC " << eval.auc() << ", planted " << eval.auc_ceiling()
+  std::cout << name << ": held-out AUC " << eval.auc() << ", planted " << eval.auc_ceiling()
             << ", " << lift << " of the planted lift; log loss " << eval.loss() << "\n";
   EXPECT_GE(lift, 0.9) << mode << ": AUC " << eval.auc() << ", ceiling " << eval.auc_ceiling();
   EXPECT_EQ(*(*cluster)->chief()->Wait(absl::Seconds(60)), 0) << (*cluster)->Logs();
@@ -59,20 +74,41 @@ TEST(SparseTrainingTest, AsyncGetsNinetyPercentOfThePlantedLift) { TrainToLift("
 
 TEST(SparseTrainingTest, SyncGetsNinetyPercentOfThePlantedLift) { TrainToLift("sync"); }
 
+TEST(SparseTrainingTest, DynamicTablesGetNinetyPercentOfThePlantedLift) {
+  TrainToLift("async", /*hashed=*/true);
+}
+
 // Same seed, same replicas: the same tables and layers to the last bit, whichever worker ran
 // which replica, and whichever shard a replica's batch had no ids for.
-TEST(SparseTrainingTest, SyncRunsAreBitIdentical) {
+void ExpectSyncRunsBitIdentical(bool hashed) {
+  // A dynamic table is compared at the keys of the first examples (those training touched
+  // and others).
+  std::vector<int64_t> keys;
+  if (hashed) {
+    auto data = LoadDataSource(kHashedDataset, "", Split::kTrain);
+    ASSERT_TRUE(data.ok()) << data.status();
+    std::vector<int64_t> indices(2000);
+    for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i) * 97;
+    CtrBatch batch;
+    ASSERT_TRUE((*data)->ctr()->Read(indices, &batch).ok());
+    for (const CtrFeatureIds& feature : batch.features) {
+      keys.insert(keys.end(), feature.ids.begin(), feature.ids.end());
+    }
+    ASSERT_GT(keys.size(), 1000u);
+  }
   std::vector<std::vector<float>> runs[2];
   for (int r = 0; r < 2; ++r) {
     TrainingCluster::Options options;
     options.long_lived = true;
-    options.job_file = WriteTempFile("ctr-det.json", Job("ctrdet", "sync", R"(, "steps": 80)"));
+    options.job_file = WriteTempFile(
+        "ctr-det.json", hashed ? HashedJob("ctrdethashed", "sync", R"(, "steps": 80)")
+                               : Job("ctrdet", "sync", R"(, "steps": 80)"));
     auto cluster = TrainingCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     auto status = (*cluster)->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
     ASSERT_TRUE(status.ok()) << status.status() << (*cluster)->Logs();
     // Every variable, pulled after training (the chief is long-lived).
-    absl::StatusOr<std::vector<std::vector<float>>> all = (*cluster)->PullAllVariables();
+    absl::StatusOr<std::vector<std::vector<float>>> all = (*cluster)->PullAllVariables(keys);
     ASSERT_TRUE(all.ok()) << all.status();
     runs[r] = *std::move(all);
   }
@@ -84,6 +120,12 @@ TEST(SparseTrainingTest, SyncRunsAreBitIdentical) {
     for (size_t i = 0; i < runs[0][v].size(); ++i) differ += runs[0][v][i] != runs[1][v][i];
     EXPECT_EQ(differ, 0u) << "variable " << v;
   }
+}
+
+TEST(SparseTrainingTest, SyncRunsAreBitIdentical) { ExpectSyncRunsBitIdentical(false); }
+
+TEST(SparseTrainingTest, SyncRunsWithDynamicTablesAreBitIdentical) {
+  ExpectSyncRunsBitIdentical(true);
 }
 
 }  // namespace
