@@ -520,9 +520,10 @@ class ChiefImpl : public Chief {
         def.update.set_mode(UpdateSpec::SYNC);
         def.update.set_num_replicas(job.num_replicas());
         def.update.set_replicas_to_aggregate(ReplicasToAggregate(job));
-      } else {
+      } else if (!var.dynamic) {
         // The ps' staleness-aware updates (ps_server/staleness.h); retained_versions stays
-        // the ps' default, so the shards' specs do not depend on the cluster's size.
+        // the ps' default, so the shards' specs do not depend on the cluster's size. (A
+        // dynamic table has none: its rows are applied as pushed.)
         def.update.set_staleness_lr(job.staleness_lr());
         def.update.set_delay_compensation(job.delay_compensation());
         def.update.set_delay_compensation_adaptive(job.delay_compensation_adaptive());

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iostream>
 #include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
+#include "partitioners/buckets.h"
 #include "ps_server/initializer.h"
 
 namespace shardps {
@@ -44,6 +46,12 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return Annotate(optimizer.status(), QuotedShard(spec.name()));
+  if (spec.has_dynamic()) {
+    // A dynamic table grows with its rows: its budget counts when it has one (parameters
+    // and slots, as for a fixed table), else nothing is reserved up front.
+    return static_cast<int64_t>(sizeof(float)) * spec.dynamic().max_rows() * geometry.width *
+           (1 + (*optimizer)->num_slots());
+  }
   // A SYNC shard also keeps the parameters before its last step (at most one more copy); a
   // delay-compensated one those of its retained versions, and DC-ASGD-a the mean squares.
   const StalenessPolicy staleness = StalenessPolicy::FromSpec(spec.update());
@@ -74,11 +82,78 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
   }
+  if (spec.has_dynamic()) {
+    const DynamicSpec& d = spec.dynamic();
+    DynamicTableOptions options;
+    // Initial rows are keyed by the variable, not the shard: every ps and every split of the
+    // buckets gives a key the same row.
+    options.name = spec.variable().empty() ? spec.name() : spec.variable();
+    options.dim = geometry.width;
+    options.initializer = spec.initializer();
+    options.num_buckets = d.num_buckets();
+    options.all_buckets = false;
+    for (int32_t b = d.bucket_begin(); b < d.bucket_end(); ++b) options.buckets.push_back(b);
+    options.admit_after = d.admit_after();
+    options.ttl_steps = d.ttl_steps();
+    options.max_rows = d.max_rows();
+    absl::StatusOr<std::unique_ptr<DynamicTable>> table =
+        DynamicTable::Create(options, *shard->optimizer_);
+    if (!table.ok()) return Annotate(table.status(), what);
+    shard->table_ = *std::move(table);
+  }
   RETURN_IF_ERROR(shard->InitializeParams(&state.params));
   absl::MutexLock lock(&shard->mu_);
   shard->params_ = std::move(state.params);
   shard->slots_ = std::move(state.slots);
   return shard;
+}
+
+absl::Status Shard::CheckKeys(absl::Span<const int64_t> keys, absl::string_view what) const {
+  const DynamicSpec& d = spec_.dynamic();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const int32_t bucket = BucketOf(keys[k], d.num_buckets());
+    if (bucket < d.bucket_begin() || bucket >= d.bucket_end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": key ", keys[k], " at position ", k, " is in bucket ", bucket, " of ",
+          d.num_buckets(), ", which ", QuotedShard(name()), " does not hold (it holds [",
+          d.bucket_begin(), ", ", d.bucket_end(), ")); the caller's layout is out of date"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::PullKeys(absl::Span<const int64_t> keys, int64_t version, float* out) const {
+  const bool previous = version != version_;
+  if (previous && (prev_version_ < 0 || version != prev_version_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pull from ", QuotedShard(name()), ": version ", version,
+        " is not held any more (the shard is at version ", version_,
+        "; a SYNC shard keeps the version before its last step, an ASYNC shard only its "
+        "current one)"));
+  }
+  RETURN_IF_ERROR(table_->Pull(
+      keys, absl::MakeSpan(out, keys.size() * static_cast<size_t>(width_))));
+  if (previous) {
+    // The rows the last step changed, as they were.
+    const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      auto it = std::lower_bound(prev_keys_.begin(), prev_keys_.end(), keys[k]);
+      if (it != prev_keys_.end() && *it == keys[k]) {
+        std::memcpy(out + k * width_, prev_rows_.data() + (it - prev_keys_.begin()) * width_,
+                    row_bytes);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ApplyKeys(absl::Span<const int64_t> keys, const float* grad) {
+  RETURN_IF_ERROR(
+      table_->Push(keys, absl::MakeConstSpan(grad, keys.size() * static_cast<size_t>(width_)),
+                   *optimizer_, version_ + 1)
+          .status());
+  ++version_;
+  return absl::OkStatus();
 }
 
 Shard::State Shard::NewState(bool initialize_slots) const {
@@ -370,6 +445,23 @@ void Shard::FinishStep() {
   // writes below copy the blocks they change.
   prev_params_ = params_.ShareAll();
   prev_version_ = version_;
+  if (dynamic()) {
+    // Keeps the rows the step changes, as they are, then applies the step through the table.
+    SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    std::vector<float> before(sum.values.size());
+    absl::Status status = table_->Pull(sum.ids, absl::MakeSpan(before));
+    if (status.ok()) {
+      status = table_->Push(sum.ids, sum.values, *optimizer_, step).status();
+    }
+    // Every key was checked when it was pushed, every gradient is finite: a failure here is
+    // a bug, and the step is applied as far as the table took it.
+    if (!status.ok()) std::cerr << QuotedShard(name()) << ": sync step " << step << ": " << status << "\n";
+    prev_keys_ = std::move(sum.ids);
+    prev_rows_ = std::move(before);
+    ++version_;
+    accumulator_.Clear();
+    return;
+  }
   if (accumulator_.rows_only()) {
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
     if (!sum.ids.empty()) {

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "proto/ps.pb.h"
+#include "ps_server/dynamic_table.h"
 #include "ps_server/gradient_bytes.h"
 #include "ps_server/optimizer.h"
 #include "ps_server/parallel_for.h"
@@ -95,6 +96,12 @@ class Shard {
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
+
+  // A dynamic table's shard (spec.dynamic set; ps_server/dynamic_table.h): rows() is 0, ids
+  // are 64-bit keys in the buckets it holds, rows exist once pushed, and only the key calls
+  // below and the SYNC rows path apply (the store refuses row ranges).
+  bool dynamic() const { return table_ != nullptr; }
+  const DynamicTable* table() const { return table_.get(); }
 
   const ShardSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name(); }
@@ -169,6 +176,19 @@ class Shard {
   // CheckBaseVersion passed.
   void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel,
                  int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Dynamic: FAILED_PRECONDITION naming the key, its position, its bucket and the shard when
+  // a key's bucket is not held here (the caller's layout is stale).
+  absl::Status CheckKeys(absl::Span<const int64_t> keys, absl::string_view what) const;
+  // Dynamic: the rows of `keys` at `version` (the current one or, on a SYNC shard, the one
+  // before its last step) into out (keys.size() * width floats); a key without a row reads
+  // its initial value. FAILED_PRECONDITION when the version is not held.
+  absl::Status PullKeys(absl::Span<const int64_t> keys, int64_t version, float* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dynamic, ASYNC: applies the gradients of `keys` (distinct, held) as one update; rows are
+  // made (after admission) by it. REQUIRES: grad holds keys.size() * width finite floats.
+  absl::Status ApplyKeys(absl::Span<const int64_t> keys, const float* grad)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // What the staleness policy did so far (zeros without one).
   const StalenessStats& staleness_stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -285,7 +305,15 @@ class Shard {
   const size_t slots_count_;
   std::atomic<int64_t>* const snapshot_copy_bytes_;
 
+  // Dynamic shards only (else null). Thread-safe itself; the shard's lock orders its updates
+  // with the version, the SYNC step and the request ids.
+  std::unique_ptr<DynamicTable> table_;
+
   mutable absl::Mutex mu_;
+  // Dynamic, SYNC: the rows the last step changed, as they were before it (sorted keys), so
+  // that a re-run of the step reads the version before it.
+  std::vector<int64_t> prev_keys_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> prev_rows_ ABSL_GUARDED_BY(mu_);
   ParamBlocks params_ ABSL_GUARDED_BY(mu_);
   // SYNC: the parameters before the last step (prev_version_ = version_ - 1), sharing the
   // blocks that step did not change; -1 when none (no step yet, or after an assign or a

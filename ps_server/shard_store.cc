@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -176,6 +177,13 @@ absl::Status CopyRangeLocked(const Shard& shard, RowRange range, PullSource sour
 absl::Status CopyRows(const Shard& shard, absl::Span<const int64_t> ids, PullSource source,
                       std::string* data, PullRowsResponse* response)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
+  if (shard.dynamic()) {
+    const int64_t version = source.exact ? source.version : shard.version();
+    RETURN_IF_ERROR(shard.PullKeys(ids, version, reinterpret_cast<float*>(&(*data)[0])));
+    response->mutable_data()->swap(*data);
+    response->set_version(version);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(auto params, ReadableParams(shard, source));
   // Random rows of a large shard are each a cache (and TLB) miss: the rows a few ids ahead
   // are prefetched so that their misses overlap the copies before them.
@@ -205,6 +213,12 @@ absl::Status CopyRowsLocked(const Shard& shard, absl::Span<const int64_t> ids,
 
 absl::StatusOr<RowRange> ResolveRange(const Shard& shard, int64_t begin, int64_t end,
                                       absl::string_view what) {
+  if (shard.dynamic()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", QuotedShard(shard.name()),
+        " is a dynamic table: it has no row ranges; read and write it by key (PullRows, "
+        "PushRows)"));
+  }
   const int64_t resolved_end = end == 0 ? shard.rows() : end;
   if (begin < 0 || begin >= resolved_end || resolved_end > shard.rows()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -242,6 +256,7 @@ absl::StatusOr<absl::Span<const int64_t>> RequestIds(
 }
 
 absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::string_view what) {
+  if (shard.dynamic()) return shard.CheckKeys(ids, what);
   for (size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || ids[k] >= shard.rows()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": ids[", k, "] = ", ids[k],
@@ -307,6 +322,56 @@ absl::Status CheckTimeout(int64_t timeout_ms, absl::string_view what) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateUpdate(const ShardSpec& spec, const std::string& what);
+
+// A dynamic table's shard (ShardSpec.dynamic): shape and full_shape [0, dim], the buckets it
+// holds, admission and eviction; no staleness policy. Returns {0 rows, dim}.
+absl::StatusOr<Geometry> ValidateDynamicSpec(const ShardSpec& spec, const std::string& what) {
+  const auto& shape = spec.shape().dim();
+  const auto& full = spec.full_shape().dim();
+  if (shape.size() != 2 || full.size() != 2 || shape[0] != 0 || full[0] != 0 ||
+      shape[1] <= 0 || shape[1] != full[1] || shape[1] > kMaxElements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a dynamic table's shape and full_shape must both be [0, dim] with dim > 0, "
+        "got [", absl::StrJoin(shape, ","), "] and [", absl::StrJoin(full, ","), "]"));
+  }
+  const DynamicSpec& d = spec.dynamic();
+  if (d.num_buckets() <= 0 || d.num_buckets() > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dynamic.num_buckets must be 1..1048576, got ", d.num_buckets()));
+  }
+  if (d.bucket_begin() < 0 || d.bucket_begin() >= d.bucket_end() ||
+      d.bucket_end() > d.num_buckets()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dynamic buckets [", d.bucket_begin(), ", ", d.bucket_end(),
+        ") must be a non-empty range within [0, num_buckets ", d.num_buckets(), ")"));
+  }
+  if (d.admit_after() < 0 || d.admit_after() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": dynamic.admit_after must be 0..255, got ", d.admit_after()));
+  }
+  if (d.ttl_steps() < 0 || d.max_rows() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dynamic.ttl_steps (", d.ttl_steps(), ") and dynamic.max_rows (", d.max_rows(),
+        ") must be >= 0"));
+  }
+  if (spec.row_offset() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a dynamic table's row_offset must be 0, got ", spec.row_offset()));
+  }
+  const UpdateSpec& u = spec.update();
+  if (u.staleness_lr() != UpdateSpec::NONE || u.delay_compensation() != 0 ||
+      u.delay_compensation_adaptive() || u.retained_versions() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": update: a dynamic table has no staleness policy (staleness_lr, "
+        "delay_compensation, retained_versions must be unset)"));
+  }
+  RETURN_IF_ERROR(Annotate(ValidateInitializer(spec.initializer()), what));
+  RETURN_IF_ERROR(Annotate(Optimizer::Validate(spec.optimizer()), what));
+  RETURN_IF_ERROR(ValidateUpdate(spec, what));
+  return Geometry{0, shape[1]};
+}
+
 // Shape and placement checks; returns the shard's rows and row width.
 absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
   if (spec.name().empty()) {
@@ -316,6 +381,7 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
   const std::string what = QuotedShard(spec.name());
   const auto& shape = spec.shape().dim();
   const auto& full = spec.full_shape().dim();
+  if (spec.has_dynamic()) return ValidateDynamicSpec(spec, what);
   if (shape.size() != full.size()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": shape has rank ", shape.size(),
                                                    ", full_shape has rank ", full.size()));
@@ -360,6 +426,12 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
   }
   RETURN_IF_ERROR(Annotate(ValidateInitializer(spec.initializer()), what));
   RETURN_IF_ERROR(Annotate(Optimizer::Validate(spec.optimizer()), what));
+  RETURN_IF_ERROR(ValidateUpdate(spec, what));
+  return g;
+}
+
+// The update mode's checks, and the staleness policy's.
+absl::Status ValidateUpdate(const ShardSpec& spec, const std::string& what) {
   switch (spec.update().mode()) {
     case UpdateSpec::ASYNC:
       if (spec.update().replicas_to_aggregate() != 0) {
@@ -386,8 +458,7 @@ absl::StatusOr<Geometry> ValidateSpec(const ShardSpec& spec) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": update.mode ", static_cast<int>(spec.update().mode()), " is unknown"));
   }
-  RETURN_IF_ERROR(Annotate(ValidateStalenessSpec(spec.update()), what));
-  return g;
+  return Annotate(ValidateStalenessSpec(spec.update()), what);
 }
 
 // The first difference between two specs ("modified: optimizer.learning_rate: 0.1 -> 0.2"),
@@ -429,6 +500,21 @@ absl::Status Guarded(absl::string_view kind, absl::string_view shard, Fn&& fn) {
   } catch (const std::bad_alloc&) {
     return OutOfMemory(absl::StrCat(kind, " ", QuotedShard(shard)));
   }
+}
+
+// A dynamic shard's statistics (and its memory now as its bytes); nothing for another shard.
+void FillDynamicStats(const Shard& shard, ShardInfo* info) {
+  if (!shard.dynamic()) return;
+  const DynamicTableStats stats = shard.table()->stats();
+  DynamicShardStats* d = info->mutable_dynamic();
+  d->set_rows(stats.rows);
+  d->set_created(stats.created);
+  d->set_evicted_ttl(stats.evicted_ttl);
+  d->set_evicted_budget(stats.evicted_budget);
+  d->set_admission_denied(stats.admission_denied);
+  d->set_index_bytes(stats.index_bytes);
+  d->set_arena_bytes(stats.arena_bytes);
+  info->set_bytes(stats.index_bytes + stats.arena_bytes);
 }
 
 // "variable 'v' (shard 'v/part_1')", or "shard 'v'" for an unsplit variable.
@@ -480,6 +566,7 @@ class ShardStoreImpl final : public ShardStore {
         ShardInfo* info = response->add_shards();
         *info->mutable_spec() = shard->spec();
         info->set_bytes(shard->bytes());
+        FillDynamicStats(*shard, info);
         absl::MutexLock lock(&shard->mu());
         info->set_version(shard->version());
       }
@@ -942,7 +1029,12 @@ class ShardStoreImpl final : public ShardStore {
                                                    std::move(unique_ids), std::move(summed));
                            }
                            UpdateResult result;
-                           if (!ids.empty()) {
+                           if (!ids.empty() && shard->dynamic()) {
+                             RETURN_IF_ERROR(shard->ApplyKeys(
+                                 has_duplicates ? absl::MakeConstSpan(unique_ids) : ids,
+                                 has_duplicates ? summed.data() : grad));
+                             result.applied = true;
+                           } else if (!ids.empty()) {
                              if (has_duplicates) {
                                shard->ApplyRows(unique_ids, summed.data(), &parallel_,
                                                 request.base_version());

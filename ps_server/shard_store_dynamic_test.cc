@@ -1,0 +1,321 @@
+// Dynamic tables served by the store (ShardSpec.dynamic; issue 10 §3): rows keyed by 64-bit
+// keys, made by the first push, read as their initial value before; identical initial rows
+// whatever the shard; keys outside the shard's buckets and row ranges refused with nothing
+// changed; SYNC steps bit-reproducible and re-runnable; admission and eviction through the
+// spec; statistics in ListShards.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "partitioners/buckets.h"
+#include "ps_server/shard_store.h"
+
+namespace shardps {
+namespace {
+
+constexpr int kDim = 4;
+constexpr int kBuckets = 64;
+
+ShardSpec DynamicShard(const std::string& variable, int part, int parts, int begin, int end,
+                       OptimizerSpec::Type optimizer = OptimizerSpec::ADAGRAD, int sync = 0) {
+  ShardSpec spec;
+  spec.set_name(parts == 1 ? variable : absl::StrCat(variable, "/part_", part));
+  spec.set_variable(variable);
+  spec.set_part(part);
+  spec.set_num_parts(parts);
+  for (int64_t d : {int64_t{0}, int64_t{kDim}}) {
+    spec.mutable_shape()->add_dim(d);
+    spec.mutable_full_shape()->add_dim(d);
+  }
+  spec.mutable_initializer()->set_type(InitializerSpec::RANDOM_UNIFORM);
+  spec.mutable_initializer()->set_seed(7);
+  spec.mutable_optimizer()->set_type(optimizer);
+  spec.mutable_optimizer()->set_learning_rate(0.5);
+  if (sync > 0) {
+    spec.mutable_update()->set_mode(UpdateSpec::SYNC);
+    spec.mutable_update()->set_num_replicas(sync);
+  }
+  DynamicSpec* d = spec.mutable_dynamic();
+  d->set_num_buckets(kBuckets);
+  d->set_bucket_begin(begin);
+  d->set_bucket_end(end);
+  return spec;
+}
+
+std::unique_ptr<ShardStore> StoreWith(const std::vector<ShardSpec>& specs) {
+  auto store = ShardStore::Create({});
+  EXPECT_TRUE(store.ok()) << store.status();
+  CreateShardsRequest request;
+  for (const ShardSpec& spec : specs) *request.add_shards() = spec;
+  CreateShardsResponse response;
+  const absl::Status created = (*store)->CreateShards(request, &response);
+  EXPECT_TRUE(created.ok()) << created;
+  return *std::move(store);
+}
+
+std::string IdsBytes(const std::vector<int64_t>& keys) {
+  return std::string(reinterpret_cast<const char*>(keys.data()), keys.size() * sizeof(int64_t));
+}
+
+absl::StatusOr<std::vector<float>> PullKeys(ShardStore& store, const std::string& shard,
+                                            const std::vector<int64_t>& keys,
+                                            int64_t exact_version = -1,
+                                            int64_t* version = nullptr) {
+  PullRowsRequest request;
+  request.set_shard(shard);
+  request.set_ids_bytes(IdsBytes(keys));
+  if (exact_version >= 0) {
+    request.set_exact_version(true);
+    request.set_min_version(exact_version);
+  }
+  PullRowsResponse response;
+  absl::Status status;
+  store.PullRows(request, &response, [&](const absl::Status& s) { status = s; });
+  if (!status.ok()) return status;
+  if (version != nullptr) *version = response.version();
+  std::vector<float> rows(response.data().size() / sizeof(float));
+  std::memcpy(rows.data(), response.data().data(), response.data().size());
+  return rows;
+}
+
+absl::Status PushKeys(ShardStore& store, const std::string& shard,
+                      const std::vector<int64_t>& keys, const std::vector<float>& grads,
+                      uint64_t request_id, int replica = -1, int64_t step = 0,
+                      PushRowsResponse* response = nullptr) {
+  PushRowsRequest request;
+  request.set_request_id(request_id);
+  request.set_shard(shard);
+  request.set_ids_bytes(IdsBytes(keys));
+  request.set_data(std::string(reinterpret_cast<const char*>(grads.data()),
+                               grads.size() * sizeof(float)));
+  if (replica >= 0) {
+    request.mutable_sync()->set_replica(replica);
+    request.mutable_sync()->set_step(step);
+  }
+  PushRowsResponse own;
+  return store.PushRows(request, response != nullptr ? response : &own);
+}
+
+// Keys of buckets [begin, end) of kBuckets, spread over the int64 range.
+std::vector<int64_t> KeysIn(int begin, int end, int n) {
+  std::vector<int64_t> keys;
+  for (int64_t k = -5000000000LL; static_cast<int>(keys.size()) < n; k += 1234567891LL) {
+    const int32_t b = BucketOf(k, kBuckets);
+    if (b >= begin && b < end) keys.push_back(k);
+  }
+  return keys;
+}
+
+// Summed over the variable's shards on the store.
+DynamicShardStats Stats(ShardStore& store, const std::string& variable) {
+  ListShardsRequest request;
+  request.set_variable(variable);
+  ListShardsResponse response;
+  EXPECT_TRUE(store.ListShards(request, &response).ok());
+  EXPECT_GE(response.shards_size(), 1);
+  DynamicShardStats sum;
+  for (const ShardInfo& info : response.shards()) {
+    sum.set_rows(sum.rows() + info.dynamic().rows());
+    sum.set_created(sum.created() + info.dynamic().created());
+    sum.set_evicted_budget(sum.evicted_budget() + info.dynamic().evicted_budget());
+    sum.set_admission_denied(sum.admission_denied() + info.dynamic().admission_denied());
+  }
+  return sum;
+}
+
+TEST(DynamicShardTest, PullsNeverCreatePushesDoAndEveryShardAgreesOnInitialRows) {
+  // One table split in two (buckets [0, 20) and [20, 64)) and the whole table elsewhere.
+  auto split = StoreWith({DynamicShard("emb", 0, 2, 0, 20), DynamicShard("emb", 1, 2, 20, 64)});
+  auto whole = StoreWith({DynamicShard("emb", 0, 1, 0, 64)});
+  const std::vector<int64_t> low = KeysIn(0, 20, 30), high = KeysIn(20, 64, 30);
+  auto a = PullKeys(*split, "emb/part_0", low);
+  auto b = PullKeys(*split, "emb/part_1", high);
+  std::vector<int64_t> all = low;
+  all.insert(all.end(), high.begin(), high.end());
+  auto c = PullKeys(*whole, "emb", all);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+  std::vector<float> ab = *a;
+  ab.insert(ab.end(), b->begin(), b->end());
+  EXPECT_EQ(ab, *c) << "a key's initial row depends on (seed, variable, key) only";
+  bool nonzero = false;
+  for (float x : *c) nonzero |= x != 0;
+  EXPECT_TRUE(nonzero);
+  EXPECT_EQ(Stats(*whole, "emb").rows(), 0) << "pulls made rows";
+
+  // A push makes rows (duplicates summed) and moves them by the optimizer.
+  const std::vector<int64_t> keys = {low[0], low[1], low[0]};
+  const std::vector<float> grads(3 * kDim, 1.0f);
+  ASSERT_TRUE(PushKeys(*split, "emb/part_0", keys, grads, 1).ok());
+  EXPECT_EQ(Stats(*split, "emb").rows(), 2);
+  auto after = PullKeys(*split, "emb/part_0", {low[0], low[1], low[2]});
+  ASSERT_TRUE(after.ok());
+  for (int j = 0; j < kDim; ++j) {
+    EXPECT_LT((*after)[j], (*a)[j]) << "pushed row 0 moved";
+    EXPECT_LT((*after)[kDim + j], (*a)[kDim + j]);
+    EXPECT_EQ((*after)[2 * kDim + j], (*a)[2 * kDim + j]) << "untouched row 2 did not";
+  }
+  // Adagrad: a summed gradient of 2 moves row 0 further than row 1's 1.
+  EXPECT_LT((*after)[0] - (*a)[0], (*after)[kDim] - (*a)[kDim] + 1e-7);
+  // The same request id again changes nothing.
+  PushRowsResponse again;
+  ASSERT_TRUE(PushKeys(*split, "emb/part_0", keys, grads, 1, -1, 0, &again).ok());
+  EXPECT_TRUE(again.duplicate());
+  EXPECT_EQ(*PullKeys(*split, "emb/part_0", {low[0], low[1], low[2]}), *after);
+}
+
+TEST(DynamicShardTest, BadRequestsNameTheKeyOrShardAndChangeNothing) {
+  auto store = StoreWith({DynamicShard("emb", 0, 2, 0, 20)});
+  const std::vector<int64_t> mine = KeysIn(0, 20, 3), other = KeysIn(20, 64, 1);
+  auto before = PullKeys(*store, "emb/part_0", mine);
+  ASSERT_TRUE(before.ok());
+  std::vector<int64_t> keys = mine;
+  keys.push_back(other[0]);
+  const absl::Status push =
+      PushKeys(*store, "emb/part_0", keys, std::vector<float>(keys.size() * kDim, 1.0f), 9);
+  EXPECT_EQ(push.code(), absl::StatusCode::kFailedPrecondition) << push;
+  EXPECT_TRUE(absl::StrContains(push.message(), absl::StrCat("key ", other[0], " at position 3")))
+      << push;
+  EXPECT_TRUE(absl::StrContains(push.message(), "[0, 20)")) << push;
+  EXPECT_EQ(*PullKeys(*store, "emb/part_0", mine), *before);
+  EXPECT_EQ(Stats(*store, "emb").rows(), 0);
+  const absl::Status pull = PullKeys(*store, "emb/part_0", keys).status();
+  EXPECT_EQ(pull.code(), absl::StatusCode::kFailedPrecondition) << pull;
+
+  // A non-finite gradient: refused, nothing made.
+  std::vector<float> nan(mine.size() * kDim, 1.0f);
+  nan[5] = std::nanf("");
+  EXPECT_EQ(PushKeys(*store, "emb/part_0", mine, nan, 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Stats(*store, "emb").rows(), 0);
+
+  // Row ranges (dense pulls, pushes, assigns) do not exist for a dynamic table.
+  PullRequest dense;
+  dense.set_shard("emb/part_0");
+  PullResponse dense_response;
+  absl::Status dense_status;
+  store->Pull(dense, &dense_response, [&](const absl::Status& s) { dense_status = s; });
+  EXPECT_EQ(dense_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(dense_status.message(), "is a dynamic table")) << dense_status;
+
+  // Bad specs name the field.
+  auto fresh = *ShardStore::Create({});
+  CreateShardsResponse created;
+  for (auto mutate : std::vector<std::function<void(ShardSpec*)>>{
+           [](ShardSpec* s) { s->mutable_dynamic()->set_bucket_end(65); },
+           [](ShardSpec* s) { s->mutable_shape()->set_dim(0, 10); },
+           [](ShardSpec* s) { s->mutable_dynamic()->set_admit_after(256); },
+           [](ShardSpec* s) { s->mutable_update()->set_delay_compensation(0.1); }}) {
+    CreateShardsRequest request;
+    *request.add_shards() = DynamicShard("bad", 0, 1, 0, 64);
+    mutate(request.mutable_shards(0));
+    const absl::Status s = fresh->CreateShards(request, &created);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "shard 'bad'")) << s;
+  }
+}
+
+// Two replicas' pushes in either order give the same rows; a re-run of the step after it was
+// applied reads the rows before it (exact version), as dense SYNC shards keep theirs.
+TEST(DynamicShardTest, SyncStepsAreBitReproducibleAndReRunnable) {
+  const std::vector<int64_t> keys = KeysIn(0, 64, 6);
+  std::vector<float> g0(3 * kDim), g1(4 * kDim);
+  for (size_t i = 0; i < g0.size(); ++i) g0[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (size_t i = 0; i < g1.size(); ++i) g1[i] = 0.07f * static_cast<float>(i % 5) + 0.01f;
+  const std::vector<int64_t> k0 = {keys[0], keys[1], keys[2]};
+  const std::vector<int64_t> k1 = {keys[2], keys[3], keys[4], keys[0]};
+  std::vector<float> results[2];
+  for (int order = 0; order < 2; ++order) {
+    auto store = StoreWith({DynamicShard("s", 0, 1, 0, 64, OptimizerSpec::ADAM, 2)});
+    auto before = PullKeys(*store, "s", keys);
+    ASSERT_TRUE(before.ok());
+    PushRowsResponse r;
+    if (order == 0) {
+      ASSERT_TRUE(PushKeys(*store, "s", k0, g0, 1, 0, 0, &r).ok());
+      EXPECT_FALSE(r.applied());
+      ASSERT_TRUE(PushKeys(*store, "s", k1, g1, 2, 1, 0, &r).ok());
+    } else {
+      ASSERT_TRUE(PushKeys(*store, "s", k1, g1, 2, 1, 0, &r).ok());
+      ASSERT_TRUE(PushKeys(*store, "s", k0, g0, 1, 0, 0, &r).ok());
+    }
+    EXPECT_TRUE(r.applied());
+    int64_t version = 0;
+    auto after = PullKeys(*store, "s", keys, -1, &version);
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(version, 1);
+    EXPECT_NE(*after, *before);
+    results[order] = *after;
+    // A re-run of step 0 reads what the step read.
+    auto rerun = PullKeys(*store, "s", keys, /*exact_version=*/0, &version);
+    ASSERT_TRUE(rerun.ok()) << rerun.status();
+    EXPECT_EQ(version, 0);
+    EXPECT_EQ(*rerun, *before);
+    // keys[5] was in no push: its row is its initial value at both versions.
+    for (int j = 0; j < kDim; ++j) EXPECT_EQ((*after)[5 * kDim + j], (*before)[5 * kDim + j]);
+  }
+  EXPECT_EQ(results[0], results[1]) << "arrival order changed the step";
+}
+
+// The same pushes to a fixed table and to a dynamic one (both starting at zeros) leave the
+// same rows: the optimizer's row-sparse rule and its step count are the same.
+TEST(DynamicShardTest, RowsFollowTheSameOptimizerAsAFixedTable) {
+  for (OptimizerSpec::Type type :
+       {OptimizerSpec::SGD, OptimizerSpec::ADAGRAD, OptimizerSpec::ADAM, OptimizerSpec::FTRL}) {
+    ShardSpec dynamic = DynamicShard("d", 0, 1, 0, 64, type);
+    dynamic.mutable_initializer()->set_type(InitializerSpec::ZEROS);
+    ShardSpec fixed = dynamic;
+    fixed.set_name("f");
+    fixed.set_variable("f");
+    fixed.clear_dynamic();
+    fixed.mutable_shape()->set_dim(0, 100);
+    fixed.mutable_full_shape()->set_dim(0, 100);
+    auto store = StoreWith({dynamic, fixed});
+    uint64_t id = 1;
+    for (int step = 0; step < 20; ++step) {
+      std::vector<int64_t> keys;
+      for (int k = 0; k < 10; ++k) keys.push_back((step * 7 + k * k) % 100);
+      std::vector<float> grads(keys.size() * kDim);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        grads[i] = 0.01f * static_cast<float>((i * 31 + step * 17) % 23) - 0.1f;
+      }
+      ASSERT_TRUE(PushKeys(*store, "d", keys, grads, id++).ok());
+      ASSERT_TRUE(PushKeys(*store, "f", keys, grads, id++).ok());
+    }
+    std::vector<int64_t> all(100);
+    for (int k = 0; k < 100; ++k) all[k] = k;
+    auto d = PullKeys(*store, "d", all);
+    auto f = PullKeys(*store, "f", all);
+    ASSERT_TRUE(d.ok() && f.ok());
+    EXPECT_EQ(*d, *f) << OptimizerSpec::Type_Name(type);
+  }
+}
+
+TEST(DynamicShardTest, AdmissionAndBudgetComeFromTheSpec) {
+  ShardSpec spec = DynamicShard("adm", 0, 1, 0, 64);
+  spec.mutable_dynamic()->set_admit_after(2);
+  ShardSpec budget = DynamicShard("bud", 0, 1, 0, 64);
+  budget.mutable_dynamic()->set_max_rows(50);
+  auto store = StoreWith({spec, budget});
+  const std::vector<int64_t> keys = KeysIn(0, 64, 10);
+  const std::vector<float> grads(keys.size() * kDim, 1.0f);
+  ASSERT_TRUE(PushKeys(*store, "adm", keys, grads, 1).ok());
+  EXPECT_EQ(Stats(*store, "adm").rows(), 0) << "first sight: not admitted";
+  EXPECT_EQ(Stats(*store, "adm").admission_denied(), 10);
+  ASSERT_TRUE(PushKeys(*store, "adm", keys, grads, 2).ok());
+  EXPECT_EQ(Stats(*store, "adm").rows(), 10);
+
+  const std::vector<int64_t> many = KeysIn(0, 64, 400);
+  for (size_t i = 0; i < many.size(); i += 40) {
+    const std::vector<int64_t> part(many.begin() + i, many.begin() + i + 40);
+    ASSERT_TRUE(PushKeys(*store, "bud", part, std::vector<float>(40 * kDim, 1.0f), 100 + i).ok());
+  }
+  const DynamicShardStats stats = Stats(*store, "bud");
+  EXPECT_LE(stats.rows(), 50 + 64 + 40) << "within the budget, give or take a push per stripe";
+  EXPECT_GT(stats.evicted_budget(), 0);
+  EXPECT_EQ(stats.created(), 400);
+}
+
+}  // namespace
+}  // namespace shardps
