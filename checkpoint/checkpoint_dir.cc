@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -327,9 +328,30 @@ absl::Status CheckpointDir::Prune(int keep, std::optional<int64_t> also_keep,
   auto note = [&first_error](absl::Status s) {
     if (first_error.ok()) first_error = std::move(s);
   };
-  for (size_t i = static_cast<size_t>(keep); i < committed.size(); ++i) {
-    if (also_keep.has_value() && committed[i].id == *also_keep) continue;
-    note(RemoveCheckpoint(committed[i].path));
+  // The kept ones, and every checkpoint their dynamic tables' increments are read on top of.
+  std::set<int64_t> kept;
+  std::map<int64_t, const CommittedCheckpoint*> by_id;
+  for (const CommittedCheckpoint& c : committed) by_id[c.id] = &c;
+  std::vector<int64_t> pending;
+  for (size_t i = 0; i < committed.size(); ++i) {
+    if (i < static_cast<size_t>(keep) || (also_keep.has_value() && committed[i].id == *also_keep)) {
+      pending.push_back(committed[i].id);
+    }
+  }
+  while (!pending.empty()) {
+    const int64_t id = pending.back();
+    pending.pop_back();
+    if (!kept.insert(id).second) continue;
+    auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    for (const ManifestVariable& v : it->second->manifest.variables) {
+      for (const ManifestShard& shard : v.shards) {
+        if (shard.base_checkpoint > 0) pending.push_back(shard.base_checkpoint);
+      }
+    }
+  }
+  for (const CommittedCheckpoint& c : committed) {
+    if (kept.count(c.id) == 0) note(RemoveCheckpoint(c.path));
   }
   if (!committed.empty()) {
     // Interrupted checkpoints older than the newest committed one are dead; newer ones may

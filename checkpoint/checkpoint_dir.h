@@ -78,7 +78,9 @@ class CheckpointDir {
   absl::StatusOr<int64_t> NextId() const;
 
   // Deletes committed checkpoints beyond the newest `keep` (keep >= 1), except `also_keep`
-  // (say, the best by evaluation), and interrupted ones older than the newest committed;
+  // (say, the best by evaluation) and the checkpoints that a kept one's dynamic tables are
+  // increments on (ManifestShard::base_checkpoint, transitively), and interrupted ones older
+  // than the newest committed;
   // journals of generations below `min_generation` too. Never deletes the newest committed.
   absl::Status Prune(int keep, std::optional<int64_t> also_keep, int64_t min_generation) const;
 

@@ -1,5 +1,7 @@
 #include "checkpoint/manifest.h"
 
+#include <tuple>
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -266,7 +268,8 @@ absl::Status ParseFile(const Reader& r, const Json& j, const std::string& field,
 absl::Status ParseShard(const Reader& r, const Json& j, const std::string& field,
                         ManifestShard* shard) {
   RETURN_IF_ERROR(r.Object(j, field, {"name", "part", "num_parts", "row_offset", "rows", "ps",
-                                      "version", "file", "tensors"}));
+                                      "version", "file", "tensors", "buckets",
+                                      "base_checkpoint"}));
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   RETURN_IF_ERROR(r.String(j, field, "name", false, &shard->name));
@@ -288,13 +291,33 @@ absl::Status ParseShard(const Reader& r, const Json& j, const std::string& field
     }
     shard->tensors[slot] = name.get<std::string>();
   }
+  if (j.contains("buckets")) {
+    const Json* buckets = nullptr;
+    RETURN_IF_ERROR(r.Array(j, field, "buckets", &buckets));
+    const std::string bfield = Reader::Join(field, "buckets");
+    if (buckets->size() != 2) return r.Error(bfield, "not [begin, end]");
+    int64_t begin = 0, end = 0;
+    RETURN_IF_ERROR(r.IntValue((*buckets)[0], bfield, 0, kInt32Max, &begin));
+    RETURN_IF_ERROR(r.IntValue((*buckets)[1], bfield, begin + 1, kInt32Max, &end));
+    shard->bucket_begin = static_cast<int32_t>(begin);
+    shard->bucket_end = static_cast<int32_t>(end);
+  }
+  if (j.contains("base_checkpoint")) {
+    RETURN_IF_ERROR(r.Int(j, field, "base_checkpoint", 0, kInt64Max, &shard->base_checkpoint));
+  }
   return absl::OkStatus();
 }
 
 absl::Status ParseVariable(const Reader& r, const Json& j, const std::string& field,
                            ManifestVariable* v) {
   RETURN_IF_ERROR(r.Object(j, field, {"name", "shape", "dtype", "partitioner", "slots",
-                                      "optimizer", "initializer", "update", "shards"}));
+                                      "optimizer", "initializer", "update", "shards",
+                                      "dynamic"}));
+  if (j.contains("dynamic")) {
+    const std::string dfield = Reader::Join(field, "dynamic");
+    RETURN_IF_ERROR(r.Object(j["dynamic"], dfield, {"num_buckets"}));
+    RETURN_IF_ERROR(r.SmallInt(j["dynamic"], dfield, "num_buckets", 1, 1 << 20, &v->num_buckets));
+  }
   RETURN_IF_ERROR(r.String(j, field, "name", false, &v->name));
   RETURN_IF_ERROR(r.Shape(j, field, "shape", &v->shape));
   RETURN_IF_ERROR(r.String(j, field, "dtype", false, &v->dtype));
@@ -332,9 +355,66 @@ absl::Status ParseVariable(const Reader& r, const Json& j, const std::string& fi
 // listed file, with the shard's shape and the variable's dtype.
 using TensorIndex = absl::flat_hash_map<std::pair<std::string, std::string>, const TensorInfo*>;
 
+absl::Status CheckDynamicShards(const Reader& r, const ManifestVariable& v,
+                                const std::string& field,
+                                const absl::flat_hash_map<std::string, const DataFileInfo*>& files,
+                                const TensorIndex& tensors) {
+  if (v.shape.size() != 2 || v.shape[0] != 0 || v.shape[1] <= 0) {
+    return r.Error(Reader::Join(field, "shape"),
+                   absl::StrCat(ShapeText(v.shape), " is not a dynamic table's [0, dim]"));
+  }
+  int32_t next = 0;
+  for (size_t i = 0; i < v.shards.size(); ++i) {
+    const ManifestShard& shard = v.shards[i];
+    const std::string sfield = Reader::Index(Reader::Join(field, "shards"), i);
+    if (shard.bucket_begin != next || shard.bucket_end <= shard.bucket_begin) {
+      return r.Error(Reader::Join(sfield, "buckets"),
+                     absl::StrCat("[", shard.bucket_begin, ", ", shard.bucket_end,
+                                  "), but the shards before it end at bucket ", next));
+    }
+    next = shard.bucket_end;
+    if (files.find(shard.file) == files.end()) {
+      return r.Error(Reader::Join(sfield, "file"),
+                     absl::StrCat("'", shard.file, "' is not listed under \"files\""));
+    }
+    const std::string tfield = Reader::Join(sfield, "tensors");
+    // Each tensor: its dtype and shape ({-1}: any length).
+    std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> wanted = {
+        {"", v.dtype, {shard.rows, v.shape[1]}},
+        {kKeysTensor, "I64", {shard.rows}},
+        {kLastStepsTensor, "U32", {shard.rows}},
+        {kDeletedKeysTensor, "I64", {-1}}};
+    for (const std::string& slot : v.slots) wanted.push_back({slot, v.dtype, {shard.rows, v.shape[1]}});
+    for (const auto& [slot, dtype, shape] : wanted) {
+      const auto it = shard.tensors.find(slot);
+      const std::string nfield = Reader::Join(tfield, absl::StrCat("\"", slot, "\""));
+      if (it == shard.tensors.end()) return r.Error(nfield, "missing");
+      const auto found = tensors.find(std::make_pair(shard.file, it->second));
+      if (found == tensors.end()) {
+        return r.Error(nfield, absl::StrCat("tensor '", it->second, "' is not in file '",
+                                            shard.file, "'"));
+      }
+      std::vector<int64_t> got(found->second->shape().begin(), found->second->shape().end());
+      std::vector<int64_t> want = shape;
+      if (want == std::vector<int64_t>{-1} && got.size() == 1) want = got;
+      if (got != want || found->second->dtype() != dtype) {
+        return r.Error(nfield, absl::StrCat("tensor '", it->second, "' is ",
+                                            found->second->dtype(), " ", ShapeText(got),
+                                            ", expected ", dtype, " ", ShapeText(want)));
+      }
+    }
+  }
+  if (next != v.num_buckets) {
+    return r.Error(Reader::Join(field, "shards"),
+                   absl::StrCat("cover buckets [0, ", next, ") of ", v.num_buckets));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckShards(const Reader& r, const ManifestVariable& v, const std::string& field,
                          const absl::flat_hash_map<std::string, const DataFileInfo*>& files,
                          const TensorIndex& tensors) {
+  if (v.num_buckets > 0) return CheckDynamicShards(r, v, field, files, tensors);
   const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
   int64_t next_row = 0;
   for (size_t i = 0; i < v.shards.size(); ++i) {
@@ -440,6 +520,7 @@ std::string ManifestToJson(const Manifest& m) {
     var["optimizer"] = ProtoToJson(v.optimizer);
     var["initializer"] = ProtoToJson(v.initializer);
     var["update"] = ProtoToJson(v.update);
+    if (v.num_buckets > 0) var["dynamic"] = {{"num_buckets", v.num_buckets}};
     Json shards = Json::array();
     for (const ManifestShard& s : v.shards) {
       Json shard = Json::object();
@@ -454,6 +535,10 @@ std::string ManifestToJson(const Manifest& m) {
       Json tensors = Json::object();
       for (const auto& [slot, name] : s.tensors) tensors[slot] = name;
       shard["tensors"] = std::move(tensors);
+      if (v.num_buckets > 0) {
+        shard["buckets"] = {s.bucket_begin, s.bucket_end};
+        shard["base_checkpoint"] = s.base_checkpoint;
+      }
       shards.push_back(std::move(shard));
     }
     var["shards"] = std::move(shards);

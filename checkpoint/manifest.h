@@ -22,6 +22,12 @@
 //               "shape": [392, 256], "data_offsets": [0, 401408], "crc32c": 22136}]}],
 //    "eval": {"accuracy": 0.8812, "loss": 0.33, "step": 4200}}
 //
+// A dynamic table (issue 10) has "shape": [0, dim] and "dynamic": {"num_buckets": N}; each
+// of its shards "buckets": [begin, end) and "base_checkpoint" (the checkpoint its rows are
+// the changes since, 0 for all), its rows being those in its file, and tensors "keys",
+// "last_steps" and "deleted_keys" beside the parameters and slots. An increment is read on
+// top of its base's manifest, down to a full one (checkpoint/dynamic_rows.h).
+//
 // "progress.steps_done" is a prefix: a checkpoint is cut where steps [0, steps_done) are
 // wholly applied on every ps and no later step is applied anywhere. The optimizer's step
 // count and the learning-rate schedule's position are each shard's "version" (its updates).
@@ -56,7 +62,18 @@ struct ManifestShard {
   int64_t version = 0;
   std::string file;
   std::map<std::string, std::string> tensors;  // slot ("" = parameters) -> tensor name
+  // A dynamic table's shard: the buckets it holds, and the checkpoint its rows are changes
+  // since (0: every row). `rows` are then the rows in its file, and its tensors also name
+  // "keys" (I64 [rows]), "last_steps" (U32 [rows]) and "deleted_keys" (I64 [m]).
+  int32_t bucket_begin = 0;
+  int32_t bucket_end = 0;
+  int64_t base_checkpoint = 0;
 };
+
+// The extra tensors of a dynamic table's shard (ManifestShard::tensors keys).
+inline constexpr char kKeysTensor[] = "keys";
+inline constexpr char kLastStepsTensor[] = "last_steps";
+inline constexpr char kDeletedKeysTensor[] = "deleted_keys";
 
 struct ManifestVariable {
   std::string name;
@@ -67,6 +84,9 @@ struct ManifestVariable {
   OptimizerSpec optimizer;
   InitializerSpec initializer;
   UpdateSpec update;
+  // > 0: a dynamic table (shape [0, dim]) whose shards cover its buckets [0, num_buckets)
+  // exactly once, in order, instead of rows.
+  int32_t num_buckets = 0;
   std::vector<ManifestShard> shards;  // in row order, covering every row exactly once
 };
 

@@ -44,11 +44,13 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
   m.files = contents.files;
   m.eval = contents.eval;
 
-  // Shard versions at the cut, by ps and shard name.
+  // Shard versions at the cut (and dynamic shards' rows and bases), by ps and shard name.
   std::vector<std::map<std::string, int64_t>> versions(contents.snapshots.size());
+  std::vector<std::map<std::string, const ShardInfo*>> infos(contents.snapshots.size());
   for (size_t ps = 0; ps < contents.snapshots.size(); ++ps) {
     for (const ShardInfo& info : contents.snapshots[ps].shards()) {
       versions[ps][info.spec().name()] = info.version();
+      infos[ps][info.spec().name()] = &info;
     }
   }
   // Tensor names of each ps's file.
@@ -70,6 +72,7 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
     v.initializer = first.initializer();
     v.update = first.update();
     v.slots = SlotNames(v.optimizer);
+    if (layout.dynamic) v.num_buckets = layout.num_buckets;
     for (const VariableLayout::Shard& shard : layout.shards) {
       const std::string& name = shard.spec.name();
       const size_t ps = static_cast<size_t>(shard.ps);
@@ -104,6 +107,22 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
                                                   contents.files[ps].file()));
         }
         s.tensors[slot] = tensor;
+      }
+      if (layout.dynamic) {
+        const ShardInfo& info = *infos[ps][name];
+        s.rows = info.dynamic().rows();
+        s.bucket_begin = shard.buckets.begin;
+        s.bucket_end = shard.buckets.end;
+        s.base_checkpoint = info.base_checkpoint();
+        for (const char* extra : {kKeysTensor, kLastStepsTensor, kDeletedKeysTensor}) {
+          const std::string tensor = absl::StrCat(name, "/", extra);
+          if (tensors[ps].count(tensor) == 0) {
+            return absl::InternalError(absl::StrCat("tensor \"", tensor, "\" is not in ps ",
+                                                    shard.ps, "'s file ",
+                                                    contents.files[ps].file()));
+          }
+          s.tensors[extra] = tensor;
+        }
       }
       v.shards.push_back(std::move(s));
     }

@@ -83,29 +83,89 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
         what, ": cannot allocate ", geometry.rows * geometry.width, " floats and their slots"));
   }
   if (spec.has_dynamic()) {
-    const DynamicSpec& d = spec.dynamic();
-    DynamicTableOptions options;
-    // Initial rows are keyed by the variable, not the shard: every ps and every split of the
-    // buckets gives a key the same row.
-    options.name = spec.variable().empty() ? spec.name() : spec.variable();
-    options.dim = geometry.width;
-    options.initializer = spec.initializer();
-    options.num_buckets = d.num_buckets();
-    options.all_buckets = false;
-    for (int32_t b = d.bucket_begin(); b < d.bucket_end(); ++b) options.buckets.push_back(b);
-    options.admit_after = d.admit_after();
-    options.ttl_steps = d.ttl_steps();
-    options.max_rows = d.max_rows();
-    absl::StatusOr<std::unique_ptr<DynamicTable>> table =
-        DynamicTable::Create(options, *shard->optimizer_);
-    if (!table.ok()) return Annotate(table.status(), what);
-    shard->table_ = *std::move(table);
+    ASSIGN_OR_RETURN(std::unique_ptr<DynamicTable> table, shard->NewTable());
+    absl::MutexLock lock(&shard->mu_);
+    shard->table_ = std::move(table);
   }
   RETURN_IF_ERROR(shard->InitializeParams(&state.params));
   absl::MutexLock lock(&shard->mu_);
   shard->params_ = std::move(state.params);
   shard->slots_ = std::move(state.slots);
   return shard;
+}
+
+namespace {
+// Cuts a dynamic shard remembers as bases of increments.
+constexpr size_t kRecordedCuts = 8;
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DynamicTable>> Shard::NewTable() const {
+  const DynamicSpec& d = spec_.dynamic();
+  DynamicTableOptions options;
+  // Initial rows are keyed by the variable, not the shard: every ps and every split of the
+  // buckets gives a key the same row.
+  options.name = spec_.variable().empty() ? spec_.name() : spec_.variable();
+  options.dim = width_;
+  options.initializer = spec_.initializer();
+  options.num_buckets = d.num_buckets();
+  options.all_buckets = false;
+  for (int32_t b = d.bucket_begin(); b < d.bucket_end(); ++b) options.buckets.push_back(b);
+  options.admit_after = d.admit_after();
+  options.ttl_steps = d.ttl_steps();
+  options.max_rows = d.max_rows();
+  absl::StatusOr<std::unique_ptr<DynamicTable>> table = DynamicTable::Create(options, *optimizer_);
+  if (!table.ok()) return Annotate(table.status(), QuotedShard(name()));
+  return table;
+}
+
+Shard::DynamicCut Shard::TakeDynamicCut(int64_t checkpoint_id, int64_t base) {
+  DynamicCut cut;
+  cut.version = version_;
+  uint32_t since = 0;
+  if (base > 0) {
+    auto it = cut_epochs_.find(base);
+    if (it != cut_epochs_.end()) {
+      absl::StatusOr<std::vector<int64_t>> deleted = table_->DeletedSince(it->second);
+      if (deleted.ok()) {
+        since = it->second;
+        cut.base_checkpoint = base;
+        cut.deleted = *std::move(deleted);
+      }
+    }
+  }
+  // Changes from here on belong to the next epoch; the lock keeps pushes out meanwhile.
+  const uint32_t closed = table_->AdvanceEpoch();
+  cut.tensors.resize(1 + slots_count_);
+  const int64_t row_floats = width_ * static_cast<int64_t>(1 + slots_count_);
+  absl::Status copied = table_->ForEachChangedBatch(since, [&](const RowBatch& batch) {
+    cut.keys.insert(cut.keys.end(), batch.keys.begin(), batch.keys.end());
+    cut.last_steps.insert(cut.last_steps.end(), batch.last_steps.begin(),
+                          batch.last_steps.end());
+    for (size_t r = 0; r < batch.keys.size(); ++r) {
+      const float* row = batch.values.data() + static_cast<int64_t>(r) * row_floats;
+      for (size_t t = 0; t <= slots_count_; ++t) {
+        cut.tensors[t].insert(cut.tensors[t].end(), row + t * width_, row + (t + 1) * width_);
+      }
+    }
+    return absl::OkStatus();
+  });
+  (void)copied;  // the sink never fails
+  cut_epochs_[checkpoint_id] = closed;
+  while (cut_epochs_.size() > kRecordedCuts) cut_epochs_.erase(cut_epochs_.begin());
+  // Deletions no recorded cut needs any more.
+  table_->ForgetDeletionsThrough(cut_epochs_.begin()->second);
+  return cut;
+}
+
+void Shard::ReplaceTable(std::unique_ptr<DynamicTable> table, int64_t version) {
+  table_ = std::move(table);
+  version_ = version;
+  prev_keys_.clear();
+  prev_rows_.clear();
+  prev_version_ = -1;
+  cut_epochs_.clear();
+  accumulator_.Clear();
+  recent_ids_.Clear();
 }
 
 absl::Status Shard::CheckKeys(absl::Span<const int64_t> keys, absl::string_view what) const {

@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,8 +101,8 @@ class Shard {
   // A dynamic table's shard (spec.dynamic set; ps_server/dynamic_table.h): rows() is 0, ids
   // are 64-bit keys in the buckets it holds, rows exist once pushed, and only the key calls
   // below and the SYNC rows path apply (the store refuses row ranges).
-  bool dynamic() const { return table_ != nullptr; }
-  const DynamicTable* table() const { return table_.get(); }
+  bool dynamic() const { return spec_.has_dynamic(); }
+  const DynamicTable* table() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return table_.get(); }
 
   const ShardSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name(); }
@@ -142,6 +143,29 @@ class Shard {
   }
 
   // --- Checkpoints.
+
+  // Dynamic: the shard's rows at the cut, for checkpoint `checkpoint_id`: every row, or,
+  // when this shard recorded the cut of checkpoint `base` (> 0) and still has the keys
+  // deleted since, only the rows changed since that cut and those keys (Check-N-Run's
+  // increment). Records this cut for later increments (the last few). May throw
+  // std::bad_alloc (the copies), changing nothing a read can see.
+  struct DynamicCut {
+    int64_t base_checkpoint = 0;  // 0: every row
+    int64_t version = 0;
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> last_steps;
+    // The parameters, then each slot: keys.size() x width floats each.
+    std::vector<std::vector<float>> tensors;
+    std::vector<int64_t> deleted;
+  };
+  DynamicCut TakeDynamicCut(int64_t checkpoint_id, int64_t base)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dynamic: replaces the table (a restore's, built outside the lock) and the version; the
+  // step in progress, the request ids and the recorded cuts are forgotten.
+  void ReplaceTable(std::unique_ptr<DynamicTable> table, int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dynamic: a fresh, empty table of this shard's options (for a restore to fill).
+  absl::StatusOr<std::unique_ptr<DynamicTable>> NewTable() const;
 
   // Takes references to the parameters and slots at the current version (no copy). May throw
   // std::bad_alloc (the lists of references), changing nothing.
@@ -306,14 +330,17 @@ class Shard {
   std::atomic<int64_t>* const snapshot_copy_bytes_;
 
   // Dynamic shards only (else null). Thread-safe itself; the shard's lock orders its updates
-  // with the version, the SYNC step and the request ids.
-  std::unique_ptr<DynamicTable> table_;
+  // with the version, the SYNC step and the request ids. Set at creation, replaced only by a
+  // restore (ReplaceTable, under the lock; readers hold the lock).
+  std::unique_ptr<DynamicTable> table_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   // Dynamic, SYNC: the rows the last step changed, as they were before it (sorted keys), so
   // that a re-run of the step reads the version before it.
   std::vector<int64_t> prev_keys_ ABSL_GUARDED_BY(mu_);
   std::vector<float> prev_rows_ ABSL_GUARDED_BY(mu_);
+  // Dynamic: the table epoch each recent checkpoint's cut closed, by checkpoint id.
+  std::map<int64_t, uint32_t> cut_epochs_ ABSL_GUARDED_BY(mu_);
   ParamBlocks params_ ABSL_GUARDED_BY(mu_);
   // SYNC: the parameters before the last step (prev_version_ = version_ - 1), sharing the
   // blocks that step did not change; -1 when none (no step yet, or after an assign or a

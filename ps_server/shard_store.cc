@@ -39,6 +39,8 @@
 #include "ps_server/optimizer.h"
 #include "ps_server/parallel_for.h"
 #include "ps_server/shard.h"
+#include "checkpoint/dynamic_rows.h"
+#include "partitioners/buckets.h"
 #include "ps_server/shard_restore.h"
 #include "ps_server/snapshot_writer.h"
 #include "ps_server/staleness.h"
@@ -505,7 +507,11 @@ absl::Status Guarded(absl::string_view kind, absl::string_view shard, Fn&& fn) {
 // A dynamic shard's statistics (and its memory now as its bytes); nothing for another shard.
 void FillDynamicStats(const Shard& shard, ShardInfo* info) {
   if (!shard.dynamic()) return;
-  const DynamicTableStats stats = shard.table()->stats();
+  DynamicTableStats stats;
+  {
+    absl::MutexLock lock(&shard.mu());  // a restore may replace the table
+    stats = shard.table()->stats();
+  }
   DynamicShardStats* d = info->mutable_dynamic();
   d->set_rows(stats.rows);
   d->set_created(stats.created);
@@ -1087,6 +1093,42 @@ class ShardStoreImpl final : public ShardStore {
     return status;
   }
 
+  // A dynamic shard's cut as tensors of the snapshot's file: "<shard>/keys" (I64 [n]),
+  // "<shard>" (F32 [n, dim]), "<shard>/<slot>" for each slot, "<shard>/last_steps" (U32 [n])
+  // and "<shard>/deleted_keys" (I64 [m]); its ShardInfo says which checkpoint it is an
+  // increment on (base_checkpoint; 0: every row).
+  void AddDynamicCut(const Shard& shard, Shard::DynamicCut cut, SnapshotWriter::Job* job,
+                     ShardInfo* info) {
+    *info->mutable_spec() = shard.spec();
+    info->set_version(cut.version);
+    info->set_base_checkpoint(cut.base_checkpoint);
+    FillDynamicStats(shard, info);
+    info->mutable_dynamic()->set_rows(static_cast<int64_t>(cut.keys.size()));
+    const int64_t n = static_cast<int64_t>(cut.keys.size());
+    auto add = [&](std::string name, std::string dtype, std::vector<int64_t> shape,
+                   auto values) {
+      auto held = std::make_shared<decltype(values)>(std::move(values));
+      TensorToWrite tensor;
+      tensor.name = std::move(name);
+      tensor.dtype = std::move(dtype);
+      tensor.shape = std::move(shape);
+      tensor.pieces.emplace_back(reinterpret_cast<const char*>(held->data()),
+                                 held->size() * sizeof((*held)[0]));
+      tensor.holds.push_back(std::move(held));
+      job->tensors.push_back(std::move(tensor));
+    };
+    const std::string& name = shard.name();
+    add(absl::StrCat(name, "/keys"), "I64", {n}, std::move(cut.keys));
+    for (size_t t = 0; t < cut.tensors.size(); ++t) {
+      add(t == 0 ? name
+                 : absl::StrCat(name, "/", shard.optimizer().slot_name(static_cast<int>(t - 1))),
+          "F32", {n, shard.width()}, std::move(cut.tensors[t]));
+    }
+    add(absl::StrCat(name, "/last_steps"), "U32", {n}, std::move(cut.last_steps));
+    const int64_t m = static_cast<int64_t>(cut.deleted.size());
+    add(absl::StrCat(name, "/deleted_keys"), "I64", {m}, std::move(cut.deleted));
+  }
+
   // Takes the snapshot's references under each shard's lock and queues the file.
   absl::Status TakeCut(const SnapshotRequest& request, const std::string& what,
                        SnapshotResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(restore_mu_) {
@@ -1103,6 +1145,7 @@ class ShardStoreImpl final : public ShardStore {
     SnapshotResponse answer;
     for (const std::shared_ptr<Shard>& shard : AllShards()) {
       Shard::Snapshot snapshot;
+      Shard::DynamicCut cut;
       {
         absl::MutexLock lock(&shard->mu());
         if (shard->dropped()) continue;
@@ -1111,7 +1154,15 @@ class ShardStoreImpl final : public ShardStore {
               what, ": ", QuotedShard(shard->name()), " has SYNC step ", shard->version(),
               " partly pushed; snapshots are taken at step boundaries"));
         }
-        snapshot = shard->TakeSnapshot();
+        if (shard->dynamic()) {
+          cut = shard->TakeDynamicCut(request.checkpoint_id(), request.incremental_since());
+        } else {
+          snapshot = shard->TakeSnapshot();
+        }
+      }
+      if (shard->dynamic()) {
+        AddDynamicCut(*shard, std::move(cut), &job, answer.add_shards());
+        continue;
       }
       ShardInfo* info = answer.add_shards();
       *info->mutable_spec() = shard->spec();
@@ -1188,6 +1239,10 @@ class ShardStoreImpl final : public ShardStore {
     // were; the caller restores again (from an older checkpoint).
     int64_t bytes_read = 0;
     for (auto& [shard, source] : plan) {
+      if (shard->dynamic()) {
+        RETURN_IF_ERROR(RestoreDynamic(reader.get(), shard, source, response, &bytes_read));
+        continue;
+      }
       absl::StatusOr<RestoredState> restored =
           reader != nullptr ? ReadShardState(*reader, *shard, source, kRestoreReadThreads)
                              : InitialShardState(*shard);
@@ -1216,6 +1271,73 @@ class ShardStoreImpl final : public ShardStore {
   // A snapshot belongs to the store's generation: a lower one is from a chief that has been
   // superseded (ABORTED, STALE_GENERATION), a higher one means this ps missed a
   // SetGeneration (FAILED_PRECONDITION), as for updates.
+  // A dynamic shard's restore: a fresh table of its options, filled from the checkpoint's
+  // chain (checkpoint/dynamic_rows.h) with the keys of its buckets, or left empty (the
+  // initial state) without a reader; swapped in under the shard's lock.
+  absl::Status RestoreDynamic(CheckpointReader* reader, const std::shared_ptr<Shard>& shard,
+                              const ShardSource& source, RestoreResponse* response,
+                              int64_t* bytes_read) {
+    ASSIGN_OR_RETURN(std::unique_ptr<DynamicTable> table, shard->NewTable());
+    int64_t version = 0;
+    if (reader != nullptr) {
+      const Optimizer& optimizer = shard->optimizer();
+      const int slots = optimizer.num_slots();
+      std::vector<std::string> tensors = {""};
+      if (!source.params_only) {
+        for (int j = 0; j < slots; ++j) tensors.emplace_back(optimizer.slot_name(j));
+      }
+      const DynamicSpec& d = shard->spec().dynamic();
+      const int64_t dim = shard->width();
+      DynamicTableReadStats stats;
+      RETURN_IF_ERROR(ReadDynamicTable(
+          reader->manifest(), reader->manifest_path(), source.variable, tensors,
+          [&](int64_t key) {
+            const int32_t b = BucketOf(key, d.num_buckets());
+            return b >= d.bucket_begin() && b < d.bucket_end();
+          },
+          [&](const std::vector<int64_t>& keys) { return table->EraseKeys(keys); },
+          [&](DynamicRowsPart& part) {
+            RowBatch rows;
+            rows.keys = std::move(part.keys);
+            rows.last_steps = std::move(part.last_steps);
+            const size_t n = rows.keys.size();
+            rows.values.resize(n * static_cast<size_t>(dim * (1 + slots)));
+            for (size_t k = 0; k < n; ++k) {
+              float* row = rows.values.data() + k * dim * (1 + slots);
+              for (int t = 0; t <= slots; ++t) {
+                if (t < static_cast<int>(part.tensors.size())) {
+                  std::memcpy(row + t * dim, part.tensors[t].data() + k * dim,
+                              static_cast<size_t>(dim) * sizeof(float));
+                } else {  // params_only: the slot's initial value
+                  std::fill(row + t * dim, row + (t + 1) * dim,
+                            optimizer.initial_slot_value(t - 1));
+                }
+              }
+            }
+            return table->UpsertRows(rows);
+          },
+          &stats));
+      version = source.params_only ? 0 : stats.version;
+      *bytes_read += stats.bytes_read;
+    }
+    std::vector<WaiterPtr> ready;
+    ShardInfo* info = response->add_shards();
+    *info->mutable_spec() = shard->spec();
+    info->set_version(version);
+    {
+      absl::MutexLock lock(&shard->mu());
+      if (shard->dropped()) {
+        return NoSuchShard(absl::StrCat("restore ", QuotedShard(shard->name())));
+      }
+      ready.reserve(shard->waiters().CountReady(version));
+      shard->ReplaceTable(std::move(table), version);
+      shard->waiters().TakeReady(shard->version(), &ready);
+    }
+    FillDynamicStats(*shard, info);
+    CompleteReady(&ready);
+    return absl::OkStatus();
+  }
+
   absl::Status CheckSnapshotGeneration(int64_t generation, absl::string_view what) const {
     const int64_t current = generation_.load(std::memory_order_acquire);
     if (generation < current) return StaleGeneration(what, generation, current);
