@@ -4,6 +4,7 @@
 // split) that reads the chain down to the full checkpoint, pruning that keeps the chain, and
 // a missing base named.
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/dynamic_rows.h"
 #include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "common/test_files.h"
@@ -153,6 +156,39 @@ TEST(DynamicCheckpointTest, IncrementsRestoreIntoAnotherSplitAndPruningKeepsTheC
   std::vector<float> expected(all.size() * kDim);
   ASSERT_TRUE(a.client->PullRows("j/emb", all, absl::MakeSpan(expected)).ok());
   push(5000, 10, 1.0f);  // after the cut: not in checkpoint 3
+
+  // The chain read directly (as the evaluator's sidecar mode reads it): the rows at the cut,
+  // evicted keys absent.
+  {
+    auto reader = CheckpointReader::Open(dir.CheckpointPath(3));
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::map<int64_t, std::vector<float>> rows;
+    DynamicTableReadStats stats;
+    const absl::Status read = ReadDynamicTable(
+        (*reader)->manifest(), (*reader)->manifest_path(), "j/emb", {""},
+        [](int64_t) { return true; },
+        [&](const std::vector<int64_t>& keys) {
+          for (int64_t key : keys) rows.erase(key);
+          return absl::OkStatus();
+        },
+        [&](DynamicRowsPart& part) {
+          for (size_t k = 0; k < part.keys.size(); ++k) {
+            rows[part.keys[k]].assign(part.tensors[0].begin() + k * kDim,
+                                      part.tensors[0].begin() + (k + 1) * kDim);
+          }
+          return absl::OkStatus();
+        },
+        &stats);
+    ASSERT_TRUE(read.ok()) << read;
+    EXPECT_EQ(static_cast<int64_t>(rows.size()), rows_at_cut);
+    EXPECT_GE(stats.checkpoints, 3) << "3, then 2 and 1 beneath it";
+    for (size_t k = 0; k < all.size(); ++k) {
+      auto it = rows.find(all[k]);
+      if (it == rows.end()) continue;
+      EXPECT_EQ(it->second, std::vector<float>(expected.begin() + k * kDim,
+                                               expected.begin() + (k + 1) * kDim));
+    }
+  }
 
   // Pruning to one checkpoint keeps 1 and 2: 3 is read on top of them.
   ASSERT_TRUE(dir.Prune(1, std::nullopt, 0).ok());

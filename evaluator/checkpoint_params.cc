@@ -6,9 +6,45 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/error_detail.h"
+#include "checkpoint/dynamic_rows.h"
 #include "common/status_macros.h"
+#include "ps_server/initializer.h"
 
 namespace shardps {
+namespace {
+
+// `keys` (sorted) of dynamic table `name` into *out (keys.size() rows): their initial values,
+// then the rows the checkpoint holds.
+absl::Status ReadDynamicKeys(const CheckpointReader& reader, const std::string& name,
+                             const std::vector<int64_t>& keys, const VariableInfo& info,
+                             std::vector<float>* out) {
+  const int64_t dim = info.row_width();
+  ASSIGN_OR_RETURN(KeyedRowInitializer initial,
+                   KeyedRowInitializer::Create(info.initializer, name, dim));
+  for (size_t k = 0; k < keys.size(); ++k) initial.Fill(keys[k], out->data() + k * dim);
+  auto position = [&](int64_t key) -> int64_t {
+    auto it = std::lower_bound(keys.begin(), keys.end(), key);
+    return it != keys.end() && *it == key ? it - keys.begin() : -1;
+  };
+  DynamicTableReadStats stats;
+  return ReadDynamicTable(
+      reader.manifest(), reader.manifest_path(), name, {""},
+      [&](int64_t key) { return position(key) >= 0; },
+      [&](const std::vector<int64_t>& deleted) {
+        for (int64_t key : deleted) initial.Fill(key, out->data() + position(key) * dim);
+        return absl::OkStatus();
+      },
+      [&](DynamicRowsPart& part) {
+        for (size_t k = 0; k < part.keys.size(); ++k) {
+          std::copy(part.tensors[0].begin() + k * dim, part.tensors[0].begin() + (k + 1) * dim,
+                    out->begin() + position(part.keys[k]) * dim);
+        }
+        return absl::OkStatus();
+      },
+      &stats);
+}
+
+}  // namespace
 
 absl::Status ReadCheckpointParams(CheckpointReader* reader, const Evaluator& evaluator,
                                   std::vector<std::vector<float>>* values, int64_t* version) {
@@ -29,9 +65,16 @@ absl::Status ReadCheckpointParams(CheckpointReader* reader, const Evaluator& eva
                        absl::StrJoin(variable->shape, ","), "]; model \"", evaluator.job().model(),
                        "\" needs [", absl::StrJoin(shape, ","), "]"));
     }
+    for (const ManifestShard& shard : variable->shards) lowest = std::min(lowest, shard.version);
+    if (evaluator.params()[i].dynamic) {
+      // A dynamic table: the rows of the test split's keys, read on the checkpoint's chain
+      // (increments on their bases); keys without a row keep their initial value.
+      RETURN_IF_ERROR(ReadDynamicKeys(*reader, name, evaluator.dynamic_keys(i),
+                                      evaluator.params()[i], &(*values)[i]));
+      continue;
+    }
     const int64_t rows = shape.empty() ? 1 : shape[0];
     RETURN_IF_ERROR(reader->ReadRows(name, "", 0, rows, absl::MakeSpan((*values)[i])));
-    for (const ManifestShard& shard : variable->shards) lowest = std::min(lowest, shard.version);
   }
   if (version != nullptr) *version = lowest == std::numeric_limits<int64_t>::max() ? 0 : lowest;
   return absl::OkStatus();
