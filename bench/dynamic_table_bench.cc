@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,8 @@
 #include "common/flags.h"
 #include "ps_server/dynamic_table.h"
 #include "ps_server/optimizer.h"
+#include "ps_server/shard_store.h"
+#include "absl/strings/str_cat.h"
 
 namespace shardps {
 namespace {
@@ -66,6 +70,100 @@ int64_t RssNow() {
   return r.ok() ? r->rss_bytes : -1;
 }
 
+// The figures of a ps: a ShardStore holding one dynamic shard of `rows` rows, its RSS per
+// row of floats in steady state, and the peak while a full and an incremental snapshot (after
+// `changed` of the rows were pushed again) are cut and written to `dir`.
+int CheckpointFigures(int64_t rows, int64_t dim, int64_t batch, double changed,
+                      const std::string& dir) {
+  const int64_t rss_start = RssNow();
+  auto store = ShardStore::Create({});
+  if (!store.ok()) {
+    std::cerr << store.status() << "\n";
+    return 1;
+  }
+  CreateShardsRequest create;
+  ShardSpec* spec = create.add_shards();
+  spec->set_name("bench/emb");
+  spec->set_variable("bench/emb");
+  for (int64_t d : {int64_t{0}, dim}) {
+    spec->mutable_shape()->add_dim(d);
+    spec->mutable_full_shape()->add_dim(d);
+  }
+  spec->mutable_initializer()->set_type(InitializerSpec::RANDOM_UNIFORM);
+  spec->mutable_optimizer()->set_type(OptimizerSpec::ADAGRAD);
+  spec->mutable_optimizer()->set_learning_rate(0.05);
+  spec->mutable_dynamic()->set_num_buckets(4096);
+  spec->mutable_dynamic()->set_bucket_end(4096);
+  CreateShardsResponse created;
+  if (absl::Status s = (*store)->CreateShards(create, &created); !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  std::vector<int64_t> keys(batch);
+  std::vector<float> grads(batch * dim, 0.01f);
+  uint64_t request_id = 0;
+  auto push = [&](int64_t first, int64_t count, int64_t stride) {
+    for (int64_t b = 0; b < count; b += batch) {
+      const int64_t n = std::min(batch, count - b);
+      for (int64_t i = 0; i < n; ++i) keys[i] = KeyOf(first + (b + i) * stride);
+      PushRowsRequest request;
+      request.set_request_id(++request_id);
+      request.set_shard("bench/emb");
+      request.set_ids_bytes(std::string(reinterpret_cast<const char*>(keys.data()), n * 8));
+      request.set_data(std::string(reinterpret_cast<const char*>(grads.data()), n * dim * 4));
+      PushRowsResponse response;
+      if (absl::Status s = (*store)->PushRows(request, &response); !s.ok()) {
+        std::cerr << s << "\n";
+        std::exit(1);
+      }
+    }
+  };
+  push(0, rows, 1);
+  const int64_t rss_steady = RssNow();
+  const double floats = static_cast<double>(rows) * dim * 2 * 4;  // parameters + accumulator
+  std::printf("ps store, %lld rows dim %lld Adagrad: RSS %.1f MiB, %.3f x the floats (%.3f for "
+              "the table's growth); target <= 1.3\n",
+              static_cast<long long>(rows), static_cast<long long>(dim), rss_steady / 1048576.0,
+              rss_steady / floats, (rss_steady - rss_start) / floats);
+  auto snapshot = [&](int64_t id, int64_t since) {
+    (void)bench::ResetPeakRss(getpid());
+    const auto t0 = std::chrono::steady_clock::now();
+    SnapshotRequest request;
+    request.set_checkpoint_id(id);
+    request.set_path(absl::StrCat(dir, "/snapshot-", id, ".safetensors"));
+    request.set_incremental_since(since);
+    SnapshotResponse response;
+    if (absl::Status s = (*store)->Snapshot(request, &response); !s.ok()) {
+      std::cerr << s << "\n";
+      std::exit(1);
+    }
+    const double cut_s = Seconds(t0);
+    SnapshotStatusResponse status;
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      SnapshotStatusRequest query;
+      query.set_checkpoint_id(id);
+      (void)(*store)->SnapshotStatus(query, &status);
+    } while (status.state() == SnapshotStatusResponse::WRITING);
+    const double total_s = Seconds(t0);
+    auto rss = bench::ReadRss(getpid());
+    const int64_t written = response.shards(0).dynamic().rows();
+    std::printf("%s snapshot: %lld rows, cut in %.2f s (training paused), file %.1f MiB written "
+                "in %.2f s; peak RSS %.1f MiB = %.3f x the steady RSS\n",
+                since == 0 ? "full" : "incremental", static_cast<long long>(written), cut_s,
+                status.file().bytes() / 1048576.0, total_s,
+                rss.ok() ? rss->peak_bytes / 1048576.0 : -1.0,
+                rss.ok() ? static_cast<double>(rss->peak_bytes) / rss_steady : -1.0);
+    std::remove(request.path().c_str());
+  };
+  snapshot(1, 0);
+  // `changed` of the rows pushed again, spread over the table: the increment's rows.
+  const int64_t again = std::max<int64_t>(1, static_cast<int64_t>(rows * changed));
+  push(0, again, std::max<int64_t>(1, rows / again));
+  snapshot(2, 1);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   int64_t rows = 10'000'000, dim = 16, threads = 2, batch = 4096, seconds_flag = 3;
   double zipf = 1.1;
@@ -76,8 +174,14 @@ int Main(int argc, char** argv) {
   flags.AddInt("batch", &batch, "keys per pull or push (before deduplication)");
   flags.AddInt("seconds", &seconds_flag, "seconds per throughput figure");
   flags.AddDouble("zipf", &zipf, "power-law exponent of the key draws");
+  std::string checkpoint_dir;
+  double changed = 0.01;
+  flags.AddString("checkpoint_dir", &checkpoint_dir,
+                  "measure a ps store's snapshots instead, writing them here");
+  flags.AddDouble("changed", &changed, "share of rows pushed between the full and the incremental snapshot");
   const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
   if (rc >= 0) return rc;
+  if (!checkpoint_dir.empty()) return CheckpointFigures(rows, dim, batch, changed, checkpoint_dir);
   if (rows <= 0 || dim <= 0 || threads <= 0 || batch <= 0 || zipf <= 1) {
     std::cerr << "--rows, --dim, --threads, --batch must be > 0 and --zipf > 1\n";
     return 2;
