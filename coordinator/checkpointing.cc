@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 
 namespace shardps {
@@ -99,15 +100,18 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
       s.version = version->second;
       s.file = contents.files[ps].file();
       s.tensors[""] = name;
-      for (const std::string& slot : v.slots) {
-        const std::string tensor = absl::StrCat(name, "/", slot);
+      // The shard's tensor "<name>/<suffix>" under key `suffix`; it must be in the ps's file.
+      auto add = [&](const std::string& suffix) -> absl::Status {
+        const std::string tensor = absl::StrCat(name, "/", suffix);
         if (tensors[ps].count(tensor) == 0) {
-          return absl::InternalError(absl::StrCat("slot tensor \"", tensor, "\" is not in ps ",
+          return absl::InternalError(absl::StrCat("tensor \"", tensor, "\" is not in ps ",
                                                   shard.ps, "'s file ",
                                                   contents.files[ps].file()));
         }
-        s.tensors[slot] = tensor;
-      }
+        s.tensors[suffix] = tensor;
+        return absl::OkStatus();
+      };
+      for (const std::string& slot : v.slots) RETURN_IF_ERROR(add(slot));
       if (layout.dynamic) {
         const ShardInfo& info = *infos[ps][name];
         s.rows = info.dynamic().rows();
@@ -115,13 +119,7 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
         s.bucket_end = shard.buckets.end;
         s.base_checkpoint = info.base_checkpoint();
         for (const char* extra : {kKeysTensor, kLastStepsTensor, kDeletedKeysTensor}) {
-          const std::string tensor = absl::StrCat(name, "/", extra);
-          if (tensors[ps].count(tensor) == 0) {
-            return absl::InternalError(absl::StrCat("tensor \"", tensor, "\" is not in ps ",
-                                                    shard.ps, "'s file ",
-                                                    contents.files[ps].file()));
-          }
-          s.tensors[extra] = tensor;
+          RETURN_IF_ERROR(add(extra));
         }
       }
       v.shards.push_back(std::move(s));

@@ -38,7 +38,7 @@ constexpr int kExitUsage = 2;
 
 int UsageError(const std::string& message) {
   std::cerr << "ctr_tool: " << message << "\n"
-            << "usage: ctr_tool generate|convert|stats ... (ctr_tool <command> --help)\n";
+            << "usage: ctr_tool generate|convert|stats|export ... (ctr_tool <command> --help)\n";
   return kExitUsage;
 }
 
@@ -125,6 +125,70 @@ absl::StatusOr<CtrSchema> ReadSchemaJson(const std::string& path) {
   const absl::Status valid = ValidateSchema(schema);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
   return schema;
+}
+
+// Fixed-size records for a reader without a click-log parser (the TensorFlow peer of
+// bench/ctr_vs_tf.sh reads them with tf.data): F.bin holds, per example, f32 label, f32
+// dense[D], i64 ids[T] (one id per table: one-hot data only), little-endian; F.json says
+// {"examples", "dense", "tables", "vocab": [...], "record_bytes", "spec"}.
+int Export(const std::vector<std::string>& args) {
+  std::string spec;
+  std::string out;
+  FlagParser flags("ctr_tool export",
+                   "Writes a one-hot synthetic spec as fixed-size records (F.bin, F.json).");
+  flags.AddString("spec", &spec, "synthetic_ctr:key=value,... (data/ctr/synthetic_ctr_spec.h)");
+  flags.AddString("out", &out, "output F.bin (F.json is written beside it)");
+  std::vector<std::string> positional;
+  const int rc = HandleParseResult(flags, flags.Parse(args, &positional));
+  if (rc >= 0) return rc;
+  if (!positional.empty()) return UsageError("export: unexpected argument \"" + positional[0] + "\"");
+  if (spec.empty()) return UsageError("export: --spec is required");
+  if (!absl::EndsWith(out, ".bin")) return UsageError("--out: \"" + out + "\" must end in .bin");
+  auto source = SyntheticCtrSource::FromSpec(spec);
+  if (!source.ok()) return UsageError(absl::StrCat("--spec: ", source.status().message()));
+  const CtrSchema& schema = (*source)->schema();
+  const int64_t n = (*source)->num_examples();
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (!file) return Failed(absl::NotFoundError(absl::StrCat(out, ": cannot write")));
+  CtrBatch batch;
+  std::vector<char> record;
+  for (int64_t begin = 0; begin < n; begin += 65536) {
+    const absl::Status status = ReadRange(**source, begin, std::min(n, begin + 65536), &batch);
+    if (!status.ok()) return Failed(status);
+    for (int j = 0; j < batch.size; ++j) {
+      record.clear();
+      auto put = [&](const void* p, size_t bytes) {
+        record.insert(record.end(), static_cast<const char*>(p), static_cast<const char*>(p) + bytes);
+      };
+      put(&batch.labels[j], sizeof(float));
+      put(batch.dense.data() + static_cast<size_t>(j) * schema.num_dense,
+          sizeof(float) * schema.num_dense);
+      for (size_t f = 0; f < batch.features.size(); ++f) {
+        const CtrFeatureIds& ids = batch.features[f];
+        if (ids.offsets[j + 1] - ids.offsets[j] != 1) {
+          return UsageError(absl::StrCat("export: example ", begin + j, " has ",
+                                         ids.offsets[j + 1] - ids.offsets[j], " ids of feature \"",
+                                         schema.features[f].name,
+                                         "\"; export takes one-hot data (hot=1, missing=0)"));
+        }
+        put(&ids.ids[ids.offsets[j]], sizeof(int64_t));
+      }
+      file.write(record.data(), static_cast<std::streamsize>(record.size()));
+    }
+  }
+  file.close();
+  if (!file) return Failed(absl::DataLossError(absl::StrCat(out, ": write failed")));
+  std::string vocab;
+  for (const CtrFeature& f : schema.features) {
+    absl::StrAppend(&vocab, vocab.empty() ? "" : ", ", f.vocab_size);
+  }
+  std::ofstream json(out.substr(0, out.size() - 4) + ".json", std::ios::trunc);
+  json << "{\"examples\": " << n << ", \"dense\": " << schema.num_dense
+       << ", \"tables\": " << schema.features.size() << ", \"vocab\": [" << vocab
+       << "], \"record_bytes\": " << 4 * (1 + schema.num_dense) + 8 * schema.features.size()
+       << ", \"spec\": \"" << spec << "\"}\n";
+  std::cout << "exported " << n << " examples to " << out << "\n";
+  return 0;
 }
 
 int Convert(const std::vector<std::string>& args) {
@@ -267,17 +331,18 @@ int Stats(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2) return UsageError("expected a command: generate, convert or stats");
+  if (argc < 2) return UsageError("expected a command: generate, convert, stats or export");
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "generate") return Generate(args);
   if (command == "convert") return Convert(args);
   if (command == "stats") return Stats(args);
+  if (command == "export") return Export(args);
   if (command == "--help" || command == "help") {
-    std::cout << "usage: ctr_tool generate|convert|stats ... (ctr_tool <command> --help)\n";
+    std::cout << "usage: ctr_tool generate|convert|stats|export ... (ctr_tool <command> --help)\n";
     return 0;
   }
-  return UsageError("unknown command \"" + command + "\" (expected generate, convert, stats)");
+  return UsageError("unknown command \"" + command + "\" (expected generate, convert, stats, export)");
 }
 
 }  // namespace

@@ -42,6 +42,13 @@ $tool convert --in="$dir/a.tsv.gz" --out="$dir/t.ctrbin" --schema="$dir/small.js
 [ $? -eq 1 ] || fail "an id out of the schema's vocabulary was accepted"
 grep -q "line" "$dir/small.err" || fail "out-of-vocabulary message: $(cat "$dir/small.err")"
 
+# Fixed-size records of one-hot data: label, 4 dense, 2 ids = 36 bytes each.
+$tool export --spec="synthetic_ctr:examples=200,dense=4,vocab=1000|50,seed=3" \
+  --out="$dir/e.bin" | grep -q "exported 200 examples" || fail "export"
+[ "$(stat -c %s "$dir/e.bin")" -eq $((200 * 36)) ] || fail "export size $(stat -c %s "$dir/e.bin")"
+grep -q '"record_bytes": 36' "$dir/e.json" || fail "export json: $(cat "$dir/e.json")"
+grep -q '"vocab": \[1000, 50\]' "$dir/e.json" || fail "export vocab: $(cat "$dir/e.json")"
+
 expect_usage() {  # expect exit 2 and the fragment in stderr
   local fragment="$1"; shift
   "$@" 2> "$dir/usage.err" > /dev/null
@@ -55,6 +62,7 @@ expect_usage "vocab" $tool generate --spec="synthetic_ctr:vocab=x" --out="$dir/x
 expect_usage "--bogus" $tool convert --bogus=1
 expect_usage "--examples" $tool generate --spec="$spec" --out="$dir/x.tsv" --examples=abc
 expect_usage "unknown command" $tool frobnicate
+expect_usage "one-hot" $tool export --spec="$spec" --out="$dir/m.bin"
 expect_usage "--dense and --schema" $tool convert --in="$dir/a.tsv.gz" --out="$dir/x.ctrbin" \
   --schema="$dir/schema.json" --dense=4
 echo '{"num_dense": 1, "categorical": [{"name": "a"}]}' > "$dir/bad.json"
