@@ -97,6 +97,6 @@ if [ "$use_tf" = 1 ]; then
     awk -v w="$w" -v a="${rate[shardps-$w]}" -v b="${rate[tf-$w]}" -v x="${auc[shardps-$w]}" \
         -v y="${auc[tf-$w]}" 'BEGIN {
       printf "%s worker(s): shardps/TensorFlow examples/s %.2fx (target >= 5x: %s); AUC %s vs %s (%s)\n",
-        w, a / b, a / b >= 5 ? "met" : "missed", x, y, x >= y ? "equal or better" : "lower" }'
+        w, a / b, (a / b >= 5) ? "met" : "missed", x, y, (x >= y) ? "equal or better" : "lower" }'
   done
 fi
