@@ -44,6 +44,31 @@ absl::Status ReadDynamicKeys(const CheckpointReader& reader, const std::string& 
       &stats);
 }
 
+// Rows `ids` (sorted, distinct, each in the table) of fixed table `name` into *out
+// (ids.size() rows): the ranges of rows that hold them, read in pieces of at most
+// kReadRowsPiece rows, so a table of 10^7 rows costs the memory of one piece.
+absl::Status ReadFixedRows(CheckpointReader* reader, const std::string& name,
+                           const std::vector<int64_t>& ids, const VariableInfo& info,
+                           std::vector<float>* out) {
+  constexpr int64_t kReadRowsPiece = 1 << 16;
+  const int64_t width = info.row_width();
+  std::vector<float> piece;
+  size_t k = 0;
+  while (k < ids.size()) {
+    const int64_t begin = ids[k];
+    size_t last = k;  // the last id of this piece
+    while (last + 1 < ids.size() && ids[last + 1] - begin < kReadRowsPiece) ++last;
+    const int64_t end = ids[last] + 1;
+    piece.resize(static_cast<size_t>((end - begin) * width));
+    RETURN_IF_ERROR(reader->ReadRows(name, "", begin, end, absl::MakeSpan(piece)));
+    for (; k <= last; ++k) {
+      std::copy(piece.begin() + (ids[k] - begin) * width,
+                piece.begin() + (ids[k] - begin + 1) * width, out->begin() + k * width);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReadCheckpointParams(CheckpointReader* reader, const Evaluator& evaluator,
@@ -69,8 +94,13 @@ absl::Status ReadCheckpointParams(CheckpointReader* reader, const Evaluator& eva
     if (evaluator.params()[i].dynamic) {
       // A dynamic table: the rows of the test split's keys, read on the checkpoint's chain
       // (increments on their bases); keys without a row keep their initial value.
-      RETURN_IF_ERROR(ReadDynamicKeys(*reader, name, evaluator.dynamic_keys(i),
+      RETURN_IF_ERROR(ReadDynamicKeys(*reader, name, evaluator.row_keys(i),
                                       evaluator.params()[i], &(*values)[i]));
+      continue;
+    }
+    if (evaluator.params()[i].access == VariableAccess::kRows) {
+      RETURN_IF_ERROR(
+          ReadFixedRows(reader, name, evaluator.row_keys(i), evaluator.params()[i], &(*values)[i]));
       continue;
     }
     const int64_t rows = shape.empty() ? 1 : shape[0];

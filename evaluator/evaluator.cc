@@ -22,7 +22,7 @@ Evaluator::Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmComp
   for (const VariableInfo& v : model_->variables()) {
     variable_names_.push_back(absl::StrCat(job_.name(), "/", v.name));
   }
-  dynamic_keys_.resize(model_->variables().size());
+  row_keys_.resize(model_->variables().size());
 }
 
 namespace {
@@ -46,20 +46,35 @@ absl::Status ForEachTestBatch(const Model& model, const DataSource& test, Fn fn)
 
 }  // namespace
 
-absl::Status Evaluator::CollectDynamicKeys() {
+absl::Status Evaluator::CollectRowKeys() {
   const std::vector<VariableInfo>& vars = params();
   bool any = false;
-  for (const VariableInfo& v : vars) any |= v.dynamic;
+  for (const VariableInfo& v : vars) any |= v.access == VariableAccess::kRows;
   if (!any) return absl::OkStatus();
   RETURN_IF_ERROR(ForEachTestBatch(*model_, *test_, [&](int64_t, StepBuffers& step) {
     for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i].dynamic) {
-        dynamic_keys_[i].insert(dynamic_keys_[i].end(), step.ids[i].begin(), step.ids[i].end());
+      if (vars[i].access != VariableAccess::kRows) continue;
+      if (!vars[i].dynamic) {
+        const int64_t rows = vars[i].shape.empty() ? 0 : vars[i].shape[0];
+        for (int64_t id : step.ids[i]) {
+          if (id < 0 || id >= rows) {
+            return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i],
+                                                           "\": id ", id, " of the test split is "
+                                                           "outside [0, ", rows, ")"));
+          }
+        }
+      }
+      row_keys_[i].insert(row_keys_[i].end(), step.ids[i].begin(), step.ids[i].end());
+      // Keep the vector near its distinct size: a large split repeats hot ids many times.
+      if (row_keys_[i].size() > (size_t{1} << 22)) {
+        std::sort(row_keys_[i].begin(), row_keys_[i].end());
+        row_keys_[i].erase(std::unique(row_keys_[i].begin(), row_keys_[i].end()),
+                           row_keys_[i].end());
       }
     }
     return absl::OkStatus();
   }));
-  for (std::vector<int64_t>& keys : dynamic_keys_) {
+  for (std::vector<int64_t>& keys : row_keys_) {
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   }
@@ -89,18 +104,20 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
   std::unique_ptr<Evaluator> evaluator(new Evaluator(job, ModelCompute{backend, dlrm},
                                                      std::move(own_dlrm), *std::move(model),
                                                      *std::move(test)));
-  RETURN_IF_ERROR(evaluator->CollectDynamicKeys());
+  RETURN_IF_ERROR(evaluator->CollectRowKeys());
   return evaluator;
+}
+
+size_t Evaluator::ValuesSize(size_t i) const {
+  const VariableInfo& v = params()[i];
+  return static_cast<size_t>(v.access == VariableAccess::kRows
+                                 ? static_cast<int64_t>(row_keys_[i].size()) * v.row_width()
+                                 : v.num_elements());
 }
 
 std::vector<std::vector<float>> Evaluator::NewValues() const {
   std::vector<std::vector<float>> values;
-  const std::vector<VariableInfo>& vars = params();
-  for (size_t i = 0; i < vars.size(); ++i) {
-    values.emplace_back(static_cast<size_t>(
-        vars[i].dynamic ? static_cast<int64_t>(dynamic_keys_[i].size()) * vars[i].row_width()
-                        : vars[i].num_elements()));
-  }
+  for (size_t i = 0; i < params().size(); ++i) values.emplace_back(ValuesSize(i));
   return values;
 }
 
@@ -112,12 +129,11 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
                                                    " parameter values for model \"", job_.model(),
                                                    "\", which has ", vars.size()));
   }
-  const std::vector<std::vector<float>> sizes = NewValues();
   for (size_t i = 0; i < vars.size(); ++i) {
-    if (values[i].size() != sizes[i].size()) {
+    if (values[i].size() != ValuesSize(i)) {
       return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i], "\" has ",
                                                      values[i].size(), " values, expected ",
-                                                     sizes[i].size()));
+                                                     ValuesSize(i)));
     }
   }
   // Every test example once, in order, in batches of 1000.
@@ -133,32 +149,17 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
         continue;
       }
       const int64_t width = vars[i].row_width();
-      if (vars[i].dynamic) {
-        // The batch's rows of a dynamic table, from the rows of the split's keys.
-        const std::vector<int64_t>& keys = dynamic_keys_[i];
-        for (size_t r = 0; r < step.ids[i].size(); ++r) {
-          const auto it = std::lower_bound(keys.begin(), keys.end(), step.ids[i][r]);
-          if (it == keys.end() || *it != step.ids[i][r]) {
-            return absl::InternalError(absl::StrCat("evaluator: \"", variable_names_[i],
-                                                    "\": key ", step.ids[i][r],
-                                                    " was not collected from the test split"));
-          }
-          std::memcpy(step.values[i].data() + r * width,
-                      values[i].data() + (it - keys.begin()) * width,
-                      static_cast<size_t>(width) * sizeof(float));
-        }
-        continue;
-      }
-      // The batch's rows of a variable read by rows, from the whole of it.
-      const int64_t rows = vars[i].shape.empty() ? 0 : vars[i].shape[0];
+      // The batch's rows, from the rows of the split's ids.
+      const std::vector<int64_t>& keys = row_keys_[i];
       for (size_t r = 0; r < step.ids[i].size(); ++r) {
-        const int64_t id = step.ids[i][r];
-        if (id < 0 || id >= rows) {
-          return absl::InvalidArgumentError(absl::StrCat("evaluator: \"", variable_names_[i],
-                                                         "\": id ", id, " is outside [0, ", rows,
-                                                         ")"));
+        const auto it = std::lower_bound(keys.begin(), keys.end(), step.ids[i][r]);
+        if (it == keys.end() || *it != step.ids[i][r]) {
+          return absl::InternalError(absl::StrCat("evaluator: \"", variable_names_[i],
+                                                  "\": id ", step.ids[i][r],
+                                                  " was not collected from the test split"));
         }
-        std::memcpy(step.values[i].data() + r * width, values[i].data() + id * width,
+        std::memcpy(step.values[i].data() + r * width,
+                    values[i].data() + (it - keys.begin()) * width,
                     static_cast<size_t>(width) * sizeof(float));
       }
     }

@@ -40,16 +40,18 @@ class Evaluator {
   const std::vector<VariableInfo>& params() const { return model_->variables(); }
   // Their variables' names, "{job name}/{param name}" (on the ps and in checkpoints).
   const std::vector<std::string>& variable_names() const { return variable_names_; }
-  // One zeroed buffer per variable, sized for all of it (also for those a training step
-  // reads by rows: the evaluator holds whole variables), except a dynamic table's
-  // (VariableInfo::dynamic), which has no whole: only the rows of dynamic_keys(i).
+  // One zeroed buffer per variable: a dense variable's holds all of it; a variable a step
+  // reads by rows (an embedding table, fixed or dynamic) holds only the rows of row_keys(i).
+  // A table of 10^7 rows is read by a test split of 10^4 examples at a few 10^4 rows: the
+  // evaluator pulls, keeps and reads from checkpoints only those.
   std::vector<std::vector<float>> NewValues() const;
-  // The keys of dynamic table i that the test split reads, sorted and distinct (empty for
-  // any other variable): its values are these rows, in this order.
-  const std::vector<int64_t>& dynamic_keys(size_t i) const { return dynamic_keys_[i]; }
+  // The ids of variable i that the test split reads, sorted and distinct: row indices of a
+  // fixed table, keys of a dynamic one (VariableInfo::dynamic); empty for a dense variable.
+  // The variable's values are these rows, in this order.
+  const std::vector<int64_t>& row_keys(size_t i) const { return row_keys_[i]; }
 
   // Evaluates every test example once, in batches of 1000, with `values` (one per parameter,
-  // in order, each of its num_elements(), or dynamic_keys(i).size() rows). Sets examples, loss (mean), accuracy and
+  // in order, each as NewValues() sizes it). Sets examples, loss (mean), accuracy and
   // unix_time; for a click model also auc (exact, over the whole test split) and, where the
   // data knows it, auc_ceiling (the planted model's AUC on the same examples); the caller sets what says where the values came from (step, checkpoint_id,
   // steps_done). INVALID_ARGUMENT naming the parameter when a value has the wrong size.
@@ -58,8 +60,11 @@ class Evaluator {
  private:
   Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
             std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test);
-  // Fills dynamic_keys_ with one pass over the test split.
-  absl::Status CollectDynamicKeys();
+  // Fills row_keys_ with one pass over the test split; INVALID_ARGUMENT naming the variable
+  // for an id outside a fixed table.
+  absl::Status CollectRowKeys();
+  // The number of floats of variable i's values.
+  size_t ValuesSize(size_t i) const;
 
   const JobSpec job_;
   const std::unique_ptr<DlrmCompute> own_dlrm_;  // made here when none was given
@@ -67,7 +72,7 @@ class Evaluator {
   const std::unique_ptr<Model> model_;
   const std::shared_ptr<const DataSource> test_;
   std::vector<std::string> variable_names_;
-  std::vector<std::vector<int64_t>> dynamic_keys_;  // per variable
+  std::vector<std::vector<int64_t>> row_keys_;  // per variable
 };
 
 }  // namespace shardps

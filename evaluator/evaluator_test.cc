@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "evaluator/checkpoint_params.h"
 #include "evaluator/metrics_file.h"
 #include "evaluator/test_util.h"
 #include "gmock/gmock.h"
@@ -95,9 +97,9 @@ TEST_F(EvaluatorTest, DynamicTablesAreReadAtTheTestSplitsKeys) {
   std::vector<std::vector<float>> values = (*evaluator)->NewValues();
   size_t dynamic = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::vector<int64_t>& keys = (*evaluator)->dynamic_keys(i);
+    const std::vector<int64_t>& keys = (*evaluator)->row_keys(i);
     if (!params[i].dynamic) {
-      EXPECT_TRUE(keys.empty());
+      EXPECT_TRUE(keys.empty()) << "dense: held whole";
       EXPECT_EQ(values[i].size(), static_cast<size_t>(params[i].num_elements()));
       // Dense parameters: small distinct values, so the model's output depends on the rows.
       for (size_t k = 0; k < values[i].size(); ++k) values[i][k] = 0.01f * ((k % 7) + 1);
@@ -140,6 +142,100 @@ TEST_F(EvaluatorTest, DynamicTablesAreReadAtTheTestSplitsKeys) {
   absl::StatusOr<EvalMetrics> bad = (*evaluator)->Evaluate(values);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("ctr/embedding/"));
+}
+
+// A fixed table is held as the rows its test split reads, not whole: a table of 5000 rows
+// read by 300 examples keeps at most 300 of them. Those rows, read from a checkpoint or
+// gathered from the whole table, give the metrics the whole table gives, and a row outside
+// them changes nothing.
+TEST_F(EvaluatorTest, FixedTablesAreHeldAtTheTestSplitsRows) {
+  JobSpec job;
+  job.set_job_id("ctr-2");
+  job.set_name("ctrfixed");
+  job.set_model("dlrm:bottom=4;top=8;dim=4");
+  job.set_dataset("synthetic_ctr:examples=500,test=300,dense=2,tables=2,vocab=5000,seed=4");
+  job.mutable_kernel_initializer()->set_type(InitializerSpec::GLOROT_UNIFORM);
+  auto evaluator = Evaluator::Create(job, backend_.get());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  const auto& params = (*evaluator)->params();
+  // Whole values: row r of a table is a function of r; dense values small and distinct.
+  std::vector<std::vector<float>> whole;
+  std::vector<std::vector<int64_t>> shapes;
+  int tables = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    whole.emplace_back(static_cast<size_t>(params[i].num_elements()));
+    shapes.push_back(params[i].shape);
+    for (size_t k = 0; k < whole[i].size(); ++k) {
+      whole[i][k] = params[i].access == VariableAccess::kRows
+                        ? static_cast<float>(std::sin(0.37 * static_cast<double>(k)))
+                        : 0.01f * ((k % 7) + 1);
+    }
+    if (params[i].access != VariableAccess::kRows) {
+      EXPECT_TRUE((*evaluator)->row_keys(i).empty());
+      continue;
+    }
+    ++tables;
+    const std::vector<int64_t>& keys = (*evaluator)->row_keys(i);
+    ASSERT_FALSE(keys.empty());
+    EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+    EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end()) << "distinct";
+    EXPECT_GE(keys.front(), 0);
+    EXPECT_LT(keys.back(), params[i].shape[0]);
+    EXPECT_LE(keys.size(), 300u) << "one id per example and table at most";
+  }
+  ASSERT_EQ(tables, 2);
+  auto gather = [&](const std::vector<std::vector<float>>& from) {
+    std::vector<std::vector<float>> values = (*evaluator)->NewValues();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].access != VariableAccess::kRows) {
+        values[i] = from[i];
+        continue;
+      }
+      const int64_t width = params[i].row_width();
+      const std::vector<int64_t>& keys = (*evaluator)->row_keys(i);
+      EXPECT_EQ(values[i].size(), keys.size() * width) << params[i].name;
+      for (size_t r = 0; r < keys.size(); ++r) {
+        std::copy(from[i].begin() + keys[r] * width, from[i].begin() + (keys[r] + 1) * width,
+                  values[i].begin() + r * width);
+      }
+    }
+    return values;
+  };
+  const std::vector<std::vector<float>> gathered = gather(whole);
+  absl::StatusOr<EvalMetrics> first = (*evaluator)->Evaluate(gathered);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->examples(), 300);
+  // From a checkpoint of the whole tables (each split in two files): the same rows.
+  const std::string dir = testing::NewTempDir("fixed_rows");
+  ASSERT_TRUE(testing::WriteModelCheckpoint(dir, job, 1, (*evaluator)->variable_names(), shapes,
+                                            whole)
+                  .ok());
+  auto reader = CheckpointReader::Open(dir + "/ckpt-000000001");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<std::vector<float>> read = (*evaluator)->NewValues();
+  ASSERT_TRUE(ReadCheckpointParams(reader->get(), **evaluator, &read).ok());
+  EXPECT_EQ(read, gathered);
+  // A row no test example reads changes nothing; a row one reads changes the metrics.
+  std::vector<std::vector<float>> changed = whole;
+  size_t table = 0;
+  while (params[table].access != VariableAccess::kRows) ++table;
+  const std::vector<int64_t>& keys = (*evaluator)->row_keys(table);
+  int64_t unread = 0;
+  while (std::binary_search(keys.begin(), keys.end(), unread)) ++unread;
+  for (int j = 0; j < 4; ++j) changed[table][unread * 4 + j] = 100.0f;
+  absl::StatusOr<EvalMetrics> same = (*evaluator)->Evaluate(gather(changed));
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->loss(), first->loss());
+  for (int j = 0; j < 4; ++j) changed[table][keys[0] * 4 + j] = 100.0f;
+  absl::StatusOr<EvalMetrics> other = (*evaluator)->Evaluate(gather(changed));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->loss(), first->loss());
+  // Whole-table sized values are refused, naming the variable.
+  std::vector<std::vector<float>> bad = gathered;
+  bad[table] = whole[table];
+  absl::StatusOr<EvalMetrics> refused = (*evaluator)->Evaluate(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(params[table].name));
 }
 
 TEST(MetricsFileTest, OneEscapedJsonLinePerRecord) {

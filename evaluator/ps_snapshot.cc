@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/error_detail.h"
@@ -55,10 +56,10 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
                                           int max_attempts, std::vector<std::vector<float>>* values,
                                           bool* consistent) {
   std::vector<PsClient::PullTarget> targets;
-  std::vector<size_t> dynamic;  // dynamic tables: only the rows the test split reads
+  std::vector<size_t> by_rows;  // tables: only the rows the test split reads
   for (size_t i = 0; i < evaluator.params().size(); ++i) {
-    if (evaluator.params()[i].dynamic) {
-      dynamic.push_back(i);
+    if (evaluator.params()[i].access == VariableAccess::kRows) {
+      by_rows.push_back(i);
       continue;
     }
     targets.push_back({evaluator.variable_names()[i], absl::MakeSpan((*values)[i])});
@@ -68,11 +69,23 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
   for (int attempt = 0; attempt < std::max(1, max_attempts); ++attempt) {
     if (attempt > 0) absl::SleepFor(absl::Milliseconds(5));
     RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
-    for (size_t i : dynamic) {
-      PullVersions rows;
-      RETURN_IF_ERROR(ps->PullRows(evaluator.variable_names()[i], evaluator.dynamic_keys(i),
-                                   absl::MakeSpan((*values)[i]), {}, &rows));
-      MergeVersions(rows, &versions, /*first=*/targets.empty() && i == dynamic.front());
+    // Every table's rows in flight together.
+    std::vector<PullVersions> rows(by_rows.size());
+    std::vector<absl::Status> statuses(by_rows.size());
+    absl::BlockingCounter pending(static_cast<int>(by_rows.size()));
+    for (size_t k = 0; k < by_rows.size(); ++k) {
+      const size_t i = by_rows[k];
+      ps->PullRowsAsync(evaluator.variable_names()[i], evaluator.row_keys(i),
+                        absl::MakeSpan((*values)[i]), {}, &rows[k],
+                        [&statuses, &pending, k](absl::Status status) {
+                          statuses[k] = std::move(status);
+                          pending.DecrementCount();
+                        });
+    }
+    pending.Wait();
+    for (size_t k = 0; k < by_rows.size(); ++k) {
+      RETURN_IF_ERROR(statuses[k]);
+      MergeVersions(rows[k], &versions, /*first=*/targets.empty() && k == 0);
     }
     if (versions.min_version == versions.max_version) {
       *consistent = true;

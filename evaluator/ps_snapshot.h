@@ -20,7 +20,8 @@ namespace shardps {
 // created it yet, or another job's model uses the name); Discover's error as it is.
 absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator);
 
-// Pulls every parameter of `evaluator`'s model into `values` (from evaluator.NewValues()),
+// Pulls every parameter of `evaluator`'s model into `values` (from evaluator.NewValues()):
+// dense variables whole, tables at the rows of Evaluator::row_keys, all in flight at once,
 // again (up to `max_attempts` pulls, 5 ms apart) until every shard has the same version.
 // Returns the range of versions of the last pull; `consistent` says whether it was one
 // version. The pull's error, naming the variable and ps, otherwise.

@@ -185,9 +185,17 @@ std::string RecordingHooks::AllLogs() const {
 
 namespace {
 
+std::vector<std::string> SoftmaxNames(const JobSpec& job) {
+  return {job.name() + "/dense_0/kernel", job.name() + "/dense_0/bias"};
+}
+std::vector<std::vector<int64_t>> SoftmaxShapes() { return {{784, 10}, {10}}; }
+
 // Writes the two data files into checkpoint `id`'s directory and returns the manifest that
-// commits them.
+// commits them: variable k is names[k] of shape shapes[k], split in two halves of its rows
+// across ps 0 and 1 when it has two dimensions, else whole on ps 1.
 absl::StatusOr<Manifest> WriteData(const CheckpointDir& dir, const JobSpec& job, int64_t id,
+                                   const std::vector<std::string>& names,
+                                   const std::vector<std::vector<int64_t>>& shapes,
                                    const std::vector<std::vector<float>>& values,
                                    int64_t steps_done, bool final) {
   ASSIGN_OR_RETURN(std::string path, dir.Prepare(id));
@@ -234,8 +242,14 @@ absl::StatusOr<Manifest> WriteData(const CheckpointDir& dir, const JobSpec& job,
     }
     manifest.variables.push_back(v);
   };
-  add(job.name() + "/dense_0/kernel", {784, 10}, 10, values[0], {{392, 0}, {392, 1}});
-  add(job.name() + "/dense_0/bias", {10}, 1, values[1], {{10, 1}});
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (shapes[k].size() == 2) {
+      const int64_t rows = shapes[k][0];
+      add(names[k], shapes[k], shapes[k][1], values[k], {{rows / 2, 0}, {rows - rows / 2, 1}});
+    } else {
+      add(names[k], shapes[k], 1, values[k], {{shapes[k].empty() ? 1 : shapes[k][0], 1}});
+    }
+  }
   for (int ps = 0; ps < 2; ++ps) {
     SafetensorsWriteOptions options;
     options.fsync = false;
@@ -253,7 +267,18 @@ absl::Status WriteSoftmaxCheckpoint(const std::string& dir, const JobSpec& job, 
                                     const std::vector<std::vector<float>>& values,
                                     int64_t steps_done, bool final) {
   ASSIGN_OR_RETURN(CheckpointDir checkpoints, CheckpointDir::Open(dir, /*create=*/true));
-  ASSIGN_OR_RETURN(Manifest manifest, WriteData(checkpoints, job, id, values, steps_done, final));
+  ASSIGN_OR_RETURN(Manifest manifest, WriteData(checkpoints, job, id, SoftmaxNames(job),
+                                                SoftmaxShapes(), values, steps_done, final));
+  return checkpoints.Commit(manifest);
+}
+
+absl::Status WriteModelCheckpoint(const std::string& dir, const JobSpec& job, int64_t id,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes,
+                                  const std::vector<std::vector<float>>& values) {
+  ASSIGN_OR_RETURN(CheckpointDir checkpoints, CheckpointDir::Open(dir, /*create=*/true));
+  ASSIGN_OR_RETURN(Manifest manifest,
+                   WriteData(checkpoints, job, id, names, shapes, values, 1, false));
   return checkpoints.Commit(manifest);
 }
 
@@ -261,7 +286,8 @@ absl::Status WriteSoftmaxCheckpointWithoutManifest(const std::string& dir, const
                                                    int64_t id,
                                                    const std::vector<std::vector<float>>& values) {
   ASSIGN_OR_RETURN(CheckpointDir checkpoints, CheckpointDir::Open(dir, /*create=*/true));
-  return WriteData(checkpoints, job, id, values, 0, false).status();
+  return WriteData(checkpoints, job, id, SoftmaxNames(job), SoftmaxShapes(), values, 0, false)
+      .status();
 }
 
 std::string NewTempDir(const std::string& prefix) {

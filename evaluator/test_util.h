@@ -96,6 +96,14 @@ absl::Status WriteSoftmaxCheckpoint(const std::string& dir, const JobSpec& job, 
                                     const std::vector<std::vector<float>>& values,
                                     int64_t steps_done, bool final);
 
+// Writes checkpoint `id` of any model: variable k, names[k] of shape shapes[k], holds
+// values[k]; one of two dimensions is split in halves of its rows across two ps files, any
+// other is whole in the second (steps_done 1, not final).
+absl::Status WriteModelCheckpoint(const std::string& dir, const JobSpec& job, int64_t id,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes,
+                                  const std::vector<std::vector<float>>& values);
+
 // Writes the data files of checkpoint `id` but no manifest: an interrupted checkpoint.
 absl::Status WriteSoftmaxCheckpointWithoutManifest(const std::string& dir, const JobSpec& job,
                                                    int64_t id,
