@@ -132,6 +132,54 @@ class GrpcPsInterface : public PsInterface {
         RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
   }
 
+  // One call per batch once the ps has said that it serves them (kRowBatchesMetadataKey);
+  // until then one call per item. The rows go from gRPC's receive slices straight into
+  // `outs`.
+  void PullRowsBatchIntoAsync(const PullRowsBatchRequest* request,
+                              PullRowsBatchResponse* response,
+                              absl::Span<const absl::Span<char>> outs, absl::Time deadline,
+                              StatusCallback done) override {
+    if (!peer_takes_row_batches_.load(std::memory_order_relaxed)) {
+      return PsInterface::PullRowsBatchIntoAsync(request, response, outs, deadline,
+                                                 std::move(done));
+    }
+    static const std::string* const method = NewMethodName("PullRowsBatch");
+    RawCall::Start(
+        NextStub().generic.get(), *method,
+        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
+        },
+        [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
+          int64_t expected = 0;
+          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          absl::StatusOr<int64_t> got = ParseWithBytesInto(
+              *buffer, PullRowsBatchResponse::kDataFieldNumber, outs, response);
+          if (!got.ok()) return got.status();
+          if (*got != expected || response->pulls_size() != request->pulls_size()) {
+            return absl::InternalError(absl::StrCat(
+                "pull rows batch of ", request->pulls_size(), " items (first \"",
+                request->pulls_size() > 0 ? request->pulls(0).shard() : "", "\") returned ",
+                response->pulls_size(), " items and ", *got, " bytes, expected ", expected));
+          }
+          return absl::OkStatus();
+        },
+        deadline, std::move(done), LearnRowIdsBytes());
+  }
+
+  void PushRowsBatchAsync(const PushRowsBatchRequest* request, PushRowsBatchResponse* response,
+                          absl::Time deadline, StatusCallback done) override {
+    if (!peer_takes_row_batches_.load(std::memory_order_relaxed)) {
+      return PsInterface::PushRowsBatchAsync(request, response, deadline, std::move(done));
+    }
+    static const std::string* const method = NewMethodName("PushRowsBatch");
+    RawCall::Start(
+        NextStub().generic.get(), *method,
+        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
+        },
+        RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
+  }
+
   // The pulled bytes go from gRPC's receive slices straight into `outs`: one copy on this
   // side instead of three (into a response string, then out of it).
   void PullBatchAsync(const PullBatchRequest* request, PullBatchResponse* response,
@@ -370,6 +418,9 @@ class GrpcPsInterface : public PsInterface {
       auto it = metadata.find(kRowIdsBytesMetadataKey);
       const bool reads = it != metadata.end() && it->second == "1";
       peer_reads_ids_bytes_.store(reads, std::memory_order_relaxed);
+      auto batches = metadata.find(kRowBatchesMetadataKey);
+      peer_takes_row_batches_.store(batches != metadata.end() && batches->second == "1",
+                                    std::memory_order_relaxed);
     };
   }
 
@@ -390,6 +441,7 @@ class GrpcPsInterface : public PsInterface {
   std::vector<Stubs> stubs_;
   // Whether the ps's last row reply said that it reads ids_bytes.
   std::atomic<bool> peer_reads_ids_bytes_{false};
+  std::atomic<bool> peer_takes_row_batches_{false};  // kRowBatchesMetadataKey
   std::atomic<uint64_t> next_{0};
 };
 

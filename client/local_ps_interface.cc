@@ -1,5 +1,10 @@
 #include "client/local_ps_interface.h"
 
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
 namespace shardps {
 namespace {
 
@@ -32,6 +37,50 @@ class LocalPsInterface : public PsInterface {
   void PushRowsAsync(const PushRowsRequest* request, PushRowsResponse* response, absl::Time,
                      StatusCallback done) override {
     done(store_->PushRows(*request, response));
+  }
+  // The store's own batches: each item as the store's PullRows, then copied out.
+  void PullRowsBatchIntoAsync(const PullRowsBatchRequest* request,
+                              PullRowsBatchResponse* response,
+                              absl::Span<const absl::Span<char>> outs, absl::Time,
+                              StatusCallback done) override {
+    int64_t rows = 0;
+    for (const PullRowsRequest& item : request->pulls()) rows += RowRequestIds(item);
+    if (rows != static_cast<int64_t>(outs.size())) {
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("pull rows batch of ", request->pulls_size(), " items and ", rows,
+                       " ids has ", outs.size(), " outputs")));
+    }
+    response->Clear();
+    std::vector<PullRowsResponse*> items;
+    for (int i = 0; i < request->pulls_size(); ++i) items.push_back(response->add_pulls());
+    store_->PullRowsBatch(
+        *request, items, [request, response, outs, done = std::move(done)](const absl::Status& s) {
+          absl::Status status = s;
+          size_t row = 0;
+          for (int i = 0; status.ok() && i < response->pulls_size(); ++i) {
+            const std::string& data = response->pulls(i).data();
+            size_t expected = 0;
+            const size_t count = static_cast<size_t>(RowRequestIds(request->pulls(i)));
+            for (size_t r = row; r < row + count; ++r) expected += outs[r].size();
+            if (data.size() != expected) {
+              status = PulledRowsSizeError(request->pulls(i), static_cast<int64_t>(data.size()),
+                                           static_cast<int64_t>(expected));
+              break;
+            }
+            size_t offset = 0;
+            for (size_t r = row; r < row + count; ++r) {
+              std::memcpy(outs[r].data(), data.data() + offset, outs[r].size());
+              offset += outs[r].size();
+            }
+            row += count;
+          }
+          for (PullRowsResponse& item : *response->mutable_pulls()) item.clear_data();
+          done(status);
+        });
+  }
+  void PushRowsBatchAsync(const PushRowsBatchRequest* request, PushRowsBatchResponse* response,
+                          absl::Time, StatusCallback done) override {
+    done(store_->PushRowsBatch(*request, response));
   }
   void AssignAsync(const AssignRequest* request, AssignResponse* response, absl::Time,
                    StatusCallback done) override {

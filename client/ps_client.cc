@@ -492,92 +492,149 @@ class PsClientImpl : public PsClient {
         [](Batch*, const absl::Status& s) { return s; }, std::move(fan));
   }
 
-  void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
-                     absl::Span<float> out, const PullOptions& options,
-                     PullVersions* versions, StatusCallback done) override {
-    absl::StatusOr<VariableLayout> layout = GetLayout(name);
-    if (!layout.ok()) return done(layout.status());
-    if (static_cast<int64_t>(out.size()) !=
-        static_cast<int64_t>(ids.size()) * layout->row_width) {
-      return done(absl::InvalidArgumentError(absl::StrCat(
-          "variable \"", name, "\": row pull of ", ids.size(), " ids of width ",
-          layout->row_width, " needs ", ids.size() * layout->row_width,
-          " output floats, got ", out.size())));
-    }
-    struct Part {
-      PullRowsRequest request;
-      PullRowsResponse response;
-      std::vector<absl::Span<char>> outs;  // each row's place in the caller's `out`
+  void PullRowsManyAsync(std::vector<RowsPullTarget> targets, const PullOptions& options,
+                         PullVersions* versions, StatusCallback done) override {
+    // Each table's rows are split by shard (and into chunks of at most max_chunk_bytes), as
+    // one PullRows each would be; then a ps's chunks go out together, in batches of at most
+    // max_chunk_bytes: one PullRowsBatch per ps for a step's every table, where a call per
+    // table and shard would cost a round trip and gRPC's per-call work each.
+    struct Batch {
+      PullRowsBatchRequest request;
+      PullRowsBatchResponse response;
+      std::vector<absl::Span<char>> outs;  // each row's place in the callers' memory, in order
+      int64_t bytes = 0;
     };
-    const int64_t width = layout->row_width;
-    const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-    const int64_t max_rows = MaxRows(width);
-    Parts<Part> parts;
-    absl::Status routed = RouteRows(
-        *layout, ids, /*every_shard=*/false,
-        [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
-          for (RowChunk& chunk : SplitRows(std::move(local), std::move(positions), max_rows,
-                                           /*keep_duplicates_together=*/false)) {
-            auto part = std::make_unique<Part>();
-            part->request.set_shard(layout->shards[shard].spec.name());
-            SetRowIds(chunk.ids, part->request.mutable_ids_bytes());
-            part->request.set_min_version(options.min_version);
-            part->request.set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
-            part->request.set_exact_version(options.exact_version);
-            // The rows go from the reply straight to where the caller wants them.
-            part->outs.reserve(chunk.positions.size());
-            for (int64_t position : chunk.positions) {
-              part->outs.emplace_back(reinterpret_cast<char*>(out.data() + position * width),
-                                      row_bytes);
+    Batches<Batch> batches(num_ps(), options_.max_chunk_bytes);
+    for (const RowsPullTarget& target : targets) {
+      absl::StatusOr<VariableLayout> layout = GetLayout(target.name);
+      if (!layout.ok()) return done(layout.status());
+      const int64_t width = layout->row_width;
+      if (static_cast<int64_t>(target.out.size()) !=
+          static_cast<int64_t>(target.ids.size()) * width) {
+        return done(absl::InvalidArgumentError(absl::StrCat(
+            "variable \"", target.name, "\": row pull of ", target.ids.size(), " ids of width ",
+            width, " needs ", target.ids.size() * width, " output floats, got ",
+            target.out.size())));
+      }
+      const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+      absl::Status routed = RouteRows(
+          *layout, target.ids, /*every_shard=*/false,
+          [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
+            for (RowChunk& chunk : SplitRows(std::move(local), std::move(positions),
+                                             MaxRows(width),
+                                             /*keep_duplicates_together=*/false)) {
+              const int64_t bytes = static_cast<int64_t>(chunk.ids.size() * row_bytes);
+              Batch* batch = batches.For(layout->shards[shard].ps, bytes);
+              PullRowsRequest* item = batch->request.add_pulls();
+              item->set_shard(layout->shards[shard].spec.name());
+              SetRowIds(chunk.ids, item->mutable_ids_bytes());
+              item->set_min_version(options.min_version);
+              item->set_wait_timeout_ms(absl::ToInt64Milliseconds(options.wait_timeout));
+              item->set_exact_version(options.exact_version);
+              // The rows go from the reply straight to where the caller wants them.
+              for (int64_t position : chunk.positions) {
+                batch->outs.emplace_back(
+                    reinterpret_cast<char*>(target.out.data() + position * width), row_bytes);
+              }
             }
-            parts.emplace_back(layout->shards[shard].ps, std::move(part));
-          }
-        });
-    if (!routed.ok()) return done(routed);
+          });
+      if (!routed.ok()) return done(routed);
+    }
     auto seen = std::make_shared<VersionsSeen>();
-    auto fan = Fanout::Make(parts.size(), [versions, seen, done](const absl::Status& s) {
+    auto fan = Fanout::Make(batches.size(), [versions, seen, done](const absl::Status& s) {
       if (s.ok() && versions != nullptr) seen->Fill(versions);
       done(s);
     });
-    // All at once: a row call's parts are one per shard (and chunk), and small.
-    IssueParts<Part>(
-        std::move(parts), /*window_size=*/0, Deadline() + options.wait_timeout,
-        [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
-          target->PullRowsIntoAsync(&part->request, &part->response, part->outs, deadline,
-                                    std::move(done));
+    // All at once: a step's row batches are one per ps (and max_chunk_bytes), and small.
+    IssueParts<Batch>(
+        batches.Take(), /*window_size=*/0, Deadline() + options.wait_timeout,
+        [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
+          if (batch->request.pulls_size() == 1) {  // a call of its own is cheaper
+            batch->response.Clear();
+            target->PullRowsIntoAsync(&batch->request.pulls(0), batch->response.add_pulls(),
+                                      batch->outs, deadline, std::move(done));
+            return;
+          }
+          target->PullRowsBatchIntoAsync(&batch->request, &batch->response, batch->outs,
+                                         deadline, std::move(done));
         },
-        [seen, versions](Part* part, const absl::Status& s) {
-          if (s.ok() && versions != nullptr) {
-            seen->Add(part->request.shard(), part->response.version());
+        [seen, versions](Batch* batch, const absl::Status& s) {
+          if (!s.ok() || versions == nullptr) return s;
+          const int n = std::min(batch->request.pulls_size(), batch->response.pulls_size());
+          for (int i = 0; i < n; ++i) {
+            seen->Add(batch->request.pulls(i).shard(), batch->response.pulls(i).version());
           }
           return s;
         },
         std::move(fan));
   }
 
-  void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
-                     absl::Span<const float> grads, const PushOptions& options,
-                     StatusCallback done) override {
-    absl::StatusOr<VariableLayout> layout = GetLayout(name);
-    if (!layout.ok()) return done(layout.status());
-    const int64_t width = layout->row_width;
-    if (static_cast<int64_t>(grads.size()) != static_cast<int64_t>(ids.size()) * width) {
-      return done(absl::InvalidArgumentError(absl::StrCat(
-          "variable \"", name, "\": row push of ", ids.size(), " ids of width ", width,
-          " needs ", ids.size() * width, " gradient floats, got ", grads.size())));
+  void PushRowsManyAsync(std::vector<RowsPushSource> sources, const PushOptions& options,
+                         StatusCallback done) override {
+    // Requests built as one PushRows each would be, then batched per ps as PullRowsManyAsync
+    // batches its pulls.
+    std::vector<std::pair<int, PushRowsRequest>> items;
+    for (const RowsPushSource& source : sources) {
+      absl::Status built = AddRowPushes(source, options, &items);
+      if (!built.ok()) {
+        for (auto& [ps, item] : items) buffers_.Put(std::move(*item.mutable_data()));
+        return done(built);
+      }
     }
-    struct Part {
-      PushRowsRequest request;
-      PushRowsResponse response;
+    struct Batch {
+      PushRowsBatchRequest request;
+      PushRowsBatchResponse response;
+      int64_t bytes = 0;
     };
+    Batches<Batch> batches(num_ps(), options_.max_chunk_bytes);
+    for (auto& [ps, item] : items) {
+      // The rows are written: the request may move (its data string with it).
+      Batch* batch = batches.For(ps, static_cast<int64_t>(item.data().size()));
+      *batch->request.add_pushes() = std::move(item);
+    }
+    auto fan = Fanout::Make(batches.size(), std::move(done));
+    IssueParts<Batch>(
+        batches.Take(), /*window_size=*/0, Deadline(),
+        [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
+          if (batch->request.pushes_size() == 1) {
+            batch->response.Clear();
+            target->PushRowsAsync(&batch->request.pushes(0), batch->response.add_pushes(),
+                                  deadline, std::move(done));
+            return;
+          }
+          target->PushRowsBatchAsync(&batch->request, &batch->response, deadline,
+                                     std::move(done));
+        },
+        [this](Batch* batch, const absl::Status& s) {
+          for (PushRowsRequest& item : *batch->request.mutable_pushes()) {
+            buffers_.Put(std::move(*item.mutable_data()));
+          }
+          return s;
+        },
+        std::move(fan));
+  }
+
+  // Appends the row pushes of `source` to *items, each with its ps: one request per shard
+  // chunk of at most max_chunk_bytes, or a SYNC replica's whole share of a shard as one
+  // (even an empty one); duplicate ids summed here.
+  absl::Status AddRowPushes(const RowsPushSource& source, const PushOptions& options,
+                            std::vector<std::pair<int, PushRowsRequest>>* items) {
+    ASSIGN_OR_RETURN(VariableLayout layout, GetLayout(source.name));
+    const std::string& name = source.name;
+    const absl::Span<const float> grads = source.grads;
+    const int64_t width = layout.row_width;
+    if (static_cast<int64_t>(grads.size()) != static_cast<int64_t>(source.ids.size()) * width) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", name, "\": row push of ", source.ids.size(), " ids of width ", width,
+          " needs ", source.ids.size() * width, " gradient floats, got ", grads.size()));
+    }
     const int64_t max_rows = MaxRows(width);
     const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-    Parts<Part> parts;
     // A SYNC replica's share of a step is one request per shard, even an empty one.
-    absl::Status routed = RouteRows(
-        *layout, ids, /*every_shard=*/options.has_sync,
+    return RouteRows(
+        layout, source.ids, /*every_shard=*/options.has_sync,
         [&](int shard, std::vector<int64_t> local, std::vector<int64_t> positions) {
-          const VariableLayout::Shard& target = layout->shards[shard];
+          const VariableLayout::Shard& target = layout.shards[shard];
           // Duplicate ids are summed here, in order of appearance, as the ps would sum them
           // (the same float additions in the same order): the request carries each row once,
           // and the ps applies it where it lies instead of summing into a copy of its own.
@@ -589,24 +646,29 @@ class PsClientImpl : public PsClient {
           // push sends its whole share as one request.
           const int64_t rows_per_chunk = options.has_sync ? std::max<int64_t>(1, n) : max_rows;
           const int64_t num_chunks = std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk);
-          std::vector<char*> chunk_data;  // each chunk's row bytes
+          const size_t first = items->size();
           for (int64_t c = 0; c < num_chunks; ++c) {
-            auto part = std::make_unique<Part>();
+            PushRowsRequest request;
             // Chunk c's id is keyed by -1 - c: the same chunks, so the same ids, on a re-run.
-            part->request.set_request_id(RequestId(options, name, target.spec.name(), -1 - c));
-            part->request.set_shard(target.spec.name());
+            request.set_request_id(RequestId(options, name, target.spec.name(), -1 - c));
+            request.set_shard(target.spec.name());
             const int64_t begin = c * rows_per_chunk;
             const int64_t end = std::min(n, begin + rows_per_chunk);
             SetRowIds(absl::MakeConstSpan(unique.data() + begin, static_cast<size_t>(end - begin)),
-                      part->request.mutable_ids_bytes());
-            std::string* data = part->request.mutable_data();
+                      request.mutable_ids_bytes());
+            std::string* data = request.mutable_data();
             *data = buffers_.Get();
             data->resize(static_cast<size_t>(end - begin) * row_bytes);
-            chunk_data.push_back(&(*data)[0]);
-            if (options.has_sync) *part->request.mutable_sync() = options.sync;
-            part->request.set_generation(options.generation);
-            part->request.set_base_version(BaseVersion(options, target.spec.name()));
-            parts.emplace_back(target.ps, std::move(part));
+            if (options.has_sync) *request.mutable_sync() = options.sync;
+            request.set_generation(options.generation);
+            request.set_base_version(BaseVersion(options, target.spec.name()));
+            items->emplace_back(target.ps, std::move(request));
+          }
+          // The chunks' row bytes, now that the requests stay where they are until all are
+          // written.
+          std::vector<char*> chunk_data;
+          for (size_t k = first; k < items->size(); ++k) {
+            chunk_data.push_back(&(*(*items)[k].second.mutable_data())[0]);
           }
           int64_t numbered = 0;  // unique rows seen so far: a slot of this number is new
           for (size_t k = 0; k < local.size(); ++k) {
@@ -623,18 +685,6 @@ class PsClientImpl : public PsClient {
             }
           }
         });
-    if (!routed.ok()) return done(routed);
-    auto fan = Fanout::Make(parts.size(), std::move(done));
-    IssueParts<Part>(
-        std::move(parts), /*window_size=*/0, Deadline(),
-        [](PsInterface* target, Part* part, absl::Time deadline, StatusCallback done) {
-          target->PushRowsAsync(&part->request, &part->response, deadline, std::move(done));
-        },
-        [this](Part* part, const absl::Status& s) {
-          buffers_.Put(std::move(*part->request.mutable_data()));
-          return s;
-        },
-        std::move(fan));
   }
 
   void AssignAsync(const std::string& name, absl::Span<const float> values,
@@ -1186,6 +1236,20 @@ absl::Status PsClient::PushRows(const std::string& name, absl::Span<const int64_
                                 absl::Span<const float> grads, const PushOptions& options) {
   return Wait(
       [&](StatusCallback done) { PushRowsAsync(name, ids, grads, options, std::move(done)); });
+}
+
+absl::Status PsClient::PullRowsMany(std::vector<RowsPullTarget> targets,
+                                    const PullOptions& options, PullVersions* versions) {
+  return Wait([&](StatusCallback done) {
+    PullRowsManyAsync(std::move(targets), options, versions, std::move(done));
+  });
+}
+
+absl::Status PsClient::PushRowsMany(std::vector<RowsPushSource> sources,
+                                    const PushOptions& options) {
+  return Wait([&](StatusCallback done) {
+    PushRowsManyAsync(std::move(sources), options, std::move(done));
+  });
 }
 
 absl::Status PsClient::Assign(const std::string& name, absl::Span<const float> values) {

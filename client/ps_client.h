@@ -193,12 +193,37 @@ class PsClient {
   // exactly one request, its whole share, even an empty one: the ps takes a replica's rows
   // for a step as one PushRows, and a shard the batch has no ids for still needs it.
   // `versions` (optional) receives the versions of the shards read, as PullAsync's.
-  virtual void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
-                             absl::Span<float> out, const PullOptions& options,
-                             PullVersions* versions, StatusCallback done) = 0;
-  virtual void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
-                             absl::Span<const float> grads, const PushOptions& options,
-                             StatusCallback done) = 0;
+  void PullRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
+                     absl::Span<float> out, const PullOptions& options, PullVersions* versions,
+                     StatusCallback done) {
+    PullRowsManyAsync({{name, ids, out}}, options, versions, std::move(done));
+  }
+  void PushRowsAsync(const std::string& name, absl::Span<const int64_t> ids,
+                     absl::Span<const float> grads, const PushOptions& options,
+                     StatusCallback done) {
+    PushRowsManyAsync({{name, ids, grads}}, options, std::move(done));
+  }
+  // Rows of several tables at once, each as PullRowsAsync / PushRowsAsync would send them,
+  // with the requests bound for one ps sent together: one PullRowsBatch (PushRowsBatch) per
+  // ps and max_chunk_bytes, where a request per table and shard would cost a round trip and
+  // gRPC's per-call work each (a step of a click model with 26 tables on 2 ps: 4 calls instead
+  // of about 100). A ps of an earlier release gets one call per request. A push batch is
+  // applied in order up to its first failure, which fails the call; a retry re-sends the
+  // batch, and the request ids of the requests already applied keep them from applying twice.
+  struct RowsPullTarget {
+    std::string name;
+    absl::Span<const int64_t> ids;
+    absl::Span<float> out;
+  };
+  struct RowsPushSource {
+    std::string name;
+    absl::Span<const int64_t> ids;
+    absl::Span<const float> grads;
+  };
+  virtual void PullRowsManyAsync(std::vector<RowsPullTarget> targets, const PullOptions& options,
+                                 PullVersions* versions, StatusCallback done) = 0;
+  virtual void PushRowsManyAsync(std::vector<RowsPushSource> sources, const PushOptions& options,
+                                 StatusCallback done) = 0;
 
   // Overwrites a whole variable.
   virtual void AssignAsync(const std::string& name, absl::Span<const float> values,
@@ -259,6 +284,9 @@ class PsClient {
                         PullVersions* versions = nullptr);
   absl::Status PushRows(const std::string& name, absl::Span<const int64_t> ids,
                         absl::Span<const float> grads, const PushOptions& options = {});
+  absl::Status PullRowsMany(std::vector<RowsPullTarget> targets, const PullOptions& options = {},
+                            PullVersions* versions = nullptr);
+  absl::Status PushRowsMany(std::vector<RowsPushSource> sources, const PushOptions& options = {});
   absl::Status Assign(const std::string& name, absl::Span<const float> values);
 };
 

@@ -31,7 +31,69 @@ struct PushChain {
   }
 };
 
+// A batch's row pushes, issued in order, one at a time, as the ps applies a batch; stops
+// at the first failure.
+struct PushRowsChain {
+  PsInterface* ps = nullptr;
+  const PushRowsBatchRequest* request = nullptr;
+  PushRowsBatchResponse* response = nullptr;
+  absl::Time deadline;
+  StatusCallback done;
+
+  static void Run(std::shared_ptr<PushRowsChain> chain, int i) {
+    if (i == chain->request->pushes_size()) return chain->done(absl::OkStatus());
+    PushRowsChain* c = chain.get();
+    c->ps->PushRowsAsync(&c->request->pushes(i), c->response->mutable_pushes(i), c->deadline,
+                         [chain = std::move(chain), i](const absl::Status& s) {
+                           if (!s.ok()) return chain->done(s);
+                           Run(chain, i + 1);
+                         });
+  }
+};
+
 }  // namespace
+
+int64_t RowRequestIds(const PullRowsRequest& request) {
+  return request.ids_size() + static_cast<int64_t>(request.ids_bytes().size() / sizeof(int64_t));
+}
+
+void PsInterface::PullRowsBatchIntoAsync(const PullRowsBatchRequest* request,
+                                         PullRowsBatchResponse* response,
+                                         absl::Span<const absl::Span<char>> outs,
+                                         absl::Time deadline, StatusCallback done) {
+  const int n = request->pulls_size();
+  int64_t rows = 0;
+  for (const PullRowsRequest& item : request->pulls()) rows += RowRequestIds(item);
+  if (rows != static_cast<int64_t>(outs.size())) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "pull rows batch of ", n, " items and ", rows, " ids has ", outs.size(), " outputs")));
+  }
+  response->Clear();
+  for (int i = 0; i < n; ++i) response->add_pulls();
+  if (n == 0) return done(absl::OkStatus());
+  auto join = Fanout::Make(static_cast<size_t>(n), std::move(done));
+  size_t offset = 0;
+  for (int i = 0; i < n; ++i) {
+    const size_t count = static_cast<size_t>(RowRequestIds(request->pulls(i)));
+    PullRowsIntoAsync(&request->pulls(i), response->mutable_pulls(i), outs.subspan(offset, count),
+                      deadline, [join](const absl::Status& s) { join->Finish(s); });
+    offset += count;
+  }
+}
+
+void PsInterface::PushRowsBatchAsync(const PushRowsBatchRequest* request,
+                                     PushRowsBatchResponse* response, absl::Time deadline,
+                                     StatusCallback done) {
+  auto chain = std::make_shared<PushRowsChain>();
+  chain->ps = this;
+  chain->request = request;
+  chain->response = response;
+  chain->deadline = deadline;
+  chain->done = std::move(done);
+  response->Clear();
+  for (int i = 0; i < request->pushes_size(); ++i) response->add_pushes();
+  PushRowsChain::Run(std::move(chain), 0);
+}
 
 absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected) {
   return absl::InternalError(absl::StrCat("pull of \"", request.shard(), "\" rows [",

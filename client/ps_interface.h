@@ -89,7 +89,25 @@ class PsInterface {
                               absl::Span<const absl::Span<const char>> data,
                               PushBatchResponse* response, absl::Time deadline,
                               StatusCallback done);
+  // Several row pulls in one call (PullRowsBatchRequest): the rows of every item, in item
+  // order, go into `outs`, one span per row of its shard's row width in bytes (as
+  // PullRowsIntoAsync's, item after item); each item's version into response->pulls(i). A
+  // reply of any other size fails with INTERNAL. `outs` must stay alive until `done` runs.
+  // The default issues one PullRowsIntoAsync per item, all at once.
+  virtual void PullRowsBatchIntoAsync(const PullRowsBatchRequest* request,
+                                      PullRowsBatchResponse* response,
+                                      absl::Span<const absl::Span<char>> outs,
+                                      absl::Time deadline, StatusCallback done);
+  // Several row pushes in one call (PushRowsBatchRequest), applied in order up to the first
+  // failure, which is returned. The default issues one PushRowsAsync per item, in order, each
+  // after the one before has succeeded (as the ps applies a batch).
+  virtual void PushRowsBatchAsync(const PushRowsBatchRequest* request,
+                                  PushRowsBatchResponse* response, absl::Time deadline,
+                                  StatusCallback done);
 };
+
+// The number of ids of a row request (in `ids` or `ids_bytes`).
+int64_t RowRequestIds(const PullRowsRequest& request);
 
 // The error PullBatchAsync reports for a reply of the wrong size.
 absl::Status PulledSizeError(const PullRequest& request, int64_t got, int64_t expected);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/error_detail.h"
@@ -69,23 +68,16 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
   for (int attempt = 0; attempt < std::max(1, max_attempts); ++attempt) {
     if (attempt > 0) absl::SleepFor(absl::Milliseconds(5));
     RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
-    // Every table's rows in flight together.
-    std::vector<PullVersions> rows(by_rows.size());
-    std::vector<absl::Status> statuses(by_rows.size());
-    absl::BlockingCounter pending(static_cast<int>(by_rows.size()));
-    for (size_t k = 0; k < by_rows.size(); ++k) {
-      const size_t i = by_rows[k];
-      ps->PullRowsAsync(evaluator.variable_names()[i], evaluator.row_keys(i),
-                        absl::MakeSpan((*values)[i]), {}, &rows[k],
-                        [&statuses, &pending, k](absl::Status status) {
-                          statuses[k] = std::move(status);
-                          pending.DecrementCount();
-                        });
-    }
-    pending.Wait();
-    for (size_t k = 0; k < by_rows.size(); ++k) {
-      RETURN_IF_ERROR(statuses[k]);
-      MergeVersions(rows[k], &versions, /*first=*/targets.empty() && k == 0);
+    // Every table's rows in one call: one batch per ps.
+    if (!by_rows.empty()) {
+      std::vector<PsClient::RowsPullTarget> row_targets;
+      for (size_t i : by_rows) {
+        row_targets.push_back({evaluator.variable_names()[i], evaluator.row_keys(i),
+                               absl::MakeSpan((*values)[i])});
+      }
+      PullVersions rows;
+      RETURN_IF_ERROR(ps->PullRowsMany(std::move(row_targets), {}, &rows));
+      MergeVersions(rows, &versions, /*first=*/targets.empty());
     }
     if (versions.min_version == versions.max_version) {
       *consistent = true;

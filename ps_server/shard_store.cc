@@ -653,6 +653,55 @@ class ShardStoreImpl final : public ShardStore {
     if (!pending) done(status);
   }
 
+  void PullRowsBatch(const PullRowsBatchRequest& request,
+                     absl::Span<PullRowsResponse* const> responses, DoneCallback done) override {
+    const int items = request.pulls_size();
+    if (responses.size() != static_cast<size_t>(items)) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "pull rows batch of ", items, " items has ", responses.size(), " responses")));
+    }
+    std::shared_ptr<DoneCallback> holder;
+    std::shared_ptr<Fanout> fan;
+    const absl::Status status = Guarded("pull rows batch", [&]() -> absl::Status {
+      // The whole reply's size first, so that a batch too large for one reply fails before
+      // anything is pulled (each item's own ids, width and limits are checked as it starts).
+      int64_t total = 0;
+      for (int i = 0; i < items; ++i) {
+        const PullRowsRequest& item = request.pulls(i);
+        const std::string what = absl::StrCat("pull rows from ", QuotedShard(item.shard()));
+        ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
+        const int64_t ids =
+            item.ids_size() + static_cast<int64_t>(item.ids_bytes().size() / sizeof(int64_t));
+        RETURN_IF_ERROR(CheckReplyBytes(ids, shard->width(), what));
+        total += ids * shard->width() * static_cast<int64_t>(sizeof(float));
+        if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
+          return ReplyTooLarge(absl::StrCat("pull rows batch (", items, " items)"),
+                               absl::StrCat("at least ", total));
+        }
+      }
+      holder = std::make_shared<DoneCallback>(std::move(done));
+      fan = Fanout::Make(static_cast<size_t>(items),
+                         [holder](const absl::Status& s) { (*holder)(s); });
+      return absl::OkStatus();
+    });
+    if (fan == nullptr) {
+      if (holder != nullptr) {
+        (*holder)(status);
+      } else {
+        done(status);
+      }
+      return;
+    }
+    for (int i = 0; i < items; ++i) {
+      try {
+        PullRows(request.pulls(i), responses[static_cast<size_t>(i)],
+                 [fan](const absl::Status& s) { fan->Finish(s); });
+      } catch (const std::bad_alloc&) {
+        fan->Finish(OutOfMemory("pull rows batch"));
+      }
+    }
+  }
+
   absl::Status Push(const PushRequest& request, PushResponse* response) override {
     return Push(request, request.data(), response);
   }
@@ -678,6 +727,15 @@ class ShardStoreImpl final : public ShardStore {
   absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
     return Guarded("push rows to", request.shard(),
                    [&] { return PushRowsImpl(request, response); });
+  }
+
+  absl::Status PushRowsBatch(const PushRowsBatchRequest& request,
+                             PushRowsBatchResponse* response) override {
+    response->Clear();
+    for (const PushRowsRequest& item : request.pushes()) {
+      RETURN_IF_ERROR(PushRows(item, response->add_pushes()));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {

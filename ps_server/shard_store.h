@@ -104,6 +104,14 @@ class ShardStore {
   // before any memory is allocated for them.
   virtual void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                         DoneCallback done) = 0;
+  // A batch of row pulls (PullRowsBatchRequest), each item as PullRows into *responses[i]
+  // (responses.size() must be the number of items; INVALID_ARGUMENT otherwise). Completes
+  // once every item has; the first failure is returned, naming its shard. A batch whose
+  // items together would pass Options::max_reply_bytes fails at once, before anything is
+  // pulled. The responses must live until `done` is called.
+  virtual void PullRowsBatch(const PullRowsBatchRequest& request,
+                             absl::Span<PullRowsResponse* const> responses,
+                             DoneCallback done) = 0;
 
   // Applies a dense gradient to a row range (ASYNC), or adds it to the step's accumulator
   // (SYNC: applied once all replicas' gradients for that step have arrived).
@@ -156,6 +164,11 @@ class ShardStore {
   // false); SYNC, it completes the replica's part of the step.
   virtual absl::Status PushRows(const PushRowsRequest& request,
                                 PushRowsResponse* response) = 0;
+  // A batch of row pushes, each item applied as PushRows, in order; stops at the first
+  // failure and returns it (the items before it stay applied, and their request ids make a
+  // retry of the batch apply each once).
+  virtual absl::Status PushRowsBatch(const PushRowsBatchRequest& request,
+                                     PushRowsBatchResponse* response) = 0;
   // Overwrites a row range of the parameters; reset_slots returns those rows' optimizer slots
   // to their initial values (0, or Adagrad's initial_accumulator_value). The version does not
   // change.

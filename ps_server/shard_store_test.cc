@@ -1744,6 +1744,75 @@ TEST(ShardStoreTest, PullsPastTheReplyBoundFailAtOnce) {
   store->PullBatch(batch, &responses, &pulled, [&](const absl::Status& s) { status = s; });
   ExpectReplyLimit(status, "2097152 bytes");
   EXPECT_TRUE(pulled.empty());
+
+  // So is a batch of row pulls: two items of one row each, refused before either is read.
+  PullRowsBatchRequest row_batch;
+  for (int i = 0; i < 2; ++i) {
+    PullRowsRequest* item = row_batch.add_pulls();
+    item->set_shard("e");
+    item->add_ids(i);
+  }
+  PullRowsResponse row_responses[2];
+  PullRowsResponse* row_items[] = {&row_responses[0], &row_responses[1]};
+  status = absl::UnknownError("not called");
+  store->PullRowsBatch(row_batch, row_items, [&](const absl::Status& s) { status = s; });
+  ExpectReplyLimit(status, "2097152 bytes");
+  EXPECT_TRUE(row_responses[0].data().empty());
+  EXPECT_TRUE(row_responses[1].data().empty());
+}
+
+// A batch of row pulls reads each item as PullRows would; a batch of row pushes applies its
+// items in order up to the first failure, and a retry applies each once.
+TEST(ShardStoreTest, RowBatchesActAsTheirItems) {
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Spec("a", {5, 2}, Sgd(), Constant(1)),
+                              Spec("b", {4, 3}, Sgd(), Constant(2))})
+                  .ok());
+  PushRowsBatchRequest push;
+  PushRowsRequest* item = push.add_pushes();
+  item->set_request_id(11);
+  item->set_shard("a");
+  item->add_ids(3);
+  item->add_ids(3);  // summed
+  const std::vector<float> ga = {1, 2, 3, 4};
+  item->set_data(ga.data(), ga.size() * 4);
+  item = push.add_pushes();
+  item->set_request_id(12);
+  item->set_shard("b");
+  item->add_ids(9);  // outside b's 4 rows
+  const std::vector<float> gb = {10, 20, 30};
+  item->set_data(gb.data(), gb.size() * 4);
+  PushRowsBatchResponse pushed;
+  absl::Status failed = store->PushRowsBatch(push, &pushed);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument) << failed;
+  EXPECT_TRUE(absl::StrContains(failed.message(), "'b'")) << failed;
+  push.mutable_pushes(1)->set_ids(0, 1);
+  ASSERT_TRUE(store->PushRowsBatch(push, &pushed).ok());
+  ASSERT_EQ(pushed.pushes_size(), 2);
+  EXPECT_TRUE(pushed.pushes(0).duplicate());
+  EXPECT_TRUE(pushed.pushes(1).applied());
+
+  PullRowsBatchRequest pull;
+  PullRowsRequest* p = pull.add_pulls();
+  p->set_shard("a");
+  p->add_ids(3);
+  p->add_ids(0);
+  pull.add_pulls()->set_shard("b");
+  pull.mutable_pulls(1)->add_ids(1);
+  PullRowsResponse responses[2];
+  PullRowsResponse* items[] = {&responses[0], &responses[1]};
+  absl::Status status = absl::UnknownError("not called");
+  store->PullRowsBatch(pull, items, [&](const absl::Status& s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  // SGD at lr 1 (Sgd()): a's row 3 moved once by the summed gradient {4, 6}.
+  EXPECT_EQ(responses[0].data(), Bytes({1 - 4.0f, 1 - 6.0f, 1, 1}));
+  EXPECT_EQ(responses[1].data(), Bytes({2 - 10.0f, 2 - 20.0f, 2 - 30.0f}));
+  EXPECT_EQ(responses[0].version(), 1);
+  EXPECT_EQ(responses[1].version(), 1);
+  // One response per item, or INVALID_ARGUMENT.
+  status = absl::UnknownError("not called");
+  store->PullRowsBatch(pull, absl::MakeSpan(items, 1), [&](const absl::Status& s) { status = s; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
 TEST(ShardStoreTest, PullBatchPullsEveryItemInPlace) {

@@ -38,6 +38,11 @@ inline constexpr char kProtocolMetadataKey[] = "shardps-protocol";
 // that a ps of an earlier release, which would see no ids, never gets them.
 inline constexpr char kRowIdsBytesMetadataKey[] = "shardps-row-ids-bytes";
 
+// Initial metadata of the same replies ("1") when the ps serves PullRowsBatch and
+// PushRowsBatch: a client batches a step's row calls to a ps only once it has said so, and
+// sends one call per item to a ps of an earlier release.
+inline constexpr char kRowBatchesMetadataKey[] = "shardps-row-batches";
+
 // Adds kProtocolMetadataKey: LocalProtocol() to the call's initial metadata. Before the call.
 void AttachProtocolVersion(grpc::ClientContext* ctx);
 

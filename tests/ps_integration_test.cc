@@ -219,6 +219,74 @@ TEST_F(PsIntegrationTest, RowPushSumsDuplicateIds) {
   EXPECT_FLOAT_EQ(all[6 * 4], 0.f);
 }
 
+// Rows of several tables in one call (PullRowsMany / PushRowsMany: one batch per ps and
+// max_chunk_bytes) change and read exactly what a call per table does: three rounds of
+// pushes with duplicate ids to two fixed tables and a dynamic one on three daemons, against
+// the same tables in one in-process store written one table at a time, bit for bit. The
+// first round goes out as a call per request (the client has not yet heard that the ps
+// takes batches), the later ones as batches, several per ps (small chunks).
+TEST_F(PsIntegrationTest, RowCallsOfManyTablesMatchOneCallPerTable) {
+  PsClient::Options options;
+  options.max_chunk_bytes = 40 * 8 * sizeof(float);  // 40 rows of 8 floats a batch
+  auto batched = cluster_->NewClient(options);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  auto local_store = *ShardStore::Create({});
+  std::vector<std::unique_ptr<PsInterface>> local_ps;
+  local_ps.push_back(NewLocalPsInterface("local", local_store.get()));
+  auto reference = *PsClient::Create(std::move(local_ps), {});
+
+  VariableDef a = Def("a", {1000, 8}, OptimizerSpec::ADAGRAD, 0.5);
+  VariableDef b = Def("b", {77, 4}, OptimizerSpec::ADAGRAD, 0.5);
+  VariableDef c = Def("c", {0, 8}, OptimizerSpec::ADAGRAD, 0.5);
+  c.dynamic = DynamicTableDef{};
+  auto placer = *NewRoundRobinPlacer(3);
+  ASSERT_TRUE((*batched)->CreateVariables({a, b, c}, *Fixed(3), placer.get()).ok());
+  auto one = *NewRoundRobinPlacer(1);
+  ASSERT_TRUE(reference->CreateVariables({a, b, c}, *Fixed(1), one.get()).ok());
+
+  std::mt19937_64 gen(11);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int64_t> ids_a(300), ids_b(50), ids_c(200);
+    for (int64_t& id : ids_a) id = static_cast<int64_t>(gen() % 40) * 25;  // duplicates
+    for (int64_t& id : ids_b) id = static_cast<int64_t>(gen() % 77);
+    for (int64_t& id : ids_c) id = static_cast<int64_t>(gen() % 300) * 1000003 - 150000000;
+    const std::vector<float> ga = RandomValues(300 * 8, 100 + round);
+    const std::vector<float> gb = RandomValues(50 * 4, 200 + round);
+    const std::vector<float> gc = RandomValues(200 * 8, 300 + round);
+    ASSERT_TRUE((*batched)->PushRowsMany({{"a", ids_a, ga}, {"b", ids_b, gb}, {"c", ids_c, gc}})
+                    .ok());
+    ASSERT_TRUE(reference->PushRows("a", ids_a, ga).ok());
+    ASSERT_TRUE(reference->PushRows("b", ids_b, gb).ok());
+    ASSERT_TRUE(reference->PushRows("c", ids_c, gc).ok());
+
+    std::vector<float> got_a(ids_a.size() * 8), got_b(ids_b.size() * 4), got_c(ids_c.size() * 8);
+    PullVersions versions;
+    ASSERT_TRUE((*batched)
+                    ->PullRowsMany({{"a", ids_a, absl::MakeSpan(got_a)},
+                                    {"b", ids_b, absl::MakeSpan(got_b)},
+                                    {"c", ids_c, absl::MakeSpan(got_c)}},
+                                   {}, &versions)
+                    .ok());
+    // Every shard read: 3 of a, 3 of b, and c's one per ps.
+    EXPECT_EQ(versions.shards.size(), 9u) << "round " << round;
+    EXPECT_GE(versions.min_version, round);
+    std::vector<float> want_a(got_a.size()), want_b(got_b.size()), want_c(got_c.size());
+    ASSERT_TRUE(reference->PullRows("a", ids_a, absl::MakeSpan(want_a)).ok());
+    ASSERT_TRUE(reference->PullRows("b", ids_b, absl::MakeSpan(want_b)).ok());
+    ASSERT_TRUE(reference->PullRows("c", ids_c, absl::MakeSpan(want_c)).ok());
+    EXPECT_EQ(0, std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4)) << round;
+    EXPECT_EQ(0, std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4)) << round;
+    EXPECT_EQ(0, std::memcmp(got_c.data(), want_c.data(), got_c.size() * 4)) << round;
+  }
+  // A bad table anywhere in the call fails it, naming the table.
+  std::vector<float> out(8);
+  absl::Status bad = (*batched)->PullRowsMany(
+      {{"a", std::vector<int64_t>{1}, absl::MakeSpan(out)},
+       {"nope", std::vector<int64_t>{1}, absl::MakeSpan(out)}});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kNotFound) << bad;
+  EXPECT_NE(bad.message().find("nope"), std::string::npos) << bad;
+}
+
 // Raw requests to one ps, bypassing the client's validation, to see what the daemon does.
 class RawPsTest : public PsIntegrationTest {
  protected:
@@ -365,6 +433,97 @@ TEST_F(RawPsTest, PullAndPushBatchesOverTheWire) {
                 ps->PullBatchAsync(&none, &nothing, {}, d, std::move(cb));
               }).ok());
   EXPECT_EQ(nothing.pulls_size(), 0);
+}
+
+// The row batches over gRPC, on one connection that has heard the ps say it takes them: a
+// pull batch's rows land in their spans, each item with its version; a push batch is applied
+// in order up to its first failure, which names its shard, and a retry applies each item
+// once (the first answered as a duplicate).
+TEST_F(RawPsTest, RowBatchesOverTheWire) {
+  auto placer = *NewRoundRobinPlacer(1);  // every shard on ps 0
+  VariableDef t = Def("t", {50, 3}), u = Def("u", {20, 2});
+  t.initializer.set_type(InitializerSpec::ZEROS);
+  u.initializer.set_type(InitializerSpec::ZEROS);
+  ASSERT_TRUE(client_->CreateVariables({t, u}, *Fixed(1), placer.get()).ok());
+  auto ps = NewGrpcPsInterface("ps:0", cluster_->addresses()[0]);
+  auto call = [&](const std::function<void(absl::Time, StatusCallback)>& fn) {
+    absl::Notification done;
+    absl::Status result;
+    fn(absl::Now() + absl::Seconds(10), [&](const absl::Status& s) {
+      result = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return result;
+  };
+  auto raw_ids = [](std::vector<int64_t> ids) {
+    return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+  };
+  {  // A first row call: the reply says that this ps takes batches.
+    PullRowsRequest first;
+    first.set_shard("t");
+    first.add_ids(0);
+    PullRowsResponse reply;
+    ASSERT_TRUE(call([&](absl::Time d, StatusCallback cb) {
+                  ps->PullRowsAsync(&first, &reply, d, std::move(cb));
+                }).ok());
+  }
+  const std::vector<float> gt = {1, 2, 3, 4, 5, 6};  // rows 4 and 7 of t
+  const std::vector<float> gu = {10, 20};            // row 3 of u
+  PushRowsBatchRequest push;
+  PushRowsRequest* item = push.add_pushes();
+  item->set_request_id(701);
+  item->set_shard("t");
+  item->set_ids_bytes(raw_ids({4, 7}));
+  item->set_data(gt.data(), gt.size() * 4);
+  item = push.add_pushes();
+  item->set_request_id(702);
+  item->set_shard("nope");
+  item->set_ids_bytes(raw_ids({3}));
+  item->set_data(gu.data(), gu.size() * 4);
+  PushRowsBatchResponse pushed;
+  absl::Status failed = call([&](absl::Time d, StatusCallback cb) {
+    ps->PushRowsBatchAsync(&push, &pushed, d, std::move(cb));
+  });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kNotFound) << failed;
+  EXPECT_NE(failed.message().find("'nope'"), std::string::npos) << failed;
+  push.mutable_pushes(1)->set_shard("u");
+  ASSERT_TRUE(call([&](absl::Time d, StatusCallback cb) {
+                ps->PushRowsBatchAsync(&push, &pushed, d, std::move(cb));
+              }).ok());
+  ASSERT_EQ(pushed.pushes_size(), 2);
+  EXPECT_TRUE(pushed.pushes(0).duplicate()) << "applied before the failure, not again";
+  EXPECT_TRUE(pushed.pushes(1).applied());
+
+  PullRowsBatchRequest pull;
+  PullRowsRequest* p = pull.add_pulls();
+  p->set_shard("t");
+  p->set_ids_bytes(raw_ids({7, 4, 5}));
+  p = pull.add_pulls();
+  p->set_shard("u");
+  p->set_ids_bytes(raw_ids({3, 3}));
+  std::vector<float> rows(3 * 3 + 2 * 2, 9.f);
+  // Each row's span, the t rows first: rows of 3 floats, then of 2.
+  std::vector<absl::Span<char>> outs;
+  for (int r = 0; r < 3; ++r) outs.emplace_back(reinterpret_cast<char*>(&rows[r * 3]), 12);
+  for (int r = 0; r < 2; ++r) outs.emplace_back(reinterpret_cast<char*>(&rows[9 + r * 2]), 8);
+  PullRowsBatchResponse pulled;
+  ASSERT_TRUE(call([&](absl::Time d, StatusCallback cb) {
+                ps->PullRowsBatchIntoAsync(&pull, &pulled, outs, d, std::move(cb));
+              }).ok());
+  ASSERT_EQ(pulled.pulls_size(), 2);
+  EXPECT_EQ(pulled.pulls(0).version(), 1);
+  EXPECT_EQ(pulled.pulls(1).version(), 1);
+  EXPECT_TRUE(pulled.data().empty());
+  const std::vector<float> want = {-0.4f, -0.5f, -0.6f, -0.1f, -0.2f, -0.3f, 0, 0, 0,
+                                   -1.0f, -2.0f, -1.0f, -2.0f};  // SGD, lr 0.1
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(rows[i], want[i]) << i;
+  // Spans that do not add up to the reply: INTERNAL, and nothing written.
+  outs.pop_back();
+  absl::Status wrong = call([&](absl::Time d, StatusCallback cb) {
+    ps->PullRowsBatchIntoAsync(&pull, &pulled, outs, d, std::move(cb));
+  });
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal) << wrong;
 }
 
 TEST_F(RawPsTest, BadRequestsAreRejectedWithoutChange) {

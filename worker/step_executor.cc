@@ -400,7 +400,7 @@ class StepExecutorImpl : public StepExecutor {
     // A sync step (even of a job started as async) computes on exactly its version.
     OwnGradient* const own = request.sync() ? nullptr : job->own.get();
     OwnGradient::PullMark pull_mark;
-    CallGroup pulls(vars.size() + 1);
+    CallGroup pulls(2);  // the dense variables, and the tables' rows
     std::vector<PsClient::PullTarget> targets;
     for (size_t i = 0; i < vars.size(); ++i) {
       if (vars[i].access != VariableAccess::kDense) continue;
@@ -417,14 +417,19 @@ class StepExecutorImpl : public StepExecutor {
       pulls.Done(absl::OkStatus());
     }
     absl::Status prepared = job->model->PrepareBatch(*job->data, *indices, &slot);
+    // Every table's rows in one call: one batch per ps.
+    std::vector<PsClient::RowsPullTarget> row_targets;
     for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i].access != VariableAccess::kRows || !prepared.ok()) {
-        pulls.Done(absl::OkStatus());
-        continue;
+      if (vars[i].access == VariableAccess::kRows && prepared.ok()) {
+        row_targets.push_back(
+            {job->variables[i], slot.ids[i], absl::MakeSpan(slot.values[i])});
       }
-      job->ps->PullRowsAsync(job->variables[i], slot.ids[i], absl::MakeSpan(slot.values[i]),
-                             pull_options, pulls.versions(i + 1),
-                             [&pulls](const absl::Status& s) { pulls.Done(s); });
+    }
+    if (!row_targets.empty()) {
+      job->ps->PullRowsManyAsync(std::move(row_targets), pull_options, pulls.versions(1),
+                                 [&pulls](const absl::Status& s) { pulls.Done(s); });
+    } else {
+      pulls.Done(absl::OkStatus());
     }
     // The pulls write into the slot: wait for them in any case.
     const absl::Status pull_status = pulls.Wait();
@@ -471,16 +476,21 @@ class StepExecutorImpl : public StepExecutor {
       push_options.sync.set_step(request.sync_step());
       push_options.sync.set_replica(request.replica());
     }
-    CallGroup pushes(vars.size() + 1);
+    CallGroup pushes(2);
     std::vector<PsClient::PushSource> sources;
+    std::vector<PsClient::RowsPushSource> row_sources;
     for (size_t i = 0; i < vars.size(); ++i) {
       if (vars[i].access == VariableAccess::kRows) {
-        job->ps->PushRowsAsync(job->variables[i], slot.ids[i], slot.grads[i], push_options,
-                               [&pushes](const absl::Status& s) { pushes.Done(s); });
+        row_sources.push_back({job->variables[i], slot.ids[i], slot.grads[i]});
       } else {
-        pushes.Done(absl::OkStatus());
         sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
       }
+    }
+    if (!row_sources.empty()) {
+      job->ps->PushRowsManyAsync(std::move(row_sources), push_options,
+                                 [&pushes](const absl::Status& s) { pushes.Done(s); });
+    } else {
+      pushes.Done(absl::OkStatus());
     }
     if (!sources.empty()) {
       job->ps->PushAsync(std::move(sources), push_options,

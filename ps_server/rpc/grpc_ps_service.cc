@@ -131,8 +131,8 @@ struct PullCall {
 // PushBatch is raw too: its gradient bytes are applied where gRPC received them (see
 // PushBatchCall) instead of being copied into the request's string first.
 using PsServiceBase = PsService::WithRawCallbackMethod_Pull<PsService::WithRawCallbackMethod_PullRows<
-    PsService::WithRawCallbackMethod_PullBatch<
-        PsService::WithRawCallbackMethod_PushBatch<PsService::CallbackService>>>>;
+    PsService::WithRawCallbackMethod_PullBatch<PsService::WithRawCallbackMethod_PushBatch<
+        PsService::WithRawCallbackMethod_PullRowsBatch<PsService::CallbackService>>>>>;
 
 // A PushBatch in progress: the request without its data field, the data as views into gRPC's
 // receive slices (held here, so they stay valid until the store is done), and the response.
@@ -141,6 +141,21 @@ struct PushBatchCall {
   std::vector<absl::string_view> data;
   PushBatchRequest request;
   PushBatchResponse response;
+};
+
+// A PullRowsBatch in progress: the parsed request and a pooled response per item, whose
+// rows go out as the reply's one data field without a copy; as PullRowsCall, the last holder
+// returns the responses to the pool.
+struct PullRowsBatchCall {
+  explicit PullRowsBatchCall(std::shared_ptr<MessagePool<PullRowsResponse>> response_pool)
+      : pool(std::move(response_pool)) {}
+  ~PullRowsBatchCall() {
+    for (std::unique_ptr<PullRowsResponse>& response : responses) pool->Put(std::move(response));
+  }
+
+  const std::shared_ptr<MessagePool<PullRowsResponse>> pool;
+  PullRowsBatchRequest request;
+  std::vector<std::unique_ptr<PullRowsResponse>> responses;
 };
 
 // A PullBatch in progress: as PullCall, per item.
@@ -274,7 +289,7 @@ class GrpcPsService : public PsServiceBase {
                                      grpc::ByteBuffer* response_buffer) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
-    ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
+    AdvertiseRowFeatures(ctx);
     auto call = std::make_shared<PullRowsCall>(pull_rows_pool_);
     grpc::Status parsed = Parse(request_buffer, &call->request);
     if (!parsed.ok()) {
@@ -296,10 +311,69 @@ class GrpcPsService : public PsServiceBase {
                                      const PushRowsRequest* request,
                                      PushRowsResponse* response) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
-    ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
+    AdvertiseRowFeatures(ctx);
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response))); });
+    return reactor;
+  }
+
+  // Each item is pulled as by PullRows; the reply carries every item's rows, in order, as one
+  // field whose slices point into the items' pooled responses.
+  grpc::ServerUnaryReactor* PullRowsBatch(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* request_buffer,
+                                          grpc::ByteBuffer* response_buffer) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    auto* reactor = ctx->DefaultReactor();
+    AdvertiseRowFeatures(ctx);
+    auto call = std::make_shared<PullRowsBatchCall>(pull_rows_pool_);
+    grpc::Status parsed = Parse(request_buffer, &call->request);
+    if (!parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    int64_t ids = 0;
+    for (const PullRowsRequest& item : call->request.pulls()) {
+      ids += item.ids_size() + static_cast<int64_t>(item.ids_bytes().size() / sizeof(int64_t));
+    }
+    Run(ids > kInlineBatchRows, [this, reactor, call, response_buffer] {
+      std::vector<PullRowsResponse*> items;
+      for (int i = 0; i < call->request.pulls_size(); ++i) {
+        call->responses.push_back(call->pool->Get());
+        items.push_back(call->responses.back().get());
+      }
+      store_->PullRowsBatch(call->request, items,
+                            [reactor, call, response_buffer](const absl::Status& s) {
+                              if (!s.ok()) {
+                                reactor->Finish(ToGrpcStatus(s));
+                                return;
+                              }
+                              PullRowsBatchResponse header;
+                              std::vector<absl::string_view> segments;
+                              for (const auto& item : call->responses) {
+                                header.add_pulls()->set_version(item->version());
+                                segments.push_back(item->data());
+                              }
+                              reactor->Finish(SerializeZeroCopyWithBytes(
+                                  header, PullRowsBatchResponse::kDataFieldNumber, segments,
+                                  call, response_buffer));
+                            });
+    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* PushRowsBatch(grpc::CallbackServerContext* ctx,
+                                          const PushRowsBatchRequest* request,
+                                          PushRowsBatchResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    AdvertiseRowFeatures(ctx);
+    auto* reactor = ctx->DefaultReactor();
+    int64_t bytes = 0;
+    for (const PushRowsRequest& item : request->pushes()) {
+      bytes += static_cast<int64_t>(item.data().size());
+    }
+    Run(bytes > options_.inline_bytes,
+        [=] { reactor->Finish(ToGrpcStatus(store_->PushRowsBatch(*request, response))); });
     return reactor;
   }
 
@@ -387,6 +461,12 @@ class GrpcPsService : public PsServiceBase {
   }
 
  private:
+  // What a row call's reply tells the client this ps reads: raw ids, and batches of rows.
+  static void AdvertiseRowFeatures(grpc::CallbackServerContext* ctx) {
+    ctx->AddInitialMetadata(kRowIdsBytesMetadataKey, "1");
+    ctx->AddInitialMetadata(kRowBatchesMetadataKey, "1");
+  }
+
   // Parses a raw request as gRPC's own deserializer would.
   static grpc::Status Parse(const grpc::ByteBuffer* buffer,
                             google::protobuf::MessageLite* message) {
