@@ -253,6 +253,16 @@ TEST(MetricsFileTest, OneEscapedJsonLinePerRecord) {
             R"({"job_id": "job \"1\"", "step": 42, "version": 41, "checkpoint_id": 7, )"
             R"("time": 1.500, "loss": 0.500000, "accuracy": 0.875000, "examples": 10000, )"
             R"("consistent": true, "final": true})");
+  // A click model's live evaluation adds its AUC, the ceiling and the job's time.
+  EvalRecord click = record;
+  click.metrics.set_auc(0.75);
+  click.metrics.set_auc_ceiling(0.875);
+  click.metrics.set_job_elapsed_s(12.25);
+  EXPECT_EQ(EvalJsonLine(click),
+            R"({"job_id": "job \"1\"", "step": 42, "version": 41, "checkpoint_id": 7, )"
+            R"("time": 1.500, "loss": 0.500000, "accuracy": 0.875000, "auc": 0.750000, )"
+            R"("auc_ceiling": 0.875000, "job_elapsed_s": 12.250, "examples": 10000, )"
+            R"("consistent": true, "final": true})");
 
   const std::string path = testing::NewTempDir("metrics") + "/m.jsonl";
   {

@@ -172,6 +172,8 @@ class Follower {
       ps_ = *std::move(ps);
     }
     bool consistent = false;
+    // The job's time as the snapshot is read (`status` was fetched just before).
+    const double job_elapsed_s = status.elapsed_s();
     absl::StatusOr<PullVersions> versions =
         PullSnapshot(ps_.get(), *evaluator_, options_.max_pull_attempts, &values_, &consistent);
     if (!versions.ok()) {
@@ -181,6 +183,7 @@ class Follower {
     ASSIGN_OR_RETURN(EvalMetrics metrics, evaluator_->Evaluate(values_));
     metrics.set_step(versions->min_version);
     metrics.set_steps_done(status.steps_done());
+    metrics.set_job_elapsed_s(job_elapsed_s);
     EvalRecord record{job_id_, metrics, consistent, final};
     if (hooks_.on_eval) hooks_.on_eval(record);
     last_eval_steps_ = status.steps_done();

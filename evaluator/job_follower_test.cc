@@ -49,12 +49,16 @@ class JobFollowerTest : public ::testing::Test {
 TEST_F(JobFollowerTest, EvaluatesWhileTrainingThenTheFinalModelAndSucceeds) {
   chief_.Then(JobStatus());  // no job yet
   chief_.Then(Status(job_, JobStatus::RUNNING, 0));
-  chief_.Then(Status(job_, JobStatus::RUNNING, 5));
+  JobStatus midway = Status(job_, JobStatus::RUNNING, 5);
+  midway.set_elapsed_s(12.5);
+  chief_.Then(midway);
   chief_.Then(Status(job_, JobStatus::RUNNING, 10, /*training_done=*/true));
   RecordingHooks hooks;
   EXPECT_EQ(Run(&hooks), EvalOutcome::kSucceeded) << hooks.AllLogs();
   EXPECT_EQ(EvaluatedSteps(hooks), (std::vector<int64_t>{0, 5, 10}));
   ASSERT_EQ(hooks.evals.size(), 3u);
+  // Each evaluation carries the job's time when its state was read.
+  EXPECT_EQ(hooks.evals[1].metrics.job_elapsed_s(), 12.5);
   EXPECT_FALSE(hooks.evals[0].final);
   EXPECT_TRUE(hooks.evals[2].final);
   for (const EvalRecord& record : hooks.evals) {

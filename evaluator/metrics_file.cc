@@ -13,6 +13,10 @@ std::string EvalJsonLine(const EvalRecord& record) {
   std::string auc;
   if (m.auc() > 0) auc = absl::StrFormat(", \"auc\": %.6f", m.auc());
   if (m.auc_ceiling() > 0) absl::StrAppend(&auc, absl::StrFormat(", \"auc_ceiling\": %.6f", m.auc_ceiling()));
+  // Live evaluations say when in the job they were taken.
+  if (m.job_elapsed_s() > 0) {
+    absl::StrAppend(&auc, absl::StrFormat(", \"job_elapsed_s\": %.3f", m.job_elapsed_s()));
+  }
   return absl::StrFormat(
       "{\"job_id\": %s, \"step\": %d, \"version\": %d, \"checkpoint_id\": %d, \"time\": %.3f, "
       "\"loss\": %.6f, \"accuracy\": %.6f%s, \"examples\": %d, \"consistent\": %s, "

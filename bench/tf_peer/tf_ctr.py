@@ -24,8 +24,9 @@ Keras does), which is shardps' row-sparse Adagrad.
 
 Each worker reads the training file with tf.data, shuffles it (a buffer of 65536 examples,
 reshuffled every epoch) and cuts batches of --batch_size. The clock runs while steps run; it
-stops for the evaluation at the end of each epoch, which reads every variable from the ps and
-computes the held-out AUC (exact, ties averaged) and log loss in numpy.
+stops for each evaluation (--evals_per_epoch of them, evenly spaced, the last at the epoch's
+end), which reads every variable from the ps and computes the held-out AUC (exact, ties
+averaged) and log loss in numpy: the points of the time-to-AUC curve.
 """
 
 import argparse
@@ -212,18 +213,24 @@ def run(args):
     per_worker_iterator = iter(per_worker_dataset)
     train_seconds = 0.0
     evals = []
+    # --evals_per_epoch evaluations, evenly spaced: the time-to-AUC curve's points.
+    parts = max(1, min(args.evals_per_epoch, executions_per_epoch))
+    bounds = [executions_per_epoch * k // parts for k in range(parts + 1)]
     for epoch in range(args.epochs):
-      t0 = time.time()
-      for _ in range(executions_per_epoch):
-        coordinator.schedule(train_step, args=(per_worker_iterator,))
-      coordinator.join()
-      train_seconds += time.time() - t0
-      t1 = time.time()
-      auc, logloss = evaluate()
-      evals.append({"epoch": epoch + 1, "train_seconds": train_seconds, "auc": auc,
-                    "logloss": logloss, "eval_seconds": time.time() - t1})
-      print(f"tf: epoch {epoch + 1}: {train_seconds:.1f} s of training, held-out AUC {auc:.4f},"
-            f" log loss {logloss:.4f}", file=sys.stderr, flush=True)
+      for k in range(parts):
+        t0 = time.time()
+        for _ in range(bounds[k + 1] - bounds[k]):
+          coordinator.schedule(train_step, args=(per_worker_iterator,))
+        coordinator.join()
+        train_seconds += time.time() - t0
+        t1 = time.time()
+        auc, logloss = evaluate()
+        steps = (epoch * executions_per_epoch + bounds[k + 1]) * args.steps_per_execution
+        evals.append({"epoch": epoch + (k + 1) / parts, "steps": steps,
+                      "train_seconds": train_seconds, "auc": auc, "logloss": logloss,
+                      "eval_seconds": time.time() - t1})
+        print(f"tf: epoch {epoch + (k + 1) / parts:.2f}: {train_seconds:.1f} s of training, "
+              f"held-out AUC {auc:.4f}, log loss {logloss:.4f}", file=sys.stderr, flush=True)
     examples = executions_per_epoch * args.steps_per_execution * batch_size * args.epochs
     result = {"workers": args.workers, "ps": args.ps, "epochs": args.epochs,
               "examples": examples, "train_seconds": train_seconds,
@@ -252,6 +259,8 @@ def main():
   parser.add_argument("--initial_accumulator", type=float, default=0.1)
   parser.add_argument("--seed", type=int, default=5)
   parser.add_argument("--steps_per_execution", type=int, default=10)
+  parser.add_argument("--evals_per_epoch", type=int, default=1,
+                      help="held-out evaluations per epoch (the clock stops for each)")
   parser.add_argument("--worker_threads", type=int, default=0)
   parser.add_argument("--ps_threads", type=int, default=0)
   parser.add_argument("--log_dir", default="/tmp/tf_ctr")
