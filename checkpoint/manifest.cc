@@ -84,6 +84,8 @@ class Reader {
     if (v.is_number_unsigned()) {
       const uint64_t u = v.get<uint64_t>();
       if (u > static_cast<uint64_t>(max)) return Error(field, absl::StrCat(u, " is above ", max));
+      // JSON's non-negative integers parse as unsigned: the lower bound applies to them too.
+      if (static_cast<int64_t>(u) < min) return Error(field, absl::StrCat(u, " is below ", min));
       *out = static_cast<int64_t>(u);
       return absl::OkStatus();
     }

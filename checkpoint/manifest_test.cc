@@ -262,6 +262,8 @@ TEST(ManifestTest, ErrorsAreDataLossNamingTheField) {
       {"/variables/0/shards/1/row_offset", 5,
        "variables[0].shards[1].row_offset: 5, but the shards before it end at row 6"},
       {"/variables/0/shards/0/part", 2, "variables[0].shards[0].part: 2 is above 1"},
+      // A non-negative integer below its field's minimum (JSON reads it as unsigned).
+      {"/variables/0/shards/0/num_parts", 0, "variables[0].shards[0].num_parts: 0 is below 1"},
       {"/variables/0/shards/0/file", "ps-9.safetensors",
        "variables[0].shards[0].file: 'ps-9.safetensors' is not listed under \"files\""},
       {"/variables/0/shards/0/tensors/adam_v", remove,

@@ -746,10 +746,25 @@ class ShardStoreImpl final : public ShardStore {
   void Health(HealthResponse* response) override {
     response->set_task_type("ps");
     response->set_task_index(options_.task_index);
+    std::vector<std::shared_ptr<Shard>> dynamic;
     {
       absl::MutexLock lock(&map_mu_);
       response->set_num_shards(static_cast<int32_t>(shards_.size()));
-      response->set_bytes(total_bytes_);
+      int64_t bytes = total_bytes_;
+      for (const auto& [name, shard] : shards_) {
+        if (shard->dynamic()) {
+          bytes -= shard->bytes();  // its reservation; its memory now is counted below
+          dynamic.push_back(shard);
+        }
+      }
+      response->set_bytes(bytes);
+    }
+    // A dynamic table holds what its rows take now (index and arena), which grows with the
+    // keys pushed and may pass its reservation (none without a row budget).
+    for (const std::shared_ptr<Shard>& shard : dynamic) {
+      absl::MutexLock lock(&shard->mu());
+      const DynamicTableStats stats = shard->table()->stats();
+      response->set_bytes(response->bytes() + stats.index_bytes + stats.arena_bytes);
     }
     response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - start_));
     response->set_status(shutdown_.load(std::memory_order_acquire) ? "SHUTTING_DOWN"

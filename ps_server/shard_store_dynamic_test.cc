@@ -166,6 +166,27 @@ TEST(DynamicShardTest, PullsNeverCreatePushesDoAndEveryShardAgreesOnInitialRows)
   EXPECT_EQ(*PullKeys(*split, "emb/part_0", {low[0], low[1], low[2]}), *after);
 }
 
+// A dynamic table without a row budget reserves nothing; Health counts the memory its rows
+// take, which grows as pushes make rows (and matches what ListShards reports for it).
+TEST(DynamicShardTest, HealthCountsADynamicTablesMemoryAsItGrows) {
+  auto store = StoreWith({DynamicShard("emb", 0, 1, 0, 64)});
+  HealthResponse empty;
+  store->Health(&empty);
+  const std::vector<int64_t> keys = KeysIn(0, 64, 500);
+  ASSERT_TRUE(PushKeys(*store, "emb", keys, std::vector<float>(keys.size() * kDim, 0.5f), 1).ok());
+  HealthResponse grown;
+  store->Health(&grown);
+  // At least the rows' parameters and Adagrad accumulators.
+  EXPECT_GE(grown.bytes() - empty.bytes(),
+            static_cast<int64_t>(keys.size()) * kDim * 2 * static_cast<int64_t>(sizeof(float)));
+  ListShardsRequest list;
+  ListShardsResponse shards;
+  ASSERT_TRUE(store->ListShards(list, &shards).ok());
+  ASSERT_EQ(shards.shards_size(), 1);
+  EXPECT_EQ(grown.bytes(), shards.shards(0).dynamic().index_bytes() +
+                               shards.shards(0).dynamic().arena_bytes());
+}
+
 TEST(DynamicShardTest, BadRequestsNameTheKeyOrShardAndChangeNothing) {
   auto store = StoreWith({DynamicShard("emb", 0, 2, 0, 20)});
   const std::vector<int64_t> mine = KeysIn(0, 20, 3), other = KeysIn(20, 64, 1);
