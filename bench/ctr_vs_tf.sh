@@ -5,8 +5,12 @@
 # time each system takes to reach a given AUC. The tables go to stdout.
 #
 #   bench/ctr_vs_tf.sh [--scale=1] [--examples=300000] [--epochs=2] [--evals_per_epoch=2]
-#                      [--workers=1,2] [--no_tf] [--out_dir=runs]
+#                      [--workers=1,2] [--ps=2] [--batch=256] [--bottom=64,16] [--top=64,32]
+#                      [--backend=cpu] [--steps_in_flight=0] [--no_tf] [--out_dir=runs]
 #
+# --ps, --batch, --bottom and --top change both sides alike (the defaults are below); --backend
+# (cpu, gpu or auto; TensorFlow's side runs on the CPU) and --steps_in_flight (0: the job's
+# default, 2 with one worker and 1 with several; or 1 or 2) are the shardps job's.
 # Each run goes to a new directory under --out_dir. With SHARDPS_BIN=DIR the binaries are
 # taken from DIR (as bazel-bin lays them out) and nothing is built (bench:ctr_vs_tf_smoke_test).
 #
@@ -14,8 +18,8 @@
 # Criteo-like sizes, 2x10^7 rows in all at --scale=1; smaller scales shrink every table), the
 # training split of --examples and a held-out split of --examples/10 after it. The model:
 # dlrm:bottom=64,16;top=64,32;dim=16;interaction=concat;pooling=sum; Adagrad, learning rate
-# 0.05, initial accumulator 0.1, batch 256 per step; "fixed:2" shards for every variable.
-# shardps runs as deploy/run_local.sh runs it (chief, 2 ps, the workers, an evaluator); the
+# 0.05, initial accumulator 0.1, batch 256 per step; "fixed:<ps>" shards for every variable.
+# shardps runs as deploy/run_local.sh runs it (chief, the ps, the workers, an evaluator); the
 # peer is bench/tf_peer/tf_ctr.py (TensorFlow from bench/tf_peer/venv.sh, made on first use
 # unless --no_tf). The examples go to the peer through `ctr_tool export` (fixed-size records),
 # generated once per run into the run directory.
@@ -35,6 +39,12 @@ examples=300000
 epochs=2
 evals_per_epoch=2
 workers_list="1,2"
+backend=cpu
+num_ps=2
+steps_in_flight=0
+batch=256
+bottom=64,16
+top=64,32
 use_tf=1
 out_dir=runs
 for arg in "$@"; do
@@ -44,12 +54,32 @@ for arg in "$@"; do
     --epochs=*) epochs="${arg#*=}" ;;
     --evals_per_epoch=*) evals_per_epoch="${arg#*=}" ;;
     --workers=*) workers_list="${arg#*=}" ;;
+    --backend=*) backend="${arg#*=}" ;;
+    --ps=*) num_ps="${arg#*=}" ;;
+    --steps_in_flight=*) steps_in_flight="${arg#*=}" ;;
+    --batch=*) batch="${arg#*=}" ;;
+    --bottom=*) bottom="${arg#*=}" ;;
+    --top=*) top="${arg#*=}" ;;
     --no_tf) use_tf=0 ;;
     --out_dir=*) out_dir="${arg#*=}" ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "ctr_vs_tf.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
+case "$backend" in
+  cpu|gpu|auto) ;;
+  *) echo "ctr_vs_tf.sh: --backend takes cpu, gpu or auto, got \"$backend\"" >&2; exit 2 ;;
+esac
+for layers in "$bottom" "$top"; do
+  if ! [[ "$layers" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
+    echo "ctr_vs_tf.sh: --bottom and --top take layer widths like 64,16, got \"$layers\"" >&2
+    exit 2
+  fi
+done
+if ! [[ "$num_ps" =~ ^[1-9][0-9]?$ && "$batch" =~ ^[1-9][0-9]*$ && "$steps_in_flight" =~ ^[012]$ ]]; then
+  echo "ctr_vs_tf.sh: --ps takes 1..99, --batch a positive number, --steps_in_flight 0, 1 or 2" >&2
+  exit 2
+fi
 for n in "$scale" "$examples" "$epochs" "$evals_per_epoch"; do
   if ! [[ "$n" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
     echo "ctr_vs_tf.sh: not a number: $n" >&2
@@ -57,10 +87,10 @@ for n in "$scale" "$examples" "$epochs" "$evals_per_epoch"; do
   fi
 done
 test_examples=$((examples / 10))
-steps_per_epoch=$(((examples + 255) / 256))
+steps_per_epoch=$(((examples + batch - 1) / batch))
 eval_every=$(((steps_per_epoch + evals_per_epoch - 1) / evals_per_epoch))
 spec="synthetic_ctr:preset=criteo_like,scale=${scale},seed=7"
-model="dlrm:bottom=64,16;top=64,32;dim=16;interaction=concat;pooling=sum"
+model="dlrm:bottom=$bottom;top=$top;dim=16;interaction=concat;pooling=sum"
 mkdir -p "$out_dir"
 run_dir="$(cd "$out_dir" && pwd)/ctr_vs_tf-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$run_dir"
@@ -87,19 +117,20 @@ for w in "${workers[@]}"; do
   cat >"$job" <<JSON
 {"name": "ctrbench", "model": "$model",
  "dataset": "$spec,examples=$examples,test=$test_examples",
- "batch_size": 256, "epochs": $epochs,
+ "batch_size": $batch, "epochs": $epochs, "backend": "$backend",
  "optimizer": {"type": "adagrad", "learning_rate": 0.05, "initial_accumulator_value": 0.1},
- "mode": "async", "partitioner": "fixed:2", "seed": 5, "eval_every_steps": $eval_every,
+ "mode": "async", "steps_in_flight": $steps_in_flight, "partitioner": "fixed:$num_ps", "seed": 5, "eval_every_steps": $eval_every,
  "checkpoint": {"dir": "$run_dir/shardps-$w-checkpoints", "every_steps": 100000000}}
 JSON
   echo "ctr_vs_tf: shardps, $w worker(s)" >&2
-  deploy/run_local.sh "$job" --workers "$w" --run_dir "$run_dir/shardps-$w" \
+  deploy/run_local.sh "$job" --workers "$w" --ps "$num_ps" --run_dir "$run_dir/shardps-$w" \
     >"$run_dir/shardps-$w.log" 2>&1 ||
     { echo "shardps with $w workers failed; see $run_dir/shardps-$w.log" >&2; exit 1; }
   if [ "$use_tf" = 1 ]; then
     echo "ctr_vs_tf: TensorFlow, $w worker(s)" >&2
     "$python" bench/tf_peer/tf_ctr.py --train "$run_dir/train.bin" --test "$run_dir/test.bin" \
-      --workers "$w" --epochs "$epochs" --evals_per_epoch "$evals_per_epoch" \
+      --workers "$w" --ps "$num_ps" --batch_size "$batch" --bottom "$bottom" --top "$top" \
+      --epochs "$epochs" --evals_per_epoch "$evals_per_epoch" \
       --out "$run_dir/tf-$w.json" --log_dir "$run_dir/tf-$w" >"$run_dir/tf-$w.log" 2>&1 ||
       { echo "TensorFlow with $w workers failed; see $run_dir/tf-$w.log" >&2; exit 1; }
   fi

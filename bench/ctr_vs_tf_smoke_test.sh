@@ -3,8 +3,9 @@
 # click job (scale 0.01, 20000 examples, 2 epochs) with 1 and 2 workers, the daemons run by
 # deploy/run_local.sh from the built binaries. Checks that each run trained to an AUC above
 # chance, that its time-to-AUC curve has the evaluations taken while it trained (each with
-# the job's time) in time order, and that the evaluator's records carry job_elapsed_s. Speed
-# is never asserted.
+# the job's time) in time order, and that the evaluator's records carry job_elapsed_s. Then a
+# run of 2 workers with the shape flags (--ps=1, --batch, --bottom, --top, --steps_in_flight)
+# reaches the job file and the cluster, and a bad flag value exits 2. Speed is never asserted.
 set -uo pipefail
 root="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-shardps}"
 out="${TEST_TMPDIR:?}/ctr_vs_tf"
@@ -30,5 +31,28 @@ metrics=$(find "$out" -path '*shardps-1/metrics.jsonl' | head -1)
 [ -n "$metrics" ] || fail "no metrics.jsonl"
 grep -q '"job_elapsed_s": [0-9.]*[1-9]' "$metrics" || fail "no job_elapsed_s in $metrics"
 grep -q "examples/s" "$out/table.txt" || fail "no header"
+
+# The shape flags: one ps, a smaller model and batch, two steps in flight.
+out2="$out/shape"
+mkdir -p "$out2"
+SHARDPS_BIN="$root" bench/ctr_vs_tf.sh --no_tf --scale=0.01 --examples=6000 --epochs=1 \
+  --evals_per_epoch=1 --workers=2 --ps=1 --batch=128 --bottom=32,16 --top=32 \
+  --steps_in_flight=2 --out_dir="$out2" >"$out2/table.txt" 2>"$out2/stderr.txt" ||
+  { cat "$out2/stderr.txt" >&2; fail "shape flags: exit $?"; }
+job=$(find "$out2" -name job-2.json | head -1)
+[ -n "$job" ] || fail "shape flags: no job-2.json"
+for want in '"batch_size": 128' '"steps_in_flight": 2' '"partitioner": "fixed:1"' \
+            'bottom=32,16;top=32;'; do
+  grep -qF "$want" "$job" || fail "shape flags: $job lacks $want: $(cat "$job")"
+done
+run=$(dirname "$job")/shardps-2
+[ -f "$run/ps-0.log" ] && [ ! -e "$run/ps-1.log" ] || fail "shape flags: not one ps in $run"
+grep -qE "^shardps +2 " "$out2/table.txt" || fail "shape flags: no table row"
+for bad in --ps=0 --steps_in_flight=3 --bottom=64,x --backend=tpu --batch=-1; do
+  bench/ctr_vs_tf.sh --no_tf "$bad" >/dev/null 2>"$out2/bad.txt"
+  rc=$?
+  [ "$rc" = 2 ] || fail "$bad: exit $rc, not 2"
+  [ -s "$out2/bad.txt" ] || fail "$bad: no message"
+done
 echo "PASS"
 cat "$out/table.txt"
