@@ -411,18 +411,21 @@ void DynamicTable::RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* coun
 
 // Evicts up to `limit` rows whose last push is before `threshold`.
 int64_t DynamicTable::EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit,
-                                     int64_t* counter) {
+                                     int64_t* counter, RowBatch* evicted) {
   std::vector<std::pair<int64_t, uint32_t>> victims;
   s.ForEach([&](int64_t key, uint32_t row) {
     if (static_cast<int64_t>(victims.size()) < limit && s.Step(row) < threshold) {
       victims.push_back({key, row});
     }
   });
-  for (const auto& [key, row] : victims) RemoveRow(s, key, row, counter);
+  for (const auto& [key, row] : victims) {
+    if (evicted != nullptr) CopyRow(s, key, row, evicted);
+    RemoveRow(s, key, row, counter);
+  }
   return static_cast<int64_t>(victims.size());
 }
 
-void DynamicTable::EvictForBudget(Stripe& s, uint32_t now) {
+void DynamicTable::EvictForBudget(Stripe& s, uint32_t now, RowBatch* evicted) {
   if (max_rows_ == 0 || s.size == 0) return;
   // Each stripe keeps to its share of max_rows (by the buckets it holds: keys hash uniformly
   // into buckets), down to its share less a batch, so that sweeps are amortized over many
@@ -451,7 +454,7 @@ void DynamicTable::EvictForBudget(Stripe& s, uint32_t now) {
   int64_t done = 0;
   for (uint32_t threshold : {quantile, std::min(now, quantile + 1), now}) {
     if (done >= want) break;
-    done += EvictOlderThan(s, threshold, want - done, &s.evicted_budget);
+    done += EvictOlderThan(s, threshold, want - done, &s.evicted_budget, evicted);
   }
 }
 
@@ -481,7 +484,7 @@ bool DynamicTable::Admit(Stripe& s, int64_t key) {
 absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> keys,
                                                      absl::Span<const float> grads,
                                                      const Optimizer& optimizer, int64_t step,
-                                                     double lr_scale) {
+                                                     double lr_scale, RowBatch* evicted) {
   const std::string table = absl::StrCat("table '", name_, "': ");
   if (grads.size() != keys.size() * static_cast<size_t>(dim_)) {
     return absl::InvalidArgumentError(absl::StrCat(table, "push of ", keys.size(),
@@ -579,9 +582,9 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
         s.newest_step - s.last_ttl_sweep >= std::max<int64_t>(1, ttl_steps_ / 4)) {
       s.last_ttl_sweep = s.newest_step;
       EvictOlderThan(s, static_cast<uint32_t>(s.newest_step - ttl_steps_),
-                     std::numeric_limits<int64_t>::max(), &s.evicted_ttl);
+                     std::numeric_limits<int64_t>::max(), &s.evicted_ttl, evicted);
     }
-    EvictForBudget(s, now);
+    EvictForBudget(s, now, evicted);
   }
   return result;
 }
@@ -593,7 +596,8 @@ int64_t DynamicTable::EvictExpired(int64_t now_step) {
   for (int32_t i = 0; i < num_stripes_; ++i) {
     Stripe& s = stripes_[i];
     absl::MutexLock lock(&s.mu);
-    evicted += EvictOlderThan(s, threshold, std::numeric_limits<int64_t>::max(), &s.evicted_ttl);
+    evicted += EvictOlderThan(s, threshold, std::numeric_limits<int64_t>::max(), &s.evicted_ttl,
+                              nullptr);
   }
   return evicted;
 }

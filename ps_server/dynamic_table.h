@@ -140,11 +140,13 @@ class DynamicTable {
   // Adam's t, and the clock of eviction) with the learning rate scaled by lr_scale > 0.
   // REQUIRES: `optimizer` is the one the table was created with (its num_slots is checked).
   // Bad input (size, non-finite gradient, bucket not held, step, scale) changes nothing and
-  // names the key and its position.
+  // names the key and its position. `evicted`, when given, gets the rows this push evicts
+  // (by ttl or budget), as they were just before they went: a SYNC shard keeps them so that
+  // a re-run of the step reads what the step read.
   absl::StatusOr<DynamicPushResult> Push(absl::Span<const int64_t> keys,
                                          absl::Span<const float> grads,
                                          const Optimizer& optimizer, int64_t step,
-                                         double lr_scale = 1.0);
+                                         double lr_scale = 1.0, RowBatch* evicted = nullptr);
 
   // Evicts, in every stripe, the rows not pushed for ttl_steps before `now_step` (no-op
   // without a ttl). Returns how many.
@@ -200,8 +202,10 @@ class DynamicTable {
   // Stripe helpers; REQUIRE the stripe's lock held exclusively.
   uint32_t NewRow(Stripe& s, int64_t key, uint32_t last_step);
   void RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* counter);
-  int64_t EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit, int64_t* counter);
-  void EvictForBudget(Stripe& s, uint32_t now);
+  // Both append the rows they evict to `evicted` when it is not null.
+  int64_t EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit, int64_t* counter,
+                         RowBatch* evicted);
+  void EvictForBudget(Stripe& s, uint32_t now, RowBatch* evicted);
   bool Admit(Stripe& s, int64_t key);
   void LogDeletion(Stripe& s, int64_t key);
   void CopyRow(const Stripe& s, int64_t key, uint32_t row, RowBatch* out) const;

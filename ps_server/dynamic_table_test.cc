@@ -211,6 +211,36 @@ TEST(DynamicTableTest, EvictsRowsNotPushedForTtlSteps) {
   EXPECT_EQ(table->size(), 0);
 }
 
+// Push(..., evicted) hands over each row it evicts as it was: key, last step, parameters
+// and slots.
+TEST(DynamicTableTest, APushReportsTheRowsItEvicts) {
+  auto opt = MakeOptimizer(OptimizerSpec::ADAGRAD);
+  DynamicTableOptions o = Options();
+  o.num_stripes = 1;
+  o.ttl_steps = 2;
+  auto table = Make(o, *opt);
+  ASSERT_TRUE(table->Push({1, 2}, Grads(2), *opt, 1).ok());
+  ASSERT_TRUE(table->Push({2}, Grads(1), *opt, 2).ok());
+  auto before = table->ExportBuckets(table->HeldBuckets());
+  ASSERT_TRUE(before.ok());
+  RowBatch evicted;
+  ASSERT_TRUE(table->Push({3}, Grads(1), *opt, 4, 1.0, &evicted).ok());
+  ASSERT_EQ(evicted.keys, std::vector<int64_t>{1}) << "key 1, last pushed at step 1, expired";
+  ASSERT_EQ(evicted.last_steps.size(), 1u);
+  const int64_t floats = o.dim * (1 + opt->num_slots());
+  ASSERT_EQ(evicted.values.size(), static_cast<size_t>(floats));
+  bool found = false;
+  for (size_t r = 0; r < before->keys.size(); ++r) {
+    if (before->keys[r] != 1) continue;
+    found = true;
+    EXPECT_EQ(evicted.last_steps[0], before->last_steps[r]);
+    EXPECT_EQ(evicted.values, std::vector<float>(before->values.begin() + r * floats,
+                                                 before->values.begin() + (r + 1) * floats));
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(table->size(), 2);  // keys 2 and 3
+}
+
 TEST(DynamicTableTest, RowBudgetEvictsLeastRecentlyPushed) {
   auto opt = MakeOptimizer(OptimizerSpec::ADAGRAD);
   DynamicTableOptions o = Options();

@@ -207,6 +207,31 @@ absl::Status Shard::PullKeys(absl::Span<const int64_t> keys, int64_t version, fl
   return absl::OkStatus();
 }
 
+void Shard::KeepEvictedRows(const RowBatch& evicted) {
+  // A push never evicts a row it touches, so these keys are not in prev_keys_ (sorted: the
+  // step's summed ids); the merged list is sorted again for PullKeys' binary search.
+  const size_t width = static_cast<size_t>(width_);
+  const size_t row_floats = width * (1 + slots_count_);
+  std::vector<std::pair<int64_t, const float*>> rows;
+  rows.reserve(prev_keys_.size() + evicted.keys.size());
+  for (size_t k = 0; k < prev_keys_.size(); ++k) {
+    rows.push_back({prev_keys_[k], prev_rows_.data() + k * width});
+  }
+  for (size_t k = 0; k < evicted.keys.size(); ++k) {
+    rows.push_back({evicted.keys[k], evicted.values.data() + k * row_floats});  // parameters first
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> keys(rows.size());
+  std::vector<float> values(rows.size() * width);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    keys[k] = rows[k].first;
+    std::copy(rows[k].second, rows[k].second + width, values.begin() + k * width);
+  }
+  prev_keys_ = std::move(keys);
+  prev_rows_ = std::move(values);
+}
+
 absl::Status Shard::ApplyKeys(absl::Span<const int64_t> keys, const float* grad) {
   RETURN_IF_ERROR(
       table_->Push(keys, absl::MakeConstSpan(grad, keys.size() * static_cast<size_t>(width_)),
@@ -506,18 +531,22 @@ void Shard::FinishStep() {
   prev_params_ = params_.ShareAll();
   prev_version_ = version_;
   if (dynamic()) {
-    // Keeps the rows the step changes, as they are, then applies the step through the table.
+    // Keeps the rows the step changes, as they are, then applies the step through the table;
+    // the rows the step's push evicts (ttl, budget) are kept too, as they were. A re-run of
+    // the step reads the version before it from these.
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
     std::vector<float> before(sum.values.size());
+    RowBatch evicted;
     absl::Status status = table_->Pull(sum.ids, absl::MakeSpan(before));
     if (status.ok()) {
-      status = table_->Push(sum.ids, sum.values, *optimizer_, step).status();
+      status = table_->Push(sum.ids, sum.values, *optimizer_, step, 1.0, &evicted).status();
     }
     // Every key was checked when it was pushed, every gradient is finite: a failure here is
     // a bug, and the step is applied as far as the table took it.
     if (!status.ok()) std::cerr << QuotedShard(name()) << ": sync step " << step << ": " << status << "\n";
     prev_keys_ = std::move(sum.ids);
     prev_rows_ = std::move(before);
+    if (!evicted.keys.empty()) KeepEvictedRows(evicted);
     ++version_;
     accumulator_.Clear();
     return;

@@ -315,6 +315,8 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: applies the step's summed gradient once and starts the next step.
   void FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dynamic, SYNC: adds the rows the step's push evicted to prev_keys_ / prev_rows_.
+  void KeepEvictedRows(const RowBatch& evicted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ShardSpec spec_;
   const int64_t rows_;
@@ -335,8 +337,8 @@ class Shard {
   std::unique_ptr<DynamicTable> table_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
-  // Dynamic, SYNC: the rows the last step changed, as they were before it (sorted keys), so
-  // that a re-run of the step reads the version before it.
+  // Dynamic, SYNC: the rows the last step changed or evicted, as they were before it (sorted
+  // keys), so that a re-run of the step reads the version before it.
   std::vector<int64_t> prev_keys_ ABSL_GUARDED_BY(mu_);
   std::vector<float> prev_rows_ ABSL_GUARDED_BY(mu_);
   // Dynamic: the table epoch each recent checkpoint's cut closed, by checkpoint id.

@@ -279,6 +279,45 @@ TEST(DynamicShardTest, SyncStepsAreBitReproducibleAndReRunnable) {
   EXPECT_EQ(results[0], results[1]) << "arrival order changed the step";
 }
 
+// A SYNC step whose push evicts a row (its ttl ran out) still lets a re-run of the step read
+// that row as the step read it, not as its initial value.
+TEST(DynamicShardTest, AReRunReadsTheRowsItsStepEvictedAsTheyWere) {
+  ShardSpec spec = DynamicShard("ttl", 0, 1, 0, 64, OptimizerSpec::ADAGRAD, /*sync=*/1);
+  spec.mutable_dynamic()->set_ttl_steps(1);
+  auto store = StoreWith({spec});
+  // a and c share a bucket (so a push of c sweeps a's stripe); b is in another.
+  const std::vector<int64_t> in0 = KeysIn(0, 1, 2);
+  const int64_t a = in0[0], c = in0[1], b = KeysIn(1, 2, 1)[0];
+  const std::vector<float> g(kDim, 0.5f);
+  auto initial = PullKeys(*store, "ttl", {a});
+  auto initial_c = PullKeys(*store, "ttl", {c});
+  ASSERT_TRUE(initial.ok() && initial_c.ok());
+  ASSERT_TRUE(PushKeys(*store, "ttl", {a}, g, 1, 0, 0).ok());  // step 1 trains a
+  ASSERT_TRUE(PushKeys(*store, "ttl", {b}, g, 2, 0, 1).ok());  // step 2 leaves a alone
+  int64_t version = 0;
+  auto trained = PullKeys(*store, "ttl", {a}, -1, &version);
+  ASSERT_TRUE(trained.ok());
+  ASSERT_EQ(version, 2);
+  ASSERT_NE(*trained, *initial);
+  ASSERT_TRUE(PushKeys(*store, "ttl", {c}, g, 3, 0, 2).ok());  // step 3 evicts a
+  ListShardsRequest list;
+  ListShardsResponse shards;
+  ASSERT_TRUE(store->ListShards(list, &shards).ok());
+  ASSERT_EQ(shards.shards_size(), 1);
+  ASSERT_EQ(shards.shards(0).dynamic().evicted_ttl(), 1) << "a was not evicted";
+  auto now = PullKeys(*store, "ttl", {a}, -1, &version);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(version, 3);
+  EXPECT_EQ(*now, *initial) << "an evicted row reads as its initial value";
+  auto rerun = PullKeys(*store, "ttl", {a, c}, /*exact_version=*/2, &version);
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  EXPECT_EQ(version, 2);
+  EXPECT_EQ(std::vector<float>(rerun->begin(), rerun->begin() + kDim), *trained)
+      << "a re-run of step 3 must read a as step 3 read it";
+  EXPECT_EQ(std::vector<float>(rerun->begin() + kDim, rerun->end()), *initial_c)
+      << "c had no row before step 3";
+}
+
 // The same pushes to a fixed table and to a dynamic one (both starting at zeros) leave the
 // same rows: the optimizer's row-sparse rule and its step count are the same.
 TEST(DynamicShardTest, RowsFollowTheSameOptimizerAsAFixedTable) {
