@@ -146,6 +146,12 @@ int CheckpointFigures(int64_t rows, int64_t dim, int64_t batch, double changed,
       (void)(*store)->SnapshotStatus(query, &status);
     } while (status.state() == SnapshotStatusResponse::WRITING);
     const double total_s = Seconds(t0);
+    if (status.state() != SnapshotStatusResponse::DONE) {
+      std::cerr << "dynamic_table_bench: snapshot " << id << " to " << request.path() << " "
+                << SnapshotStatusResponse::State_Name(status.state()) << ": " << status.error()
+                << "\n";
+      std::exit(1);
+    }
     auto rss = bench::ReadRss(getpid());
     const int64_t written = response.shards(0).dynamic().rows();
     std::printf("%s snapshot: %lld rows, cut in %.2f s (training paused), file %.1f MiB written "

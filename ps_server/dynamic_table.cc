@@ -775,6 +775,32 @@ absl::Status DynamicTable::ForEachChangedBatch(
   return absl::OkStatus();
 }
 
+int64_t DynamicTable::CountChanged(uint32_t since) const {
+  int64_t n = 0;
+  for (int32_t i = 0; i < num_stripes_; ++i) {
+    const Stripe& s = stripes_[i];
+    absl::ReaderMutexLock lock(&s.mu);
+    s.ForEach([&](int64_t, uint32_t row) { n += s.Epoch(row) > since ? 1 : 0; });
+  }
+  return n;
+}
+
+void DynamicTable::ForEachChangedRow(
+    uint32_t since,
+    const std::function<void(int64_t, uint32_t, const float* const*)>& visit) const {
+  const float* values[1 + Optimizer::kMaxSlots] = {};
+  for (int32_t i = 0; i < num_stripes_; ++i) {
+    const Stripe& s = stripes_[i];
+    absl::ReaderMutexLock lock(&s.mu);
+    s.ForEach([&](int64_t key, uint32_t row) {
+      if (s.Epoch(row) <= since) return;
+      values[0] = s.Param(row, dim_);
+      for (int j = 0; j < num_slots_; ++j) values[1 + j] = s.Slot(j, row, dim_);
+      visit(key, s.Step(row), values);
+    });
+  }
+}
+
 absl::StatusOr<std::vector<int64_t>> DynamicTable::DeletedSince(uint32_t since) const {
   std::vector<int64_t> out;
   for (int32_t i = 0; i < num_stripes_; ++i) {

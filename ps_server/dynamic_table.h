@@ -173,6 +173,15 @@ class DynamicTable {
   // rows). Stops at and returns the first error of `sink`.
   absl::Status ForEachChangedBatch(uint32_t since,
                                    const std::function<absl::Status(const RowBatch&)>& sink) const;
+  // The rows changed after epoch `since`, counted (a sizing pass: it reads only each row's
+  // epoch), and visited one by one in place: `visit(key, last_step, values)` with values[0]
+  // the parameters and values[1 + j] slot j (dim floats each), valid during the call only,
+  // under the row's stripe lock (so `visit` must not call back into the table). A checkpoint
+  // cut copies the rows straight into its own buffers this way.
+  int64_t CountChanged(uint32_t since) const;
+  void ForEachChangedRow(
+      uint32_t since,
+      const std::function<void(int64_t, uint32_t, const float* const*)>& visit) const;
   // Keys deleted after epoch `since`, in no particular order (a key may repeat).
   // FAILED_PRECONDITION when the log has dropped deletions of a later epoch.
   absl::StatusOr<std::vector<int64_t>> DeletedSince(uint32_t since) const;

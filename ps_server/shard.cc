@@ -135,21 +135,21 @@ Shard::DynamicCut Shard::TakeDynamicCut(int64_t checkpoint_id, int64_t base) {
   }
   // Changes from here on belong to the next epoch; the lock keeps pushes out meanwhile.
   const uint32_t closed = table_->AdvanceEpoch();
+  // Sized first (a pass over the rows' epochs), then each row copied once, straight from the
+  // table into the cut: training is paused for as long as this takes.
+  const int64_t rows = table_->CountChanged(since);
+  cut.keys.reserve(rows);
+  cut.last_steps.reserve(rows);
   cut.tensors.resize(1 + slots_count_);
-  const int64_t row_floats = width_ * static_cast<int64_t>(1 + slots_count_);
-  absl::Status copied = table_->ForEachChangedBatch(since, [&](const RowBatch& batch) {
-    cut.keys.insert(cut.keys.end(), batch.keys.begin(), batch.keys.end());
-    cut.last_steps.insert(cut.last_steps.end(), batch.last_steps.begin(),
-                          batch.last_steps.end());
-    for (size_t r = 0; r < batch.keys.size(); ++r) {
-      const float* row = batch.values.data() + static_cast<int64_t>(r) * row_floats;
-      for (size_t t = 0; t <= slots_count_; ++t) {
-        cut.tensors[t].insert(cut.tensors[t].end(), row + t * width_, row + (t + 1) * width_);
-      }
+  for (std::vector<float>& tensor : cut.tensors) tensor.reserve(rows * width_);
+  table_->ForEachChangedRow(since, [&](int64_t key, uint32_t last_step,
+                                       const float* const* values) {
+    cut.keys.push_back(key);
+    cut.last_steps.push_back(last_step);
+    for (size_t t = 0; t <= slots_count_; ++t) {
+      cut.tensors[t].insert(cut.tensors[t].end(), values[t], values[t] + width_);
     }
-    return absl::OkStatus();
   });
-  (void)copied;  // the sink never fails
   cut_epochs_[checkpoint_id] = closed;
   while (cut_epochs_.size() > kRecordedCuts) cut_epochs_.erase(cut_epochs_.begin());
   // Deletions no recorded cut needs any more.
