@@ -6,12 +6,18 @@
 // Sizes: a 16 MiB variable (4 Mi floats) as the transport benchmark pushes it, split over two
 // threads the way two ps daemons apply their halves at once; and a 1 MiB one (in cache).
 //
+// Rows: the row-sparse update of 65 536 distinct random rows of 64 floats (16 MiB of
+// gradient, as the transport benchmark's PushRows) in a table of 2^20 rows (256 MiB of
+// parameters, and as much per slot), one thread, against the dense update of the same
+// 16 MiB: what a row costs beyond its bytes (each row a cache miss).
+//
 //   bazel run //bench:optimizer_bench -- [--json] [--reps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -151,7 +157,69 @@ int Main(int argc, char** argv) {
                      {"update_vs_floor", update / floor}});
     }
   }
-  if (json) std::cout << nlohmann::json{{"reps", reps}, {"figures", out}}.dump(2) << "\n";
+  // Rows.
+  constexpr int64_t kTableRows = int64_t{1} << 20, kWidth = 64, kIds = 65536;
+  std::fprintf(stderr, "\n%-10s %-24s %12s %12s %10s\n", "optimizer", "rows", "ns/row",
+               "dense ns/row", "vs dense");
+  nlohmann::json rows_out = nlohmann::json::array();
+  std::mt19937_64 rng(1);
+  std::vector<int64_t> ids(kTableRows);
+  for (int64_t i = 0; i < kTableRows; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  ids.resize(kIds);
+  for (const Case& c : cases) {
+    if (c.type != OptimizerSpec::SGD && c.type != OptimizerSpec::ADAGRAD &&
+        c.type != OptimizerSpec::ADAM) {
+      continue;
+    }
+    OptimizerSpec spec;
+    spec.set_type(c.type);
+    spec.set_learning_rate(1e-3);
+    auto opt = Optimizer::Create(spec);
+    if (!opt.ok()) {
+      std::cerr << opt.status() << "\n";
+      return 1;
+    }
+    const int slots = (*opt)->num_slots();
+    Arrays table(kTableRows * kWidth, slots);
+    std::vector<Arrays> dense;
+    dense.emplace_back(kIds * kWidth, slots);
+    std::vector<float> grad(kIds * kWidth, 1e-3f);
+    int64_t step = 0;
+    std::vector<Arrays> one;  // Time() runs fn once per element: a placeholder
+    one.emplace_back(1, 0);
+    const double sparse = Time(one, reps, [&](Arrays&) {
+      float* const param_base = table.params.data();
+      float* slot_base[Optimizer::kMaxSlots] = {};
+      RowBlocks slot_blocks[Optimizer::kMaxSlots] = {};
+      for (int j = 0; j < slots; ++j) {
+        slot_base[j] = table.slot[j].data();
+        slot_blocks[j] = RowBlocks::Contiguous(&slot_base[j], kWidth);
+      }
+      (*opt)->ApplyRowsScaled(++step, 1.0, ids, grad.data(),
+                              RowBlocks::Contiguous(&param_base, kWidth),
+                              absl::MakeConstSpan(slot_blocks, slots));
+    });
+    const double contiguous = Time(dense, reps, [&](Arrays& a) {
+      std::vector<float*> s;
+      for (auto& v : a.slot) s.push_back(v.data());
+      (*opt)->ApplyDense(++step, a.grad, a.params.data(), s);
+    });
+    std::fprintf(stderr, "%-10s %-24s %12.1f %12.1f %10.2f\n", c.name,
+                 "65536 of 2^20 x 64", sparse / kIds * 1e9, contiguous / kIds * 1e9,
+                 sparse / contiguous);
+    rows_out.push_back({{"optimizer", c.name},
+                        {"table_rows", kTableRows},
+                        {"width", kWidth},
+                        {"ids", kIds},
+                        {"rows_s", sparse},
+                        {"dense_s", contiguous},
+                        {"rows_vs_dense", sparse / contiguous}});
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"reps", reps}, {"figures", out}, {"rows", rows_out}}.dump(2)
+              << "\n";
+  }
   return 0;
 }
 
