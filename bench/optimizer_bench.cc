@@ -73,6 +73,13 @@ void FusedFloor(int slots, Arrays& a) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(OptimizerSpec::Type type) {
+  OptimizerSpec spec;
+  spec.set_type(type);
+  spec.set_learning_rate(1e-3);
+  return Optimizer::Create(spec);
+}
+
 // Seconds for `threads` threads each running fn on its own arrays, median of `reps`.
 template <typename Fn>
 double Time(std::vector<Arrays>& arrays, int reps, Fn fn) {
@@ -122,10 +129,7 @@ int Main(int argc, char** argv) {
                "floor ns", "GB/s", "vs floor");
   for (const Size& size : sizes) {
     for (const Case& c : cases) {
-      OptimizerSpec spec;
-      spec.set_type(c.type);
-      spec.set_learning_rate(1e-3);
-      auto opt = Optimizer::Create(spec);
+      auto opt = MakeOptimizer(c.type);
       if (!opt.ok()) {
         std::cerr << opt.status() << "\n";
         return 1;
@@ -172,10 +176,7 @@ int Main(int argc, char** argv) {
         c.type != OptimizerSpec::ADAM) {
       continue;
     }
-    OptimizerSpec spec;
-    spec.set_type(c.type);
-    spec.set_learning_rate(1e-3);
-    auto opt = Optimizer::Create(spec);
+    auto opt = MakeOptimizer(c.type);
     if (!opt.ok()) {
       std::cerr << opt.status() << "\n";
       return 1;

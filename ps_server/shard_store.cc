@@ -596,52 +596,36 @@ class ShardStoreImpl final : public ShardStore {
 
   void PullBatch(const PullBatchRequest& request, std::vector<PullResponse>* responses,
                  std::vector<PulledBytes>* in_place, DoneCallback done) override {
-    // `done` moves into `holder` only once that is allocated, so that whatever runs out of
-    // memory here, one of the two is called exactly once.
-    std::shared_ptr<DoneCallback> holder;
-    std::shared_ptr<Fanout> fan;
-    const absl::Status status = Guarded("pull batch", [&]() -> absl::Status {
-      // Every item is resolved first, so that a batch too large for one reply fails before
-      // anything is pulled.
-      int64_t total = 0;
-      for (int i = 0; i < request.pulls_size(); ++i) {
-        const PullRequest& item = request.pulls(i);
-        const std::string what = absl::StrCat("pull from ", QuotedShard(item.shard()));
-        ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
-        ASSIGN_OR_RETURN(RowRange range,
-                         ResolveRange(*shard, item.row_begin(), item.row_end(), what));
-        total += range.size() * shard->width() * static_cast<int64_t>(sizeof(float));
-        if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
-          return ReplyTooLarge(absl::StrCat("pull batch (", request.pulls_size(), " items)"),
-                               absl::StrCat("at least ", total));
-        }
-      }
-      responses->clear();
-      responses->resize(static_cast<size_t>(request.pulls_size()));
-      in_place->clear();
-      in_place->resize(static_cast<size_t>(request.pulls_size()));
-      holder = std::make_shared<DoneCallback>(std::move(done));
-      fan = Fanout::Make(static_cast<size_t>(request.pulls_size()),
-                         [holder](const absl::Status& s) { (*holder)(s); });
-      return absl::OkStatus();
-    });
-    if (fan == nullptr) {
-      if (holder != nullptr) {
-        (*holder)(status);
-      } else {
-        done(status);
-      }
-      return;
-    }
-    for (int i = 0; i < request.pulls_size(); ++i) {
-      try {
-        Pull(request.pulls(i), &(*responses)[static_cast<size_t>(i)],
-             &(*in_place)[static_cast<size_t>(i)],
-             [fan](const absl::Status& s) { fan->Finish(s); });
-      } catch (const std::bad_alloc&) {
-        fan->Finish(OutOfMemory("pull batch"));
-      }
-    }
+    const int items = request.pulls_size();
+    FanOut(
+        "pull batch", items,
+        [&]() -> absl::Status {
+          // Every item is resolved first, so that a batch too large for one reply fails before
+          // anything is pulled.
+          int64_t total = 0;
+          for (int i = 0; i < items; ++i) {
+            const PullRequest& item = request.pulls(i);
+            const std::string what = absl::StrCat("pull from ", QuotedShard(item.shard()));
+            ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
+            ASSIGN_OR_RETURN(RowRange range,
+                             ResolveRange(*shard, item.row_begin(), item.row_end(), what));
+            total += range.size() * shard->width() * static_cast<int64_t>(sizeof(float));
+            if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
+              return ReplyTooLarge(absl::StrCat("pull batch (", items, " items)"),
+                                   absl::StrCat("at least ", total));
+            }
+          }
+          responses->clear();
+          responses->resize(static_cast<size_t>(items));
+          in_place->clear();
+          in_place->resize(static_cast<size_t>(items));
+          return absl::OkStatus();
+        },
+        std::move(done),
+        [&](int i, DoneCallback finish) {
+          Pull(request.pulls(i), &(*responses)[static_cast<size_t>(i)],
+               &(*in_place)[static_cast<size_t>(i)], std::move(finish));
+        });
   }
 
   void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
@@ -660,25 +644,44 @@ class ShardStoreImpl final : public ShardStore {
       return done(absl::InvalidArgumentError(absl::StrCat(
           "pull rows batch of ", items, " items has ", responses.size(), " responses")));
     }
+    FanOut(
+        "pull rows batch", items,
+        [&]() -> absl::Status {
+          // The whole reply's size first, so that a batch too large for one reply fails
+          // before anything is pulled (each item's own ids, width and limits are checked as it
+          // starts).
+          int64_t total = 0;
+          for (int i = 0; i < items; ++i) {
+            const PullRowsRequest& item = request.pulls(i);
+            const std::string what = absl::StrCat("pull rows from ", QuotedShard(item.shard()));
+            ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
+            const int64_t ids = item.ids_size() +
+                                static_cast<int64_t>(item.ids_bytes().size() / sizeof(int64_t));
+            RETURN_IF_ERROR(CheckReplyBytes(ids, shard->width(), what));
+            total += ids * shard->width() * static_cast<int64_t>(sizeof(float));
+            if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
+              return ReplyTooLarge(absl::StrCat("pull rows batch (", items, " items)"),
+                                   absl::StrCat("at least ", total));
+            }
+          }
+          return absl::OkStatus();
+        },
+        std::move(done),
+        [&](int i, DoneCallback finish) {
+          PullRows(request.pulls(i), responses[static_cast<size_t>(i)], std::move(finish));
+        });
+  }
+
+  // A batch of `items` pulls answered as one: `check` (run guarded, as `what`) vets the whole
+  // batch; then start(i, finish) starts item i, and `done` runs once, after every item has
+  // finished, with the first error. Whatever runs out of memory, `done` is called exactly
+  // once: it moves into a shared holder only once that is allocated.
+  void FanOut(absl::string_view what, int items, const std::function<absl::Status()>& check,
+              DoneCallback done, const std::function<void(int, DoneCallback)>& start) {
     std::shared_ptr<DoneCallback> holder;
     std::shared_ptr<Fanout> fan;
-    const absl::Status status = Guarded("pull rows batch", [&]() -> absl::Status {
-      // The whole reply's size first, so that a batch too large for one reply fails before
-      // anything is pulled (each item's own ids, width and limits are checked as it starts).
-      int64_t total = 0;
-      for (int i = 0; i < items; ++i) {
-        const PullRowsRequest& item = request.pulls(i);
-        const std::string what = absl::StrCat("pull rows from ", QuotedShard(item.shard()));
-        ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, FindShard(item.shard(), what));
-        const int64_t ids =
-            item.ids_size() + static_cast<int64_t>(item.ids_bytes().size() / sizeof(int64_t));
-        RETURN_IF_ERROR(CheckReplyBytes(ids, shard->width(), what));
-        total += ids * shard->width() * static_cast<int64_t>(sizeof(float));
-        if (options_.max_reply_bytes > 0 && total > options_.max_reply_bytes) {
-          return ReplyTooLarge(absl::StrCat("pull rows batch (", items, " items)"),
-                               absl::StrCat("at least ", total));
-        }
-      }
+    const absl::Status status = Guarded(what, [&]() -> absl::Status {
+      RETURN_IF_ERROR(check());
       holder = std::make_shared<DoneCallback>(std::move(done));
       fan = Fanout::Make(static_cast<size_t>(items),
                          [holder](const absl::Status& s) { (*holder)(s); });
@@ -694,10 +697,9 @@ class ShardStoreImpl final : public ShardStore {
     }
     for (int i = 0; i < items; ++i) {
       try {
-        PullRows(request.pulls(i), responses[static_cast<size_t>(i)],
-                 [fan](const absl::Status& s) { fan->Finish(s); });
+        start(i, [fan](const absl::Status& s) { fan->Finish(s); });
       } catch (const std::bad_alloc&) {
-        fan->Finish(OutOfMemory("pull rows batch"));
+        fan->Finish(OutOfMemory(what));
       }
     }
   }
