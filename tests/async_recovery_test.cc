@@ -113,7 +113,9 @@ TEST(AsyncRecoveryTest, PsKilledMidJobRollsBackCountsEveryStepOnceAndReachesAccu
 
 TEST(AsyncRecoveryTest, PsKilledWhileWritingACheckpointRollsBackToThePreviousOne) {
   AsyncJob job;
-  job.steps = 2000;
+  // Long enough that checkpoint 2 is cut before the job's end even at 2,000 steps/s (the
+  // steps go on while checkpoint 1's files wait 1.5 s); the final checkpoint has its own test.
+  job.steps = 6000;
   const std::string dir = FreshTempDir("killed_writing");
   TrainingCluster::Options options;
   options.num_workers = kWorkers;

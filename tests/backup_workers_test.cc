@@ -47,7 +47,8 @@ TEST(BackupWorkersTest, AStragglerDoesNotStopASyncJobAndEveryStepIsAppliedOnce) 
   std::cout << "steps counted per worker (worker 2 the straggler):";
   for (const WorkerInfo& w : status->workers()) std::cout << " " << w.steps_done();
   std::cout << "; " << status->elapsed_s() << " s\n";
-  EXPECT_NE(status->workers(2).state(), "failed");
+  EXPECT_NE(status->workers(2).state(), "failed")
+      << status->workers(2).error() << "\n" << (*cluster)->Logs();
 
   // Every shard applied each sync step once: its version is the number of sync steps.
   auto client = *(*cluster)->NewPsClient();

@@ -256,6 +256,13 @@ TEST(CheckpointRecoveryTest, ACancelledJobEndsWithoutWaitingForAFinalEvaluation)
   TrainingCluster* c = cluster->get();
   auto running = c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; });
   ASSERT_TRUE(running.ok()) << running.status();
+  // The evaluator follows the job before it is cancelled (one that only ever sees the job
+  // ended waits for a running one: JobFollowerTest.JobThatEndedBeforeItWasSeenIsNotFollowed).
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!absl::StrContains(c->evaluator()->Log(), "following job") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_THAT(c->evaluator()->Log(), HasSubstr("following job")) << c->Logs();
   std::string out;
   ASSERT_EQ(Shardctl(c->chief_address(), {"cancel"}, &out), 0) << out;
   // The chief ends at once (not after the 600 s a final evaluation may take) with 4, and the

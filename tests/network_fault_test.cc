@@ -167,7 +167,10 @@ void ExpectFinishedOnce(NetnsCluster* c, const JobStatus& done, int64_t steps) {
 
 TEST(NetworkFaultTest, WorkerCutOffIsReplacedAndRejoinsWhenItsLinkIsBack) {
   SKIP_WITHOUT_NAMESPACES();
-  constexpr int64_t kSteps = 10000;
+  // Long enough to outlast worker 1's way back: its connection to the chief, cut for 10 s,
+  // recovers when TCP next retransmits (up to ~13 s after the link is up, by the backoff
+  // of a 10 s outage), and its rejoin must be seen before the job ends (~900 steps/s here).
+  constexpr int64_t kSteps = 24000;
   auto cluster = StartJob("nfw", "cut-worker", kSteps, 2 * kSteps / 3, [](const JobStatus& s) {
     return WorkerSteps(s, 1) >= 50 && WorkerSteps(s, 0) >= 50;
   });
@@ -189,7 +192,7 @@ TEST(NetworkFaultTest, WorkerCutOffIsReplacedAndRejoinsWhenItsLinkIsBack) {
   EXPECT_NE(during->workers(1).state(), "busy");
   EXPECT_GT(during->steps_done(), failed->steps_done() + 50) << "the job stalled during the cut";
   EXPECT_GE(during->steps_requeued(), 1) << "worker 1's leased steps were not re-leased";
-  ASSERT_LT(during->steps_done(), kSteps - 300) << "the job ran too fast to see worker 1 rejoin";
+  ASSERT_LT(during->steps_done(), kSteps / 2) << "the job ran too fast to see worker 1 rejoin";
 
   ASSERT_TRUE(c->SetLink("worker-1", true).ok());
   const absl::Time back = absl::Now();

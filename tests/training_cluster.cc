@@ -119,6 +119,27 @@ absl::StatusOr<std::unique_ptr<TrainingCluster>> TrainingCluster::Start(const Op
         Concat({absl::StrCat("--metrics_file=", c->metrics_file_)}, options.evaluator_flags));
     if (absl::Status s = c->Launch(c->evaluator_.get()); !s.ok()) return s;
   }
+  // The chief starts a --job at once: with every task already accepting connections, no
+  // worker misses the job's start (a refused StartJob is retried only after the chief's probe
+  // interval, by when a short job may be over). A task that exits meanwhile is not waited for.
+  {
+    std::vector<std::pair<const Task*, std::string>> tasks;
+    for (int i = 0; i < options.num_ps; ++i) {
+      tasks.emplace_back(c->ps_[i].get(), c->ps_addresses_[i]);
+    }
+    if (options.start_workers) {
+      for (int i = 0; i < options.num_workers; ++i) {
+        tasks.emplace_back(c->workers_[i].get(), c->spec_["worker"][i]);
+      }
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    for (const auto& [task, address] : tasks) {
+      while (absl::Now() < deadline && task->current->Running() &&
+             !PortAcceptsConnections(address)) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+  }
   std::vector<std::string> chief_args;
   if (options.long_lived) chief_args.push_back("--long_lived");
   if (!options.job_file.empty()) chief_args.push_back(absl::StrCat("--job=", options.job_file));
