@@ -413,6 +413,8 @@ class ChiefImpl : public Chief {
     incremental_base_ = 0;
     increments_ = 0;
     expected_incarnation_ = outcome.incarnations;
+    incarnations_checked_at_ = absl::InfinitePast();
+    final_retry_at_ = absl::InfinitePast();
     status_ = JobStatus();
     status_.set_state(JobStatus::RUNNING);
     status_.set_job_id(job.job_id());
@@ -872,8 +874,10 @@ class ChiefImpl : public Chief {
         }
         continue;
       }
+      // A view from a probe sent before the chief last asked the ps itself (a recovery's
+      // Health) may be of the incarnation that recovery replaced: the next probe tells.
       if (k < expected_incarnation_.size() && v.incarnation != expected_incarnation_[k] &&
-          recovery_cause_.empty()) {
+          v.last_up_sent >= incarnations_checked_at_ && recovery_cause_.empty()) {
         recovery_cause_ = absl::StrCat("ps ", k, " (", options_.ps_addresses[k],
                                        ") restarted (incarnation ",
                                        absl::Hex(v.incarnation), ") and lost its shards");
@@ -896,7 +900,9 @@ class ChiefImpl : public Chief {
     if (store_ == nullptr) return nullptr;
     if (interrupt_checkpoint_) return "interrupted";
     if (!checkpoint_waiters_.empty()) return "on demand";
-    if (scheduler_->Finished()) return final_checkpoint_done_ ? nullptr : "final";
+    if (scheduler_->Finished()) {
+      return final_checkpoint_done_ || absl::Now() < final_retry_at_ ? nullptr : "final";
+    }
     const CheckpointSpec& spec = job_.checkpoint();
     const int64_t done = scheduler_->done_steps();
     if (done == last_checkpoint_steps_) return nullptr;
@@ -934,9 +940,31 @@ class ChiefImpl : public Chief {
           absl::StrCat("checkpoint (", why, ") failed: ", info.status().message()));
       std::cerr << "chief: " << status_.checkpoint_error() << "\n";
     }
-    if (final) {
-      // Training is over either way; without a final checkpoint a restart retrains from
-      // the last one.
+    bool final_done = final;
+    if (final && !info.ok()) {
+      // A ps that lost its state (it restarted) or cannot be reached holds the trained model,
+      // or held it: the job does not end on it. A restarted ps rolls the job back to the last
+      // checkpoint (its steps run again, then the final checkpoint); an unreachable one
+      // pauses the job until it answers, and the final checkpoint is taken again then.
+      const StepFailure failure = ClassifyStepFailure(info.status());
+      if (failure.kind == StepFailureKind::kPsStateLost ||
+          failure.kind == StepFailureKind::kPsUnavailable) {
+        if (failure.kind == StepFailureKind::kPsStateLost && recovery_cause_.empty()) {
+          recovery_cause_ = absl::StrCat(
+              failure.ps_task >= 0 ? absl::StrCat("ps ", failure.ps_task) : "a ps",
+              " lost the job's shards during the final checkpoint (", info.status().message(),
+              ")");
+          std::cerr << "chief: " << recovery_cause_ << "\n";
+        }
+        final_retry_at_ = absl::Now() + absl::Seconds(1);
+        monitor_->ProbeNow();
+        control_wake_ = true;
+        final_done = false;
+      }
+    }
+    if (final_done) {
+      // Training is over either way (a full disk, say); without a final checkpoint a restart
+      // retrains from the last one.
       final_checkpoint_done_ = true;
       if (info.ok()) {
         store_state_.finished = true;
@@ -1051,8 +1079,10 @@ class ChiefImpl : public Chief {
               return absl::InternalError(absl::StrCat("ps ", k, " could not write its file: ",
                                                       r.error()));
             default:
-              return absl::AbortedError(absl::StrCat(
-                  "ps ", k, " no longer knows checkpoint ", *id, " (it restarted)"));
+              return WithDetail(absl::AbortedError(absl::StrCat(
+                                    "ps ", k, " no longer knows checkpoint ", *id,
+                                    " (it restarted)")),
+                                ErrorDetail::PS_STATE_LOST, k);
           }
         }
         if (all_done) break;
@@ -1154,6 +1184,7 @@ class ChiefImpl : public Chief {
     absl::StatusOr<RollbackOutcome> rolled = RollBack(job, defs, store, generation);
     std::vector<absl::Status> statuses;
     std::vector<HealthResponse> health;
+    const absl::Time health_sent = absl::Now();
     if (rolled.ok()) {
       options_.ps->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &health);
     }
@@ -1177,6 +1208,7 @@ class ChiefImpl : public Chief {
     incremental_base_ = 0;  // the restored ps hold no record of earlier cuts
     increments_ = 0;
     expected_incarnation_ = incarnations;
+    incarnations_checked_at_ = health_sent;
     absl::Status restored = scheduler_->Restore(rolled->steps_done, {}, scheduler_->total_steps());
     if (!restored.ok()) {
       status_.set_state(JobStatus::FAILED);
@@ -1253,7 +1285,8 @@ class ChiefImpl : public Chief {
           p->set_down_s(absl::ToDoubleSeconds(now - v.last_up));
         }
       } else if (k < expected_incarnation_.size() && expected_incarnation_[k] != 0 &&
-                 v.incarnation != expected_incarnation_[k]) {
+                 v.incarnation != expected_incarnation_[k] &&
+                 v.last_up_sent >= incarnations_checked_at_) {
         p->set_state(paused_ ? "restoring" : "restarted");
       } else {
         p->set_state("up");
@@ -1635,6 +1668,9 @@ class ChiefImpl : public Chief {
   JobStore::State store_state_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> expected_incarnation_ ABSL_GUARDED_BY(mu_);
+  // When the Health calls that expected_incarnation_ came from (a recovery's) were sent: a
+  // monitor view from an earlier probe says nothing about them.
+  absl::Time incarnations_checked_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool paused_ ABSL_GUARDED_BY(mu_) = false;     // recovering: nothing is leased
   bool ps_paused_ ABSL_GUARDED_BY(mu_) = false;  // a ps is unreachable: nothing is leased
   std::string phase_ ABSL_GUARDED_BY(mu_);       // JobStatus.phase
@@ -1645,6 +1681,8 @@ class ChiefImpl : public Chief {
   int64_t last_checkpoint_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
   bool final_checkpoint_done_ ABSL_GUARDED_BY(mu_) = false;
+  // A final checkpoint that failed on a ps is taken again no sooner than this.
+  absl::Time final_retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool interrupt_checkpoint_ ABSL_GUARDED_BY(mu_) = false;
   bool interrupt_done_ ABSL_GUARDED_BY(mu_) = false;
   bool interrupted_ ABSL_GUARDED_BY(mu_) = false;

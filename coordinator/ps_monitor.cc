@@ -36,6 +36,7 @@ void PsMonitor::Loop() {
   while (true) {
     std::vector<absl::Status> statuses;
     std::vector<HealthResponse> responses;
+    const absl::Time sent = absl::Now();
     ps_->HealthEach(/*from_chief=*/true, options_.probe_timeout, &statuses, &responses);
     const absl::Time now = absl::Now();
     bool changed = false;
@@ -60,6 +61,7 @@ void PsMonitor::Loop() {
           v.bytes = h.bytes();
           v.memory_available_bytes = h.memory_available_bytes();
           v.last_up = now;
+          v.last_up_sent = sent;
           v.failing_since = absl::InfiniteFuture();
           v.error.clear();
         } else {

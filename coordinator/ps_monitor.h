@@ -44,6 +44,7 @@ class PsMonitor {
     int64_t bytes = 0;
     int64_t memory_available_bytes = 0;
     absl::Time last_up = absl::InfinitePast();
+    absl::Time last_up_sent = absl::InfinitePast();  // when the probe last_up is of was sent
     absl::Time failing_since = absl::InfiniteFuture();  // first failed probe of a run of them
     std::string error;                                   // the last failure
   };

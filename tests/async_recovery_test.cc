@@ -1,7 +1,8 @@
 // Async training survives a ps or the chief going away mid-job, as processes on localhost:
 // a ps killed -9 (and started again at its address) rolls the job back to the newest
 // checkpoint, a ps killed while it writes a checkpoint leaves that checkpoint uncommitted and
-// the rollback takes the one before, a chief killed -9 or stopped with SIGTERM is resumed by
+// the rollback takes the one before (the final checkpoint too: the job does not end on a ps
+// that lost the model), a chief killed -9 or stopped with SIGTERM is resumed by
 // its restart from the ps's live state. Every step is applied exactly once: each async step
 // updates each shard once, so at the end every shard's version is the job's step count.
 #include <signal.h>
@@ -156,6 +157,45 @@ TEST(AsyncRecoveryTest, PsKilledWhileWritingACheckpointRollsBackToThePreviousOne
   EXPECT_THAT(c->chief()->Log(), Not(HasSubstr("checkpoint 2 (every_steps) committed")));
   EXPECT_THAT(c->chief()->Log(), HasSubstr("checkpoint (every_steps) failed"));
   EXPECT_TRUE(status->checkpoint_error().empty()) << status->checkpoint_error();
+  ExpectEveryShardAtVersion(dir, job.steps, c->Logs());
+}
+
+// The final checkpoint is the one a ps dies writing: the trained model is gone from that ps,
+// so the job may not end on it. It runs again from the last checkpoint (here none: from its
+// start) and ends with a final checkpoint of every step, each applied once.
+TEST(AsyncRecoveryTest, PsKilledWhileWritingTheFinalCheckpointRunsTheJobAgain) {
+  AsyncJob job;
+  job.name = "arf";
+  job.steps = 400;
+  job.every_steps = 0;  // the final checkpoint only
+  const std::string dir = FreshTempDir("killed_writing_final");
+  TrainingCluster::Options options;
+  options.num_workers = kWorkers;
+  options.job_file = JobFile(job, dir);
+  options.ps_flags = {"--test_snapshot_write_delay_ms=1500"};
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  TrainingCluster* c = cluster->get();
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  while (!LogHas(c->ps(1), "checkpoint 1's file waits") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(LogHas(c->ps(1), "checkpoint 1's file waits")) << c->Logs();
+  auto killed = c->StopPs(1, SIGKILL);
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  ASSERT_TRUE(c->RestartPs(1).ok());
+
+  auto status = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->recoveries_size(), 1) << status->ShortDebugString() << "\n" << c->Logs();
+  const RecoveryInfo& r = status->recoveries(0);
+  EXPECT_THAT(r.cause(), HasSubstr("ps 1"));
+  EXPECT_THAT(r.action(), HasSubstr("re-initialized (no usable checkpoint)"));
+  EXPECT_EQ(r.steps_lost(), job.steps) << r.ShortDebugString();
+  EXPECT_EQ(status->steps_done(), job.steps);
+  EXPECT_THAT(c->chief()->Log(), HasSubstr("checkpoint (final) failed"));
+  EXPECT_TRUE(status->checkpoint_error().empty()) << status->checkpoint_error();
+  for (const CommittedCheckpoint& ckpt : CommittedCheckpoints(dir)) EXPECT_NE(ckpt.id, 1);
   ExpectEveryShardAtVersion(dir, job.steps, c->Logs());
 }
 
