@@ -58,15 +58,20 @@ TEST(DurabilityBenchSmokeTest, QuickRunPrintsEveryFigure) {
                           "recovery_seconds"}) {
     EXPECT_TRUE(figures[key].at("met").is_boolean()) << key;
     ASSERT_TRUE(figures[key].contains("ratio")) << key;
+    EXPECT_TRUE(figures[key]["ratio"].is_number()) << key;
+  }
+  for (const char* key : {"checkpoint_bytes_per_s", "restore_warm_bytes_per_s", "stall_ms"}) {
     EXPECT_GE(figures[key]["ratio"].get<double>(), 0) << key;
   }
-  // Rates and times against their baselines: positive.
+  // Rates against their baselines: positive. (recovery_seconds is the time from the kill to
+  // the next step less the restore's bytes at the restore bandwidth measured beforehand: on a
+  // loaded machine the estimate can exceed the time itself, and the figure goes below 0.)
   for (const char* key : {"checkpoint_bytes_per_s", "restore_warm_bytes_per_s",
-                          "restore_warm_vs_fresh_memory", "steps_per_s_before",
-                          "recovery_seconds"}) {
+                          "restore_warm_vs_fresh_memory", "steps_per_s_before"}) {
     ASSERT_TRUE(figures[key].contains("ratio")) << key;
     EXPECT_GT(figures[key]["ratio"].get<double>(), 0) << key;
   }
+  EXPECT_GT(json.at("recovery").at("kill_to_first_step_seconds").get<double>(), 0) << table;
   EXPECT_NE(table.find("page cache"), std::string::npos);
   EXPECT_EQ(json.at("config").at("rows"), 2048);
 }

@@ -61,8 +61,25 @@ void ExpectEveryShardAtVersion(const std::string& dir, int64_t steps, const std:
   }
 }
 
-bool LogHas(Process* p, const std::string& text) {
-  return p != nullptr && absl::StrContains(p->Log(), text);
+// A cluster whose ps each wait 1.5 s before they write a checkpoint's file: time to kill one
+// mid-write.
+absl::StatusOr<std::unique_ptr<TrainingCluster>> StartWithSlowCheckpoints(
+    const AsyncJob& job, const std::string& dir) {
+  TrainingCluster::Options options;
+  options.num_workers = kWorkers;
+  options.job_file = JobFile(job, dir);
+  options.ps_flags = {"--test_snapshot_write_delay_ms=1500"};
+  return TrainingCluster::Start(options);
+}
+
+// Kills ps 1 (SIGKILL) once checkpoint `id` is cut and it is about to write its file, and
+// starts it again at its address.
+void KillPs1WhileItWrites(TrainingCluster* c, int64_t id) {
+  ASSERT_TRUE(c->ps(1)->WaitForLog(absl::StrCat("checkpoint ", id, "'s file waits"),
+                                   absl::Minutes(1)))
+      << c->Logs();
+  auto killed = c->StopPs(1, SIGKILL);
+  ASSERT_TRUE(killed.ok()) << killed.status();
 }
 
 TEST(AsyncRecoveryTest, PsKilledMidJobRollsBackCountsEveryStepOnceAndReachesAccuracy) {
@@ -118,26 +135,14 @@ TEST(AsyncRecoveryTest, PsKilledWhileWritingACheckpointRollsBackToThePreviousOne
   // steps go on while checkpoint 1's files wait 1.5 s); the final checkpoint has its own test.
   job.steps = 6000;
   const std::string dir = FreshTempDir("killed_writing");
-  TrainingCluster::Options options;
-  options.num_workers = kWorkers;
-  options.job_file = JobFile(job, dir);
-  // Each ps waits 1.5 s before it writes a checkpoint's file: time to kill one mid-write.
-  options.ps_flags = {"--test_snapshot_write_delay_ms=1500"};
-  auto cluster = TrainingCluster::Start(options);
+  auto cluster = StartWithSlowCheckpoints(job, dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
   auto first = c->WaitForStatus([](const JobStatus& s) { return s.has_checkpoint(); });
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->last_checkpoint().id(), 1);
   const int64_t first_steps = first->last_checkpoint().steps_done();
-  // Checkpoint 2 is cut and ps 1 is about to write its file.
-  const absl::Time deadline = absl::Now() + absl::Minutes(1);
-  while (!LogHas(c->ps(1), "checkpoint 2's file waits") && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_TRUE(LogHas(c->ps(1), "checkpoint 2's file waits")) << c->Logs();
-  auto killed = c->StopPs(1, SIGKILL);
-  ASSERT_TRUE(killed.ok()) << killed.status();
+  ASSERT_NO_FATAL_FAILURE(KillPs1WhileItWrites(c, 2));
   const std::string interrupted = absl::StrCat(dir, "/ckpt-000000002");
   EXPECT_EQ(access(interrupted.c_str(), F_OK), 0) << "checkpoint 2 was not prepared";
   EXPECT_NE(access((interrupted + "/manifest.json").c_str(), F_OK), 0)
@@ -169,20 +174,10 @@ TEST(AsyncRecoveryTest, PsKilledWhileWritingTheFinalCheckpointRunsTheJobAgain) {
   job.steps = 400;
   job.every_steps = 0;  // the final checkpoint only
   const std::string dir = FreshTempDir("killed_writing_final");
-  TrainingCluster::Options options;
-  options.num_workers = kWorkers;
-  options.job_file = JobFile(job, dir);
-  options.ps_flags = {"--test_snapshot_write_delay_ms=1500"};
-  auto cluster = TrainingCluster::Start(options);
+  auto cluster = StartWithSlowCheckpoints(job, dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
-  const absl::Time deadline = absl::Now() + absl::Minutes(1);
-  while (!LogHas(c->ps(1), "checkpoint 1's file waits") && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_TRUE(LogHas(c->ps(1), "checkpoint 1's file waits")) << c->Logs();
-  auto killed = c->StopPs(1, SIGKILL);
-  ASSERT_TRUE(killed.ok()) << killed.status();
+  ASSERT_NO_FATAL_FAILURE(KillPs1WhileItWrites(c, 1));
   ASSERT_TRUE(c->RestartPs(1).ok());
 
   auto status = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));

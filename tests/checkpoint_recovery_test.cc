@@ -258,11 +258,7 @@ TEST(CheckpointRecoveryTest, ACancelledJobEndsWithoutWaitingForAFinalEvaluation)
   ASSERT_TRUE(running.ok()) << running.status();
   // The evaluator follows the job before it is cancelled (one that only ever sees the job
   // ended waits for a running one: JobFollowerTest.JobThatEndedBeforeItWasSeenIsNotFollowed).
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!absl::StrContains(c->evaluator()->Log(), "following job") && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_THAT(c->evaluator()->Log(), HasSubstr("following job")) << c->Logs();
+  ASSERT_TRUE(c->evaluator()->WaitForLog("following job", absl::Seconds(60))) << c->Logs();
   std::string out;
   ASSERT_EQ(Shardctl(c->chief_address(), {"cancel"}, &out), 0) << out;
   // The chief ends at once (not after the 600 s a final evaluation may take) with 4, and the

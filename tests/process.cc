@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -94,6 +95,15 @@ std::string Process::Log() const {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool Process::WaitForLog(absl::string_view text, absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!absl::StrContains(Log(), text)) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
 }
 
 absl::StatusOr<int> RunCommand(const std::string& binary, const std::vector<std::string>& args,

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace shardps {
@@ -38,6 +39,8 @@ class Process {
   // The exit code, once Running or Wait has seen the process end.
   std::optional<int> exit_code() const { return exit_code_; }
   std::string Log() const;
+  // Whether the log holds `text`, polled until it does or `timeout` has passed.
+  bool WaitForLog(absl::string_view text, absl::Duration timeout) const;
 
  private:
   Process(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
