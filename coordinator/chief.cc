@@ -1454,7 +1454,9 @@ class ChiefImpl : public Chief {
     WorkerState& w = workers_[i];
     ++w.in_flight;
     w.last_contact = absl::Now();
-    if (w.info.state() != "failed") w.info.set_state("starting");
+    if (w.info.state() != "failed" && w.info.state() != "unreachable") {
+      w.info.set_state("starting");
+    }
     auto call = std::make_shared<std::pair<StartJobRequest, StartJobResponse>>();
     *call->first.mutable_job() = job_;
     for (const std::string& a : options_.ps_addresses) call->first.add_ps_addresses(a);
@@ -1473,10 +1475,16 @@ class ChiefImpl : public Chief {
             w.info.set_error("");
             w.info.set_backend(call->second.backend());
           } else {
-            w.info.set_state("failed");
+            const StepFailureKind kind = ClassifyStepFailure(s).kind;
+            // A worker the chief cannot connect to that has not failed (one not up yet when
+            // the job starts, say, as pods come up in any order) is unreachable, not failed.
+            if (kind != StepFailureKind::kWorkerDown || w.info.state() == "failed") {
+              w.info.set_state("failed");
+            } else {
+              w.info.set_state("unreachable");
+            }
             w.info.set_error(std::string(s.message()));
             w.next_probe = absl::Now() + options_.probe_interval;
-            const StepFailureKind kind = ClassifyStepFailure(s).kind;
             if (kind == StepFailureKind::kStepFailed || kind == StepFailureKind::kIncompatible) {
               // The worker is up but refuses the job (say, it cannot read the data, or speaks
               // another protocol). The others go on; when every worker has refused it

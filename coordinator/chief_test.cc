@@ -432,6 +432,46 @@ TEST_F(ChiefTest, AWorkerThatKeepsRefusingTheJobIsLeftOutWhileOthersRunIt) {
   EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED) << chief_->Status().error();
 }
 
+// A worker not up yet when the job starts (its StartJob cannot connect) is unreachable, not
+// failed, with no failure counted; the job runs on the other one, and the worker joins once
+// it answers.
+TEST_F(ChiefTest, AWorkerNotUpYetIsUnreachableNotFailedAndJoinsOnceItAnswers) {
+  StartChief(2, /*has_evaluator=*/false, /*probe_interval=*/absl::Milliseconds(5));
+  workers_[1]->set_start_error(absl::UnavailableError(
+      "failed to connect to all addresses; last error: Connection refused"));
+  Submit(R"("mode": "async", "steps": 6, "steps_in_flight": 1)");
+  FakeWorker* up = workers_[0];
+  FakeWorker* late = workers_[1];
+  ASSERT_TRUE(up->WaitForPending(1));
+  ASSERT_TRUE(WaitForStatus([](const JobStatus& s) {
+    return s.workers_size() == 2 && s.workers(1).state() == "unreachable";
+  })) << chief_->Status().DebugString();
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.workers(1).failures(), 0);
+  EXPECT_NE(status.workers(1).error().find("Connection refused"), std::string::npos);
+  EXPECT_EQ(up->Finish(), 0);
+
+  late->set_start_error(absl::OkStatus());
+  ASSERT_TRUE(late->WaitForPending(1)) << chief_->Status().DebugString();
+  EXPECT_EQ(chief_->Status().workers(1).failures(), 0);
+  const absl::Time deadline = absl::Now() + kWait;
+  while (chief_->Status().steps_done() < 6) {
+    ASSERT_LT(absl::Now(), deadline) << chief_->Status().DebugString();
+    bool finished = false;
+    for (FakeWorker* w : {late, up}) {
+      if (!w->Pending().empty()) {
+        w->Finish();
+        finished = true;
+      }
+    }
+    if (!finished) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_GE(status.workers(1).steps_done(), 1);
+}
+
 // When every worker keeps refusing, the job cannot run: it fails, naming the last refusal.
 TEST_F(ChiefTest, WhenEveryWorkerKeepsRefusingTheJobFails) {
   StartChief(2, /*has_evaluator=*/false, /*probe_interval=*/absl::Milliseconds(5));

@@ -81,9 +81,10 @@ std::string WorkersTable(const JobStatus& status) {
                               w.backend().empty() ? "-" : w.backend(), absl::StrCat(w.steps_done()),
                               absl::StrCat(w.failures())));
   }
-  // Why each failed worker failed, below the table (one line each; an error can be long).
+  // Why each failed or unreachable worker is so, below the table (one line each; an error can
+  // be long).
   for (const WorkerInfo& w : status.workers()) {
-    if (w.state() == "failed" && !w.error().empty()) {
+    if ((w.state() == "failed" || w.state() == "unreachable") && !w.error().empty()) {
       absl::StrAppend(&out, "  worker ", w.index(), ": ", w.error(), "\n");
     }
   }

@@ -206,6 +206,12 @@ TEST(ProgressTest, StatusText) {
   const std::string error_text = StatusText(with_error, kNow);
   EXPECT_THAT(error_text, HasSubstr("\n  worker 1: incompatible shardps protocol: ...\n"));
   EXPECT_THAT(error_text, Not(HasSubstr("ignored while not failed")));
+  // So is an unreachable one's (not up yet, say).
+  JobStatus unreachable = RunningJob();
+  unreachable.mutable_workers(1)->set_state("unreachable");
+  unreachable.mutable_workers(1)->set_error("failed to connect: Connection refused");
+  EXPECT_THAT(StatusText(unreachable, kNow),
+              HasSubstr("\n  worker 1: failed to connect: Connection refused\n"));
 
   JobStatus failed = RunningJob();
   failed.set_state(JobStatus::FAILED);
