@@ -82,6 +82,17 @@ void KillPs1WhileItWrites(TrainingCluster* c, int64_t id) {
   ASSERT_TRUE(killed.ok()) << killed.status();
 }
 
+// Waits for the job to succeed after ps 1 was killed and restarted: one recovery, caused by
+// ps 1, and no checkpoint error left.
+void SucceedsAfterOneRecoveryByPs1(TrainingCluster* c, JobStatus* status) {
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->recoveries_size(), 1) << done->ShortDebugString() << "\n" << c->Logs();
+  EXPECT_THAT(done->recoveries(0).cause(), HasSubstr("ps 1"));
+  EXPECT_TRUE(done->checkpoint_error().empty()) << done->checkpoint_error();
+  *status = *std::move(done);
+}
+
 TEST(AsyncRecoveryTest, PsKilledMidJobRollsBackCountsEveryStepOnceAndReachesAccuracy) {
   // Three epochs of the 128-unit MLP: enough for the evaluator's 0.85.
   AsyncJob job;
@@ -149,19 +160,15 @@ TEST(AsyncRecoveryTest, PsKilledWhileWritingACheckpointRollsBackToThePreviousOne
       << "checkpoint 2 was committed without ps 1's file";
   ASSERT_TRUE(c->RestartPs(1).ok());
 
-  auto status = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
-  ASSERT_TRUE(status.ok()) << status.status();
-  ASSERT_EQ(status->recoveries_size(), 1) << status->ShortDebugString() << "\n" << c->Logs();
-  const RecoveryInfo& r = status->recoveries(0);
-  EXPECT_THAT(r.cause(), HasSubstr("ps 1"));
-  EXPECT_THAT(r.action(), HasSubstr(absl::StrCat("rolled back to checkpoint 1 (step ",
-                                                 first_steps, ")")))
+  JobStatus status;
+  ASSERT_NO_FATAL_FAILURE(SucceedsAfterOneRecoveryByPs1(c, &status));
+  EXPECT_THAT(status.recoveries(0).action(),
+              HasSubstr(absl::StrCat("rolled back to checkpoint 1 (step ", first_steps, ")")))
       << c->Logs();
   // Checkpoint 2 never became a checkpoint; the later ones did.
   for (const CommittedCheckpoint& ckpt : CommittedCheckpoints(dir)) EXPECT_NE(ckpt.id, 2);
   EXPECT_THAT(c->chief()->Log(), Not(HasSubstr("checkpoint 2 (every_steps) committed")));
   EXPECT_THAT(c->chief()->Log(), HasSubstr("checkpoint (every_steps) failed"));
-  EXPECT_TRUE(status->checkpoint_error().empty()) << status->checkpoint_error();
   ExpectEveryShardAtVersion(dir, job.steps, c->Logs());
 }
 
@@ -180,16 +187,13 @@ TEST(AsyncRecoveryTest, PsKilledWhileWritingTheFinalCheckpointRunsTheJobAgain) {
   ASSERT_NO_FATAL_FAILURE(KillPs1WhileItWrites(c, 1));
   ASSERT_TRUE(c->RestartPs(1).ok());
 
-  auto status = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
-  ASSERT_TRUE(status.ok()) << status.status();
-  ASSERT_EQ(status->recoveries_size(), 1) << status->ShortDebugString() << "\n" << c->Logs();
-  const RecoveryInfo& r = status->recoveries(0);
-  EXPECT_THAT(r.cause(), HasSubstr("ps 1"));
+  JobStatus status;
+  ASSERT_NO_FATAL_FAILURE(SucceedsAfterOneRecoveryByPs1(c, &status));
+  const RecoveryInfo& r = status.recoveries(0);
   EXPECT_THAT(r.action(), HasSubstr("re-initialized (no usable checkpoint)"));
   EXPECT_EQ(r.steps_lost(), job.steps) << r.ShortDebugString();
-  EXPECT_EQ(status->steps_done(), job.steps);
+  EXPECT_EQ(status.steps_done(), job.steps);
   EXPECT_THAT(c->chief()->Log(), HasSubstr("checkpoint (final) failed"));
-  EXPECT_TRUE(status->checkpoint_error().empty()) << status->checkpoint_error();
   for (const CommittedCheckpoint& ckpt : CommittedCheckpoints(dir)) EXPECT_NE(ckpt.id, 1);
   ExpectEveryShardAtVersion(dir, job.steps, c->Logs());
 }
