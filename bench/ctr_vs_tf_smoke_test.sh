@@ -2,11 +2,12 @@
 # bench/ctr_vs_tf.sh end to end without TensorFlow (--no_tf; CI never installs it): a tiny
 # click job (scale 0.01, 80000 examples, 2 epochs: ~1 s even at 130 k examples/s, so that the
 # evaluator, which polls the chief every 200 ms, looks while it trains; 20000 ended first once)
-# with 1 and 2 workers, the daemons run by deploy/run_local.sh from the built binaries. Checks that each run trained to an AUC above
-# chance, that its time-to-AUC curve has the evaluations taken while it trained (each with
-# the job's time) in time order, and that the evaluator's records carry job_elapsed_s. Then a
-# run of 2 workers with the shape flags (--ps=1, --batch, --bottom, --top, --steps_in_flight)
-# reaches the job file and the cluster, and a bad flag value exits 2. Speed is never asserted.
+# with 1 and 2 workers, the daemons run by deploy/run_local.sh from the built binaries.
+# Checks that each run trained to an AUC above chance, that its time-to-AUC curve has the
+# evaluations taken while it trained (each with the job's time) in time order, and that the
+# evaluator's records carry job_elapsed_s. Then a run of 2 workers with the shape flags (--ps=1,
+# --batch, --bottom, --top, --steps_in_flight) reaches the job file and the cluster, and a bad
+# flag value exits 2. Speed is never asserted.
 set -uo pipefail
 root="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-shardps}"
 out="${TEST_TMPDIR:?}/ctr_vs_tf"
