@@ -848,6 +848,28 @@ class ChiefImpl : public Chief {
     mu_.Lock();
   }
 
+  // Whether ps k (as the monitor last saw it up) is another incarnation than the job's. A view
+  // from a probe sent before the chief last asked the ps itself (a recovery's Health) may be
+  // of the incarnation that recovery replaced: the next probe tells.
+  bool RestartedLocked(size_t k, const PsMonitor::PsView& v) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return k < expected_incarnation_.size() && v.incarnation != expected_incarnation_[k] &&
+           v.last_up_sent >= incarnations_checked_at_;
+  }
+
+  // A ps (ps_task; -1: not known which) lost the job's shards: the control thread rolls the
+  // job back.
+  void PsStateLostLocked(int ps_task, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (recovery_cause_.empty()) {
+      recovery_cause_ =
+          absl::StrCat(ps_task >= 0 ? absl::StrCat("ps ", ps_task) : std::string("a ps"),
+                       " lost the job's shards (", why, ")");
+      std::cerr << "chief: " << recovery_cause_ << "\n";
+    }
+    control_wake_ = true;
+    monitor_->ProbeNow();
+  }
+
   // Pauses leasing while a ps is unreachable (its steps would only fail), says why in the
   // status, and asks for a recovery when a ps came back as a new incarnation.
   void UpdatePsPhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -874,10 +896,7 @@ class ChiefImpl : public Chief {
         }
         continue;
       }
-      // A view from a probe sent before the chief last asked the ps itself (a recovery's
-      // Health) may be of the incarnation that recovery replaced: the next probe tells.
-      if (k < expected_incarnation_.size() && v.incarnation != expected_incarnation_[k] &&
-          v.last_up_sent >= incarnations_checked_at_ && recovery_cause_.empty()) {
+      if (RestartedLocked(k, v) && recovery_cause_.empty()) {
         recovery_cause_ = absl::StrCat("ps ", k, " (", options_.ps_addresses[k],
                                        ") restarted (incarnation ",
                                        absl::Hex(v.incarnation), ") and lost its shards");
@@ -949,16 +968,13 @@ class ChiefImpl : public Chief {
       const StepFailure failure = ClassifyStepFailure(info.status());
       if (failure.kind == StepFailureKind::kPsStateLost ||
           failure.kind == StepFailureKind::kPsUnavailable) {
-        if (failure.kind == StepFailureKind::kPsStateLost && recovery_cause_.empty()) {
-          recovery_cause_ = absl::StrCat(
-              failure.ps_task >= 0 ? absl::StrCat("ps ", failure.ps_task) : "a ps",
-              " lost the job's shards during the final checkpoint (", info.status().message(),
-              ")");
-          std::cerr << "chief: " << recovery_cause_ << "\n";
+        if (failure.kind == StepFailureKind::kPsStateLost) {
+          PsStateLostLocked(failure.ps_task, absl::StrCat("during the final checkpoint: ",
+                                                          info.status().message()));
+        } else {
+          monitor_->ProbeNow();
         }
         final_retry_at_ = absl::Now() + absl::Seconds(1);
-        monitor_->ProbeNow();
-        control_wake_ = true;
         final_done = false;
       }
     }
@@ -1284,9 +1300,7 @@ class ChiefImpl : public Chief {
         if (v.last_up != absl::InfinitePast()) {
           p->set_down_s(absl::ToDoubleSeconds(now - v.last_up));
         }
-      } else if (k < expected_incarnation_.size() && expected_incarnation_[k] != 0 &&
-                 v.incarnation != expected_incarnation_[k] &&
-                 v.last_up_sent >= incarnations_checked_at_) {
+      } else if (RestartedLocked(k, v) && expected_incarnation_[k] != 0) {
         p->set_state(paused_ ? "restoring" : "restarted");
       } else {
         p->set_state("up");
@@ -1610,14 +1624,7 @@ class ChiefImpl : public Chief {
         return;
       case StepFailureKind::kPsStateLost:
         if (running) SetRunningState(w);
-        if (recovery_cause_.empty()) {
-          recovery_cause_ = absl::StrCat(
-              failure.ps_task >= 0 ? absl::StrCat("ps ", failure.ps_task) : std::string("a ps"),
-              " lost the job's shards (", s.message(), ")");
-          std::cerr << "chief: " << recovery_cause_ << "\n";
-        }
-        control_wake_ = true;
-        monitor_->ProbeNow();
+        PsStateLostLocked(failure.ps_task, s.message());
         return;
       case StepFailureKind::kStale:
         if (running) SetRunningState(w);
