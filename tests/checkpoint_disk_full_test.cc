@@ -81,7 +81,9 @@ TEST(CheckpointDiskFullTest, ACheckpointThatFindsNoSpaceFailsButTrainingGoesOn) 
   std::unique_ptr<SmallDisk> disk = SmallDisk::Mount(FreshTempDir("small_disk"), "4m", &why);
   if (disk == nullptr) GTEST_SKIP() << "no small disk can be mounted here: " << why;
   const std::string dir = absl::StrCat(TempDir(), "/small_disk/ckpt");
-  constexpr int64_t kSteps = 2500;
+  // Long enough that the first checkpoint is seen well before the end on a loaded machine (the
+  // workers run from the job's first moment; 2500 steps once left fewer than 1000 by then).
+  constexpr int64_t kSteps = 6000;
   constexpr int64_t kEverySteps = 200;
   const std::string job = WriteTempFile(
       "full.json",
