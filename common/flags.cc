@@ -1,13 +1,46 @@
 #include "common/flags.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace shardps {
+namespace {
+
+// "a", "a or b", "a, b or c".
+std::string OneOf(const std::vector<std::string>& choices) {
+  if (choices.size() < 2) return absl::StrJoin(choices, "");
+  return absl::StrCat(
+      absl::StrJoin(choices.begin(), choices.end() - 1, ", "), " or ", choices.back());
+}
+
+}  // namespace
+
+std::string IntRange::ToString() const {
+  if (max == std::numeric_limits<int64_t>::max()) return absl::StrCat(">= ", min);
+  return absl::StrCat(min, "..", max);
+}
+
+bool DoubleRange::Contains(double value) const {
+  if (std::isnan(value)) return false;
+  const bool above_min = min_open ? value > min : value >= min;
+  const bool below_max = max_open ? value < max : value <= max;
+  return above_min && below_max;
+}
+
+std::string DoubleRange::ToString() const {
+  const bool bounded_below = min != -std::numeric_limits<double>::infinity();
+  const bool bounded_above = max != std::numeric_limits<double>::infinity();
+  if (bounded_below && !bounded_above) return absl::StrCat(min_open ? "> " : ">= ", min);
+  if (!bounded_below && bounded_above) return absl::StrCat(max_open ? "< " : "<= ", max);
+  return absl::StrCat("in ", min_open ? "(" : "[", min, ", ", max, max_open ? ")" : "]");
+}
 
 FlagParser::FlagParser(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
@@ -25,10 +58,40 @@ void FlagParser::AddDouble(const std::string& name, double* target, const std::s
 void FlagParser::AddBool(const std::string& name, bool* target, const std::string& help) {
   flags_[name] = Flag{Kind::kBool, target, help, *target ? "true" : "false"};
 }
+void FlagParser::AddInt(const std::string& name, int64_t* target, const std::string& help,
+                        IntRange range) {
+  AddInt(name, target, help);
+  flags_[name].int_range = range;
+}
+void FlagParser::AddDouble(const std::string& name, double* target, const std::string& help,
+                           DoubleRange range) {
+  AddDouble(name, target, help);
+  flags_[name].double_range = range;
+}
+void FlagParser::AddString(const std::string& name, std::string* target, const std::string& help,
+                           std::function<absl::Status(const std::string&)> check) {
+  AddString(name, target, help);
+  flags_[name].check = std::move(check);
+}
+void FlagParser::AddChoice(const std::string& name, std::string* target, const std::string& help,
+                           std::vector<std::string> choices) {
+  AddString(name, target, help);
+  flags_[name].choices = std::move(choices);
+}
 
 absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::string& value) {
   switch (flag.kind) {
     case Kind::kString:
+      if (!flag.choices.empty() &&
+          std::find(flag.choices.begin(), flag.choices.end(), value) == flag.choices.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be ", OneOf(flag.choices), ", got \"", value, "\""));
+      }
+      if (flag.check) {
+        if (absl::Status s = flag.check(value); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
+        }
+      }
       *static_cast<std::string*>(flag.target) = value;
       return absl::OkStatus();
     case Kind::kInt: {
@@ -36,6 +99,10 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       if (!absl::SimpleAtoi(value, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, ": \"", value, "\" is not an integer"));
+      }
+      if (!flag.int_range.Contains(parsed)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be ", flag.int_range.ToString(), ", got ", value));
       }
       *static_cast<int64_t*>(flag.target) = parsed;
       return absl::OkStatus();
@@ -45,6 +112,10 @@ absl::Status FlagParser::Set(const std::string& name, Flag& flag, const std::str
       if (!absl::SimpleAtod(value, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, ": \"", value, "\" is not a number"));
+      }
+      if (!flag.double_range.Contains(parsed)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be ", flag.double_range.ToString(), ", got ", value));
       }
       *static_cast<double*>(flag.target) = parsed;
       return absl::OkStatus();
@@ -129,7 +200,17 @@ std::string FlagParser::Usage() const {
   std::string out = absl::StrCat("usage: ", program_, " [flags]\n", summary_, "\n\nflags:\n");
   for (const auto& [name, flag] : flags_) {
     std::string shown = flag.default_value.empty() ? "\"\"" : flag.default_value;
-    absl::StrAppendFormat(&out, "  --%-22s %s (default: %s)\n", name, flag.help, shown);
+    std::string values;
+    if (!flag.choices.empty()) {
+      values = absl::StrCat("; ", OneOf(flag.choices));
+    } else if (flag.kind == Kind::kInt && flag.int_range.min != IntRange().min) {
+      values = absl::StrCat("; ", flag.int_range.ToString());
+    } else if (flag.kind == Kind::kDouble && (flag.double_range.min != DoubleRange().min ||
+                                              flag.double_range.max != DoubleRange().max)) {
+      values = absl::StrCat("; ", flag.double_range.ToString());
+    }
+    absl::StrAppendFormat(&out, "  --%-22s %s (default: %s%s)\n", name, flag.help, shown,
+                          values);
   }
   absl::StrAppend(&out, "  --help                   show this help\n");
   return out;
