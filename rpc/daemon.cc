@@ -1,11 +1,9 @@
 #include "rpc/daemon.h"
 
-#include <signal.h>
+#include <string.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <limits>
 
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/daemon_config.h"
+#include "common/log.h"
 #include "common/process_tuning.h"
 #include "common/protocol_version.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -49,7 +48,12 @@ const char* StopCauseName(StopCause cause) {
   return "unknown";
 }
 
-// The state that outlives the Daemon in its detached signal thread.
+int ExitBadConfig(absl::string_view message) {
+  std::cerr << "error: " << message << "\n";
+  return kExitBadConfig;
+}
+
+// The stop state, shared with the orphan watch.
 struct Daemon::Shared {
   absl::Mutex mu;
   StopCause cause ABSL_GUARDED_BY(mu) = StopCause::kNone;
@@ -68,22 +72,13 @@ struct Daemon::Shared {
   bool stopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return cause != StopCause::kNone; }
 };
 
-void Daemon::BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
-
 Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
     : task_type_(std::move(task_type)),
       flags_(flags),
       serves_(serves),
       follows_chief_(task_type_ != "chief"),
       max_request_bytes_(task_type_ == "ps" ? kPsMaxRequestBytes : kControlMaxRequestBytes),
-      shared_(std::make_shared<Shared>()) {
+      shared_(std::make_unique<Shared>()) {
   flags_->AddString("tf_config", &tf_config_flag_,
                     "cluster config: inline JSON or a file path (default: $TF_CONFIG)");
   flags_->AddBool("validate_config", &validate_only_,
@@ -95,7 +90,8 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
   flags_->AddBool("version", &print_version_, "print the wire protocol version and exit");
   flags_->AddString("test_protocol_version", &test_protocol_version_,
                     "test aid: claim this wire protocol version (\"MIN-CURRENT\" or "
-                    "\"CURRENT\") instead of the build's, as a daemon of another release would");
+                    "\"CURRENT\") instead of the build's, as a daemon of another release would",
+                    [](const std::string& value) { return ParseProtocolHeader(value).status(); });
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
@@ -104,6 +100,7 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
 }
 
 Daemon::~Daemon() {
+  signals_.reset();
   {
     absl::MutexLock lock(&shared_->mu);
     shared_->closing = true;
@@ -114,6 +111,7 @@ Daemon::~Daemon() {
 absl::Duration Daemon::orphan_timeout() const { return shared_->orphan->timeout(); }
 
 int Daemon::Init(int argc, char** argv) {
+  SetLogDaemon(task_type_);
   TuneMallocForBulkTransfers();
   DisableMutexDeadlockDetection();
   // Registered here, so that the defaults a daemon set since construction are the ones
@@ -121,37 +119,24 @@ int Daemon::Init(int argc, char** argv) {
   if (serves_) {
     flags_->AddInt("max_request_bytes", &max_request_bytes_,
                    "largest request message accepted (larger ones fail RESOURCE_EXHAUSTED); "
-                   "0: no limit");
+                   "0: no limit",
+                   {0, std::numeric_limits<int>::max()});
   }
   if (follows_chief_) {
     flags_->AddDouble("orphan_timeout_s", &orphan_timeout_s_,
                       "stop with exit code 6 after this long without contact from the chief "
-                      "(0: never)");
+                      "(0: never)",
+                      DoubleRange::AtLeast(0));
   }
   int rc = HandleParseResult(*flags_, flags_->Parse(argc, argv));
   if (rc >= 0) return rc;
   if (!test_protocol_version_.empty()) {
-    absl::StatusOr<ProtocolRange> range = ParseProtocolHeader(test_protocol_version_);
-    if (!range.ok()) {
-      std::cerr << "error: --test_protocol_version: " << range.status().message() << "\n";
-      return kExitBadConfig;
-    }
-    SetLocalProtocolForTesting(*range);
+    SetLocalProtocolForTesting(*ParseProtocolHeader(test_protocol_version_));  // checked
   }
   if (print_version_) {
     std::cout << "shardps " << task_type_ << ": wire " << DescribeProtocol(LocalProtocol())
               << "\n";
     return kExitDone;
-  }
-  if (max_request_bytes_ < 0 || max_request_bytes_ > std::numeric_limits<int>::max()) {
-    std::cerr << "error: --max_request_bytes must be 0..2147483647, got " << max_request_bytes_
-              << "\n";
-    return kExitBadConfig;
-  }
-  if (!std::isfinite(orphan_timeout_s_) || orphan_timeout_s_ < 0) {
-    std::cerr << "error: --orphan_timeout_s must be a number >= 0, got " << orphan_timeout_s_
-              << "\n";
-    return kExitBadConfig;
   }
   const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
@@ -161,26 +146,21 @@ int Daemon::Init(int argc, char** argv) {
     has_config_ = false;
   } else {
     absl::StatusOr<TfConfig> config = LoadDaemonConfig(tf_config_flag_, env, task_type_);
-    if (!config.ok()) {
-      std::cerr << "error: " << config.status().message() << "\n";
-      return kExitBadConfig;
-    }
+    if (!config.ok()) return ExitBadConfig(config.status().message());
     config_ = *std::move(config);
     has_config_ = true;
   }
 
-  // The signal thread holds the shared state, so it may outlive this object at exit.
-  std::thread([shared = shared_, type = task_type_] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    if (sigwait(&set, &sig) == 0) {
-      std::cerr << type << ": signal " << sig << " (" << strsignal(sig) << "), stopping\n";
-      shared->Stop(StopCause::kSignal);
-    }
-  }).detach();
+  absl::StatusOr<std::unique_ptr<SignalWatcher>> signals =
+      SignalWatcher::Start([shared = shared_.get()](int sig) {
+        LogInfo() << "signal " << sig << " (" << strsignal(sig) << "), stopping";
+        shared->Stop(StopCause::kSignal);
+      });
+  if (!signals.ok()) {
+    LogError() << "cannot take signals: " << signals.status().message();
+    return kExitError;
+  }
+  signals_ = *std::move(signals);
 
   if (follows_chief_ && !long_lived_ && orphan_timeout_s_ > 0) {
     shared_->orphan = std::make_unique<OrphanClock>(absl::Seconds(orphan_timeout_s_),
@@ -191,7 +171,7 @@ int Daemon::Init(int argc, char** argv) {
 }
 
 void Daemon::StartOrphanWatch() {
-  orphan_watch_ = std::thread([shared = shared_.get(), type = task_type_] {
+  orphan_watch_ = std::thread([shared = shared_.get()] {
     const OrphanClock& clock = *shared->orphan;
     absl::MutexLock lock(&shared->mu);
     auto done = [shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) {
@@ -201,13 +181,13 @@ void Daemon::StartOrphanWatch() {
       const absl::Duration now = OrphanClock::MonotonicNow();
       if (clock.Expired(now)) {
         const double timeout_s = absl::ToDoubleSeconds(clock.timeout());
-        std::cerr << type << ": no contact from the chief "
+        LogInfo() << "no contact from the chief "
                   << (clock.contacted()
                           ? absl::StrCat("for ", absl::ToDoubleSeconds(now - clock.last_contact()),
                                          " s")
                           : absl::StrCat("since start, ", timeout_s, " s ago"))
                   << " (--orphan_timeout_s=" << timeout_s
-                  << "): the job is gone; stopping with exit code " << kExitOrphaned << "\n";
+                  << "): the job is gone; stopping with exit code " << kExitOrphaned;
         shared->cause = StopCause::kOrphaned;
         return;
       }
@@ -227,7 +207,7 @@ void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_
 
 std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& services) {
   if (!has_config_) {
-    std::cerr << "error: " << task_type_ << ": no TF_CONFIG: nothing to listen on\n";
+    LogError() << "no TF_CONFIG: nothing to listen on";
     return nullptr;
   }
   return ServeAt(config_.TaskAddress(), services);
@@ -237,7 +217,7 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
                                               const std::vector<grpc::Service*>& services) {
   absl::StatusOr<std::string> listen = ListenAddress(address, bind_host_);
   if (!listen.ok()) {
-    std::cerr << "error: " << listen.status().message() << "\n";
+    LogError() << listen.status().message();
     return nullptr;
   }
   listen_ = *listen;
@@ -256,9 +236,10 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port_ == 0) {
-    std::cerr << "error: " << task_type_ << ": cannot listen on " << listen_ << " (port in use?)\n";
+    LogError() << "cannot listen on " << listen_ << " (port in use?)";
     return nullptr;
   }
+  listen_ = absl::StrCat(listen_.substr(0, listen_.rfind(':')), ":", bound_port_);  // for port 0
   return server;
 }
 
@@ -266,8 +247,8 @@ void Daemon::NoteChiefContact() { shared_->orphan->NoteContact(OrphanClock::Mono
 
 void Daemon::RequestStop(const std::string& why, bool from_rpc) {
   bool ignored = from_rpc && long_lived_;
-  std::cerr << task_type_ << ": stop requested" << (why.empty() ? "" : ": ") << why
-            << (ignored ? " (ignored: --long_lived)" : "") << "\n";
+  LogInfo() << "stop requested" << (why.empty() ? "" : ": ") << why
+            << (ignored ? " (ignored: --long_lived)" : "");
   if (!ignored) shared_->Stop(StopCause::kRequest);
 }
 

@@ -13,8 +13,7 @@
 //   Daemon::BlockTerminationSignals();     // first, before any thread starts
 //   FlagParser flags(...); Daemon daemon("ps", &flags); ...add own flags...
 //   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
-//   ... daemon.Serve({service.get()}) ... daemon.WaitForStop();
-//   return daemon.StopExitCode();
+//   ... return RunDaemon(daemon, body);    // rpc/daemon_run.h: serve, wait, shut down
 //
 // Orphans. A ps, worker or evaluator serves one chief's job. When that chief is gone for
 // good (its job deleted, its node lost with no restart), nothing would ever stop them; so
@@ -47,11 +46,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/tf_config.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/signal_watcher.h"
 
 namespace shardps {
 
@@ -80,16 +81,20 @@ enum class StopCause {
 // "none", "request", "signal", "orphaned".
 const char* StopCauseName(StopCause cause);
 
+// For a bad command line or configuration found before the daemon starts: prints "error: "
+// and `message` to stderr as one plain line (not a log record) and returns kExitBadConfig.
+int ExitBadConfig(absl::string_view message);
+
 class Daemon {
  public:
   // Blocks SIGINT and SIGTERM in the calling thread (and so in every thread started after),
-  // and ignores SIGPIPE; a thread of the Daemon takes them with sigwait.
-  static void BlockTerminationSignals();
+  // and ignores SIGPIPE; the Daemon's SignalWatcher takes them.
+  static void BlockTerminationSignals() { SignalWatcher::BlockTerminationSignals(); }
 
   // Registers the common flags on `flags` (some in Init, so that a daemon may change their
   // defaults first). `serves`: the daemon listens (--bind_host, --max_request_bytes).
   Daemon(std::string task_type, FlagParser* flags, bool serves = true);
-  // Stops the orphan watch (not the daemon); the signal thread lives on, detached.
+  // Stops taking signals and the orphan watch, joining their threads (not the daemon's work).
   ~Daemon();
 
   // Defaults of the common flags, before Init (the flag, when given, wins).
@@ -99,9 +104,11 @@ class Daemon {
   // (has_config() is then false). For the evaluator's sidecar mode.
   void set_config_optional() { config_optional_ = true; }
 
-  // Parses the command line, handles --help and --validate_config, loads TF_CONFIG and checks
-  // the task type and the common flags, then starts taking signals and, when enabled, the
-  // orphan watch. Returns an exit code (>= 0: return it from main) or -1 to go on.
+  // Names the daemon in the log (common/log.h), parses the command line (the common flags and
+  // those the daemon added, each checked against the values it takes), handles --help,
+  // --version and --validate_config, loads TF_CONFIG and checks the task type, then starts
+  // taking signals and, when enabled, the orphan watch. Returns an exit code (>= 0: return it
+  // from main) or -1 to go on.
   int Init(int argc, char** argv);
 
   bool has_config() const { return has_config_; }
@@ -116,7 +123,7 @@ class Daemon {
   static void ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes);
 
   // Builds and starts a gRPC server with `services` on this task's port, requests capped at
-  // max_request_bytes(). Prints the error and returns null when the address is bad or the
+  // max_request_bytes(). Logs the error and returns null when the address is bad or the
   // port is taken (exit kExitError).
   std::unique_ptr<grpc::Server> Serve(const std::vector<grpc::Service*>& services);
   // The same on `address` ("host:port", read as a TF_CONFIG address is: see ListenAddress)
@@ -124,7 +131,7 @@ class Daemon {
   // check; with no `services` that is all it serves (the evaluator's).
   std::unique_ptr<grpc::Server> ServeAt(const std::string& address,
                                         const std::vector<grpc::Service*>& services);
-  // The address Serve listens on ("0.0.0.0:2222").
+  // The address Serve listens on ("0.0.0.0:2222"), with the port it bound.
   const std::string& listen_address() const { return listen_; }
   // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
   int bound_port() const { return bound_port_; }
@@ -178,7 +185,8 @@ class Daemon {
   int bound_port_ = 0;
   std::function<bool()> idle_check_;
   std::unique_ptr<grpc::Service> health_only_;  // ServeAt without services: the health service
-  std::shared_ptr<Shared> shared_;  // also held by the signal thread
+  std::unique_ptr<Shared> shared_;  // read by the signal watcher and the orphan watch
+  std::unique_ptr<SignalWatcher> signals_;
   std::thread orphan_watch_;
 };
 

@@ -1,6 +1,8 @@
 #include "rpc/daemon.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -28,6 +30,13 @@ constexpr char kChiefConfig[] =
     R"(--tf_config={"cluster": {"chief": ["localhost:2000"], "ps": ["localhost:2001"]},
                     "task": {"type": "chief", "index": 0}})";
 
+// As a daemon's main() does, before any thread starts (here: before main()), so that SIGTERM
+// stays pending until a Daemon's signal watcher takes it.
+const bool kSignalsBlocked = [] {
+  Daemon::BlockTerminationSignals();
+  return true;
+}();
+
 // Daemon::Init over `args` (argv[0] added).
 int InitDaemon(Daemon* daemon, std::vector<std::string> args) {
   args.insert(args.begin(), "daemon_test");
@@ -54,6 +63,47 @@ TEST(DaemonTest, WithoutContactFromTheChiefItStopsOrphaned) {
   daemon.WaitForStop();
   EXPECT_EQ(daemon.stop_cause(), StopCause::kOrphaned);
   EXPECT_EQ(daemon.StopExitCode(), kExitOrphaned);
+}
+
+TEST(DaemonTest, SigtermStopsTheDaemonForARestart) {
+  ASSERT_TRUE(kSignalsBlocked);
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0"}), -1);
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  ASSERT_TRUE(daemon.WaitForStopWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(daemon.stop_cause(), StopCause::kSignal);
+  EXPECT_EQ(daemon.StopExitCode(), kExitInterrupted);
+}
+
+TEST(DaemonTest, SigtermToAnIdleLongLivedDaemonExitsZero) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--long_lived"}), -1);
+  bool idle = true;
+  daemon.set_idle_check([&idle] { return idle; });
+  ASSERT_EQ(kill(getpid(), SIGINT), 0);
+  ASSERT_TRUE(daemon.WaitForStopWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(daemon.stop_cause(), StopCause::kSignal);
+  EXPECT_EQ(daemon.StopExitCode(), kExitDone);
+  idle = false;
+  EXPECT_EQ(daemon.StopExitCode(), kExitInterrupted);
+}
+
+// A destroyed Daemon has joined its signal thread: a later signal goes to the Daemon that
+// runs then, not to a thread left behind.
+TEST(DaemonTest, ADestroyedDaemonTakesNoMoreSignals) {
+  for (int i = 0; i < 3; ++i) {
+    FlagParser flags("worker", "test");
+    Daemon gone("worker", &flags, /*serves=*/false);
+    ASSERT_EQ(InitDaemon(&gone, {kWorkerConfig, "--orphan_timeout_s=0"}), -1);
+  }
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0"}), -1);
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  ASSERT_TRUE(daemon.WaitForStopWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(daemon.stop_cause(), StopCause::kSignal);
 }
 
 TEST(DaemonTest, TheFirstStopCauseIsKept) {
@@ -105,7 +155,8 @@ TEST(DaemonTest, TheChiefHasNoOrphanTimeout) {
 
 TEST(DaemonTest, BadCommonFlagValuesExitTwo) {
   for (const char* bad : {"--orphan_timeout_s=-1", "--orphan_timeout_s=nan",
-                          "--max_request_bytes=-1", "--max_request_bytes=4294967296"}) {
+                          "--max_request_bytes=-1", "--max_request_bytes=4294967296",
+                          "--test_protocol_version=x"}) {
     FlagParser flags("worker", "test");
     Daemon daemon("worker", &flags);
     EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, bad}), kExitBadConfig) << bad;
