@@ -1,0 +1,43 @@
+#include "ps_server/ps_options.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardps {
+
+void PsOptions::AddFlags(FlagParser* flags) {
+  flags->AddInt("threads", &threads, "threads for large requests", {1, 256});
+  flags->AddInt("memory_budget_bytes", &memory_budget_bytes,
+                "bytes that parameters, optimizer slots and checkpoint snapshots' copies may "
+                "take; -1: 90% of the memory this process may use (machine or cgroup); 0: no "
+                "budget",
+                IntRange::AtLeast(-1));
+  flags->AddDouble("snapshot_reserve", &snapshot_reserve,
+                   "fraction of --memory_budget_bytes kept for the blocks updates copy while a "
+                   "checkpoint snapshot is written",
+                   DoubleRange::HalfOpen(0, 1));
+  flags->AddInt("max_reply_bytes", &max_reply_bytes,
+                "largest reply one pull may ask for (0: no limit)", IntRange::AtLeast(0));
+  flags->AddInt("test_snapshot_write_delay_ms", &test_snapshot_write_delay_ms,
+                "a test aid, not for production: wait this long before writing each checkpoint "
+                "snapshot's file, so that a test can kill the ps while it writes one (0: none)",
+                IntRange::AtLeast(0));
+}
+
+absl::StatusOr<MemoryBudget> ResolveMemoryBudget(
+    int64_t memory_budget_bytes, const std::function<absl::StatusOr<MemoryLimit>()>& limit) {
+  if (memory_budget_bytes != -1) return MemoryBudget{memory_budget_bytes, "--memory_budget_bytes"};
+  absl::StatusOr<MemoryLimit> process = limit();
+  if (!process.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot tell the memory this process may use for the default "
+                     "--memory_budget_bytes (set it): ",
+                     process.status().ToString()));
+  }
+  return MemoryBudget{
+      static_cast<int64_t>(std::floor(0.9 * static_cast<double>(process->bytes))),
+      absl::StrCat("90% of ", process->bytes, " bytes (", process->source, ")")};
+}
+
+}  // namespace shardps
