@@ -14,202 +14,184 @@
 // resumes; the ps and workers stay up). With --long_lived it keeps serving and accepts the
 // next job instead.
 #include <fstream>
-#include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "common/error_detail.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "coordinator/chief.h"
+#include "coordinator/chief_options.h"
 #include "coordinator/rpc/grpc_coordinator_service.h"
 #include "coordinator/rpc/grpc_worker_interface.h"
 #include "rpc/daemon.h"
+#include "rpc/daemon_run.h"
 
 namespace shardps {
 namespace {
+
+// The Chief and its service. Run starts the --job (if any) and follows the jobs until the
+// one to stop at ends or the daemon is stopped.
+class ChiefBody : public DaemonBody {
+ public:
+  ChiefBody(const ChiefOptions& options, const TfConfig& config, std::string job_json,
+            std::unique_ptr<PsClient> ps, std::unique_ptr<Chief> chief)
+      : options_(options),
+        cluster_(absl::StrCat(" (", config.NumTasks("ps"), " ps, ", config.NumTasks("worker"),
+                              " workers)")),
+        job_json_(std::move(job_json)),
+        ps_(std::move(ps)),
+        chief_(std::move(chief)),
+        service_(NewGrpcCoordinatorService(chief_.get())) {}
+
+  std::vector<grpc::Service*> Services() override { return {service_.get()}; }
+  std::string Describe() const override { return cluster_; }
+  int Run(Daemon& daemon) override {
+    if (!job_json_.empty()) {
+      if (std::optional<int> ended = StartJob(daemon)) return *ended;
+    }
+    return FollowJobs(daemon);
+  }
+
+ private:
+  // Waits for every ps to answer, then submits --job. An exit code when that failed or the
+  // daemon was stopped meanwhile.
+  std::optional<int> StartJob(Daemon& daemon) {
+    // The ps tasks may still be starting (or restarting): wait for them before the job.
+    const absl::Time deadline = absl::Now() + absl::Seconds(options_.ps_wait_s);
+    std::vector<HealthResponse> health;
+    absl::Status ps_health;
+    // A ps of another protocol version is no ps that is starting: say so at once.
+    while (!(ps_health = ps_->Health(&health)).ok() && absl::Now() < deadline &&
+           DetailKind(ps_health) != ErrorDetail::PROTOCOL_MISMATCH && !daemon.stop_requested()) {
+      daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
+    }
+    if (daemon.stop_requested()) return kExitInterrupted;
+    if (DetailKind(ps_health) == ErrorDetail::PROTOCOL_MISMATCH) {
+      LogError() << ps_health.message();
+      return kExitError;
+    }
+    if (!ps_health.ok()) {
+      LogError() << "ps tasks unreachable for " << options_.ps_wait_s
+                 << " s: " << ps_health.message();
+      return kExitError;
+    }
+    absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(job_json_, options_.resume_mode());
+    if (!submitted.ok()) {
+      LogError() << submitted.status().message();
+      return submitted.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadConfig
+                                                                              : kExitError;
+    }
+    if (submitted->already_finished()) {
+      LogInfo() << "job " << submitted->job_id() << " had already finished ("
+                << submitted->resumed_from() << "); nothing to train";
+    } else {
+      LogInfo() << "job " << submitted->job_id() << " started, " << submitted->total_steps()
+                << " steps"
+                << (submitted->resumed_from().empty()
+                        ? std::string()
+                        : absl::StrCat(", resumed at step ", submitted->resumed_at_step(),
+                                       " from ", submitted->resumed_from()));
+    }
+    return std::nullopt;
+  }
+
+  // Until the daemon is stopped, or a job ends (without --long_lived: the cluster is then
+  // shut down). The exit code: the last job's outcome, or 5 for a job interrupted mid-way.
+  int FollowJobs(Daemon& daemon) {
+    int exit_code = kExitDone;
+    while (true) {
+      if (daemon.stop_requested()) {
+        // SIGTERM / SIGINT (a Shutdown RPC does not reach a chief): eviction or Ctrl-C.
+        if (chief_->Interrupt(absl::Seconds(options_.interrupt_timeout_s))) {
+          LogInfo() << "interrupted while the job ran; exiting 5 so that a supervisor "
+                       "restarts the chief, which resumes the job";
+          return kExitInterrupted;
+        }
+        return exit_code;
+      }
+      JobStatus status = chief_->Status();
+      if (status.state() == JobStatus::NO_JOB || status.state() == JobStatus::RUNNING ||
+          !chief_->WaitForJobEnd(absl::ZeroDuration())) {
+        daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
+        continue;
+      }
+      LogInfo() << "job " << status.job_id() << " " << JobStatus::State_Name(status.state())
+                << " after " << status.steps_done() << " steps"
+                << (status.error().empty() ? "" : ": ") << status.error();
+      exit_code = status.state() == JobStatus::SUCCEEDED ? kExitDone : kExitJobFailed;
+      if (daemon.long_lived()) {
+        // Keep the cluster; wait for the next job.
+        while (!daemon.stop_requested() && chief_->Status().job_id() == status.job_id()) {
+          daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
+        }
+        continue;
+      }
+      // Give the CLI a moment to read the final status, then stop the cluster.
+      absl::SleepFor(absl::Seconds(1));
+      chief_->ShutdownCluster(absl::StrCat("job ", status.job_id(), " ended"));
+      return exit_code;
+    }
+  }
+
+  const ChiefOptions options_;
+  const std::string cluster_;  // " (2 ps, 2 workers)"
+  const std::string job_json_;
+  // Destroyed in reverse order: the service, the chief, then the ps client it uses.
+  std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<Chief> chief_;
+  std::unique_ptr<grpc::Service> service_;
+};
+
+// The job file's text; INVALID_ARGUMENT naming --job when it cannot be read.
+absl::StatusOr<std::string> ReadJobFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--job: cannot read \"", path, "\""));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 int Main(int argc, char** argv) {
   FlagParser flags("chief",
                    "shardps chief (coordinator) daemon; the cluster comes from TF_CONFIG.");
   Daemon daemon("chief", &flags);
-  std::string job_file, checkpoint_dir;
-  int64_t final_eval_timeout_s = 120, ps_wait_s = 300, checkpoint_every_s = 30,
-          interrupt_timeout_s = 60;
-  bool resume = false, fresh = false;
-  std::string evaluator_flag = "auto";
-  flags.AddString("job", &job_file, "run this job file at once (else wait for shardctl submit)");
-  flags.AddString("checkpoint_dir", &checkpoint_dir,
-                  "checkpoint directory for jobs whose job file names none");
-  flags.AddInt("checkpoint_every_s", &checkpoint_every_s,
-               "with --checkpoint_dir, for jobs without a checkpoint schedule: seconds between "
-               "checkpoints");
-  flags.AddBool("resume", &resume, "--job: resume the job; fail if there is nothing to resume");
-  flags.AddBool("fresh", &fresh,
-                "--job: start from step 0, removing the job's checkpoints and journal");
-  flags.AddInt("final_eval_timeout_s", &final_eval_timeout_s,
-               "seconds to wait for the evaluator's final evaluation after training");
-  flags.AddString("evaluator", &evaluator_flag,
-                  "whether an evaluator follows the jobs, so that a job waits for its final "
-                  "evaluation: auto (TF_CONFIG's cluster lists one), yes (one runs outside the "
-                  "cluster, as under Kubeflow's TFJob), no");
-  flags.AddInt("ps_wait_s", &ps_wait_s, "--job: seconds to wait for every ps to answer");
-  flags.AddInt("interrupt_timeout_s", &interrupt_timeout_s,
-               "on SIGTERM: seconds to wait for the job's checkpoint before exiting");
+  ChiefOptions options;
+  options.AddFlags(&flags);
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
-  if (resume && fresh) {
-    std::cerr << "error: --resume and --fresh exclude each other\n";
-    return 2;
-  }
-  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"final_eval_timeout_s",
-                                                                    final_eval_timeout_s},
-                                    {"ps_wait_s", ps_wait_s},
-                                    {"checkpoint_every_s", checkpoint_every_s},
-                                    {"interrupt_timeout_s", interrupt_timeout_s}}) {
-    if (value < 0 || value > 365 * 86400) {
-      std::cerr << "error: --" << name << " must be 0.." << 365 * 86400 << ", got " << value
-                << "\n";
-      return 2;
-    }
-  }
-  if (evaluator_flag != "auto" && evaluator_flag != "yes" && evaluator_flag != "no") {
-    std::cerr << "error: --evaluator must be auto, yes or no, got \"" << evaluator_flag
-              << "\"\n";
-    return 2;
-  }
-  if (checkpoint_every_s == 0) checkpoint_every_s = 30;
-  const TfConfig& config = daemon.config();
-  const bool long_lived = daemon.long_lived();
+  if (absl::Status valid = options.Validate(); !valid.ok()) return ExitBadConfig(valid.message());
   std::string job_json;
-  if (!job_file.empty()) {
-    std::ifstream in(job_file);
-    if (!in) {
-      std::cerr << "error: --job: cannot read \"" << job_file << "\"\n";
-      return 2;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    job_json = ss.str();
+  if (!options.job_file.empty()) {
+    absl::StatusOr<std::string> read = ReadJobFile(options.job_file);
+    if (!read.ok()) return ExitBadConfig(read.status().message());
+    job_json = *std::move(read);
   }
 
+  const TfConfig& config = daemon.config();
   absl::StatusOr<std::unique_ptr<PsClient>> ps =
       NewGrpcPsClient(config.Tasks("ps"), PsClient::Options());
   if (!ps.ok()) {
-    std::cerr << "error: " << ps.status() << "\n";
-    return 1;
+    LogError() << ps.status();
+    return kExitError;
   }
-  Chief::Options options;
-  options.ps_addresses = config.Tasks("ps");
+  Chief::Options chief_options;
+  chief_options.ps_addresses = config.Tasks("ps");
   for (const std::string& address : config.Tasks("worker")) {
-    options.workers.push_back(NewGrpcWorkerInterface(address));
+    chief_options.workers.push_back(NewGrpcWorkerInterface(address));
   }
-  options.ps = ps->get();
-  options.has_evaluator = evaluator_flag == "auto" ? config.NumTasks("evaluator") > 0
-                                                   : evaluator_flag == "yes";
-  options.final_eval_timeout = absl::Seconds(final_eval_timeout_s);
-  options.default_checkpoint_dir = checkpoint_dir;
-  options.default_checkpoint_every = absl::Seconds(checkpoint_every_s);
-  absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(options));
-  if (!chief.ok()) {
-    std::cerr << "error: " << chief.status().message() << "\n";
-    return 2;
-  }
-  std::unique_ptr<grpc::Service> service = NewGrpcCoordinatorService(chief->get());
-  std::unique_ptr<grpc::Server> server = daemon.Serve({service.get()});
-  if (server == nullptr) return 1;
-  std::cerr << "chief: " << config.DebugString() << " serving on " << daemon.listen_address()
-            << " (" << config.NumTasks("ps") << " ps, " << config.NumTasks("worker")
-            << " workers)\n";
-  auto stop_server = [&server] {
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server->Wait();
-  };
-
-  if (!job_json.empty()) {
-    // The ps tasks may still be starting (or restarting): wait for them before the job.
-    absl::Time deadline = absl::Now() + absl::Seconds(ps_wait_s);
-    std::vector<HealthResponse> health;
-    absl::Status ps_health;
-    // A ps of another protocol version is no ps that is starting: say so at once.
-    while (!(ps_health = (*ps)->Health(&health)).ok() && absl::Now() < deadline &&
-           DetailKind(ps_health) != ErrorDetail::PROTOCOL_MISMATCH && !daemon.stop_requested()) {
-      daemon.WaitForStopWithTimeout(absl::Milliseconds(500));
-    }
-    if (daemon.stop_requested()) {
-      stop_server();
-      return kExitInterrupted;
-    }
-    if (DetailKind(ps_health) == ErrorDetail::PROTOCOL_MISMATCH) {
-      std::cerr << "error: " << ps_health.message() << "\n";
-      stop_server();
-      return kExitError;
-    }
-    if (!ps_health.ok()) {
-      std::cerr << "error: ps tasks unreachable for " << ps_wait_s
-                << " s: " << ps_health.message() << "\n";
-      stop_server();
-      return 1;
-    }
-    const SubmitJobRequest::Resume mode = resume  ? SubmitJobRequest::RESUME
-                                          : fresh ? SubmitJobRequest::FRESH
-                                                  : SubmitJobRequest::AUTO;
-    absl::StatusOr<SubmitJobResponse> submitted = (*chief)->Submit(job_json, mode);
-    if (!submitted.ok()) {
-      std::cerr << "error: " << submitted.status().message() << "\n";
-      stop_server();
-      return submitted.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadConfig
-                                                                              : kExitError;
-    }
-    if (submitted->already_finished()) {
-      std::cerr << "chief: job " << submitted->job_id() << " had already finished ("
-                << submitted->resumed_from() << "); nothing to train\n";
-    } else {
-      std::cerr << "chief: job " << submitted->job_id() << " started, "
-                << submitted->total_steps() << " steps"
-                << (submitted->resumed_from().empty()
-                        ? std::string()
-                        : absl::StrCat(", resumed at step ", submitted->resumed_at_step(),
-                                       " from ", submitted->resumed_from()))
-                << "\n";
-    }
-  }
-
-  int exit_code = 0;
-  while (true) {
-    if (daemon.stop_requested()) {
-      // SIGTERM / SIGINT (a Shutdown RPC does not reach a chief): eviction or Ctrl-C.
-      if ((*chief)->Interrupt(absl::Seconds(interrupt_timeout_s))) {
-        std::cerr << "chief: interrupted while the job ran; exiting 5 so that a supervisor "
-                     "restarts the chief, which resumes the job\n";
-        exit_code = kExitInterrupted;
-      }
-      break;
-    }
-    JobStatus status = (*chief)->Status();
-    if (status.state() == JobStatus::NO_JOB || status.state() == JobStatus::RUNNING ||
-        !(*chief)->WaitForJobEnd(absl::ZeroDuration())) {
-      daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
-      continue;
-    }
-    std::cerr << "chief: job " << status.job_id() << " "
-              << JobStatus::State_Name(status.state()) << " after " << status.steps_done()
-              << " steps" << (status.error().empty() ? "" : ": ") << status.error() << "\n";
-    exit_code = status.state() == JobStatus::SUCCEEDED ? kExitDone : kExitJobFailed;
-    if (long_lived) {
-      // Keep the cluster; wait for the next job.
-      while (!daemon.stop_requested() && (*chief)->Status().job_id() == status.job_id()) {
-        daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
-      }
-      continue;
-    }
-    // Give the CLI a moment to read the final status, then stop the cluster.
-    absl::SleepFor(absl::Seconds(1));
-    (*chief)->ShutdownCluster(absl::StrCat("job ", status.job_id(), " ended"));
-    break;
-  }
-  stop_server();
-  std::cerr << "chief: stopped\n";
-  return exit_code;
+  chief_options.ps = ps->get();
+  chief_options.has_evaluator = options.has_evaluator(config);
+  chief_options.final_eval_timeout = absl::Seconds(options.final_eval_timeout_s);
+  chief_options.default_checkpoint_dir = options.checkpoint_dir;
+  chief_options.default_checkpoint_every = options.checkpoint_every();
+  absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(chief_options));
+  if (!chief.ok()) return ExitBadConfig(chief.status().message());
+  ChiefBody body(options, config, std::move(job_json), *std::move(ps), *std::move(chief));
+  return RunDaemon(daemon, body);
 }
 
 }  // namespace
