@@ -20,24 +20,103 @@
 // command line or configuration; 1 when it cannot start (no compute backend). --long_lived
 // keeps it running after a job ends (ps mode: it follows the next job) and turns the orphan
 // timeout off.
-#include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/server.h"
+#include "absl/strings/strip.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "evaluator/eval_loop.h"
+#include "evaluator/evaluator_options.h"
 #include "evaluator/job_follower.h"
 #include "evaluator/metrics_file.h"
 #include "evaluator/rpc/grpc_chief_link.h"
 #include "evaluator/sidecar.h"
 #include "rpc/daemon.h"
+#include "rpc/daemon_run.h"
 #include "worker/compute/backend.h"
 
 namespace shardps {
 namespace {
+
+// The evaluation loop of either mode, with what it uses. Serves no RPC of its own: its
+// server, if any, answers health checks only.
+class EvaluatorBody : public DaemonBody {
+ public:
+  EvaluatorBody(const EvaluatorOptions& options, const TfConfig* config,
+                std::unique_ptr<ComputeBackend> backend, std::unique_ptr<MetricsFile> metrics)
+      : options_(options), backend_(std::move(backend)), metrics_(std::move(metrics)) {
+    if (config != nullptr) ps_addresses_ = config->Tasks("ps");
+    if (HasChief(config)) {
+      chief_address_ = config->Tasks("chief")[0];
+      chief_ = NewGrpcChiefLink(chief_address_);
+    }
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat(
+        options_.sidecar() ? absl::StrCat(", sidecar of ", options_.checkpoint_dir) : ", ps mode",
+        chief_ != nullptr ? absl::StrCat(", chief at ", chief_address_) : "", ", backend ",
+        backend_->Name(), ", metrics to ", options_.metrics_file);
+  }
+
+  int Run(Daemon& daemon) override {
+    EvalLoopHooks hooks;
+    hooks.sleep = [&daemon](absl::Duration timeout) {
+      return daemon.WaitForStopWithTimeout(timeout);
+    };
+    hooks.on_contact = [&daemon] { daemon.NoteChiefContact(); };
+    hooks.on_eval = [this](const EvalRecord& record) {
+      absl::Status written = metrics_->Append(record);
+      if (!written.ok()) LogError() << written;
+    };
+    // The loops still name the evaluator in their lines; the log names it already.
+    hooks.log = [](const std::string& line) {
+      LogInfo() << absl::StripPrefix(line, "evaluator: ");
+    };
+    switch (options_.sidecar() ? RunSidecarMode(daemon, hooks) : FollowChief(daemon, hooks)) {
+      case EvalOutcome::kSucceeded:
+        return kExitDone;
+      case EvalOutcome::kJobFailed:
+        return kExitJobFailed;
+      case EvalOutcome::kStopped:
+        break;
+    }
+    return daemon.StopExitCode();
+  }
+
+ private:
+  EvalOutcome RunSidecarMode(const Daemon& daemon, const EvalLoopHooks& hooks) {
+    SidecarOptions sidecar;
+    sidecar.checkpoint_dir = options_.checkpoint_dir;
+    sidecar.backend = backend_.get();
+    sidecar.chief = chief_.get();
+    sidecar.long_lived = daemon.long_lived();
+    sidecar.poll_interval = absl::Seconds(options_.poll_interval_s);
+    return RunSidecar(sidecar, hooks);
+  }
+
+  EvalOutcome FollowChief(const Daemon& daemon, const EvalLoopHooks& hooks) {
+    JobFollowerOptions follower;
+    follower.chief = chief_.get();
+    follower.backend = backend_.get();
+    follower.long_lived = daemon.long_lived();
+    follower.connect_ps = [ps_addresses = ps_addresses_] {
+      return NewGrpcPsClient(ps_addresses, PsClient::Options());
+    };
+    return FollowChiefJobs(follower, hooks);
+  }
+
+  const EvaluatorOptions options_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::unique_ptr<MetricsFile> metrics_;
+  std::vector<std::string> ps_addresses_;
+  std::string chief_address_;
+  std::unique_ptr<ChiefLink> chief_;
+};
 
 int Main(int argc, char** argv) {
   FlagParser flags("evaluator",
@@ -45,131 +124,27 @@ int Main(int argc, char** argv) {
                    "from the ps (TF_CONFIG) or from its checkpoints (--checkpoint_dir).");
   Daemon daemon("evaluator", &flags);
   daemon.set_config_optional();
-  std::string metrics_file = "evaluator_metrics.jsonl", backend_flag = "cpu", checkpoint_dir;
-  int64_t threads = 1;
-  double poll_interval_s = 2;
-  int64_t health_port = 0;
-  flags.AddString("metrics_file", &metrics_file, "append evaluations here as JSON lines");
-  flags.AddString("backend", &backend_flag, "compute backend: auto, cpu or gpu");
-  flags.AddInt("threads", &threads, "CPU compute threads");
-  flags.AddString("checkpoint_dir", &checkpoint_dir,
-                  "sidecar mode: evaluate each committed checkpoint in this directory once");
-  flags.AddDouble("poll_interval_s", &poll_interval_s,
-                  "sidecar mode: how often to look for new checkpoints");
-  flags.AddInt("health_port", &health_port,
-               "answer gRPC's health check (grpc.health.v1) on this port (all interfaces, or "
-               "--bind_host), e.g. for Kubernetes probes where TF_CONFIG leaves the evaluator "
-               "out of the cluster (TFJob); default: on TF_CONFIG's evaluator address when the "
-               "cluster lists it, else nowhere");
+  EvaluatorOptions options;
+  options.AddFlags(&flags);
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
+  const TfConfig* config = daemon.has_config() ? &daemon.config() : nullptr;
+  if (absl::Status valid = options.Validate(config); !valid.ok()) {
+    return ExitBadConfig(valid.message());
+  }
 
-  const bool sidecar = !checkpoint_dir.empty();
-  if (!sidecar && !daemon.has_config()) {
-    std::cerr << "error: the evaluator follows the chief's job named by TF_CONFIG (or "
-                 "--tf_config), or evaluates a checkpoint directory (--checkpoint_dir); "
-                 "neither was given\n";
-    return kExitBadConfig;
-  }
-  const bool has_chief = daemon.has_config() && daemon.config().NumTasks("chief") == 1;
-  if (!sidecar && !has_chief) {
-    std::cerr << "error: TF_CONFIG: cluster.chief: the evaluator needs the chief's address\n";
-    return kExitBadConfig;
-  }
-  if (!(poll_interval_s > 0)) {
-    std::cerr << "error: --poll_interval_s must be > 0, got " << poll_interval_s << "\n";
-    return kExitBadConfig;
-  }
-  if (threads < 1 || threads > 1024) {
-    std::cerr << "error: --threads must be 1..1024, got " << threads << "\n";
-    return kExitBadConfig;
-  }
-  if (health_port < 0 || health_port > 65535) {
-    std::cerr << "error: --health_port must be 1..65535 (or 0: TF_CONFIG's), got " << health_port
-              << "\n";
-    return kExitBadConfig;
-  }
-  // The evaluator serves no RPC of its own; it listens only to answer health checks.
-  std::unique_ptr<grpc::Server> health_server;
-  const std::string health_address =
-      health_port > 0 ? absl::StrCat("0.0.0.0:", health_port)
-                      : (daemon.has_config() ? daemon.config().TaskAddress() : std::string());
-  if (!health_address.empty()) {
-    health_server = daemon.ServeAt(health_address, {});
-    if (health_server == nullptr) return kExitError;
-  }
-  absl::StatusOr<BackendKind> kind = ParseBackendKind(backend_flag);
-  if (!kind.ok()) {
-    std::cerr << "error: --backend: " << kind.status().message() << "\n";
-    return kExitBadConfig;
-  }
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
-      ComputeBackend::Create(*kind, static_cast<int>(threads));
+      ComputeBackend::Create(*ParseBackendKind(options.backend), static_cast<int>(options.threads));
   if (!backend.ok()) {
-    std::cerr << "error: " << backend.status().message() << "\n";
+    LogError() << backend.status().message();
     return kExitError;
   }
-  absl::StatusOr<std::unique_ptr<MetricsFile>> metrics = MetricsFile::Open(metrics_file);
-  if (!metrics.ok()) {
-    std::cerr << "error: --metrics_file: " << metrics.status().message() << "\n";
-    return kExitBadConfig;
-  }
-  std::unique_ptr<ChiefLink> chief;
-  std::string chief_address;
-  if (has_chief) {
-    chief_address = daemon.config().Tasks("chief")[0];
-    chief = NewGrpcChiefLink(chief_address);
-  }
-  std::cerr << "evaluator: "
-            << (daemon.has_config() ? daemon.config().DebugString() : std::string("no TF_CONFIG"))
-            << (sidecar ? absl::StrCat(", sidecar of ", checkpoint_dir) : std::string(", ps mode"))
-            << (has_chief ? absl::StrCat(", chief at ", chief_address) : std::string())
-            << ", backend " << (*backend)->Name() << ", metrics to " << metrics_file
-            << (health_server ? absl::StrCat(", health checks on ", daemon.listen_address())
-                              : std::string())
-            << "\n";
-
-  EvalLoopHooks hooks;
-  hooks.sleep = [&daemon](absl::Duration timeout) {
-    return daemon.WaitForStopWithTimeout(timeout);
-  };
-  hooks.on_contact = [&daemon] { daemon.NoteChiefContact(); };
-  hooks.on_eval = [&metrics](const EvalRecord& record) {
-    absl::Status written = (*metrics)->Append(record);
-    if (!written.ok()) std::cerr << "evaluator: " << written << "\n";
-  };
-
-  EvalOutcome outcome;
-  if (sidecar) {
-    SidecarOptions options;
-    options.checkpoint_dir = checkpoint_dir;
-    options.backend = backend->get();
-    options.chief = chief.get();
-    options.long_lived = daemon.long_lived();
-    options.poll_interval = absl::Seconds(poll_interval_s);
-    outcome = RunSidecar(options, hooks);
-  } else {
-    JobFollowerOptions options;
-    options.chief = chief.get();
-    options.backend = backend->get();
-    options.long_lived = daemon.long_lived();
-    const std::vector<std::string> ps_addresses = daemon.config().Tasks("ps");
-    options.connect_ps = [ps_addresses] {
-      return NewGrpcPsClient(ps_addresses, PsClient::Options());
-    };
-    outcome = FollowChiefJobs(options, hooks);
-  }
-  switch (outcome) {
-    case EvalOutcome::kSucceeded:
-      return kExitDone;
-    case EvalOutcome::kJobFailed:
-      return kExitJobFailed;
-    case EvalOutcome::kStopped:
-      break;
-  }
-  const int code = daemon.StopExitCode();
-  std::cerr << "evaluator: stopped (" << StopCauseName(daemon.stop_cause()) << "), exit code "
-            << code << "\n";
-  return code;
+  absl::StatusOr<std::unique_ptr<MetricsFile>> metrics = MetricsFile::Open(options.metrics_file);
+  if (!metrics.ok()) return ExitBadConfig(absl::StrCat("--metrics_file: ", metrics.status().message()));
+  EvaluatorBody body(options, config, *std::move(backend), *std::move(metrics));
+  RunOptions run;
+  run.address = options.HealthAddress(config);
+  run.listen = run.address.empty() ? RunOptions::Listen::kNone : RunOptions::Listen::kAddress;
+  return RunDaemon(daemon, body, run);
 }
 
 }  // namespace

@@ -1,0 +1,49 @@
+#include "evaluator/evaluator_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "worker/compute/backend.h"
+
+namespace shardps {
+
+void EvaluatorOptions::AddFlags(FlagParser* flags) {
+  flags->AddString("metrics_file", &metrics_file, "append evaluations here as JSON lines");
+  flags->AddString("backend", &backend, "compute backend: auto, cpu or gpu",
+                   [](const std::string& value) { return ParseBackendKind(value).status(); });
+  flags->AddInt("threads", &threads, "CPU compute threads", {1, 1024});
+  flags->AddString("checkpoint_dir", &checkpoint_dir,
+                   "sidecar mode: evaluate each committed checkpoint in this directory once");
+  flags->AddDouble("poll_interval_s", &poll_interval_s,
+                   "sidecar mode: how often to look for new checkpoints",
+                   DoubleRange::GreaterThan(0));
+  flags->AddInt("health_port", &health_port,
+                "answer gRPC's health check (grpc.health.v1) on this port (all interfaces, or "
+                "--bind_host), e.g. for Kubernetes probes where TF_CONFIG leaves the evaluator "
+                "out of the cluster (TFJob); default: on TF_CONFIG's evaluator address when the "
+                "cluster lists it, else nowhere",
+                {0, 65535});
+}
+
+absl::Status EvaluatorOptions::Validate(const TfConfig* config) const {
+  if (sidecar()) return absl::OkStatus();
+  if (config == nullptr) {
+    return absl::InvalidArgumentError(
+        "the evaluator follows the chief's job named by TF_CONFIG (or --tf_config), or "
+        "evaluates a checkpoint directory (--checkpoint_dir); neither was given");
+  }
+  if (!HasChief(config)) {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG: cluster.chief: the evaluator needs the chief's address");
+  }
+  return absl::OkStatus();
+}
+
+std::string EvaluatorOptions::HealthAddress(const TfConfig* config) const {
+  if (health_port > 0) return absl::StrCat("0.0.0.0:", health_port);
+  return config != nullptr ? config->TaskAddress() : std::string();
+}
+
+bool HasChief(const TfConfig* config) {
+  return config != nullptr && config->NumTasks("chief") == 1;
+}
+
+}  // namespace shardps
