@@ -1,39 +1,24 @@
 #include "evaluator/rpc/grpc_chief_link.h"
 
-#include "absl/time/clock.h"
-#include "grpcpp/client_context.h"
-#include "proto/coordinator.grpc.pb.h"
-#include "rpc/grpc_util.h"
-#include "rpc/protocol.h"
+#include "client/grpc_chief_interface.h"
 
 namespace shardps {
 namespace {
 
+// The evaluator's two calls, each bounded by `call_timeout`, over the chief client.
 class GrpcChiefLink : public ChiefLink {
  public:
   GrpcChiefLink(const std::string& address, absl::Duration call_timeout)
-      : stub_(CoordinatorService::NewStub(NewChannel(address))), call_timeout_(call_timeout) {}
+      : chief_(NewGrpcChiefInterface(address)), call_timeout_(call_timeout) {}
 
-  absl::StatusOr<JobStatus> GetStatus() override {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
-    JobStatus status;
-    grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return status;
-  }
+  absl::StatusOr<JobStatus> GetStatus() override { return chief_->GetStatus(call_timeout_); }
 
   absl::Status ReportEval(const ReportEvalRequest& request) override {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
-    ReportEvalResponse response;
-    return FromGrpcStatus(stub_->ReportEval(&ctx, request, &response));
+    return chief_->ReportEval(request, call_timeout_);
   }
 
  private:
-  const std::unique_ptr<CoordinatorService::Stub> stub_;
+  const std::unique_ptr<ChiefInterface> chief_;
   const absl::Duration call_timeout_;
 };
 
