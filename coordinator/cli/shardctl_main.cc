@@ -9,7 +9,8 @@
 // invalid job file (found here or by the chief); 3 chief unreachable; 4 the watched job ended
 // FAILED or CANCELLED.
 //
-// Formatting lives in progress.h; this file holds the command line and the RPCs.
+// Formatting lives in progress.h; this file holds the command line and the calls to the chief
+// (client/chief_interface.h).
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -39,16 +40,15 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "client/chief_interface.h"
+#include "client/grpc_chief_interface.h"
 #include "checkpoint/manifest.h"
 #include "common/flags.h"
 #include "common/protocol_version.h"
 #include "common/tf_config.h"
 #include "coordinator/cli/progress.h"
 #include "coordinator/job_spec.h"
-#include "grpcpp/client_context.h"
-#include "proto/coordinator.grpc.pb.h"
-#include "rpc/grpc_util.h"
-#include "rpc/protocol.h"
+#include "proto/coordinator.pb.h"
 
 namespace shardps {
 namespace {
@@ -271,50 +271,6 @@ int ReportRpcError(const absl::Status& status, const std::string& address, absl:
   return kExitError;
 }
 
-// Blocking calls to the chief, each bounded by the --timeout deadline.
-class ChiefClient {
- public:
-  ChiefClient(std::string address, double timeout_s)
-      : address_(std::move(address)),
-        timeout_s_(timeout_s),
-        stub_(CoordinatorService::NewStub(NewChannel(address_))) {}
-
-  const std::string& address() const { return address_; }
-  double timeout_s() const { return timeout_s_; }
-
-  absl::Status Submit(const SubmitJobRequest& request, SubmitJobResponse* response) {
-    return Call(&CoordinatorService::Stub::SubmitJob, request, response);
-  }
-  absl::Status GetStatus(JobStatus* response) {
-    return Call(&CoordinatorService::Stub::GetStatus, GetStatusRequest(), response);
-  }
-  absl::Status AddSteps(const AddStepsRequest& request, AddStepsResponse* response) {
-    return Call(&CoordinatorService::Stub::AddSteps, request, response);
-  }
-  absl::Status Cancel(const CancelJobRequest& request, CancelJobResponse* response) {
-    return Call(&CoordinatorService::Stub::CancelJob, request, response);
-  }
-  absl::Status Checkpoint(const CheckpointRequest& request, CheckpointResponse* response) {
-    return Call(&CoordinatorService::Stub::Checkpoint, request, response);
-  }
-
- private:
-  template <typename Request, typename Response>
-  absl::Status Call(grpc::Status (CoordinatorService::Stub::*method)(grpc::ClientContext*,
-                                                                     const Request&, Response*),
-                    const Request& request, Response* response) {
-    grpc::ClientContext context;
-    AttachProtocolVersion(&context);
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
-    return FromGrpcStatus((stub_.get()->*method)(&context, request, response));
-  }
-
-  std::string address_;
-  double timeout_s_;
-  std::unique_ptr<CoordinatorService::Stub> stub_;
-};
-
 int TerminalWidth() {
   winsize size{};
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
@@ -329,121 +285,164 @@ void InterruptibleSleep(double seconds) {
   }
 }
 
-// Polls the chief until the job ends. `job_id` empty: the chief's current job, waited for
-// up to --job_wait seconds when there is none yet.
-int Watch(ChiefClient& client, const Options& o, const std::string& job_id) {
-  const bool tty = isatty(STDOUT_FILENO) && !o.json;
-  PlainProgressThrottle throttle(2.0);
-  g_interrupted = 0;
-  struct sigaction action {};
-  action.sa_handler = OnInterrupt;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
+// One watch of a job: what it has seen, and what it prints for each status answer. Run polls
+// the chief (ChiefInterface::WaitFor) until the job ends; every answer goes to OnAnswer, which
+// ends the watch by returning an error once exit_code_ is set.
+class JobWatch {
+ public:
+  // `job_id` empty: the chief's current job, waited for up to --job_wait seconds when there
+  // is none yet.
+  JobWatch(const Options& o, const std::string& address, std::string job_id)
+      : o_(o),
+        address_(address),
+        watched_(std::move(job_id)),
+        tty_(isatty(STDOUT_FILENO) && !o.json),
+        job_deadline_(absl::Now() + absl::Seconds(o.job_wait_s)),
+        // Once reached, the chief may go away and come back (a supervisor restarts it, and it
+        // resumes the job from its checkpoint dir): ride that out for this long.
+        outage_limit_(absl::Seconds(std::max(o.timeout_s, o.job_wait_s))) {}
 
-  std::string watched = job_id;
-  const absl::Time job_deadline = absl::Now() + absl::Seconds(o.job_wait_s);
-  // Once reached, the chief may go away and come back (a supervisor restarts it, and it
-  // resumes the job from its checkpoint dir): ride that out for this long.
-  const absl::Duration outage_limit = absl::Seconds(std::max(o.timeout_s, o.job_wait_s));
-  bool said_waiting = false;
-  bool reached = false;
-  absl::Time outage_since = absl::InfiniteFuture();  // chief unreachable or without our job
-  bool said_outage = false;
-  bool line_open = false;  // a progress line without its newline is on the terminal
-  const auto end_line = [&] {
-    if (line_open) std::cout << "\n" << std::flush;
-    line_open = false;
-  };
-  // Whether to wait out an outage that started now or earlier, saying so once.
-  const auto ride_out = [&](absl::string_view what) {
-    if (outage_since == absl::InfiniteFuture()) outage_since = absl::Now();
-    if (absl::Now() - outage_since >= outage_limit) return false;
-    if (!said_outage) {
-      end_line();
-      std::cerr << "shardctl: " << what << "; waiting up to " << absl::ToDoubleSeconds(outage_limit)
-                << " s for it to come back...\n";
-      said_outage = true;
-    }
-    return true;
-  };
-  while (true) {
+  int Run(ChiefInterface& chief) {
+    g_interrupted = 0;
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    ChiefInterface::WaitOptions options;
+    options.poll_interval = absl::Seconds(o_.interval_s);
+    options.call_timeout = absl::Seconds(o_.timeout_s);
+    options.sleep = [](absl::Duration d) { InterruptibleSleep(absl::ToDoubleSeconds(d)); };
+    options.on_answer = [this](const absl::StatusOr<JobStatus>& answer) {
+      return OnAnswer(answer);
+    };
+    (void)chief.WaitFor([](const JobStatus&) { return false; }, absl::InfiniteFuture(),
+                        options);
+    return exit_code_;
+  }
+
+ private:
+  absl::Status OnAnswer(const absl::StatusOr<JobStatus>& answer) {
     if (g_interrupted) {
-      end_line();
+      EndLine();
       std::cerr << "shardctl: interrupted; the job goes on (\"shardctl cancel\" stops it)\n";
-      return kExitInterrupted;
+      return End(kExitInterrupted);
     }
-    JobStatus status;
-    absl::Status rpc = client.GetStatus(&status);
-    if (!rpc.ok()) {
-      const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
-                             rpc.code() == absl::StatusCode::kDeadlineExceeded;
-      if (transient && reached &&
-          ride_out(
-              absl::StrCat("lost the chief at ", client.address(), " (", rpc.message(), ")"))) {
-        InterruptibleSleep(o.interval_s);
-        continue;
-      }
-      end_line();
-      return ReportRpcError(rpc, client.address(), "GetStatus", client.timeout_s());
+    if (!answer.ok()) return OnFailedCall(answer.status());
+    reached_ = true;
+    if (answer->state() == JobStatus::NO_JOB) return OnNoJob();
+    if (said_outage_) std::cerr << "shardctl: the chief is back\n";
+    outage_since_ = absl::InfiniteFuture();
+    said_outage_ = false;
+    if (watched_.empty()) watched_ = answer->job_id();
+    if (answer->job_id() != watched_) {
+      EndLine();
+      std::cerr << "shardctl: job " << watched_ << " is no longer the chief's job (now "
+                << (answer->job_id().empty() ? "none" : answer->job_id()) << ")\n";
+      return End(kExitError);
     }
-    reached = true;
+    if (absl::Status s = Show(*answer); !s.ok()) return s;
+    if (!IsTerminal(answer->state())) return absl::OkStatus();
+    EndLine();
+    if (!o_.json) std::cout << FinalSummary(*answer) << std::flush;
+    return End(WatchExitCode(*answer));
+  }
 
-    if (status.state() == JobStatus::NO_JOB && watched.empty()) {
-      if (absl::Now() >= job_deadline) {
-        std::cerr << "shardctl: no job on the chief at " << client.address() << "\n";
-        return kExitError;
+  // A chief once reached that stops answering is waited for; else the call's error ends it.
+  absl::Status OnFailedCall(const absl::Status& rpc) {
+    const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
+                           rpc.code() == absl::StatusCode::kDeadlineExceeded;
+    if (transient && reached_ &&
+        RideOut(absl::StrCat("lost the chief at ", address_, " (", rpc.message(), ")"))) {
+      return absl::OkStatus();
+    }
+    EndLine();
+    return End(ReportRpcError(rpc, address_, "GetStatus", o_.timeout_s));
+  }
+
+  absl::Status OnNoJob() {
+    if (watched_.empty()) {
+      if (absl::Now() >= job_deadline_) {
+        std::cerr << "shardctl: no job on the chief at " << address_ << "\n";
+        return End(kExitError);
       }
-      if (!said_waiting) {
-        std::cerr << "shardctl: waiting for a job on the chief at " << client.address() << "...\n";
-        said_waiting = true;
+      if (!said_waiting_) {
+        std::cerr << "shardctl: waiting for a job on the chief at " << address_ << "...\n";
+        said_waiting_ = true;
       }
-      InterruptibleSleep(o.interval_s);
-      continue;
+      return absl::OkStatus();
     }
     // A restarted chief has no job until it has resumed ours.
-    if (status.state() == JobStatus::NO_JOB) {
-      if (ride_out(absl::StrCat("the chief at ", client.address(), " has no job (restarted?)"))) {
-        InterruptibleSleep(o.interval_s);
-        continue;
-      }
-      end_line();
-      std::cerr << "shardctl: job " << watched << " is no longer the chief's job (now none)\n";
-      return kExitError;
+    if (RideOut(absl::StrCat("the chief at ", address_, " has no job (restarted?)"))) {
+      return absl::OkStatus();
     }
-    if (said_outage) std::cerr << "shardctl: the chief is back\n";
-    outage_since = absl::InfiniteFuture();
-    said_outage = false;
-    if (watched.empty()) watched = status.job_id();
-    if (status.job_id() != watched) {
-      end_line();
-      std::cerr << "shardctl: job " << watched << " is no longer the chief's job (now "
-                << (status.job_id().empty() ? "none" : status.job_id()) << ")\n";
-      return kExitError;
-    }
+    EndLine();
+    std::cerr << "shardctl: job " << watched_ << " is no longer the chief's job (now none)\n";
+    return End(kExitError);
+  }
+
+  // The progress line: redrawn on a terminal, else a plain or JSON line now and then.
+  absl::Status Show(const JobStatus& status) {
     const double now_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
-    if (tty) {
+    if (tty_) {
       std::cout << "\r" << TerminalProgressLine(status, TerminalWidth() - 1) << "\x1b[K"
                 << std::flush;
-      line_open = true;
-    } else if (throttle.Due(status, now_s)) {
-      if (o.json) {
+      line_open_ = true;
+    } else if (throttle_.Due(status, now_s)) {
+      if (o_.json) {
         absl::StatusOr<std::string> json = StatusJson(status, /*pretty=*/false);
         if (!json.ok()) {
           std::cerr << "shardctl: " << json.status().message() << "\n";
-          return kExitError;
+          return End(kExitError);
         }
         std::cout << *json << "\n" << std::flush;
       } else {
         std::cout << PlainProgressLine(status) << "\n" << std::flush;
       }
     }
-    if (IsTerminal(status.state())) {
-      end_line();
-      if (!o.json) std::cout << FinalSummary(status) << std::flush;
-      return WatchExitCode(status);
-    }
-    InterruptibleSleep(o.interval_s);
+    return absl::OkStatus();
   }
+
+  // Whether to wait out an outage that started now or earlier, saying so once.
+  bool RideOut(absl::string_view what) {
+    if (outage_since_ == absl::InfiniteFuture()) outage_since_ = absl::Now();
+    if (absl::Now() - outage_since_ >= outage_limit_) return false;
+    if (!said_outage_) {
+      EndLine();
+      std::cerr << "shardctl: " << what << "; waiting up to "
+                << absl::ToDoubleSeconds(outage_limit_) << " s for it to come back...\n";
+      said_outage_ = true;
+    }
+    return true;
+  }
+
+  // Ends a progress line left without its newline on the terminal.
+  void EndLine() {
+    if (line_open_) std::cout << "\n" << std::flush;
+    line_open_ = false;
+  }
+
+  absl::Status End(int exit_code) {
+    exit_code_ = exit_code;
+    return absl::CancelledError("the watch ended");
+  }
+
+  const Options& o_;
+  const std::string address_;
+  std::string watched_;
+  const bool tty_;
+  const absl::Time job_deadline_;
+  const absl::Duration outage_limit_;
+  PlainProgressThrottle throttle_{2.0};
+  bool said_waiting_ = false;
+  bool reached_ = false;
+  absl::Time outage_since_ = absl::InfiniteFuture();  // chief unreachable or without our job
+  bool said_outage_ = false;
+  bool line_open_ = false;  // a progress line without its newline is on the terminal
+  int exit_code_ = kExitError;
+};
+
+int Watch(ChiefInterface& chief, const Options& o, const std::string& job_id) {
+  return JobWatch(o, chief.address(), job_id).Run(chief);
 }
 
 int RunValidate(const Options& o, const std::string& path) {
@@ -480,16 +479,18 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, int* exit_code)
   return text;
 }
 
-int RunSubmit(ChiefClient& client, const Options& o, const std::string& text) {
+int RunSubmit(ChiefInterface& chief, const Options& o, const std::string& text) {
   SubmitJobRequest request;
   request.set_job_json(text);
   request.set_resume(o.fresh    ? SubmitJobRequest::FRESH
                      : o.resume ? SubmitJobRequest::RESUME
                                 : SubmitJobRequest::AUTO);
-  SubmitJobResponse response;
-  if (absl::Status s = client.Submit(request, &response); !s.ok()) {
-    return ReportRpcError(s, client.address(), "SubmitJob", client.timeout_s());
+  absl::StatusOr<SubmitJobResponse> submitted =
+      chief.SubmitJob(request, absl::Seconds(o.timeout_s));
+  if (!submitted.ok()) {
+    return ReportRpcError(submitted.status(), chief.address(), "SubmitJob", o.timeout_s);
   }
+  const SubmitJobResponse& response = *submitted;
   const bool resumed = response.resumed_at_step() > 0 || !response.resumed_from().empty();
   if (o.json) {
     nlohmann::json out = {{"job_id", response.job_id()}, {"total_steps", response.total_steps()}};
@@ -505,27 +506,28 @@ int RunSubmit(ChiefClient& client, const Options& o, const std::string& text) {
               << "\n"
               << std::flush;
   } else if (resumed) {
-    std::cout << "resumed job " << response.job_id() << " on " << client.address() << " at step "
+    std::cout << "resumed job " << response.job_id() << " on " << chief.address() << " at step "
               << response.resumed_at_step() << " of " << response.total_steps()
               << (response.resumed_from().empty() ? "" : ", from " + response.resumed_from())
               << "\n"
               << std::flush;
   } else {
-    std::cout << "submitted job " << response.job_id() << " to " << client.address() << ": "
+    std::cout << "submitted job " << response.job_id() << " to " << chief.address() << ": "
               << response.total_steps() << " steps\n"
               << std::flush;
   }
   if (!o.watch || response.already_finished()) return kExitOk;
-  return Watch(client, o, response.job_id());
+  return Watch(chief, o, response.job_id());
 }
 
 double NowUnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
 
-int RunStatus(ChiefClient& client, const Options& o) {
-  JobStatus status;
-  if (absl::Status s = client.GetStatus(&status); !s.ok()) {
-    return ReportRpcError(s, client.address(), "GetStatus", client.timeout_s());
+int RunStatus(ChiefInterface& chief, const Options& o) {
+  absl::StatusOr<JobStatus> answer = chief.GetStatus(absl::Seconds(o.timeout_s));
+  if (!answer.ok()) {
+    return ReportRpcError(answer.status(), chief.address(), "GetStatus", o.timeout_s);
   }
+  const JobStatus& status = *answer;
   if (o.json) {
     absl::StatusOr<std::string> json = StatusJson(status, /*pretty=*/true);
     if (!json.ok()) {
@@ -539,29 +541,28 @@ int RunStatus(ChiefClient& client, const Options& o) {
   return kExitOk;
 }
 
-int RunAddSteps(ChiefClient& client, const Options& o, int64_t steps) {
+int RunAddSteps(ChiefInterface& chief, const Options& o, int64_t steps) {
   AddStepsRequest request;
   request.set_job_id(o.job_id);
   request.set_steps(steps);
-  AddStepsResponse response;
-  if (absl::Status s = client.AddSteps(request, &response); !s.ok()) {
-    return ReportRpcError(s, client.address(), "AddSteps", client.timeout_s());
+  absl::StatusOr<AddStepsResponse> response = chief.AddSteps(request, absl::Seconds(o.timeout_s));
+  if (!response.ok()) {
+    return ReportRpcError(response.status(), chief.address(), "AddSteps", o.timeout_s);
   }
   if (o.json) {
-    std::cout << nlohmann::json{{"total_steps", response.total_steps()}}.dump() << "\n";
+    std::cout << nlohmann::json{{"total_steps", response->total_steps()}}.dump() << "\n";
   } else {
-    std::cout << "added " << steps << " steps; the job now has " << response.total_steps()
+    std::cout << "added " << steps << " steps; the job now has " << response->total_steps()
               << " steps\n";
   }
   return kExitOk;
 }
 
-int RunCancel(ChiefClient& client, const Options& o) {
+int RunCancel(ChiefInterface& chief, const Options& o) {
   CancelJobRequest request;
   request.set_job_id(o.job_id);
-  CancelJobResponse response;
-  if (absl::Status s = client.Cancel(request, &response); !s.ok()) {
-    return ReportRpcError(s, client.address(), "CancelJob", client.timeout_s());
+  if (absl::Status s = chief.CancelJob(request, absl::Seconds(o.timeout_s)); !s.ok()) {
+    return ReportRpcError(s, chief.address(), "CancelJob", o.timeout_s);
   }
   const std::string which = o.job_id.empty() ? "the current job" : "job " + o.job_id;
   if (o.json) {
@@ -573,15 +574,15 @@ int RunCancel(ChiefClient& client, const Options& o) {
 }
 
 // Takes a checkpoint now and waits (up to --timeout) until it is committed.
-int RunCheckpoint(ChiefClient& client, const Options& o) {
+int RunCheckpoint(ChiefInterface& chief, const Options& o) {
   CheckpointRequest request;
   request.set_job_id(o.job_id);
-  CheckpointResponse response;
-  if (absl::Status s = client.Checkpoint(request, &response); !s.ok()) {
-    return ReportRpcError(s, client.address(), "Checkpoint", client.timeout_s(),
+  absl::StatusOr<CheckpointInfo> checkpoint = chief.Checkpoint(request, absl::Seconds(o.timeout_s));
+  if (!checkpoint.ok()) {
+    return ReportRpcError(checkpoint.status(), chief.address(), "Checkpoint", o.timeout_s,
                           /*invalid_argument_is_usage=*/false);
   }
-  const CheckpointInfo& c = response.checkpoint();
+  const CheckpointInfo& c = *checkpoint;
   if (o.json) {
     nlohmann::json out = {{"id", c.id()},
                           {"path", c.path()},
@@ -663,10 +664,11 @@ size_t NumArgs(const Command& command) {
   return words.size();
 }
 
-int Main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
+constexpr int kGoOn = -1;
 
-  // First pass, with every flag known: find the command among the arguments.
+// The first pass over the arguments, with every flag known: finds the command, or answers
+// help and usage itself. Returns kGoOn with *command set, or the exit code.
+int FindCommandInArgs(const std::vector<std::string>& args, const Command** command) {
   Options scratch;
   FlagParser finder("shardctl", "");
   RegisterFlags(finder, scratch, nullptr);
@@ -685,40 +687,28 @@ int Main(int argc, char** argv) {
       std::cout << TopLevelUsage();
       return kExitOk;
     }
-    const Command* command = FindCommand(positional[1]);
-    if (command == nullptr) {
+    const Command* about = FindCommand(positional[1]);
+    if (about == nullptr) {
       return UsageError(absl::StrCat("unknown command \"", positional[1], "\""));
     }
-    Options o = DefaultOptions(*command);
-    FlagParser parser(ProgramName(*command), command->summary);
-    RegisterFlags(parser, o, command);
+    Options o = DefaultOptions(*about);
+    FlagParser parser(ProgramName(*about), about->summary);
+    RegisterFlags(parser, o, about);
     std::cout << parser.Usage();
     return kExitOk;
   }
-  const Command* command = FindCommand(positional[0]);
-  if (command == nullptr) {
+  *command = FindCommand(positional[0]);
+  if (*command == nullptr) {
     std::vector<std::string> names;
     for (const Command& c : kCommands) names.push_back(c.name);
     return UsageError(absl::StrCat("unknown command \"", positional[0], "\" (expected ",
                                    absl::StrJoin(names, ", "), ")"));
   }
+  return kGoOn;
+}
 
-  // Second pass: only the command's flags.
-  Options o = DefaultOptions(*command);
-  FlagParser parser(ProgramName(*command), command->summary);
-  RegisterFlags(parser, o, command);
-  positional.clear();
-  const int parsed = HandleParseResult(parser, parser.Parse(args, &positional));
-  if (parsed >= 0) return parsed;
-  positional.erase(positional.begin());  // the command
-  const std::string name = command->name;
-  const size_t expected_args = NumArgs(*command);
-  if (positional.size() != expected_args) {
-    return UsageError(expected_args == 0
-                          ? absl::StrCat(name, ": unexpected argument \"", positional[0], "\"")
-                          : absl::StrCat(name, ": expected ", command->args, ", got ",
-                                         positional.size(), " arguments"));
-  }
+// Checks the flags' values (exit 2 on a bad one); applies --test_protocol_version.
+int CheckOptions(const Options& o) {
   if (!(o.timeout_s > 0)) return UsageError("--timeout must be > 0");
   if (!(o.interval_s > 0)) return UsageError("--interval must be > 0");
   if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
@@ -729,9 +719,33 @@ int Main(int argc, char** argv) {
     if (!range.ok()) return UsageError(absl::StrCat("--test_protocol_version: ", range.status().message()));
     SetLocalProtocolForTesting(*range);
   }
+  return kGoOn;
+}
 
-  if (name == "validate") return RunValidate(o, positional[0]);
-  if (name == "export") return RunExport(o, positional[0], positional[1]);
+// The second pass: only the command's flags, and its positional arguments (the command's
+// name left out). Returns kGoOn, or the exit code.
+int ParseCommandLine(const Command& command, const std::vector<std::string>& args, Options* o,
+                     std::vector<std::string>* positional) {
+  *o = DefaultOptions(command);
+  FlagParser parser(ProgramName(command), command.summary);
+  RegisterFlags(parser, *o, &command);
+  const int parsed = HandleParseResult(parser, parser.Parse(args, positional));
+  if (parsed >= 0) return parsed;
+  positional->erase(positional->begin());  // the command
+  const size_t expected_args = NumArgs(command);
+  if (positional->size() != expected_args) {
+    return UsageError(
+        expected_args == 0
+            ? absl::StrCat(command.name, ": unexpected argument \"", (*positional)[0], "\"")
+            : absl::StrCat(command.name, ": expected ", command.args, ", got ",
+                           positional->size(), " arguments"));
+  }
+  return CheckOptions(*o);
+}
+
+// The commands that talk to the chief.
+int RunWithChief(const std::string& name, const Options& o,
+                 const std::vector<std::string>& positional) {
   std::string job_text;
   if (name == "submit") {
     int exit_code = kExitError;
@@ -739,7 +753,6 @@ int Main(int argc, char** argv) {
     if (!text.ok()) return exit_code;
     job_text = *std::move(text);
   }
-
   int64_t steps = 0;
   if (name == "add-steps" && (!absl::SimpleAtoi(positional[0], &steps) || steps <= 0)) {
     return UsageError(
@@ -747,14 +760,27 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<std::string> address = ChiefAddress(o);
   if (!address.ok()) return UsageError(address.status().message());
-  ChiefClient client(*address, o.timeout_s);
-  if (name == "submit") return RunSubmit(client, o, job_text);
-  if (name == "status") return RunStatus(client, o);
-  if (name == "watch") return Watch(client, o, /*job_id=*/"");
-  if (name == "add-steps") return RunAddSteps(client, o, steps);
-  if (name == "cancel") return RunCancel(client, o);
-  if (name == "checkpoint") return RunCheckpoint(client, o);
+  const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(*address);
+  if (name == "submit") return RunSubmit(*chief, o, job_text);
+  if (name == "status") return RunStatus(*chief, o);
+  if (name == "watch") return Watch(*chief, o, /*job_id=*/"");
+  if (name == "add-steps") return RunAddSteps(*chief, o, steps);
+  if (name == "cancel") return RunCancel(*chief, o);
+  if (name == "checkpoint") return RunCheckpoint(*chief, o);
   return UsageError(absl::StrCat("unknown command \"", name, "\""));
+}
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const Command* command = nullptr;
+  if (const int rc = FindCommandInArgs(args, &command); rc != kGoOn) return rc;
+  Options o;
+  std::vector<std::string> positional;
+  if (const int rc = ParseCommandLine(*command, args, &o, &positional); rc != kGoOn) return rc;
+  const std::string name = command->name;
+  if (name == "validate") return RunValidate(o, positional[0]);
+  if (name == "export") return RunExport(o, positional[0], positional[1]);
+  return RunWithChief(name, o, positional);
 }
 
 }  // namespace
