@@ -39,6 +39,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/process.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace testing {
@@ -385,11 +386,8 @@ std::string StartAndStopWorker(const Runner& runner, const std::string& address,
   const std::string log = absl::StrCat(TempDir(), "/worker_", count++, ".log");
   auto worker = Process::Start(binary, args, {}, log);
   if (!worker.ok()) return worker.status().ToString();
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!absl::StrContains((*worker)->Log(), "serving on") && (*worker)->Running() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  PollUntil([&] { return absl::StrContains((*worker)->Log(), "serving on") || !(*worker)->Running(); },
+            absl::Now() + absl::Seconds(60), absl::Milliseconds(50));
   (*worker)->Signal(SIGTERM);
   *exit_code = (*worker)->Wait(absl::Seconds(30)).value_or(-1);
   return (*worker)->Log();

@@ -14,12 +14,13 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
-#include "proto/coordinator.grpc.pb.h"
+#include "proto/coordinator.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
 #include "tests/process.h"
 #include "tests/training_cluster.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace testing {
@@ -53,17 +54,20 @@ class WorkerLifecycleTest : public ::testing::Test {
   // Polls Status until the worker answers (each answer is also contact from "the chief").
   // A fresh channel each time: one whose first connection was refused backs off for seconds.
   void WaitUntilServing() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (absl::Now() < deadline && worker_->Running()) {
-      stub_ = WorkerService::NewStub(NewChannel(address_));
-      grpc::ClientContext ctx;
-      AttachProtocolVersion(&ctx);
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(250)));
-      WorkerStatusResponse status;
-      if (stub_->Status(&ctx, WorkerStatusRequest(), &status).ok()) return;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    FAIL() << "worker not serving\n" << worker_->Log();
+    bool answered = false;
+    PollUntil(
+        [&] {
+          if (!worker_->Running()) return true;
+          stub_ = WorkerService::NewStub(NewChannel(address_));
+          grpc::ClientContext ctx;
+          AttachProtocolVersion(&ctx);
+          ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(250)));
+          WorkerStatusResponse status;
+          answered = stub_->Status(&ctx, WorkerStatusRequest(), &status).ok();
+          return answered;
+        },
+        absl::Now() + absl::Seconds(60), absl::Milliseconds(50));
+    if (!answered) FAIL() << "worker not serving\n" << worker_->Log();
   }
 
   grpc::Status StartJob(const StartJobRequest& request) {
@@ -240,17 +244,10 @@ TEST(EvaluatorLifecycleTest, CancelledJobExitsFour) {
   auto cluster = TrainingCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   // Cancelled once the evaluator has evaluated it (its first line is in the metrics file).
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (Lines((*cluster)->metrics_file()).empty() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  PollUntil([&] { return !Lines((*cluster)->metrics_file()).empty(); },
+            absl::Now() + absl::Seconds(120), absl::Milliseconds(100));
   ASSERT_FALSE(Lines((*cluster)->metrics_file()).empty()) << (*cluster)->Logs();
-  auto chief = CoordinatorService::NewStub(NewChannel((*cluster)->chief_address()));
-  grpc::ClientContext ctx;
-  AttachProtocolVersion(&ctx);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  CancelJobResponse cancelled;
-  ASSERT_TRUE(chief->CancelJob(&ctx, CancelJobRequest(), &cancelled).ok());
+  ASSERT_TRUE((*cluster)->chief_client().CancelJob(CancelJobRequest(), absl::Seconds(30)).ok());
   auto code = (*cluster)->evaluator()->Wait(absl::Seconds(120));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 4) << (*cluster)->Logs();

@@ -22,19 +22,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/netns_cluster.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // "a.b.c.d:port" from an address of /proc/net/tcp ("0100007F:08AE": the IPv4 address in host,
 // little-endian, byte order) or /proc/net/tcp6 (four such words; an IPv4-mapped address
@@ -59,7 +53,7 @@ std::string ProcNetAddress(absl::string_view hex) {
 std::vector<std::pair<std::string, std::string>> EstablishedConnections(pid_t pid) {
   std::vector<std::pair<std::string, std::string>> conns;
   for (const char* table : {"tcp", "tcp6"}) {
-    const std::string text = ReadFile(absl::StrCat("/proc/", pid, "/net/", table));
+    const std::string text = ReadWholeFile(absl::StrCat("/proc/", pid, "/net/", table));
     for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
       std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
       if (f.size() < 4 || f[3] != "01") continue;  // 01: ESTABLISHED
@@ -92,8 +86,9 @@ TEST(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
                                           "worker-0", "worker-1", "evaluator-0"};
   std::map<std::string, std::string> netns, tf_config;
   std::map<std::string, std::set<std::string>> ps_peers;  // ps task -> remote IPs
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (c->launcher()->Running() && absl::Now() < deadline) {
+  // Sampled every 50 ms until the launcher ends the run.
+  const auto sample = [&] {
+    if (!c->launcher()->Running()) return true;
     for (const std::string& task : tasks) {
       const pid_t pid = c->Pid(task);
       if (pid == 0) continue;
@@ -104,7 +99,7 @@ TEST(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
       }
       if (!tf_config.count(task)) {
         for (absl::string_view var :
-             absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+             absl::StrSplit(ReadWholeFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
           if (absl::ConsumePrefix(&var, "TF_CONFIG=")) tf_config[task] = std::string(var);
         }
       }
@@ -115,8 +110,9 @@ TEST(NetnsTest, TrainsAcrossNamespacesAndCleansUp) {
         }
       }
     }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+    return false;
+  };
+  PollUntil(sample, absl::Now() + absl::Seconds(120), absl::Milliseconds(50));
   absl::StatusOr<int> rc = c->WaitForLauncher(absl::Seconds(30));
   const std::string log = c->launcher()->Log();
   ASSERT_TRUE(rc.ok()) << rc.status() << "\n" << log;

@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "tests/wait.h"
 
 extern char** environ;
 
@@ -79,31 +81,17 @@ bool Process::Running() {
 }
 
 absl::StatusOr<int> Process::Wait(absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (Running()) {
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("process ", pid_, " still running after ", absl::FormatDuration(timeout)));
-    }
-    usleep(10000);
+  if (!PollUntil([this] { return !Running(); }, absl::Now() + timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("process ", pid_, " still running after ", absl::FormatDuration(timeout)));
   }
   return *exit_code_;
 }
 
-std::string Process::Log() const {
-  std::ifstream in(log_path_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Process::Log() const { return ReadWholeFile(log_path_); }
 
 bool Process::WaitForLog(absl::string_view text, absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!absl::StrContains(Log(), text)) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return WaitForFileText(log_path_, text, absl::Now() + timeout);
 }
 
 absl::StatusOr<int> RunCommand(const std::string& binary, const std::vector<std::string>& args,

@@ -1,5 +1,9 @@
-// PsCluster: N real ps daemons started as processes on free localhost ports, configured by
-// TF_CONFIG, for integration tests. Stopped (SIGTERM, then SIGKILL) by the destructor.
+// PsCluster: N real ps daemons as processes, started by the loopback launcher
+// (tests/loopback_launcher.h) at loopback addresses of their own and configured by TF_CONFIG
+// (whose chief is never started), for integration tests and benchmarks of the ps alone.
+// Stopped (SIGTERM, then SIGKILL) by the destructor.
+//
+// Thread-safety: a PsCluster is used from one thread.
 #ifndef SHARDPS_TESTS_PS_CLUSTER_H_
 #define SHARDPS_TESTS_PS_CLUSTER_H_
 
@@ -9,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/ps_client.h"
+#include "tests/loopback_launcher.h"
 #include "tests/process.h"
 
 namespace shardps {
@@ -18,16 +23,17 @@ class PsCluster {
  public:
   // Starts `num_ps` daemons and waits until each answers Health.
   static absl::StatusOr<std::unique_ptr<PsCluster>> Start(int num_ps);
-  ~PsCluster();
 
   const std::vector<std::string>& addresses() const { return addresses_; }
-  Process* ps(int i) { return processes_[i].get(); }
-  std::string Logs() const;
+  Process* ps(int i) { return launcher_->Current("ps", i); }
+  std::string Logs() const { return launcher_->Logs(); }
   absl::StatusOr<std::unique_ptr<PsClient>> NewClient(PsClient::Options options = {}) const;
 
  private:
-  std::vector<std::string> addresses_;
-  std::vector<std::unique_ptr<Process>> processes_;
+  explicit PsCluster(std::unique_ptr<LoopbackLauncher> launcher);
+
+  const std::unique_ptr<LoopbackLauncher> launcher_;
+  const std::vector<std::string> addresses_;
 };
 
 }  // namespace testing

@@ -146,17 +146,14 @@ TEST(TrainingTest, KilledWorkerStepsAreCountedOnce) {
   options.long_lived = true;
   auto cluster = TrainingCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  absl::Time deadline = absl::Now() + absl::Minutes(2);
-  while (absl::Now() < deadline) {
-    auto s = (*cluster)->Status();
-    // Worker 1 must be running the job: killed before its StartJob succeeded, it would be a
-    // worker that never joined, not one that failed mid-job.
-    if (s.ok() && s->steps_done() >= 60 && s->workers_size() == 2 &&
-        s->workers(1).steps_done() >= 5) {
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  // Worker 1 must be running the job: killed before its StartJob succeeded, it would be a
+  // worker that never joined, not one that failed mid-job. (The assertions below say when it
+  // did not come to that.)
+  (void)(*cluster)->WaitForStatus(
+      [](const JobStatus& s) {
+        return s.steps_done() >= 60 && s.workers_size() == 2 && s.workers(1).steps_done() >= 5;
+      },
+      absl::Minutes(2));
   auto before = (*cluster)->Status();
   ASSERT_TRUE(before.ok());
   ASSERT_LT(before->steps_done(), 2500) << "the job ran too fast to kill a worker mid-job";
