@@ -50,7 +50,10 @@
 // timed when its evaluation ended; a run's time to an accuracy is that time for its first
 // evaluation at or above it. The single process pauses its clock while it evaluates.
 //
-// The table goes to stdout (with --json to stderr, and stdout carries one JSON object).
+// The table goes to stdout (with --json to stderr, and stdout carries one JSON object), with
+// each run's host figures: the load and the CPU other processes used (bench/host_stats.h).
+// The single process is bench/single_trainer.h; a cluster's job is followed by
+// bench/job_watch.h.
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,7 +62,6 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -69,7 +71,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,7 +80,9 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
+#include "bench/host_stats.h"
+#include "bench/job_watch.h"
+#include "bench/single_trainer.h"
 #include "bench/training_throughput.h"
 #include "bench/tta_curve.h"
 #include "common/error_detail.h"
@@ -87,21 +90,13 @@
 #include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
+#include "data/idx_reader.h"
 #include "evaluator/evaluator.h"
-#include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
-#include "proto/coordinator.grpc.pb.h"
+#include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
-#include "rpc/grpc_util.h"
-#include "rpc/protocol.h"
 #include "tests/process.h"
 #include "tests/training_cluster.h"
-#include "worker/compute/backend.h"
-#include "model/mlp.h"
-#include "data/batcher.h"
-#include "data/idx_reader.h"
 
 namespace shardps {
 namespace bench {
@@ -134,13 +129,6 @@ struct Options {
 };
 
 double UnixNow() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
-
-double LoadAverage1m() {
-  std::ifstream in("/proc/loadavg");
-  double load = kNaN;
-  in >> load;
-  return load;
-}
 
 std::string Uptime() {
   std::string output;
@@ -272,6 +260,7 @@ struct RunResult {
   double push_ms = kNaN;
   std::vector<EvalPoint> points;
   std::string logs;  // where its logs are
+  HostStats host;    // the machine during the run
 };
 
 absl::StatusOr<nlohmann::json> JobJson(const Options& options, const ConfigSpec& config) {
@@ -309,32 +298,28 @@ absl::StatusOr<nlohmann::json> JobJson(const Options& options, const ConfigSpec&
   return job;
 }
 
-// Submits the job text to the chief, as `shardctl submit` does. The chief answers once it has
-// created the variables on the ps tasks and started the job.
-absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std::string& job_json) {
-  std::unique_ptr<CoordinatorService::Stub> stub = CoordinatorService::NewStub(NewChannel(chief));
-  SubmitJobRequest request;
-  request.set_job_json(job_json);
-  absl::Status status;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    SubmitJobResponse response;
-    status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));
-    if (status.ok()) return response;
-    if (status.code() != absl::StatusCode::kUnavailable) break;  // else: ps still starting
-    absl::SleepFor(absl::Milliseconds(500));
-  }
-  return status;
-}
-
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// After the job: waits for the evaluator's exit (it ends after its final evaluation of a job
+// that succeeded) and reads its evaluations, timed from `start`.
+absl::Status CollectEvaluations(TrainingCluster& cluster, double start, RunResult* r) {
+  absl::StatusOr<int> evaluator_exit = cluster.evaluator()->Wait(absl::Seconds(60));
+  if (!evaluator_exit.ok() || *evaluator_exit != 0) {
+    return absl::InternalError(absl::StrCat(
+        "the evaluator did not end with 0 after the job: ",
+        evaluator_exit.ok() ? absl::StrCat("exit ", *evaluator_exit)
+                            : evaluator_exit.status().ToString(),
+        "\n", cluster.Logs()));
+  }
+  ASSIGN_OR_RETURN(std::string metrics, ReadFile(cluster.metrics_file()));
+  ASSIGN_OR_RETURN(r->points, ParseMetricsLines(metrics, start));
+  return absl::OkStatus();
 }
 
 absl::Status RunShardps(const Options& options, const ConfigSpec& config, RunResult* r) {
@@ -348,58 +333,30 @@ absl::Status RunShardps(const Options& options, const ConfigSpec& config, RunRes
   ASSIGN_OR_RETURN(std::unique_ptr<TrainingCluster> cluster,
                    TrainingCluster::Start(cluster_options));
   r->logs = cluster->metrics_file();
-  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_address(), job.dump());
+  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_client(), job.dump());
   if (!submitted.ok()) {
     return Annotate(submitted.status(), absl::StrCat("submit\n", cluster->Logs()));
   }
   double start = std::numeric_limits<double>::infinity();
   double first_step = kNaN;
-  JobStatus last;
-  int failed_polls = 0;
-  const double deadline = UnixNow() + options.run_timeout_s;
-  while (true) {
-    absl::StatusOr<JobStatus> status = cluster->Status();
+  FollowOptions follow;
+  follow.timeout = absl::Seconds(options.run_timeout_s);
+  follow.on_status = [&](const JobStatus& status) {
     const double now = UnixNow();
-    if (!status.ok()) {
-      if (!cluster->chief()->Running() || ++failed_polls > 40) {
-        return absl::UnavailableError(
-            absl::StrCat("chief status: ", status.status().ToString(), "\n", cluster->Logs()));
-      }
-    } else if (status->job_id() == submitted->job_id()) {
-      failed_polls = 0;
-      last = *status;
-      // elapsed_s stops at the end of training: only earlier polls place the start.
-      if (!status->training_done()) start = std::min(start, now - status->elapsed_s());
-      if (std::isnan(first_step) && status->steps_done() > 0) first_step = now;
-      if (status->state() == JobStatus::SUCCEEDED) break;
-      if (status->state() == JobStatus::CANCELLED || status->state() == JobStatus::FAILED) {
-        return absl::InternalError(absl::StrCat("job ended ",
-                                                JobStatus::State_Name(status->state()), ": ",
-                                                status->error(), "\n", cluster->Logs()));
-      }
-    }
-    if (now > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("job not done after ", options.run_timeout_s, " s (", last.steps_done(),
-                       "/", last.total_steps(), " steps)\n", cluster->Logs()));
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+    if (status.job_id() != submitted->job_id()) return;
+    // elapsed_s stops at the end of training: only earlier polls place the start.
+    if (!status.training_done()) start = std::min(start, now - status.elapsed_s());
+    if (std::isnan(first_step) && status.steps_done() > 0) first_step = now;
+  };
+  follow.chief_running = [&cluster] { return cluster->chief()->Running(); };
+  follow.logs = [&cluster] { return cluster->Logs(); };
+  ASSIGN_OR_RETURN(const JobStatus last,
+                   FollowJob(cluster->chief_client(), submitted->job_id(), follow));
   if (!std::isfinite(start)) {
     // The job ended before a poll saw it train: its start is its end less its length.
     start = UnixNow() - last.elapsed_s();
   }
-  // The evaluator ends after its final evaluation of a job that succeeded.
-  absl::StatusOr<int> evaluator_exit = cluster->evaluator()->Wait(absl::Seconds(60));
-  if (!evaluator_exit.ok() || *evaluator_exit != 0) {
-    return absl::InternalError(absl::StrCat(
-        "the evaluator did not end with 0 after the job: ",
-        evaluator_exit.ok() ? absl::StrCat("exit ", *evaluator_exit)
-                            : evaluator_exit.status().ToString(),
-        "\n", cluster->Logs()));
-  }
-  ASSIGN_OR_RETURN(std::string metrics, ReadFile(cluster->metrics_file()));
-  ASSIGN_OR_RETURN(r->points, ParseMetricsLines(metrics, start));
+  RETURN_IF_ERROR(CollectEvaluations(*cluster, start, r));
   r->train_s = last.elapsed_s();
   r->first_step_s = first_step - start;
   r->steps = last.steps_done();
@@ -472,56 +429,21 @@ absl::Status RunTensorFlow(const Options& options, const ConfigSpec& config, int
   return absl::OkStatus();
 }
 
-// The single process: data, parameters and optimizer state are ready (outside the clock),
-// then it trains on one thread; every eval_every_steps steps its clock pauses while the
-// evaluator's own code (evaluator/evaluator.h) evaluates the full test set.
+// The single process (bench/single_trainer.h): data, parameters and optimizer state are ready
+// (outside the clock), then it trains on one thread; every eval_every_steps steps its clock
+// pauses while the evaluator's own code (evaluator/evaluator.h) evaluates the full test set,
+// on the trainer's backend.
 absl::Status RunSingle(const Options& options, const ConfigSpec& config, const Dataset& train,
                        RunResult* r) {
   ASSIGN_OR_RETURN(nlohmann::json job_json, JobJson(options, config));
   ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json.dump(), /*num_workers=*/1));
-  ASSIGN_OR_RETURN(MlpSpec model, ParseMlpSpec(job.model(), static_cast<int>(train.feature_dim),
-                                                   train.num_classes));
-  ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
-                   ComputeBackend::Create(BackendKind::kCpu, 1));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator, Evaluator::Create(job, backend.get()));
-
-  // Parameters as the chief creates them (kernels from the job's initializer, biases zero),
-  // slots as a shard starts them.
-  const std::vector<ParamInfo> infos = Params(model);
-  std::vector<std::vector<float>> params, grads;
-  std::vector<std::vector<std::vector<float>>> slots(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const ParamInfo& info = infos[i];
-    const size_t n = static_cast<size_t>(info.num_elements());
-    params.emplace_back(n, 0.0f);
-    grads.emplace_back(n, 0.0f);
-    if (info.shape.size() == 2) {
-      RETURN_IF_ERROR(InitializeRows(job.kernel_initializer(),
-                                     absl::StrCat(job.name(), "/", info.name), info.shape, 0,
-                                     absl::MakeSpan(params.back())));
-    }
-    for (int s = 0; s < optimizer->num_slots(); ++s) {
-      slots[i].emplace_back(n, optimizer->initial_slot_value(s));
-    }
-  }
-  std::vector<const float*> param_ptrs;
-  std::vector<float*> grad_ptrs;
-  std::vector<std::vector<float*>> slot_ptrs(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) {
-    param_ptrs.push_back(params[i].data());
-    grad_ptrs.push_back(grads[i].data());
-    for (auto& slot : slots[i]) slot_ptrs[i].push_back(slot.data());
-  }
-
-  const Batcher batcher(train.num_examples, job.seed());
-  const int64_t steps_per_epoch = batcher.NumBatches(kBatchSize);
-  const int64_t total_steps = steps_per_epoch * job.epochs();
-  std::vector<float> features(static_cast<size_t>(kBatchSize * train.feature_dim));
-  std::vector<int32_t> labels(kBatchSize);
+  ASSIGN_OR_RETURN(std::unique_ptr<SingleTrainer> trainer, SingleTrainer::Create(job, train, 1));
+  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator,
+                   Evaluator::Create(job, trainer->backend()));
+  const int64_t total_steps = trainer->steps_per_epoch() * job.epochs();
   double clock = 0;  // training seconds, evaluations left out
   auto evaluate = [&](int64_t step, bool final) -> absl::Status {
-    ASSIGN_OR_RETURN(EvalMetrics m, evaluator->Evaluate(params));
+    ASSIGN_OR_RETURN(EvalMetrics m, evaluator->Evaluate(trainer->params()));
     EvalPoint p;
     p.t = clock;
     p.step = step;
@@ -534,16 +456,7 @@ absl::Status RunSingle(const Options& options, const ConfigSpec& config, const D
   RETURN_IF_ERROR(evaluate(0, false));
   for (int64_t s = 0; s < total_steps; ++s) {
     const absl::Time t0 = absl::Now();
-    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
-                     batcher.BatchIndices(s / steps_per_epoch, s % steps_per_epoch, kBatchSize));
-    const int batch = static_cast<int>(indices.size());
-    RETURN_IF_ERROR(GatherBatch(train, indices, features.data(), labels.data()));
-    StepResult result;
-    RETURN_IF_ERROR(backend->ForwardBackward(model, param_ptrs, features.data(), labels.data(),
-                                             batch, &result, grad_ptrs));
-    for (size_t i = 0; i < infos.size(); ++i) {
-      optimizer->ApplyDense(s + 1, grads[i], params[i].data(), slot_ptrs[i]);
-    }
+    RETURN_IF_ERROR(trainer->Step(s).status());
     clock += absl::ToDoubleSeconds(absl::Now() - t0);
     if (s == 0) r->first_step_s = clock;
     const int64_t done = s + 1;
@@ -702,6 +615,12 @@ void PrintTable(std::ostream& out, const Options& options,
       }
     }
   }
+  out << "host during each run (bench/host_stats.h):\n";
+  for (const ConfigResults& c : results) {
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      out << "  " << c.config.label << ", run " << i + 1 << ": " << c.runs[i].host.Line() << "\n";
+    }
+  }
 }
 
 nlohmann::json SpreadJson(const Spread& s) {
@@ -713,12 +632,94 @@ nlohmann::json SpreadJson(const Spread& s) {
           {"runs", s.runs}, {"present", s.present}};
 }
 
+nlohmann::json Num(double v) {
+  if (std::isnan(v)) return nullptr;
+  return v;
+}
+
+nlohmann::json RunJson(const ConfigResults& c, const RunResult& r) {
+  nlohmann::json run;
+  if (!r.error.empty()) run["error"] = r.error;
+  run["load_average_1m"] = Num(r.load_1m);
+  run["host"] = {{"load_average_1m_before", Num(r.host.load_before)},
+                 {"load_average_1m_after", Num(r.host.load_after)},
+                 {"others_cores", r.host.others_cores()},
+                 {"busy", r.host.busy()}};
+  run["train_s"] = Num(r.train_s);
+  run["first_step_s"] = Num(r.first_step_s);
+  run["steps"] = r.steps;
+  run["examples"] = r.examples;
+  run["examples_per_s"] = Num(r.examples_per_s);
+  if (c.config.system == System::kShardps) {
+    run["train_loss_last_50_steps"] = Num(r.train_loss);
+    run["pull_ms"] = Num(r.pull_ms);
+    run["compute_ms"] = Num(r.compute_ms);
+    run["push_ms"] = Num(r.push_ms);
+  }
+  for (double target : kTargets) {
+    std::optional<double> t = TimeToAccuracy(r.points, target);
+    run[absl::StrFormat("time_to_%.3f_s", target)] = t.has_value() ? nlohmann::json(*t)
+                                                                   : nlohmann::json(nullptr);
+  }
+  std::optional<double> final = FinalAccuracy(r.points);
+  run["final_accuracy"] = final.has_value() ? nlohmann::json(*final) : nlohmann::json(nullptr);
+  nlohmann::json curve = nlohmann::json::array();
+  for (const EvalPoint& p : r.points) {
+    curve.push_back({{"t", p.t}, {"step", p.step}, {"accuracy", p.accuracy},
+                     {"loss", Num(p.loss)}, {"final", p.final}});
+  }
+  run["evaluations"] = std::move(curve);
+  run["logs"] = r.logs;
+  return run;
+}
+
+nlohmann::json SummaryJson(const std::vector<ConfigResults>& results, const ConfigResults& c) {
+  nlohmann::json summary;
+  for (double target : kTargets) {
+    summary[absl::StrFormat("time_to_%.3f_s", target)] = SpreadJson(TimeSpread(c, target));
+  }
+  summary["final_accuracy"] = SpreadJson(FinalSpread(c));
+  summary["examples_per_s"] = SpreadJson(ValueSpread(c, &RunResult::examples_per_s));
+  summary["first_step_s"] = SpreadJson(ValueSpread(c, &RunResult::first_step_s));
+  summary["train_s"] = SpreadJson(ValueSpread(c, &RunResult::train_s));
+  if (c.config.system == System::kShardps) {
+    summary["train_loss_last_50_steps"] = SpreadJson(ValueSpread(c, &RunResult::train_loss));
+    summary["pull_ms"] = SpreadJson(ValueSpread(c, &RunResult::pull_ms));
+    summary["compute_ms"] = SpreadJson(ValueSpread(c, &RunResult::compute_ms));
+    summary["push_ms"] = SpreadJson(ValueSpread(c, &RunResult::push_ms));
+  }
+  summary["best_tf_time_to_0.880_over_this"] = Num(SpeedupOverTf(results, c, kHeadlineTarget));
+  if (const ConfigResults* tf = BestTf(results, c.config.workers, kHeadlineTarget);
+      tf != nullptr && c.config.system != System::kTensorFlow) {
+    summary["best_tf"] = tf->config.key;
+  }
+  return summary;
+}
+
+nlohmann::json ConfigJson(const std::vector<ConfigResults>& results, const ConfigResults& c) {
+  nlohmann::json j;
+  j["key"] = c.config.key;
+  j["label"] = c.config.label;
+  j["system"] = c.config.system == System::kTensorFlow ? "tensorflow"
+                : c.config.system == System::kSingle   ? "shardps_single_process"
+                                                       : "shardps";
+  j["workers"] = c.config.workers;
+  if (c.config.system == System::kShardps) {
+    j["mode"] = c.config.mode;
+    j["steps_in_flight"] = c.config.steps_in_flight;  // 0: the job file's default
+  }
+  if (c.config.system == System::kTensorFlow) {
+    j["steps_per_execution"] = c.config.tf_steps_per_execution;
+  }
+  j["summary"] = SummaryJson(results, c);
+  nlohmann::json runs = nlohmann::json::array();
+  for (const RunResult& r : c.runs) runs.push_back(RunJson(c, r));
+  j["runs"] = std::move(runs);
+  return j;
+}
+
 nlohmann::json ToJson(const Options& options, const std::vector<ConfigResults>& results,
                       const std::string& uptime_before, const std::string& uptime_after) {
-  auto num = [](double v) -> nlohmann::json {
-    if (std::isnan(v)) return nullptr;
-    return v;
-  };
   nlohmann::json out;
   out["bench"] = "time_to_accuracy";
   out["job"] = {{"model", "mlp:256,128"},
@@ -736,76 +737,7 @@ nlohmann::json ToJson(const Options& options, const std::vector<ConfigResults>& 
                     {"uptime_before", uptime_before},
                     {"uptime_after", uptime_after}};
   nlohmann::json configs = nlohmann::json::array();
-  for (const ConfigResults& c : results) {
-    nlohmann::json j;
-    j["key"] = c.config.key;
-    j["label"] = c.config.label;
-    j["system"] = c.config.system == System::kTensorFlow ? "tensorflow"
-                  : c.config.system == System::kSingle   ? "shardps_single_process"
-                                                         : "shardps";
-    j["workers"] = c.config.workers;
-    if (c.config.system == System::kShardps) {
-      j["mode"] = c.config.mode;
-      j["steps_in_flight"] = c.config.steps_in_flight;  // 0: the job file's default
-    }
-    if (c.config.system == System::kTensorFlow) {
-      j["steps_per_execution"] = c.config.tf_steps_per_execution;
-    }
-    nlohmann::json summary;
-    for (double target : kTargets) {
-      summary[absl::StrFormat("time_to_%.3f_s", target)] = SpreadJson(TimeSpread(c, target));
-    }
-    summary["final_accuracy"] = SpreadJson(FinalSpread(c));
-    summary["examples_per_s"] = SpreadJson(ValueSpread(c, &RunResult::examples_per_s));
-    summary["first_step_s"] = SpreadJson(ValueSpread(c, &RunResult::first_step_s));
-    summary["train_s"] = SpreadJson(ValueSpread(c, &RunResult::train_s));
-    if (c.config.system == System::kShardps) {
-      summary["train_loss_last_50_steps"] = SpreadJson(ValueSpread(c, &RunResult::train_loss));
-      summary["pull_ms"] = SpreadJson(ValueSpread(c, &RunResult::pull_ms));
-      summary["compute_ms"] = SpreadJson(ValueSpread(c, &RunResult::compute_ms));
-      summary["push_ms"] = SpreadJson(ValueSpread(c, &RunResult::push_ms));
-    }
-    summary["best_tf_time_to_0.880_over_this"] = num(SpeedupOverTf(results, c, kHeadlineTarget));
-    if (const ConfigResults* tf = BestTf(results, c.config.workers, kHeadlineTarget);
-        tf != nullptr && c.config.system != System::kTensorFlow) {
-      summary["best_tf"] = tf->config.key;
-    }
-    j["summary"] = summary;
-    nlohmann::json runs = nlohmann::json::array();
-    for (const RunResult& r : c.runs) {
-      nlohmann::json run;
-      if (!r.error.empty()) run["error"] = r.error;
-      run["load_average_1m"] = num(r.load_1m);
-      run["train_s"] = num(r.train_s);
-      run["first_step_s"] = num(r.first_step_s);
-      run["steps"] = r.steps;
-      run["examples"] = r.examples;
-      run["examples_per_s"] = num(r.examples_per_s);
-      if (c.config.system == System::kShardps) {
-        run["train_loss_last_50_steps"] = num(r.train_loss);
-        run["pull_ms"] = num(r.pull_ms);
-        run["compute_ms"] = num(r.compute_ms);
-        run["push_ms"] = num(r.push_ms);
-      }
-      for (double target : kTargets) {
-        std::optional<double> t = TimeToAccuracy(r.points, target);
-        run[absl::StrFormat("time_to_%.3f_s", target)] = t.has_value() ? nlohmann::json(*t)
-                                                                       : nlohmann::json(nullptr);
-      }
-      std::optional<double> final = FinalAccuracy(r.points);
-      run["final_accuracy"] = final.has_value() ? nlohmann::json(*final) : nlohmann::json(nullptr);
-      nlohmann::json curve = nlohmann::json::array();
-      for (const EvalPoint& p : r.points) {
-        curve.push_back({{"t", p.t}, {"step", p.step}, {"accuracy", p.accuracy},
-                         {"loss", num(p.loss)}, {"final", p.final}});
-      }
-      run["evaluations"] = std::move(curve);
-      run["logs"] = r.logs;
-      runs.push_back(std::move(run));
-    }
-    j["runs"] = std::move(runs);
-    configs.push_back(std::move(j));
-  }
+  for (const ConfigResults& c : results) configs.push_back(ConfigJson(results, c));
   out["configs"] = std::move(configs);
   return out;
 }
@@ -827,126 +759,129 @@ std::string Brief(const RunResult& r) {
                                           "%.2f/%.2f/%.2f ms",
                                           r.train_loss, r.pull_ms, r.compute_ms, r.push_ms));
   }
+  absl::StrAppend(&out, "; host: ", r.host.Line());
   return out;
 }
 
-int Main(int argc, char** argv) {
-  TuneMallocForBulkTransfers();  // as the daemons do
-  DisableMutexDeadlockDetection();
-  Options options;
+// The command line into `options`; returns -1 to go on, else the exit code.
+int ParseFlags(int argc, char** argv, Options* options) {
   FlagParser flags("time_to_accuracy",
                    "Time to test accuracy of shardps clusters, TensorFlow's "
                    "ParameterServerStrategy and shardps' single process on the same job.");
-  flags.AddInt("runs", &options.runs, "runs of each configuration (rounds)");
-  flags.AddString("configs", &options.configs,
+  flags.AddInt("runs", &options->runs, "runs of each configuration (rounds)");
+  flags.AddString("configs", &options->configs,
                   "comma-separated: tf, tf-spe, async, async-sif1, sync, stale, or an option "
                   "variant (async-old, async-own-off, async-slr, async-dc, async-sif1-slr, "
                   "async-sif1-dc) (each :1 or :2, or both without), single; or all");
-  flags.AddInt("epochs", &options.epochs, "epochs of each run");
-  flags.AddBool("json", &options.json, "one JSON object on stdout (the table on stderr)");
-  flags.AddString("json_file", &options.json_file, "also write the JSON object to this file");
-  flags.AddString("data_dir", &options.data_dir, "Fashion-MNIST's IDX files");
-  flags.AddInt("eval_every_steps", &options.eval_every_steps, "steps between evaluations");
-  flags.AddString("tf_python", &options.tf_python,
+  flags.AddInt("epochs", &options->epochs, "epochs of each run");
+  flags.AddBool("json", &options->json, "one JSON object on stdout (the table on stderr)");
+  flags.AddString("json_file", &options->json_file, "also write the JSON object to this file");
+  flags.AddString("data_dir", &options->data_dir, "Fashion-MNIST's IDX files");
+  flags.AddInt("eval_every_steps", &options->eval_every_steps, "steps between evaluations");
+  flags.AddString("tf_python", &options->tf_python,
                   "the Python of TensorFlow's virtualenv (default: $SHARDPS_TF_VENV/bin/python; "
                   "bench/tf_peer/venv.sh makes it); without one, TensorFlow's configurations "
                   "are left out");
-  flags.AddString("tf_script", &options.tf_script,
+  flags.AddString("tf_script", &options->tf_script,
                   "bench/tf_peer/tf_pss.py (default: from this binary's runfiles)");
-  flags.AddInt("tf_steps_per_execution", &options.tf_steps_per_execution,
+  flags.AddInt("tf_steps_per_execution", &options->tf_steps_per_execution,
                "steps per scheduled function of the tf-spe configurations");
-  flags.AddInt("tf_worker_threads", &options.tf_worker_threads,
+  flags.AddInt("tf_worker_threads", &options->tf_worker_threads,
                "intra-op threads of each TensorFlow worker (shardps' workers compute on 1)");
-  flags.AddString("job_fields", &options.job_fields,
+  flags.AddString("job_fields", &options->job_fields,
                   "a JSON object merged into every shardps job file (e.g. "
                   "'{\"steps_in_flight\": 1}'), to measure an option");
-  flags.AddDouble("run_timeout_s", &options.run_timeout_s, "give up on one run after this long");
-  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  flags.AddDouble("run_timeout_s", &options->run_timeout_s, "give up on one run after this long");
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
   if (rc >= 0) return rc;
-  if (options.runs < 1 || options.epochs < 1 || options.eval_every_steps < 1 ||
-      options.tf_steps_per_execution < 1) {
+  if (options->runs < 1 || options->epochs < 1 || options->eval_every_steps < 1 ||
+      options->tf_steps_per_execution < 1) {
     std::cerr << "time_to_accuracy: --runs, --epochs, --eval_every_steps and "
                  "--tf_steps_per_execution must be >= 1\n";
     return 2;
   }
-  if (!options.job_fields.empty() &&
-      !nlohmann::json::parse(options.job_fields, nullptr, false).is_object()) {
+  if (!options->job_fields.empty() &&
+      !nlohmann::json::parse(options->job_fields, nullptr, false).is_object()) {
     std::cerr << "time_to_accuracy: --job_fields must be a JSON object\n";
     return 2;
   }
-  testing::SetUpRunfilesForBazelRun(argv[0], "coordinator/chief", "time_to_accuracy");
-  absl::StatusOr<std::vector<ConfigSpec>> selected = SelectConfigs(options);
-  if (!selected.ok()) {
-    std::cerr << "time_to_accuracy: " << selected.status().message() << "\n";
-    return 2;
-  }
-  std::ostream& log = std::cerr;
+  return -1;
+}
 
-  // TensorFlow's side needs its virtualenv; without one its configurations are left out.
-  if (options.tf_python.empty()) {
+// The selected configurations that can run here: TensorFlow's need its virtualenv (found
+// from --tf_python or SHARDPS_TF_VENV, into options->tf_python), and are left out, saying so,
+// without it.
+std::vector<ConfigResults> RunnableConfigs(const std::vector<ConfigSpec>& selected,
+                                           Options* options) {
+  if (options->tf_python.empty()) {
     if (const char* venv = std::getenv("SHARDPS_TF_VENV"); venv != nullptr && *venv != '\0') {
-      options.tf_python = absl::StrCat(venv, "/bin/python");
+      options->tf_python = absl::StrCat(venv, "/bin/python");
     }
   }
-  if (options.tf_script.empty()) options.tf_script = testing::BinaryPath("bench/tf_peer/tf_pss.py");
-  const bool has_tf = !options.tf_python.empty() && access(options.tf_python.c_str(), X_OK) == 0;
+  if (options->tf_script.empty()) {
+    options->tf_script = testing::BinaryPath("bench/tf_peer/tf_pss.py");
+  }
+  const bool has_tf = !options->tf_python.empty() && access(options->tf_python.c_str(), X_OK) == 0;
   std::vector<ConfigResults> results;
-  for (const ConfigSpec& c : *selected) {
+  for (const ConfigSpec& c : selected) {
     if (c.system == System::kTensorFlow && !has_tf) {
-      log << "time_to_accuracy: leaving out " << c.key
-          << ": no TensorFlow virtualenv (--tf_python or SHARDPS_TF_VENV; "
-             "bench/tf_peer/venv.sh makes one)\n";
+      std::cerr << "time_to_accuracy: leaving out " << c.key
+                << ": no TensorFlow virtualenv (--tf_python or SHARDPS_TF_VENV; "
+                   "bench/tf_peer/venv.sh makes one)\n";
       continue;
     }
     results.push_back({c, {}});
   }
-  if (results.empty()) {
-    std::cerr << "time_to_accuracy: no configuration to run\n";
-    return 2;
-  }
+  return results;
+}
 
-  std::optional<Dataset> train;
-  for (const ConfigResults& c : results) {
-    if (c.config.system != System::kSingle) continue;
-    absl::StatusOr<Dataset> loaded = LoadFashionMnist(options.data_dir, Split::kTrain);
-    if (!loaded.ok()) {
-      std::cerr << "time_to_accuracy: " << loaded.status() << "\n";
-      return 1;
-    }
-    train = *std::move(loaded);
+// One run of a configuration, with the machine's load and others' CPU around it.
+RunResult RunOnce(const Options& options, const ConfigSpec& config, int64_t round,
+                  const std::optional<Dataset>& train) {
+  RunResult r;
+  r.load_1m = LoadAverage1m();
+  const HostRun host;
+  absl::Status s;
+  switch (config.system) {
+    case System::kShardps:
+      s = RunShardps(options, config, &r);
+      break;
+    case System::kTensorFlow:
+      s = RunTensorFlow(options, config, static_cast<int>(round), &r);
+      break;
+    case System::kSingle:
+      s = RunSingle(options, config, *train, &r);
+      break;
   }
+  r.host = host.Stop();
+  if (!s.ok()) r.error = s.ToString();
+  return r;
+}
 
-  const std::string uptime_before = Uptime();
-  log << "time_to_accuracy: " << results.size() << " configurations x " << options.runs
-      << " runs; " << uptime_before << "; logs under " << testing::TempDir() << "\n";
+// Runs go in rounds, each every configuration once, odd rounds in reverse order.
+void RunRounds(const Options& options, const std::optional<Dataset>& train,
+               std::vector<ConfigResults>* results) {
+  std::ostream& log = std::cerr;
   for (int64_t round = 0; round < options.runs; ++round) {
     std::vector<size_t> order;
-    for (size_t i = 0; i < results.size(); ++i) order.push_back(i);
+    for (size_t i = 0; i < results->size(); ++i) order.push_back(i);
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
     for (size_t i : order) {
-      ConfigResults& c = results[i];
-      RunResult r;
-      r.load_1m = LoadAverage1m();
+      ConfigResults& c = (*results)[i];
       log << "[round " << round + 1 << "/" << options.runs << "] " << c.config.label << "... "
           << std::flush;
-      absl::Status s;
-      switch (c.config.system) {
-        case System::kShardps:
-          s = RunShardps(options, c.config, &r);
-          break;
-        case System::kTensorFlow:
-          s = RunTensorFlow(options, c.config, static_cast<int>(round), &r);
-          break;
-        case System::kSingle:
-          s = RunSingle(options, c.config, *train, &r);
-          break;
-      }
-      if (!s.ok()) r.error = s.ToString();
+      RunResult r = RunOnce(options, c.config, round, train);
       log << Brief(r) << "\n";
-      if (!s.ok() && r.error.find('\n') != std::string::npos) log << r.error << "\n";
+      if (!r.error.empty() && r.error.find('\n') != std::string::npos) log << r.error << "\n";
       c.runs.push_back(std::move(r));
     }
   }
+}
+
+// The table (stdout, or stderr with --json) and the JSON (stdout with --json, --json_file);
+// the exit code.
+int Report(const Options& options, const std::vector<ConfigResults>& results,
+           const std::string& uptime_before) {
   const std::string uptime_after = Uptime();
   PrintTable(options.json ? std::cerr : std::cout, options, results, uptime_before, uptime_after);
   const nlohmann::json json = ToJson(options, results, uptime_before, uptime_after);
@@ -963,6 +898,39 @@ int Main(int argc, char** argv) {
     if (Completed(c).empty()) return 1;  // a configuration with no completed run
   }
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // as the daemons do
+  DisableMutexDeadlockDetection();
+  Options options;
+  if (const int rc = ParseFlags(argc, argv, &options); rc >= 0) return rc;
+  testing::SetUpRunfilesForBazelRun(argv[0], "coordinator/chief", "time_to_accuracy");
+  absl::StatusOr<std::vector<ConfigSpec>> selected = SelectConfigs(options);
+  if (!selected.ok()) {
+    std::cerr << "time_to_accuracy: " << selected.status().message() << "\n";
+    return 2;
+  }
+  std::vector<ConfigResults> results = RunnableConfigs(*selected, &options);
+  if (results.empty()) {
+    std::cerr << "time_to_accuracy: no configuration to run\n";
+    return 2;
+  }
+  std::optional<Dataset> train;
+  for (const ConfigResults& c : results) {
+    if (c.config.system != System::kSingle) continue;
+    absl::StatusOr<Dataset> loaded = LoadFashionMnist(options.data_dir, Split::kTrain);
+    if (!loaded.ok()) {
+      std::cerr << "time_to_accuracy: " << loaded.status() << "\n";
+      return 1;
+    }
+    train = *std::move(loaded);
+  }
+  const std::string uptime_before = Uptime();
+  std::cerr << "time_to_accuracy: " << results.size() << " configurations x " << options.runs
+            << " runs; " << uptime_before << "; logs under " << testing::TempDir() << "\n";
+  RunRounds(options, train, &results);
+  return Report(options, results, uptime_before);
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 // worker, CPU backend, seed 42. One job file drives both sides: the single process takes its
 // optimizer, initializer and seed from ParseJobSpec, with the defaults the chief fills in.
 //
-// (a) Single process: LoadFashionMnist, Batcher + GatherBatch, ComputeBackend (CPU) on 1 and
-//     on 2 threads, and Adam applied in-process by the ps' own Optimizer (ApplyDense) on the
-//     step's thread. No network, no chief, no partitioning.
+// (a) Single process (bench/single_trainer.h): LoadFashionMnist, Batcher + GatherBatch,
+//     ComputeBackend (CPU) on 1 and on 2 threads, and Adam applied in-process by the ps' own
+//     Optimizer (ApplyDense) on the step's thread. No network, no chief, no partitioning.
 // (b) Local clusters (tests/training_cluster.h: a chief, 2 ps and the workers as real
 //     processes on localhost ports): 1 and 2 workers, async and sync. Each worker computes on
 //     1 thread (the harness starts workers with --threads=1); the ps and the chief share the
@@ -27,10 +27,11 @@
 //
 // Where the time goes: the CPU time the workers, the ps and the chief used per measured
 // step (from /proc), and "other", the cores that processes outside the benchmark used
-// meanwhile on this shared machine (figures taken while it is well above 0 are low).
+// meanwhile on this shared machine (figures taken while it is well above 0 are low). Each
+// run's host line (bench/host_stats.h) says the same over the whole run, with the load, and
+// flags a run in which others used more than 10% of the cores.
 //
 // The table goes to stdout; with --json it goes to stderr and stdout carries one JSON object.
-#include <dirent.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -39,7 +40,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -50,29 +50,23 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/types/span.h"
+#include "absl/time/time.h"
+#include "bench/host_stats.h"
+#include "bench/job_watch.h"
+#include "bench/single_trainer.h"
 #include "bench/training_throughput.h"
+#include "common/error_detail.h"
 #include "common/flags.h"
 #include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
-#include "grpcpp/grpcpp.h"
-#include "nlohmann/json.hpp"
-#include "proto/coordinator.grpc.pb.h"
-#include "proto/job.pb.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
-#include "rpc/grpc_util.h"
-#include "rpc/protocol.h"
-#include "tests/training_cluster.h"
-#include "worker/compute/backend.h"
-#include "model/mlp.h"
-#include "data/batcher.h"
 #include "data/idx_reader.h"
+#include "nlohmann/json.hpp"
+#include "proto/coordinator.pb.h"
+#include "proto/job.pb.h"
+#include "tests/training_cluster.h"
 
 namespace shardps {
 namespace bench {
@@ -100,79 +94,7 @@ double Now() {
 }
 
 // ---------------------------------------------------------------------------------------
-// CPU accounting from /proc
-
-double TicksPerSecond() { return static_cast<double>(sysconf(_SC_CLK_TCK)); }
-
-struct ProcStat {
-  char state = '?';
-  pid_t ppid = 0;
-  double cpu_s = 0;  // user + system
-};
-
-std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  // The fields after the parenthesized command name: state, ppid, ..., utime and stime are
-  // the 12th and 13th.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 > line.size()) return std::nullopt;
-  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
-  if (fields.size() < 13 || fields[0].empty()) return std::nullopt;
-  ProcStat stat;
-  stat.state = fields[0][0];
-  int64_t ppid = 0;
-  double utime = 0, stime = 0;
-  if (!absl::SimpleAtoi(fields[1], &ppid) || !absl::SimpleAtod(fields[11], &utime) ||
-      !absl::SimpleAtod(fields[12], &stime)) {
-    return std::nullopt;
-  }
-  stat.ppid = static_cast<pid_t>(ppid);
-  stat.cpu_s = (utime + stime) / TicksPerSecond();
-  return stat;
-}
-
-// This process' live children.
-std::vector<pid_t> ChildPids() {
-  std::vector<pid_t> out;
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return out;
-  const pid_t self = getpid();
-  while (dirent* entry = readdir(dir)) {
-    int64_t pid = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
-    std::optional<ProcStat> stat = ReadProcStat(static_cast<pid_t>(pid));
-    if (stat.has_value() && stat->ppid == self && stat->state != 'Z') {
-      out.push_back(static_cast<pid_t>(pid));
-    }
-  }
-  closedir(dir);
-  return out;
-}
-
-// CPU-seconds all cores of the machine spent busy since boot (the "cpu" line of /proc/stat).
-double MachineBusySeconds() {
-  std::ifstream in("/proc/stat");
-  std::string line;
-  if (!std::getline(in, line) || line.rfind("cpu ", 0) != 0) return kNaN;
-  std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-  // cpu user nice system idle iowait irq softirq steal ...
-  double busy = 0;
-  for (size_t i = 1; i < fields.size() && i <= 8; ++i) {
-    if (i == 4 || i == 5) continue;  // idle, iowait
-    double v = 0;
-    if (absl::SimpleAtod(fields[i], &v)) busy += v;
-  }
-  return busy / TicksPerSecond();
-}
-
-double LoadAverage1m() {
-  std::ifstream in("/proc/loadavg");
-  double load = kNaN;
-  in >> load;
-  return load;
-}
+// CPU accounting from /proc (bench/host_stats.h)
 
 // The processes whose CPU time is attributed to each role.
 struct Roles {
@@ -194,8 +116,8 @@ CpuSnapshot TakeCpu(const Roles& roles) {
   auto sum = [](const std::vector<pid_t>& pids) {
     double s = 0;
     for (pid_t pid : pids) {
-      std::optional<ProcStat> stat = ReadProcStat(pid);
-      if (stat.has_value()) s += stat->cpu_s;
+      const double cpu = ProcessCpuSeconds(pid);
+      if (!std::isnan(cpu)) s += cpu;
     }
     return s;
   };
@@ -242,6 +164,9 @@ struct Result {
   double gather_ms = kNaN;
   double compute_ms = kNaN;
   double adam_ms = kNaN;
+  // The machine during each run (the single process's measured steps; a cluster from its
+  // start to its job's end).
+  std::vector<HostStats> hosts;
 };
 
 void SetCpu(const CpuSnapshot& a, const CpuSnapshot& b, int64_t steps, double seconds, bool cluster,
@@ -284,86 +209,72 @@ std::string JobJson(const Config& config, const std::string& mode) {
 // ---------------------------------------------------------------------------------------
 // (a) The single process
 
-absl::StatusOr<Result> MeasureSingleProcess(const Config& config, const JobSpec& job,
-                                            const Dataset& data, int threads) {
-  ASSIGN_OR_RETURN(MlpSpec model, ParseMlpSpec(job.model(), static_cast<int>(data.feature_dim),
-                                                   data.num_classes));
-  ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> backend,
-                   ComputeBackend::Create(BackendKind::kCpu, threads));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer()));
-
-  // Parameters initialized as the chief creates them: kernels from the job's initializer,
-  // biases zero. Slots as a shard starts them.
-  const std::vector<ParamInfo> infos = Params(model);
-  std::vector<std::vector<float>> params, grads;
-  std::vector<std::vector<std::vector<float>>> slots(infos.size());
-  std::vector<std::vector<float*>> slot_ptrs(infos.size());
-  std::vector<const float*> param_ptrs;
-  std::vector<float*> grad_ptrs;
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const ParamInfo& info = infos[i];
-    const size_t n = static_cast<size_t>(info.num_elements());
-    params.emplace_back(n, 0.0f);
-    grads.emplace_back(n, 0.0f);
-    if (info.shape.size() == 2) {
-      RETURN_IF_ERROR(InitializeRows(job.kernel_initializer(),
-                                     absl::StrCat(job.name(), "/", info.name), info.shape, 0,
-                                     absl::MakeSpan(params.back())));
-    }
-    for (int s = 0; s < optimizer->num_slots(); ++s) {
-      slots[i].emplace_back(n, optimizer->initial_slot_value(s));
-    }
+// The mean loss and accuracy of the last kLossWindow steps, as the chief's JobStatus has them.
+class LossWindow {
+ public:
+  void Add(const SingleTrainer::Trained& step) {
+    recent_.push_back({static_cast<double>(step.result.loss) * step.examples,
+                       static_cast<double>(step.result.correct),
+                       static_cast<double>(step.examples)});
+    if (recent_.size() > static_cast<size_t>(kLossWindow)) recent_.pop_front();
   }
-  for (size_t i = 0; i < infos.size(); ++i) {
-    param_ptrs.push_back(params[i].data());
-    grad_ptrs.push_back(grads[i].data());
-    for (auto& slot : slots[i]) slot_ptrs[i].push_back(slot.data());
+  double loss() const { return Sum(&Entry::loss_x_examples) / Sum(&Entry::examples); }
+  double accuracy() const { return Sum(&Entry::correct) / Sum(&Entry::examples); }
+
+ private:
+  struct Entry {
+    double loss_x_examples;
+    double correct;
+    double examples;
+  };
+  double Sum(double Entry::*field) const {
+    double s = 0;
+    for (const Entry& e : recent_) s += e.*field;
+    return s;
   }
+  std::deque<Entry> recent_;
+};
 
-  const int64_t batch_size = job.batch_size();
-  Batcher batcher(data.num_examples, job.seed());
-  const int64_t steps_per_epoch = batcher.NumBatches(batch_size);
-  std::vector<float> features(static_cast<size_t>(batch_size * data.feature_dim));
-  std::vector<int32_t> labels(static_cast<size_t>(batch_size));
-  std::deque<std::pair<double, int64_t>> recent;  // (loss x examples, correct), per step
-  std::deque<int64_t> recent_examples;
+// The single process' loop: every step timed by phase, the ones from warmup_steps on summed;
+// the CPU and the host sampled where the measured steps begin and end.
+struct SingleRun {
+  double t0 = 0, t1 = 0;
+  double gather_s = 0, compute_s = 0, adam_s = 0;
+  CpuSnapshot cpu0, cpu1;
+  LossWindow window;
+  HostStats host;
+};
 
+absl::Status RunSingleSteps(const Config& config, SingleTrainer& trainer, SingleRun* run) {
   const Roles self_only;
-  CpuSnapshot cpu0;
-  double t0 = 0, gather_s = 0, compute_s = 0, adam_s = 0;
+  std::optional<HostRun> host;
   for (int64_t s = 0; s < config.steps; ++s) {
     if (s == config.warmup_steps) {
-      cpu0 = TakeCpu(self_only);
-      t0 = Now();
+      host.emplace();
+      run->cpu0 = TakeCpu(self_only);
+      run->t0 = Now();
     }
-    const double ta = Now();
-    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
-                     batcher.BatchIndices(s / steps_per_epoch, s % steps_per_epoch, batch_size));
-    const int batch = static_cast<int>(indices.size());
-    RETURN_IF_ERROR(GatherBatch(data, indices, features.data(), labels.data()));
-    const double tb = Now();
-    StepResult result;
-    RETURN_IF_ERROR(backend->ForwardBackward(model, param_ptrs, features.data(), labels.data(),
-                                             batch, &result, grad_ptrs));
-    const double tc = Now();
-    for (size_t i = 0; i < infos.size(); ++i) {
-      optimizer->ApplyDense(s + 1, grads[i], params[i].data(), slot_ptrs[i]);
-    }
-    const double td = Now();
+    SingleTrainer::StepTimes times;
+    ASSIGN_OR_RETURN(SingleTrainer::Trained step, trainer.Step(s, &times));
     if (s >= config.warmup_steps) {
-      gather_s += tb - ta;
-      compute_s += tc - tb;
-      adam_s += td - tc;
+      run->gather_s += times.gather_s;
+      run->compute_s += times.compute_s;
+      run->adam_s += times.update_s;
     }
-    recent.emplace_back(static_cast<double>(result.loss) * batch, result.correct);
-    recent_examples.push_back(batch);
-    if (recent.size() > static_cast<size_t>(kLossWindow)) {
-      recent.pop_front();
-      recent_examples.pop_front();
-    }
+    run->window.Add(step);
   }
-  const double t1 = Now();
-  const CpuSnapshot cpu1 = TakeCpu(self_only);
+  run->t1 = Now();
+  run->cpu1 = TakeCpu(self_only);
+  run->host = host->Stop();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Result> MeasureSingleProcess(const Config& config, const JobSpec& job,
+                                            const Dataset& data, int threads) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SingleTrainer> trainer,
+                   SingleTrainer::Create(job, data, threads));
+  SingleRun run;
+  RETURN_IF_ERROR(RunSingleSteps(config, *trainer, &run));
 
   Result r;
   r.key = absl::StrCat("single_", threads, threads == 1 ? "thread" : "threads");
@@ -371,48 +282,96 @@ absl::StatusOr<Result> MeasureSingleProcess(const Config& config, const JobSpec&
   r.threads_per_worker = threads;
   r.total_threads = threads;
   r.measured_steps = config.steps - config.warmup_steps;
-  r.measured_s = t1 - t0;
+  r.measured_s = run.t1 - run.t0;
+  const int64_t batch_size = job.batch_size();
   const int64_t examples = ExamplesInSteps(config.steps, data.num_examples, batch_size) -
                            ExamplesInSteps(config.warmup_steps, data.num_examples, batch_size);
   r.examples_per_s = static_cast<double>(examples) / r.measured_s;
   const double per_step_ms = 1e3 / static_cast<double>(r.measured_steps);
-  r.gather_ms = gather_s * per_step_ms;
-  r.compute_ms = compute_s * per_step_ms;
-  r.adam_ms = adam_s * per_step_ms;
-  double loss = 0, correct = 0, n = 0;
-  for (size_t i = 0; i < recent.size(); ++i) {
-    loss += recent[i].first;
-    correct += static_cast<double>(recent[i].second);
-    n += static_cast<double>(recent_examples[i]);
-  }
-  r.loss = loss / n;
-  r.accuracy = correct / n;
-  SetCpu(cpu0, cpu1, r.measured_steps, r.measured_s, /*cluster=*/false, &r);
+  r.gather_ms = run.gather_s * per_step_ms;
+  r.compute_ms = run.compute_s * per_step_ms;
+  r.adam_ms = run.adam_s * per_step_ms;
+  r.loss = run.window.loss();
+  r.accuracy = run.window.accuracy();
+  r.hosts = {run.host};
+  SetCpu(run.cpu0, run.cpu1, r.measured_steps, r.measured_s, /*cluster=*/false, &r);
   return r;
 }
 
 // ---------------------------------------------------------------------------------------
 // (b) A local cluster
 
-// Submits the job text to the chief, as `shardctl submit` does. The chief answers once it has
-// created the variables on the ps tasks and started the job.
-absl::StatusOr<SubmitJobResponse> SubmitJob(const std::string& chief, const std::string& job_json) {
-  std::unique_ptr<CoordinatorService::Stub> stub = CoordinatorService::NewStub(NewChannel(chief));
-  SubmitJobRequest request;
-  request.set_job_json(job_json);
-  absl::Status status;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    SubmitJobResponse response;
-    status = FromGrpcStatus(stub->SubmitJob(&ctx, request, &response));
-    if (status.ok()) return response;
-    // The ps tasks may still be starting.
-    if (status.code() != absl::StatusCode::kUnavailable) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+// The chief, the workers and (the other children) the ps of a cluster.
+Roles RolesOf(TrainingCluster& cluster, int num_workers) {
+  Roles roles;
+  roles.chief.push_back(cluster.chief()->pid());
+  for (int i = 0; i < num_workers; ++i) roles.workers.push_back(cluster.worker(i)->pid());
+  for (pid_t pid : ChildPids(getpid())) {
+    const bool known =
+        std::find(roles.chief.begin(), roles.chief.end(), pid) != roles.chief.end() ||
+        std::find(roles.workers.begin(), roles.workers.end(), pid) != roles.workers.end();
+    if (!known) roles.ps.push_back(pid);
   }
-  return status;
+  return roles;
+}
+
+// A cluster's job as the benchmark saw it: the chief's steps_done and the CPU at every poll.
+struct ClusterRun {
+  double t_start = 0;   // starting the processes
+  double t_submit = 0;  // the chief answered; the job is submitted
+  std::vector<ProgressSample> samples;
+  std::vector<CpuSnapshot> cpu;
+  JobStatus last;
+  double startup_s = kNaN;
+  HostStats host;
+};
+
+absl::Status FollowClusterJob(const Config& config, TrainingCluster& cluster,
+                              const std::string& job_id, int num_workers, ClusterRun* run) {
+  const Roles roles = RolesOf(cluster, num_workers);
+  FollowOptions follow;
+  follow.timeout = absl::Seconds(config.cluster_timeout_s) - absl::Seconds(Now() - run->t_submit);
+  follow.on_status = [&](const JobStatus& status) {
+    const double t = Now();
+    run->samples.push_back({t, status.steps_done()});
+    run->cpu.push_back(TakeCpu(roles));
+    if (std::isnan(run->startup_s) && status.steps_done() > 0) run->startup_s = t - run->t_submit;
+  };
+  follow.chief_running = [&cluster] { return cluster.chief()->Running(); };
+  follow.logs = [&cluster] { return cluster.Logs(); };
+  ASSIGN_OR_RETURN(run->last, FollowJob(cluster.chief_client(), job_id, follow));
+  return absl::OkStatus();
+}
+
+Result ClusterResult(const std::string& mode, int num_workers, const Window& window,
+                     const ClusterRun& run, int64_t num_examples) {
+  const JobStatus& last = run.last;
+  Result r;
+  r.key = absl::StrCat("cluster_", mode, "_", num_workers, num_workers == 1 ? "worker" : "workers");
+  r.label = absl::StrCat(kNumPs, " ps, ", num_workers,
+                         num_workers == 1 ? " worker, " : " workers, ", mode);
+  r.cluster = true;
+  r.mode = mode;
+  r.workers = num_workers;
+  r.threads_per_worker = kWorkerThreads;
+  r.total_threads = num_workers * kWorkerThreads;
+  r.examples_per_s = window.examples_per_s;
+  r.measured_steps = window.steps;
+  r.measured_s = window.seconds;
+  if (last.elapsed_s() > 0) {
+    r.whole_run_examples_per_s =
+        static_cast<double>(ExamplesInSteps(last.steps_done(), num_examples, kBatchSize)) /
+        last.elapsed_s();
+  }
+  r.cluster_start_s = run.t_submit - run.t_start;
+  r.startup_s = run.startup_s;
+  r.loss = last.loss();
+  r.accuracy = last.accuracy();
+  r.steps_requeued = last.steps_requeued();
+  r.hosts = {run.host};
+  SetCpu(run.cpu[window.begin], run.cpu[window.end], window.steps, window.seconds,
+         /*cluster=*/true, &r);
+  return r;
 }
 
 absl::StatusOr<Result> MeasureCluster(const Config& config, const std::string& mode,
@@ -427,102 +386,28 @@ absl::StatusOr<Result> MeasureCluster(const Config& config, const std::string& m
   options.num_workers = num_workers;
   options.evaluator = false;
   options.long_lived = true;
-  const double t_start = Now();
+  const HostRun host;
+  ClusterRun run;
+  run.t_start = Now();
   ASSIGN_OR_RETURN(std::unique_ptr<TrainingCluster> cluster, TrainingCluster::Start(options));
-  const double t_submit = Now();
-  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_address(), job_json);
+  run.t_submit = Now();
+  absl::StatusOr<SubmitJobResponse> submitted = SubmitJob(cluster->chief_client(), job_json);
   if (!submitted.ok()) {
     return absl::Status(
         submitted.status().code(),
         absl::StrCat("submit: ", submitted.status().message(), "\n", cluster->Logs()));
   }
-
-  Roles roles;
-  roles.chief.push_back(cluster->chief()->pid());
-  for (int i = 0; i < num_workers; ++i) roles.workers.push_back(cluster->worker(i)->pid());
-  for (pid_t pid : ChildPids()) {
-    const bool known =
-        std::find(roles.chief.begin(), roles.chief.end(), pid) != roles.chief.end() ||
-        std::find(roles.workers.begin(), roles.workers.end(), pid) != roles.workers.end();
-    if (!known) roles.ps.push_back(pid);
-  }
-
-  std::vector<ProgressSample> samples;
-  std::vector<CpuSnapshot> cpu;
-  JobStatus last;
-  double startup_s = kNaN;
-  int failed_polls = 0;
-  const double deadline = t_submit + config.cluster_timeout_s;
-  while (true) {
-    absl::StatusOr<JobStatus> status = cluster->Status();
-    const double t = Now();
-    if (!status.ok()) {
-      // The chief may be busy for a moment; give up once it has gone or stayed silent.
-      if (!cluster->chief()->Running() || ++failed_polls > 40) {
-        return absl::UnavailableError(
-            absl::StrCat("chief status: ", status.status().ToString(), "\n", cluster->Logs()));
-      }
-    } else {
-      failed_polls = 0;
-      samples.push_back({t, status->steps_done()});
-      cpu.push_back(TakeCpu(roles));
-      if (std::isnan(startup_s) && status->steps_done() > 0) startup_s = t - t_submit;
-      last = *status;
-      if (status->job_id() != submitted->job_id()) {
-        return absl::InternalError(absl::StrCat("the chief runs job \"", status->job_id(),
-                                                "\", not the one submitted (\"",
-                                                submitted->job_id(), "\")"));
-      }
-      if (status->state() == JobStatus::SUCCEEDED) break;
-      if (status->state() == JobStatus::CANCELLED || status->state() == JobStatus::FAILED) {
-        return absl::InternalError(absl::StrCat("job ended as ",
-                                                JobStatus::State_Name(status->state()), ": ",
-                                                status->error(), "\n", cluster->Logs()));
-      }
-    }
-    if (t > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          mode, " job with ", num_workers, " workers not done after ", config.cluster_timeout_s,
-          " s (", last.steps_done(), "/", last.total_steps(), " steps)\n", cluster->Logs()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-
-  const int64_t total_steps = last.total_steps();
-  std::optional<Window> window =
-      SteadyWindow(samples, config.warmup_steps, total_steps, num_examples, kBatchSize);
+  RETURN_IF_ERROR(FollowClusterJob(config, *cluster, submitted->job_id(), num_workers, &run));
+  run.host = host.Stop();
+  std::optional<Window> window = SteadyWindow(run.samples, config.warmup_steps,
+                                              run.last.total_steps(), num_examples, kBatchSize);
   if (!window.has_value()) {
-    return absl::InternalError(absl::StrCat("no measurable window in ", samples.size(),
+    return absl::InternalError(absl::StrCat("no measurable window in ", run.samples.size(),
                                             " samples of the ", mode, " job with ", num_workers,
                                             " workers; run more --steps"));
   }
-  Result r;
-  r.key = absl::StrCat("cluster_", mode, "_", num_workers, num_workers == 1 ? "worker" : "workers");
-  r.label = absl::StrCat(kNumPs, " ps, ", num_workers,
-                         num_workers == 1 ? " worker, " : " workers, ", mode);
-  r.cluster = true;
-  r.mode = mode;
-  r.workers = num_workers;
-  r.threads_per_worker = kWorkerThreads;
-  r.total_threads = num_workers * kWorkerThreads;
-  r.examples_per_s = window->examples_per_s;
-  r.measured_steps = window->steps;
-  r.measured_s = window->seconds;
-  if (last.elapsed_s() > 0) {
-    r.whole_run_examples_per_s =
-        static_cast<double>(ExamplesInSteps(last.steps_done(), num_examples, kBatchSize)) /
-        last.elapsed_s();
-  }
-  r.cluster_start_s = t_submit - t_start;
-  r.startup_s = startup_s;
-  r.loss = last.loss();
-  r.accuracy = last.accuracy();
-  r.steps_requeued = last.steps_requeued();
-  SetCpu(cpu[window->begin], cpu[window->end], window->steps, window->seconds,
-         /*cluster=*/true, &r);
-  return r;
+  return ClusterResult(mode, num_workers, *window, run, num_examples);
 }
-
 // ---------------------------------------------------------------------------------------
 // Report
 
@@ -578,6 +463,17 @@ const char kThreadsNote[] =
     "2 (the same total as 2 workers). The single process also applies Adam on its one "
     "thread; in a cluster the 2 ps and the chief share the machine's cores with the workers.";
 
+// The machine during each run: load, the cores others used, BUSY where they used > 10%.
+void PrintHostLines(std::ostream& out, const std::vector<Result>& results) {
+  out << "host during each run (bench/host_stats.h):\n";
+  for (const Result& r : results) {
+    for (size_t i = 0; i < r.hosts.size(); ++i) {
+      out << "  " << r.label << (r.hosts.size() > 1 ? absl::StrCat(", run ", i + 1) : "")
+          << ": " << r.hosts[i].Line() << "\n";
+    }
+  }
+}
+
 void PrintTable(std::ostream& out, const Config& config, const std::vector<Result>& results,
                 double load_before, double load_after) {
   out << "training_bench: Fashion-MNIST, MLP 784-256-128-10, Adam (lr 0.001), batch " << kBatchSize
@@ -629,6 +525,7 @@ void PrintTable(std::ostream& out, const Config& config, const std::vector<Resul
       out << r.label << ": " << r.steps_requeued << " steps re-queued (worker failures)\n";
     }
   }
+  PrintHostLines(out, results);
   const Target target = TargetOf(results);
   out << absl::StrFormat(
       "\ntarget: 1 worker async >= %.1f x single process (1 thread) at batch %d: %s (%s)\n",
@@ -671,6 +568,13 @@ nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vecto
         {"cpu_ms_per_step", {{"worker", num(r.worker_cpu_ms)}}},
         {"other_cores", num(r.other_cores)},
     };
+    j["host"] = nlohmann::json::array();
+    for (const HostStats& h : r.hosts) {
+      j["host"].push_back({{"load_average_1m_before", num(h.load_before)},
+                           {"load_average_1m_after", num(h.load_after)},
+                           {"others_cores", h.others_cores()},
+                           {"busy", h.busy()}});
+    }
     if (r.cluster) {
       j["mode"] = r.mode;
       j["workers"] = r.workers;
@@ -700,31 +604,71 @@ nlohmann::json ToJson(const Config& config, const JobSpec& job, const std::vecto
 
 // ---------------------------------------------------------------------------------------
 
+// The command line into `config`; returns -1 to go on, else the exit code.
+int ParseFlags(int argc, char** argv, Config* config) {
+  FlagParser flags("training_bench",
+                   "Training examples/s of local shardps clusters (2 ps; 1 and 2 workers; async "
+                   "and sync) against one process training the same model with no network.");
+  flags.AddBool("json", &config->json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddInt("steps", &config->steps,
+               "training steps per run (each run: the single process "
+               "and every cluster configuration)");
+  flags.AddInt("warmup_steps", &config->warmup_steps,
+               "steps left out at the start of each run (0: steps / 10)");
+  flags.AddString("data_dir", &config->data_dir, "where Fashion-MNIST's IDX files are");
+  flags.AddDouble("cluster_timeout_s", &config->cluster_timeout_s,
+                  "give up on a cluster run after this long");
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  if (config->warmup_steps <= 0) config->warmup_steps = config->steps / 10;
+  if (config->steps < 2 || config->warmup_steps >= config->steps) {
+    std::cerr << "training_bench: --steps must be >= 2 and above --warmup_steps\n";
+    return 2;
+  }
+  return -1;
+}
+
+// Every run, in order: the single process on 1 and 2 threads, then each cluster, with the
+// single process on 1 thread again right after the 1-worker async cluster.
+absl::StatusOr<std::vector<Result>> MeasureAll(const Config& config, const JobSpec& job,
+                                               const Dataset& data) {
+  std::ostream& log = std::cerr;
+  std::vector<Result> results;
+  for (int threads : {1, 2}) {
+    log << "single process, " << threads << " thread(s)...\n";
+    absl::StatusOr<Result> r = MeasureSingleProcess(config, job, data, threads);
+    if (!r.ok()) return Annotate(r.status(), "single process");
+    results.push_back(*std::move(r));
+  }
+  for (int workers : {1, 2}) {
+    for (const char* mode : {"async", "sync"}) {
+      log << "cluster: " << kNumPs << " ps, " << workers << " worker(s), " << mode << "...\n";
+      absl::StatusOr<Result> r = MeasureCluster(config, mode, workers, data.num_examples);
+      if (!r.ok()) {
+        return Annotate(r.status(), absl::StrCat("cluster (", workers, " workers, ", mode, ")"));
+      }
+      results.push_back(*std::move(r));
+      if (workers != 1 || std::string(mode) != "async") continue;
+      // The target's baseline again, right after the run it is compared with: the machine's
+      // speed drifts, so the 1-thread figure is the mean of the runs that bracket it.
+      log << "single process, 1 thread, again...\n";
+      absl::StatusOr<Result> again = MeasureSingleProcess(config, job, data, 1);
+      if (!again.ok()) return Annotate(again.status(), "single process");
+      Result& first = results[0];
+      first.runs = {first.examples_per_s, again->examples_per_s};
+      first.examples_per_s = (first.runs[0] + first.runs[1]) / 2;
+      first.hosts.push_back(again->hosts.front());
+    }
+  }
+  return results;
+}
+
 int Main(int argc, char** argv) {
   TuneMallocForBulkTransfers();  // as the daemons do
   DisableMutexDeadlockDetection();
   Config config;
-  FlagParser flags("training_bench",
-                   "Training examples/s of local shardps clusters (2 ps; 1 and 2 workers; async "
-                   "and sync) against one process training the same model with no network.");
-  flags.AddBool("json", &config.json, "print one JSON object on stdout (the table on stderr)");
-  flags.AddInt("steps", &config.steps,
-               "training steps per run (each run: the single process "
-               "and every cluster configuration)");
-  flags.AddInt("warmup_steps", &config.warmup_steps,
-               "steps left out at the start of each run (0: steps / 10)");
-  flags.AddString("data_dir", &config.data_dir, "where Fashion-MNIST's IDX files are");
-  flags.AddDouble("cluster_timeout_s", &config.cluster_timeout_s,
-                  "give up on a cluster run after this long");
-  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
-  if (rc >= 0) return rc;
-  if (config.warmup_steps <= 0) config.warmup_steps = config.steps / 10;
-  if (config.steps < 2 || config.warmup_steps >= config.steps) {
-    std::cerr << "training_bench: --steps must be >= 2 and above --warmup_steps\n";
-    return 2;
-  }
+  if (const int rc = ParseFlags(argc, argv, &config); rc >= 0) return rc;
   testing::SetUpRunfilesForBazelRun(argv[0], "coordinator/chief", "training_bench");
-  std::ostream& log = std::cerr;
   const double load_before = LoadAverage1m();
 
   absl::StatusOr<JobSpec> job = ParseJobSpec(JobJson(config, "async"), /*num_workers=*/1);
@@ -732,53 +676,22 @@ int Main(int argc, char** argv) {
     std::cerr << "training_bench: " << job.status().message() << "\n";
     return 1;
   }
-  log << "loading Fashion-MNIST from " << config.data_dir << "...\n";
+  std::cerr << "loading Fashion-MNIST from " << config.data_dir << "...\n";
   absl::StatusOr<Dataset> data = LoadFashionMnist(config.data_dir, Split::kTrain);
   if (!data.ok()) {
     std::cerr << "training_bench: " << data.status() << "\n";
     return 1;
   }
-
-  std::vector<Result> results;
-  for (int threads : {1, 2}) {
-    log << "single process, " << threads << " thread(s)...\n";
-    absl::StatusOr<Result> r = MeasureSingleProcess(config, *job, *data, threads);
-    if (!r.ok()) {
-      std::cerr << "training_bench: single process: " << r.status() << "\n";
-      return 1;
-    }
-    results.push_back(*std::move(r));
+  absl::StatusOr<std::vector<Result>> results = MeasureAll(config, *job, *data);
+  if (!results.ok()) {
+    std::cerr << "training_bench: " << results.status() << "\n";
+    return 1;
   }
-  for (int workers : {1, 2}) {
-    for (const char* mode : {"async", "sync"}) {
-      log << "cluster: " << kNumPs << " ps, " << workers << " worker(s), " << mode << "...\n";
-      absl::StatusOr<Result> r = MeasureCluster(config, mode, workers, data->num_examples);
-      if (!r.ok()) {
-        std::cerr << "training_bench: cluster (" << workers << " workers, " << mode
-                  << "): " << r.status() << "\n";
-        return 1;
-      }
-      results.push_back(*std::move(r));
-      if (workers == 1 && std::string(mode) == "async") {
-        // The target's baseline again, right after the run it is compared with: the machine's
-        // speed drifts, so the 1-thread figure is the mean of the runs that bracket it.
-        log << "single process, 1 thread, again...\n";
-        absl::StatusOr<Result> again = MeasureSingleProcess(config, *job, *data, 1);
-        if (!again.ok()) {
-          std::cerr << "training_bench: single process: " << again.status() << "\n";
-          return 1;
-        }
-        Result& first = results[0];
-        first.runs = {first.examples_per_s, again->examples_per_s};
-        first.examples_per_s = (first.runs[0] + first.runs[1]) / 2;
-      }
-    }
-  }
-  SetRatios(&results);
+  SetRatios(&*results);
   const double load_after = LoadAverage1m();
-  PrintTable(config.json ? std::cerr : std::cout, config, results, load_before, load_after);
+  PrintTable(config.json ? std::cerr : std::cout, config, *results, load_before, load_after);
   if (config.json) {
-    std::cout << ToJson(config, *job, results, load_before, load_after).dump(2) << std::endl;
+    std::cout << ToJson(config, *job, *results, load_before, load_after).dump(2) << std::endl;
   }
   return 0;
 }
