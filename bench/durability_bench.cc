@@ -38,10 +38,10 @@
 //    bytes over the restore bandwidth measured in 2, broken down (detection, recovery,
 //    resume) from the chief's log lines as they appear.
 //
-// Figures print as one table on stdout (progress on stderr); --json=FILE also writes them as
-// one JSON object. No figure is asserted: targets are shown as met or MISSED, a miss with the
+// Figures print as one table on stdout (progress on stderr), with the host's load and the
+// CPU that other processes used during each section (bench/host_stats.h); --json=FILE also
+// writes them as one JSON object. No figure is asserted: targets are shown as met or MISSED, a miss with the
 // figures that show what limits it.
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -74,25 +74,27 @@
 #include "absl/time/clock.h"
 #include "bench/disk_baseline.h"
 #include "bench/file_tail.h"
+#include "bench/host_stats.h"
 #include "bench/rss.h"
 #include "bench/stats.h"
 #include "bench/step_gaps.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "client/chief_interface.h"
+#include "client/grpc_chief_interface.h"
 #include "client/ps_client.h"
+#include "common/error_detail.h"
 #include "common/flags.h"
 #include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "coordinator/checkpointing.h"
-#include "grpcpp/client_context.h"
 #include "nlohmann/json.hpp"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "proto/coordinator.grpc.pb.h"
-#include "rpc/grpc_util.h"
-#include "rpc/protocol.h"
+#include "proto/coordinator.pb.h"
 #include "tests/process.h"
 #include "tests/ps_cluster.h"
 #include "tests/training_cluster.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace bench {
@@ -147,22 +149,11 @@ std::string Rate(double bytes_per_s) {
   return absl::StrFormat("%.0f MB/s", bytes_per_s / kMB);
 }
 
-// CPU seconds (user + system) a process has used, from /proc/PID/stat; NaN when unreadable.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return kNaN;
-  std::vector<std::string> f = absl::StrSplit(text.substr(paren + 2), ' ');
-  // After the command: state is field 3, utime 14 and stime 15 (1-based, proc(5)).
-  if (f.size() < 13) return kNaN;
-  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
-}
-
+// CPU seconds (user + system) the processes have used (bench/host_stats.h); NaN when one is
+// unreadable.
 double CpuOf(const std::vector<pid_t>& pids) {
   double s = 0;
-  for (pid_t p : pids) s += CpuSeconds(p);
+  for (pid_t p : pids) s += ProcessCpuSeconds(p);
   return s;
 }
 
@@ -265,18 +256,23 @@ absl::StatusOr<CheckpointTiming> TakeCheckpoint(PsClient& client, const Checkpoi
   RETURN_IF_ERROR(client.SnapshotAll(c.id, c.files, generation, &snapshots));
   c.cut_s = NowSeconds() - t0;
   std::vector<SnapshotStatusResponse> statuses;
-  while (true) {
-    RETURN_IF_ERROR(client.SnapshotStatusAll(c.id, &statuses));
-    bool done = true;
-    for (int k = 0; k < kNumPs; ++k) {
-      if (statuses[k].state() == SnapshotStatusResponse::FAILED) {
-        return absl::InternalError(absl::StrCat("ps ", k, ": ", statuses[k].error()));
-      }
-      if (statuses[k].state() != SnapshotStatusResponse::DONE) done = false;
-    }
-    if (done) break;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  absl::Status written;
+  testing::PollUntil(
+      [&] {
+        written = client.SnapshotStatusAll(c.id, &statuses);
+        if (!written.ok()) return true;
+        bool done = true;
+        for (int k = 0; k < kNumPs; ++k) {
+          if (statuses[k].state() == SnapshotStatusResponse::FAILED) {
+            written = absl::InternalError(absl::StrCat("ps ", k, ": ", statuses[k].error()));
+            return true;
+          }
+          if (statuses[k].state() != SnapshotStatusResponse::DONE) done = false;
+        }
+        return done;
+      },
+      absl::InfiniteFuture(), absl::Milliseconds(2));
+  RETURN_IF_ERROR(written);
   c.files_s = NowSeconds() - t0;
   CheckpointContents contents;
   contents.checkpoint_id = c.id;
@@ -501,6 +497,124 @@ absl::StatusOr<RestoreTiming> RestoreIntoFreshPs(const Config& config, const std
   return Restore(*set.client, manifest, kGeneration, set.pids);
 }
 
+// The variable's bytes on each ps (parameters and Adam's two slots) and its shards.
+absl::Status DescribeVariable(const Config& config, PsClient& client, StorageResult* result) {
+  ASSIGN_OR_RETURN(VariableLayout layout, client.GetLayout(kVariable));
+  result->variable_bytes = config.rows * config.cols * 4;
+  result->bytes_per_ps.assign(kNumPs, 0);
+  for (const VariableLayout::Shard& s : layout.shards) {
+    result->bytes_per_ps[static_cast<size_t>(s.ps)] += s.rows * layout.row_width * 4 * 3;
+  }
+  result->num_shards = static_cast<int>(layout.shards.size());
+  result->state_bytes = 3 * result->variable_bytes;
+  return absl::OkStatus();
+}
+
+// A gradient of the whole variable, the same every run.
+std::vector<float> BenchGradient(const Config& config) {
+  std::vector<float> grad(static_cast<size_t>(config.rows * config.cols));
+  for (size_t i = 0; i < grad.size(); ++i) {
+    grad[i] = static_cast<float>(static_cast<int64_t>((i * 2654435761u) % 2001) - 1000) * 1e-6f;
+  }
+  return grad;
+}
+
+// A restore's read baseline and the restore itself, with the page cache dropped (`cold`) or
+// as it is.
+absl::StatusOr<CacheRun> MeasureCache(const Config& config, const CheckpointTiming& checkpoint,
+                                      bool cold, int rep) {
+  CacheRun run;
+  ASSIGN_OR_RETURN(run.read, MeasureReadBaseline(checkpoint.files, cold));
+  ASSIGN_OR_RETURN(run.restore, RestoreIntoFreshPs(config, checkpoint.manifest, cold));
+  std::fprintf(stderr, "storage rep %d, %s cache: read %s / %s (fresh memory %s), restore %s\n",
+               rep, cold ? "cold" : "warm", Rate(run.read.parallel.bytes_per_s()).c_str(),
+               Rate(run.read.sequential.bytes_per_s()).c_str(),
+               Rate(run.read.fresh.bytes_per_s()).c_str(),
+               Rate(run.restore.bytes_per_s()).c_str());
+  return run;
+}
+
+// 1-2, one repetition: the write baseline (before the checkpoint in even reps, after it in
+// odd ones), a checkpoint, and its restores.
+absl::StatusOr<StorageRep> MeasureStorageRep(const Config& config, PsSet& writer,
+                                             const CheckpointDir& dir,
+                                             const StorageResult& result, bool cold, int rep) {
+  StorageRep r;
+  if (rep % 2 == 0) {
+    ASSIGN_OR_RETURN(r.write, MeasureWriteBaseline(config.dir, result.bytes_per_ps));
+  }
+  ::sync();
+  ASSIGN_OR_RETURN(r.checkpoint, TakeCheckpoint(*writer.client, dir, kGeneration, writer.pids));
+  if (rep % 2 == 1) {
+    ASSIGN_OR_RETURN(r.write, MeasureWriteBaseline(config.dir, result.bytes_per_ps));
+  }
+  std::fprintf(stderr,
+               "storage rep %d: write baseline %s (files at once) / %s (one file); "
+               "checkpoint %s in %.2f s (cut %.0f ms)\n",
+               rep, Rate(r.write.parallel.bytes_per_s()).c_str(),
+               Rate(r.write.single.bytes_per_s()).c_str(), Bytes(r.checkpoint.bytes).c_str(),
+               r.checkpoint.total_s, r.checkpoint.cut_s * 1e3);
+  if (cold) {
+    r.has_cold = true;
+    ASSIGN_OR_RETURN(r.cold, MeasureCache(config, r.checkpoint, /*cold=*/true, rep));
+  }
+  if (config.warm()) {
+    r.has_warm = true;
+    // Warm: the files are in the page cache (written just now, or read by the restore).
+    ASSIGN_OR_RETURN(r.warm, MeasureCache(config, r.checkpoint, /*cold=*/false, rep));
+  }
+  std::filesystem::remove_all(r.checkpoint.path);
+  return r;
+}
+
+// 3. Peak RSS: a window of pushes alone, then the same time of pushes and a checkpoint.
+absl::Status MeasureMemory(const Config& config, PsSet& writer, const CheckpointDir& dir,
+                           const std::vector<float>& grad, StorageResult* result) {
+  PsClient* const client = writer.client.get();
+  const std::vector<pid_t>& pids = writer.pids;
+  MemoryResult& m = result->memory;
+  m.shard_bytes = result->bytes_per_ps;
+  // At least a second, so that several pushes land in each window.
+  m.window_s = config.load_s > 0 ? config.load_s
+               : result->reps.empty() ? 3.0
+                                      : std::max(1.0, result->reps.back().checkpoint.total_s);
+  Pusher pusher(client, &grad);
+  testing::PollUntil([&] { return pusher.pushes() >= 1; }, absl::InfiniteFuture(),
+                     absl::Milliseconds(5));  // warmed up
+  RETURN_IF_ERROR(ResetPeaks(pids));
+  {
+    RssSampler sampler(pids, absl::Milliseconds(10));
+    const int64_t p0 = pusher.pushes();
+    absl::SleepFor(absl::Seconds(m.window_s));
+    m.pushes_steady = pusher.pushes() - p0;
+    m.steady_max_rss = sampler.Stop();
+  }
+  ASSIGN_OR_RETURN(m.steady_peak, PeaksAfterReset(pids));
+  ASSIGN_OR_RETURN(std::vector<int64_t> copied0, SnapshotCopyBytes(*client));
+  RETURN_IF_ERROR(ResetPeaks(pids));
+  {
+    RssSampler sampler(pids, absl::Milliseconds(10));
+    const int64_t p0 = pusher.pushes();
+    const double t0 = NowSeconds();
+    ASSIGN_OR_RETURN(m.checkpoint, TakeCheckpoint(*client, dir, kGeneration, pids));
+    // Pushes over at least the window, so both windows see the same updates.
+    const double left = m.window_s - (NowSeconds() - t0);
+    if (left > 0) absl::SleepFor(absl::Seconds(left));
+    m.pushes_checkpoint = pusher.pushes() - p0;
+    m.checkpoint_max_rss = sampler.Stop();
+  }
+  ASSIGN_OR_RETURN(m.checkpoint_peak, PeaksAfterReset(pids));
+  ASSIGN_OR_RETURN(std::vector<int64_t> copied1, SnapshotCopyBytes(*client));
+  for (size_t k = 0; k < copied1.size(); ++k) m.copied.push_back(copied1[k] - copied0[k]);
+  RETURN_IF_ERROR(pusher.Stop());
+  std::filesystem::remove_all(m.checkpoint.path);
+  result->measured_memory = true;
+  std::fprintf(stderr, "memory: %lld pushes in the steady window, %lld with the checkpoint\n",
+               static_cast<long long>(m.pushes_steady),
+               static_cast<long long>(m.pushes_checkpoint));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StorageResult> MeasureStorage(const Config& config) {
   StorageResult result;
   const std::string ckpt_root = config.dir + "/storage";
@@ -508,22 +622,10 @@ absl::StatusOr<StorageResult> MeasureStorage(const Config& config) {
   std::fprintf(stderr, "storage: starting 2 ps daemons\n");
   const double t_create = NowSeconds();
   ASSIGN_OR_RETURN(PsSet writer, StartPsWithVariable(config));
-  PsClient* const client = writer.client.get();
-  const std::vector<pid_t>& pids = writer.pids;
-  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(kVariable));
-  result.variable_bytes = config.rows * config.cols * 4;
-  result.bytes_per_ps.assign(kNumPs, 0);
-  for (const VariableLayout::Shard& s : layout.shards) {
-    result.bytes_per_ps[static_cast<size_t>(s.ps)] += s.rows * layout.row_width * 4 * 3;
-  }
-  result.num_shards = static_cast<int>(layout.shards.size());
-  result.state_bytes = 3 * result.variable_bytes;
+  RETURN_IF_ERROR(DescribeVariable(config, *writer.client, &result));
   // One push so that the slots hold values, not their initial zeros.
-  std::vector<float> grad(static_cast<size_t>(config.rows * config.cols));
-  for (size_t i = 0; i < grad.size(); ++i) {
-    grad[i] = static_cast<float>(static_cast<int64_t>((i * 2654435761u) % 2001) - 1000) * 1e-6f;
-  }
-  RETURN_IF_ERROR(client->Push(kVariable, grad));
+  const std::vector<float> grad = BenchGradient(config);
+  RETURN_IF_ERROR(writer.client->Push(kVariable, grad));
   std::fprintf(stderr, "storage: %s variable in %d shards, %s with Adam, created in %.1f s\n",
                Bytes(result.variable_bytes).c_str(), result.num_shards,
                Bytes(result.state_bytes).c_str(), NowSeconds() - t_create);
@@ -537,93 +639,11 @@ absl::StatusOr<StorageResult> MeasureStorage(const Config& config) {
       std::fprintf(stderr, "storage: no cold-cache figures: %s\n", result.cold_unavailable.c_str());
     }
   }
-
   for (int rep = 0; config.Wants("storage") && rep < config.reps; ++rep) {
-    StorageRep r;
-    // The baseline before the checkpoint in even reps, after it in odd ones.
-    if (rep % 2 == 0) {
-      ASSIGN_OR_RETURN(r.write, MeasureWriteBaseline(config.dir, result.bytes_per_ps));
-    }
-    ::sync();
-    ASSIGN_OR_RETURN(r.checkpoint, TakeCheckpoint(*client, dir, kGeneration, pids));
-    if (rep % 2 == 1) {
-      ASSIGN_OR_RETURN(r.write, MeasureWriteBaseline(config.dir, result.bytes_per_ps));
-    }
-    std::fprintf(stderr,
-                 "storage rep %d: write baseline %s (files at once) / %s (one file); "
-                 "checkpoint %s in %.2f s (cut %.0f ms)\n",
-                 rep, Rate(r.write.parallel.bytes_per_s()).c_str(),
-                 Rate(r.write.single.bytes_per_s()).c_str(), Bytes(r.checkpoint.bytes).c_str(),
-                 r.checkpoint.total_s, r.checkpoint.cut_s * 1e3);
-    if (cold) {
-      r.has_cold = true;
-      ASSIGN_OR_RETURN(r.cold.read, MeasureReadBaseline(r.checkpoint.files, /*cold=*/true));
-      ASSIGN_OR_RETURN(r.cold.restore,
-                       RestoreIntoFreshPs(config, r.checkpoint.manifest, /*drop_cache=*/true));
-      std::fprintf(stderr, "storage rep %d, cold cache: read %s / %s (fresh memory %s), restore %s\n", rep,
-                   Rate(r.cold.read.parallel.bytes_per_s()).c_str(),
-                   Rate(r.cold.read.sequential.bytes_per_s()).c_str(),
-                   Rate(r.cold.read.fresh.bytes_per_s()).c_str(),
-                   Rate(r.cold.restore.bytes_per_s()).c_str());
-    }
-    if (config.warm()) {
-      r.has_warm = true;
-      // Warm: the files are in the page cache (written just now, or read by the restore).
-      ASSIGN_OR_RETURN(r.warm.read, MeasureReadBaseline(r.checkpoint.files, /*cold=*/false));
-      ASSIGN_OR_RETURN(r.warm.restore,
-                       RestoreIntoFreshPs(config, r.checkpoint.manifest, /*drop_cache=*/false));
-      std::fprintf(stderr, "storage rep %d, warm cache: read %s / %s (fresh memory %s), restore %s\n", rep,
-                   Rate(r.warm.read.parallel.bytes_per_s()).c_str(),
-                   Rate(r.warm.read.sequential.bytes_per_s()).c_str(),
-                   Rate(r.warm.read.fresh.bytes_per_s()).c_str(),
-                   Rate(r.warm.restore.bytes_per_s()).c_str());
-    }
-    std::filesystem::remove_all(r.checkpoint.path);
+    ASSIGN_OR_RETURN(StorageRep r, MeasureStorageRep(config, writer, dir, result, cold, rep));
     result.reps.push_back(std::move(r));
   }
-
-  if (config.Wants("memory")) {
-    // 3. Peak RSS: a window of pushes alone, then the same time of pushes and a checkpoint.
-    MemoryResult& m = result.memory;
-    m.shard_bytes = result.bytes_per_ps;
-    // At least a second, so that several pushes land in each window.
-    m.window_s = config.load_s > 0 ? config.load_s
-                 : result.reps.empty() ? 3.0
-                                       : std::max(1.0, result.reps.back().checkpoint.total_s);
-    Pusher pusher(client, &grad);
-    while (pusher.pushes() < 1) absl::SleepFor(absl::Milliseconds(5));  // warmed up
-    RETURN_IF_ERROR(ResetPeaks(pids));
-    {
-      RssSampler sampler(pids, absl::Milliseconds(10));
-      const int64_t p0 = pusher.pushes();
-      absl::SleepFor(absl::Seconds(m.window_s));
-      m.pushes_steady = pusher.pushes() - p0;
-      m.steady_max_rss = sampler.Stop();
-    }
-    ASSIGN_OR_RETURN(m.steady_peak, PeaksAfterReset(pids));
-    ASSIGN_OR_RETURN(std::vector<int64_t> copied0, SnapshotCopyBytes(*client));
-    RETURN_IF_ERROR(ResetPeaks(pids));
-    {
-      RssSampler sampler(pids, absl::Milliseconds(10));
-      const int64_t p0 = pusher.pushes();
-      const double t0 = NowSeconds();
-      ASSIGN_OR_RETURN(m.checkpoint, TakeCheckpoint(*client, dir, kGeneration, pids));
-      // Pushes over at least the window, so both windows see the same updates.
-      const double left = m.window_s - (NowSeconds() - t0);
-      if (left > 0) absl::SleepFor(absl::Seconds(left));
-      m.pushes_checkpoint = pusher.pushes() - p0;
-      m.checkpoint_max_rss = sampler.Stop();
-    }
-    ASSIGN_OR_RETURN(m.checkpoint_peak, PeaksAfterReset(pids));
-    ASSIGN_OR_RETURN(std::vector<int64_t> copied1, SnapshotCopyBytes(*client));
-    for (size_t k = 0; k < copied1.size(); ++k) m.copied.push_back(copied1[k] - copied0[k]);
-    RETURN_IF_ERROR(pusher.Stop());
-    std::filesystem::remove_all(m.checkpoint.path);
-    result.measured_memory = true;
-    std::fprintf(stderr, "memory: %lld pushes in the steady window, %lld with the checkpoint\n",
-                 static_cast<long long>(m.pushes_steady),
-                 static_cast<long long>(m.pushes_checkpoint));
-  }
+  if (config.Wants("memory")) RETURN_IF_ERROR(MeasureMemory(config, writer, dir, grad, &result));
   return result;
 }
 
@@ -687,49 +707,12 @@ std::string JobJson(const Config& config, const std::string& ckpt_dir) {
   return job.dump();
 }
 
-// The chief's RPCs the benchmark makes, on a channel of its own (a TrainingCluster is used
-// from one thread; these calls come from several). Thread-safe.
-class ChiefClient {
- public:
-  explicit ChiefClient(const std::string& address)
-      : stub_(CoordinatorService::NewStub(NewChannel(address))) {}
-
-  absl::StatusOr<JobStatus> Status(absl::Duration timeout) {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    JobStatus status;
-    const grpc::Status s = stub_->GetStatus(&ctx, GetStatusRequest(), &status);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return status;
-  }
-  // A checkpoint now; returns once it is committed.
-  absl::StatusOr<CheckpointInfo> Checkpoint(absl::Duration timeout) {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    CheckpointResponse response;
-    const grpc::Status s = stub_->Checkpoint(&ctx, CheckpointRequest(), &response);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return response.checkpoint();
-  }
-  absl::Status Cancel() {
-    grpc::ClientContext ctx;
-    AttachProtocolVersion(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    CancelJobResponse response;
-    return FromGrpcStatus(stub_->CancelJob(&ctx, CancelJobRequest(), &response));
-  }
-
- private:
-  const std::unique_ptr<CoordinatorService::Stub> stub_;
-};
-
-// Polls the chief's status on a thread of its own and remembers when each phase was first
-// seen.
+// Polls the chief's status on a thread of its own (ChiefInterface::WaitFor, on a client of
+// its own: a TrainingCluster is used from one thread) and remembers when each phase was first
+// seen. The destructor stops the thread and joins it.
 class StatusWatcher {
  public:
-  StatusWatcher(ChiefClient* chief, absl::Duration interval)
+  StatusWatcher(ChiefInterface* chief, absl::Duration interval)
       : chief_(chief), interval_(interval), thread_([this] { Loop(); }) {}
   ~StatusWatcher() {
     {
@@ -750,19 +733,28 @@ class StatusWatcher {
  private:
   void Loop() {
     std::string last;
-    while (true) {
-      absl::StatusOr<JobStatus> s = chief_->Status(absl::Seconds(1));
+    ChiefInterface::WaitOptions options;
+    options.poll_interval = interval_;
+    options.call_timeout = absl::Seconds(1);
+    options.on_answer = [&](const absl::StatusOr<JobStatus>& s) -> absl::Status {
       const double t = NowSeconds();
       absl::MutexLock lock(&mu_);
+      if (stop_) return absl::CancelledError("stopped");
       if (s.ok() && s->phase() != last) {
         last = s->phase();
         phases_.emplace_back(t, last);
       }
+      return absl::OkStatus();
+    };
+    options.sleep = [this](absl::Duration d) {
+      absl::MutexLock lock(&mu_);
       auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopped), interval_)) return;
-    }
+      mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
+    };
+    (void)chief_->WaitFor([](const JobStatus&) { return false; }, absl::InfiniteFuture(),
+                          options);
   }
-  ChiefClient* const chief_;
+  ChiefInterface* const chief_;
   const absl::Duration interval_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -782,65 +774,72 @@ std::vector<double> JournalCompletions(const FileTail& journal) {
   return CompletionTimes(cumulative);
 }
 
-absl::StatusOr<TrainingResult> MeasureTraining(const Config& config,
-                                               double restore_bytes_per_s) {
-  TrainingResult result;
-  const std::string ckpt_dir = config.dir + "/training";
+// The training cluster of sections 4 and 5 and a client of its chief, once its job runs.
+struct TrainingRun {
+  std::string ckpt_dir;
+  std::unique_ptr<testing::TrainingCluster> cluster;
+  std::unique_ptr<ChiefInterface> chief;
+  JobStatus status;  // the first status with a step done
+};
+
+absl::StatusOr<TrainingRun> StartTraining(const Config& config, int num_workers) {
+  TrainingRun run;
+  run.ckpt_dir = config.dir + "/training";
   const std::string job_file = config.dir + "/job.json";
-  std::ofstream(job_file) << JobJson(config, ckpt_dir);
+  std::ofstream(job_file) << JobJson(config, run.ckpt_dir);
   testing::TrainingCluster::Options options;
   options.num_ps = kNumPs;
-  options.num_workers = result.num_workers;
+  options.num_workers = num_workers;
   options.job_file = job_file;
   std::fprintf(stderr, "training: starting chief, 2 ps, 2 workers (logs in %s)\n",
                testing::TempDir().c_str());
-  ASSIGN_OR_RETURN(std::unique_ptr<testing::TrainingCluster> cluster,
-                   testing::TrainingCluster::Start(options));
-  ChiefClient chief(cluster->chief_address());
-
+  ASSIGN_OR_RETURN(run.cluster, testing::TrainingCluster::Start(options));
+  run.chief = NewGrpcChiefInterface(run.cluster->chief_address());
   // Warm up: the job running, steps completing.
-  const double start = NowSeconds();
-  JobStatus status;
-  while (true) {
-    absl::StatusOr<JobStatus> s = chief.Status(absl::Seconds(5));
-    if (s.ok() && s->state() == JobStatus::RUNNING && s->steps_done() > 0) {
-      status = *s;
-      break;
-    }
-    if (s.ok() && s->state() != JobStatus::RUNNING && s->state() != JobStatus::NO_JOB) {
-      return absl::InternalError(absl::StrCat("the job ended: ", s->error(), "\n", cluster->Logs()));
-    }
-    if (NowSeconds() - start > 120) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no step done 120 s after the start\n", cluster->Logs()));
-    }
-    absl::SleepFor(absl::Milliseconds(20));
+  ChiefInterface::WaitOptions wait;
+  wait.poll_interval = absl::Milliseconds(20);
+  wait.call_timeout = absl::Seconds(5);
+  testing::TrainingCluster* cluster = run.cluster.get();
+  wait.on_answer = [cluster](const absl::StatusOr<JobStatus>& answer) -> absl::Status {
+    const absl::Status ended = EndedOtherThan(JobStatus::RUNNING, answer);
+    if (ended.ok()) return ended;
+    return absl::InternalError(absl::StrCat(ended.message(), "\n", cluster->Logs()));
+  };
+  absl::StatusOr<JobStatus> running = run.chief->WaitFor(
+      [](const JobStatus& s) { return s.state() == JobStatus::RUNNING && s.steps_done() > 0; },
+      absl::Now() + absl::Seconds(120), wait);
+  if (running.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no step done 120 s after the start\n", cluster->Logs()));
   }
-  const int64_t generation = status.generation();
-  FileTail journal(absl::StrCat(ckpt_dir, "/journal-", generation, ".log"),
+  RETURN_IF_ERROR(running.status());
+  run.status = *running;
+  return run;
+}
+
+// 4. Steps/s before, during and after checkpoints taken every --interval_s, and each
+// checkpoint's longest gap between step completions (from the journal).
+absl::Status MeasureCheckpoints(const Config& config, TrainingRun& run, TrainingResult* result) {
+  FileTail journal(absl::StrCat(run.ckpt_dir, "/journal-", run.status.generation(), ".log"),
                    absl::Microseconds(500), /*keep_lines=*/false);
   absl::SleepFor(absl::Seconds(config.warmup_s));
-
-  // 4. Before, during, after.
   const double before0 = NowSeconds();
   absl::SleepFor(absl::Seconds(config.before_s));
   const double during0 = NowSeconds();
-  if (absl::StatusOr<JobStatus> s = chief.Status(absl::Seconds(5)); s.ok()) {
-    result.pull_ms = s->pull_ms();
-    result.compute_ms = s->compute_ms();
-    result.push_ms = s->push_ms();
+  if (absl::StatusOr<JobStatus> s = run.chief->GetStatus(absl::Seconds(5)); s.ok()) {
+    result->pull_ms = s->pull_ms();
+    result->compute_ms = s->compute_ms();
+    result->push_ms = s->push_ms();
   }
   for (int64_t i = 0; i < config.checkpoints; ++i) {
     CheckpointEvent e;
     e.requested = NowSeconds();
-    absl::StatusOr<CheckpointInfo> info = chief.Checkpoint(absl::Seconds(60));
+    absl::StatusOr<CheckpointInfo> info =
+        run.chief->Checkpoint(CheckpointRequest(), absl::Seconds(60));
     e.committed = NowSeconds();
-    if (!info.ok()) {
-      return absl::Status(info.status().code(),
-                          absl::StrCat("checkpoint ", i, ": ", info.status().message()));
-    }
+    if (!info.ok()) return Annotate(info.status(), absl::StrCat("checkpoint ", i));
     e.info = *info;
-    result.checkpoints.push_back(e);
+    result->checkpoints.push_back(e);
     const double next = e.requested + config.interval_s;
     if (next > NowSeconds()) absl::SleepFor(absl::Seconds(next - NowSeconds()));
   }
@@ -848,69 +847,80 @@ absl::StatusOr<TrainingResult> MeasureTraining(const Config& config,
   absl::SleepFor(absl::Seconds(config.after_s));
   const double after1 = NowSeconds();
   const std::vector<double> times = JournalCompletions(journal);
-  result.steps_per_s_before = StepsPerSecond(times, before0, during0);
-  result.steps_per_s_during = StepsPerSecond(times, during0, after0);
-  result.steps_per_s_after = StepsPerSecond(times, after0, after1);
+  result->steps_per_s_before = StepsPerSecond(times, before0, during0);
+  result->steps_per_s_during = StepsPerSecond(times, during0, after0);
+  result->steps_per_s_after = StepsPerSecond(times, after0, after1);
   const std::vector<double> gaps = GapsWithin(times, before0, during0);
-  result.median_gap_s = Median(gaps);
-  result.p99_gap_s = Percentile(gaps, 0.99);
-  result.step_time_s = result.num_workers / result.steps_per_s_before;
-  for (CheckpointEvent& e : result.checkpoints) {
+  result->median_gap_s = Median(gaps);
+  result->p99_gap_s = Percentile(gaps, 0.99);
+  result->step_time_s = result->num_workers / result->steps_per_s_before;
+  for (CheckpointEvent& e : result->checkpoints) {
     e.longest = LongestGapOverlapping(times, e.requested, e.committed);
   }
-  if (!result.checkpoints.empty()) result.checkpoint_bytes = result.checkpoints.back().info.bytes();
-
-  if (config.Wants("recovery")) {
-    // 5. kill -9 one ps, start it again at once at the same address.
-    RecoveryResult& r = result.recovery;
-    ASSIGN_OR_RETURN(status, chief.Status(absl::Seconds(5)));
-    const size_t recoveries_before = static_cast<size_t>(status.recoveries_size());
-    r.restore_bytes = status.last_checkpoint().bytes();
-    r.restore_bytes_per_s = restore_bytes_per_s;
-    constexpr int kVictim = 1;
-    FileTail chief_log(cluster->chief()->log_path(), absl::Microseconds(500),
-                       /*keep_lines=*/true);
-    // The rollback moves every ps to a new generation: generation + 1 (each ps is there).
-    FileTail new_journal(absl::StrCat(ckpt_dir, "/journal-", status.generation() + 1, ".log"),
-                         absl::Microseconds(500), /*keep_lines=*/false);
-    StatusWatcher watcher(&chief, absl::Milliseconds(5));
-    absl::SleepFor(absl::Milliseconds(200));  // the tails have read what is there
-    r.kill = NowSeconds();
-    ASSIGN_OR_RETURN(const int killed, cluster->StopPs(kVictim, SIGKILL));
-    if (killed != 128 + SIGKILL) {
-      return absl::InternalError(absl::StrCat("ps ", kVictim, " exited ", killed,
-                                              " before it was killed\n", cluster->Logs()));
-    }
-    RETURN_IF_ERROR(cluster->RestartPs(kVictim));  // returns once it accepts connections
-    r.ps_serving = NowSeconds();
-    while (new_journal.size() < kJournalRecordBytes) {
-      if (NowSeconds() - r.kill > 120) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("no step done 120 s after ps ", kVictim, " was killed\n",
-                         cluster->Logs()));
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    const std::vector<FileTail::Growth> first = new_journal.Growths();
-    r.first_step = first.front().t;
-    FileTail::Line line;
-    // Whichever the chief saw first: a probe finding the new incarnation ("restarted ...
-    // and lost its shards") or a step failing on a missing shard ("lost the job's shards").
-    for (const char* needle : {"lost its shards", "lost the job's shards"}) {
-      if (chief_log.FindLine(needle, r.kill, &line) &&
-          (std::isnan(r.detected) || line.t < r.detected)) {
-        r.detected = line.t;
-      }
-    }
-    if (chief_log.FindLine("recovered from", r.kill, &line)) r.recovered = line.t;
-    r.restoring = watcher.FirstPhase("restoring generation", r.kill);
-    ASSIGN_OR_RETURN(status, chief.Status(absl::Seconds(5)));
-    if (static_cast<size_t>(status.recoveries_size()) > recoveries_before) {
-      r.info = status.recoveries(status.recoveries_size() - 1);
-    }
-    r.measured = true;
+  if (!result->checkpoints.empty()) {
+    result->checkpoint_bytes = result->checkpoints.back().info.bytes();
   }
-  (void)chief.Cancel();
+  return absl::OkStatus();
+}
+
+// 5. kill -9 one ps, start it again at once at the same address: when the restarted ps
+// served, the chief saw it, recovered and resumed, and the first step came.
+absl::Status MeasureRecovery(TrainingRun& run, double restore_bytes_per_s, RecoveryResult* r) {
+  testing::TrainingCluster& cluster = *run.cluster;
+  ASSIGN_OR_RETURN(JobStatus status, run.chief->GetStatus(absl::Seconds(5)));
+  const size_t recoveries_before = static_cast<size_t>(status.recoveries_size());
+  r->restore_bytes = status.last_checkpoint().bytes();
+  r->restore_bytes_per_s = restore_bytes_per_s;
+  constexpr int kVictim = 1;
+  FileTail chief_log(cluster.chief()->log_path(), absl::Microseconds(500), /*keep_lines=*/true);
+  // The rollback moves every ps to a new generation: generation + 1 (each ps is there).
+  FileTail new_journal(absl::StrCat(run.ckpt_dir, "/journal-", status.generation() + 1, ".log"),
+                       absl::Microseconds(500), /*keep_lines=*/false);
+  StatusWatcher watcher(run.chief.get(), absl::Milliseconds(5));
+  absl::SleepFor(absl::Milliseconds(200));  // the tails have read what is there
+  r->kill = NowSeconds();
+  const absl::Time killed_at = absl::Now();
+  ASSIGN_OR_RETURN(const int killed, cluster.StopPs(kVictim, SIGKILL));
+  if (killed != 128 + SIGKILL) {
+    return absl::InternalError(absl::StrCat("ps ", kVictim, " exited ", killed,
+                                            " before it was killed\n", cluster.Logs()));
+  }
+  RETURN_IF_ERROR(cluster.RestartPs(kVictim));  // returns once it accepts connections
+  r->ps_serving = NowSeconds();
+  if (!testing::PollUntil([&] { return new_journal.size() >= kJournalRecordBytes; },
+                          killed_at + absl::Seconds(120), absl::Milliseconds(1))) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no step done 120 s after ps ", kVictim, " was killed\n", cluster.Logs()));
+  }
+  r->first_step = new_journal.Growths().front().t;
+  FileTail::Line line;
+  // Whichever the chief saw first: a probe finding the new incarnation ("restarted ...
+  // and lost its shards") or a step failing on a missing shard ("lost the job's shards").
+  for (const char* needle : {"lost its shards", "lost the job's shards"}) {
+    if (chief_log.FindLine(needle, r->kill, &line) &&
+        (std::isnan(r->detected) || line.t < r->detected)) {
+      r->detected = line.t;
+    }
+  }
+  if (chief_log.FindLine("recovered from", r->kill, &line)) r->recovered = line.t;
+  r->restoring = watcher.FirstPhase("restoring generation", r->kill);
+  ASSIGN_OR_RETURN(status, run.chief->GetStatus(absl::Seconds(5)));
+  if (static_cast<size_t>(status.recoveries_size()) > recoveries_before) {
+    r->info = status.recoveries(status.recoveries_size() - 1);
+  }
+  r->measured = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingResult> MeasureTraining(const Config& config,
+                                               double restore_bytes_per_s) {
+  TrainingResult result;
+  ASSIGN_OR_RETURN(TrainingRun run, StartTraining(config, result.num_workers));
+  RETURN_IF_ERROR(MeasureCheckpoints(config, run, &result));
+  if (config.Wants("recovery")) {
+    RETURN_IF_ERROR(MeasureRecovery(run, restore_bytes_per_s, &result.recovery));
+  }
+  (void)run.chief->CancelJob(CancelJobRequest(), absl::Seconds(10));
   return result;
 }
 
@@ -928,55 +938,163 @@ std::string RestoreLimit(const std::string& cache, double fresh_bytes_per_s, dou
       static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-void AddStorageFigures(const Config& config, const StorageResult& s, Report* report,
-                       nlohmann::json* json) {
+// Each repetition's restores in one cache state, as the figures take them.
+struct CacheSeries {
+  std::vector<double> read, restore, vs, cores, fresh, vs_fresh;
+  void Add(const CacheRun& c) {
+    read.push_back(c.read.best());
+    restore.push_back(c.restore.bytes_per_s());
+    vs.push_back(c.restore.bytes_per_s() / c.read.best());
+    cores.push_back(c.restore.ps_cpu_s / c.restore.seconds);
+    fresh.push_back(c.read.fresh.bytes_per_s());
+    vs_fresh.push_back(c.restore.bytes_per_s() / c.read.fresh.bytes_per_s());
+  }
+};
+
+// Each repetition's checkpoint, as the figures take them.
+struct CheckpointSeries {
   std::vector<double> write_base, ckpt, cut_ms, ckpt_vs, ps_cores;
-  std::vector<double> cold_read, cold_restore, cold_vs, warm_read, warm_restore, warm_vs;
-  std::vector<double> cold_cores, warm_cores, cold_fresh, warm_fresh, cold_vs_fresh, warm_vs_fresh;
-  nlohmann::json reps = nlohmann::json::array();
-  for (const StorageRep& r : s.reps) {
+  void Add(const StorageRep& r) {
     write_base.push_back(r.write.best());
     ckpt.push_back(r.checkpoint.bytes_per_s());
     ckpt_vs.push_back(r.checkpoint.bytes_per_s() / r.write.best());
     cut_ms.push_back(r.checkpoint.cut_s * 1e3);
     ps_cores.push_back(r.checkpoint.ps_cpu_s / r.checkpoint.total_s);
-    nlohmann::json j = {
-        {"write_files_at_once_bytes_per_s", r.write.parallel.bytes_per_s()},
-        {"write_one_file_bytes_per_s", r.write.single.bytes_per_s()},
-        {"checkpoint_bytes", r.checkpoint.bytes},
-        {"checkpoint_seconds", r.checkpoint.total_s},
-        {"checkpoint_cut_seconds", r.checkpoint.cut_s},
-        {"checkpoint_files_seconds", r.checkpoint.files_s},
-        {"checkpoint_ps_write_seconds", r.checkpoint.ps_write_s},
-        {"checkpoint_ps_cpu_seconds", r.checkpoint.ps_cpu_s},
-    };
-    auto cache = [](const CacheRun& c) {
-      return nlohmann::json{{"read_files_at_once_bytes_per_s", c.read.parallel.bytes_per_s()},
-                            {"read_one_after_another_bytes_per_s", c.read.sequential.bytes_per_s()},
-                            {"read_into_fresh_memory_bytes_per_s", c.read.fresh.bytes_per_s()},
-                            {"restore_bytes", c.restore.bytes},
-                            {"restore_seconds", c.restore.seconds},
-                            {"restore_ps_cpu_seconds", c.restore.ps_cpu_s}};
-    };
-    if (r.has_cold) {
-      cold_read.push_back(r.cold.read.best());
-      cold_restore.push_back(r.cold.restore.bytes_per_s());
-      cold_vs.push_back(r.cold.restore.bytes_per_s() / r.cold.read.best());
-      cold_cores.push_back(r.cold.restore.ps_cpu_s / r.cold.restore.seconds);
-      cold_fresh.push_back(r.cold.read.fresh.bytes_per_s());
-      cold_vs_fresh.push_back(r.cold.restore.bytes_per_s() / r.cold.read.fresh.bytes_per_s());
-      j["cold"] = cache(r.cold);
-    }
-    if (r.has_warm) {
-      warm_read.push_back(r.warm.read.best());
-      warm_restore.push_back(r.warm.restore.bytes_per_s());
-      warm_vs.push_back(r.warm.restore.bytes_per_s() / r.warm.read.best());
-      warm_cores.push_back(r.warm.restore.ps_cpu_s / r.warm.restore.seconds);
-      warm_fresh.push_back(r.warm.read.fresh.bytes_per_s());
-      warm_vs_fresh.push_back(r.warm.restore.bytes_per_s() / r.warm.read.fresh.bytes_per_s());
-      j["warm"] = cache(r.warm);
-    }
-    reps.push_back(std::move(j));
+  }
+};
+
+nlohmann::json CacheJson(const CacheRun& c) {
+  return nlohmann::json{{"read_files_at_once_bytes_per_s", c.read.parallel.bytes_per_s()},
+                        {"read_one_after_another_bytes_per_s", c.read.sequential.bytes_per_s()},
+                        {"read_into_fresh_memory_bytes_per_s", c.read.fresh.bytes_per_s()},
+                        {"restore_bytes", c.restore.bytes},
+                        {"restore_seconds", c.restore.seconds},
+                        {"restore_ps_cpu_seconds", c.restore.ps_cpu_s}};
+}
+
+nlohmann::json StorageRepJson(const StorageRep& r) {
+  nlohmann::json j = {
+      {"write_files_at_once_bytes_per_s", r.write.parallel.bytes_per_s()},
+      {"write_one_file_bytes_per_s", r.write.single.bytes_per_s()},
+      {"checkpoint_bytes", r.checkpoint.bytes},
+      {"checkpoint_seconds", r.checkpoint.total_s},
+      {"checkpoint_cut_seconds", r.checkpoint.cut_s},
+      {"checkpoint_files_seconds", r.checkpoint.files_s},
+      {"checkpoint_ps_write_seconds", r.checkpoint.ps_write_s},
+      {"checkpoint_ps_cpu_seconds", r.checkpoint.ps_cpu_s},
+  };
+  if (r.has_cold) j["cold"] = CacheJson(r.cold);
+  if (r.has_warm) j["warm"] = CacheJson(r.warm);
+  return j;
+}
+
+void AddCheckpointFigures(const StorageResult& s, const CheckpointSeries& c,
+                          const std::string& of, Report* report) {
+  report->Add({"disk_write_bytes_per_s", "disk write (4 MiB writes + fdatasync)",
+               Median(c.write_base), Rate(Median(c.write_base)), of});
+  report->Add({"checkpoint_bytes_per_s",
+               absl::StrCat("checkpoint of ", Bytes(s.reps[0].checkpoint.bytes),
+                            " (cut to manifest)"),
+               Median(c.ckpt), Rate(Median(c.ckpt)),
+               absl::StrCat("disk write ", Rate(Median(c.write_base))), Median(c.ckpt_vs),
+               ">= 0.7", Met(Median(c.ckpt_vs), 0.7, true)});
+  report->Add({"checkpoint_cut_ms", "  its cut (SnapshotAll of every shard)", Median(c.cut_ms),
+               absl::StrFormat("%.1f ms", Median(c.cut_ms))});
+  report->Add({"checkpoint_ps_cores", "  CPU of both ps while it is written", Median(c.ps_cores),
+               absl::StrFormat("%.2f cores", Median(c.ps_cores))});
+  if (Met(Median(c.ckpt_vs), 0.7, true) != 0) return;
+  const CheckpointTiming& last = s.reps.back().checkpoint;
+  std::string per_ps;
+  for (size_t k = 0; k < last.ps_write_s.size(); ++k) {
+    absl::StrAppend(&per_ps, k > 0 ? ", " : "", absl::StrFormat("%.2f s", last.ps_write_s[k]));
+  }
+  report->Note(absl::StrFormat(
+      "checkpoint MISSED: of its %.2f s (last rep) the files took %.2f s (each ps's own "
+      "write: %s), the cut %.0f ms; both ps used %.2f cores while it was written",
+      last.total_s, last.files_s, per_ps, last.cut_s * 1e3, Median(c.ps_cores)));
+}
+
+// The restore figures of one cache state: "cold" (the page cache dropped) or "warm".
+void AddRestoreFigures(bool cold, const CacheSeries& c, const std::string& of, Report* report) {
+  const std::string cache = cold ? "cold" : "warm";
+  const std::string state = cold ? "page cache dropped" : "files in the page cache";
+  report->Add({absl::StrCat("disk_read_", cache, "_bytes_per_s"),
+               absl::StrCat("disk read, ", state), Median(c.read), Rate(Median(c.read)), of});
+  report->Add({absl::StrCat("restore_", cache, "_bytes_per_s"),
+               absl::StrCat("restore (RestoreAll), ", state), Median(c.restore),
+               Rate(Median(c.restore)),
+               absl::StrCat("disk read ", cache, " ", Rate(Median(c.read))), Median(c.vs),
+               ">= 0.7", Met(Median(c.vs), 0.7, true)});
+  report->Add({absl::StrCat("restore_", cache, "_vs_fresh_memory"),
+               absl::StrCat("  vs a read into fresh memory, ", cache), Median(c.vs_fresh),
+               Rate(Median(c.fresh)), "(the floor of new state)", Median(c.vs_fresh)});
+  report->Add({absl::StrCat("restore_", cache, "_ps_cores"), "  CPU of both ps while it reads",
+               Median(c.cores), absl::StrFormat("%.2f cores", Median(c.cores))});
+  report->Note(cold ? "page cache dropped (sync, then 3 > /proc/sys/vm/drop_caches) before each "
+                      "cold read and each cold restore"
+                    : "warm: the files were just written or read and are in the page cache (not "
+                      "dropped)");
+  if (Met(Median(c.vs), 0.7, true) == 0) {
+    report->Note(RestoreLimit(cache, Median(c.fresh), Median(c.vs_fresh), Median(c.cores)));
+  }
+}
+
+void AddMemoryFigures(const MemoryResult& m, Report* report, nlohmann::json* json) {
+  int64_t steady = 0, peak = 0, state = 0, copied = 0;
+  double worst_fraction = 0;
+  nlohmann::json per_ps = nlohmann::json::array();
+  for (size_t k = 0; k < m.steady_peak.size(); ++k) {
+    const int64_t extra = m.checkpoint_peak[k] - m.steady_peak[k];
+    steady += m.steady_peak[k];
+    peak += m.checkpoint_peak[k];
+    state += m.shard_bytes[k];
+    copied += m.copied[k];
+    worst_fraction = std::max(
+        worst_fraction, static_cast<double>(extra) / static_cast<double>(m.shard_bytes[k]));
+    per_ps.push_back({{"state_bytes", m.shard_bytes[k]},
+                      {"steady_peak_rss", m.steady_peak[k]},
+                      {"steady_max_sampled_rss", m.steady_max_rss[k]},
+                      {"checkpoint_peak_rss", m.checkpoint_peak[k]},
+                      {"checkpoint_max_sampled_rss", m.checkpoint_max_rss[k]},
+                      {"extra_bytes", extra},
+                      {"snapshot_copy_bytes", m.copied[k]}});
+  }
+  const int64_t extra = peak - steady;
+  (*json)["memory"] = {{"window_seconds", m.window_s},
+                       {"pushes_steady", m.pushes_steady},
+                       {"pushes_with_checkpoint", m.pushes_checkpoint},
+                       {"checkpoint_seconds_under_pushes", m.checkpoint.total_s},
+                       {"per_ps", per_ps}};
+  report->Add({"ps_peak_rss_steady", "ps peak RSS, pushes alone (both ps)",
+               static_cast<double>(steady), Bytes(steady),
+               absl::StrFormat("params+slots %s", Bytes(state))});
+  report->Add({"ps_peak_rss_checkpoint_extra", "ps peak RSS extra with a checkpoint (both ps)",
+               static_cast<double>(extra), Bytes(extra),
+               absl::StrFormat("params+slots %s", Bytes(state)),
+               static_cast<double>(extra) / static_cast<double>(state)});
+  report->Add({"ps_peak_rss_checkpoint_extra_worst_ps", "  the worse ps, as a fraction of its own",
+               worst_fraction, absl::StrFormat("%.2f", worst_fraction)});
+  report->Add({"snapshot_copy_bytes", "  blocks copied by updates (Health.snapshot_copy_bytes)",
+               static_cast<double>(copied), Bytes(copied), "",
+               static_cast<double>(copied) / static_cast<double>(state)});
+  report->Add({"checkpoint_under_pushes_bytes_per_s", "  checkpoint written under those pushes",
+               m.checkpoint.bytes_per_s(), Rate(m.checkpoint.bytes_per_s())});
+  report->Add({"pushes_per_s_with_checkpoint",
+               absl::StrFormat("  whole-variable pushes/s with / without it (%.1f s)", m.window_s),
+               m.pushes_checkpoint / m.window_s,
+               absl::StrFormat("%.2f / %.2f", m.pushes_checkpoint / m.window_s,
+                               m.pushes_steady / m.window_s)});
+}
+
+void AddStorageFigures(const StorageResult& s, Report* report, nlohmann::json* json) {
+  CheckpointSeries checkpoints;
+  CacheSeries cold, warm;
+  nlohmann::json reps = nlohmann::json::array();
+  for (const StorageRep& r : s.reps) {
+    checkpoints.Add(r);
+    if (r.has_cold) cold.Add(r.cold);
+    if (r.has_warm) warm.Add(r.warm);
+    reps.push_back(StorageRepJson(r));
   }
   (*json)["storage"] = {{"variable_bytes", s.variable_bytes},
                         {"state_bytes", s.state_bytes},
@@ -985,121 +1103,16 @@ void AddStorageFigures(const Config& config, const StorageResult& s, Report* rep
                         {"reps", reps}};
   if (!s.cold_unavailable.empty()) (*json)["storage"]["cold_unavailable"] = s.cold_unavailable;
   const std::string of = absl::StrFormat("median of %d", static_cast<int>(s.reps.size()));
-  if (!s.reps.empty()) {
-    report->Add({"disk_write_bytes_per_s", "disk write (4 MiB writes + fdatasync)",
-                 Median(write_base), Rate(Median(write_base)), of});
-    report->Add({"checkpoint_bytes_per_s",
-                 absl::StrCat("checkpoint of ", Bytes(s.reps[0].checkpoint.bytes),
-                              " (cut to manifest)"),
-                 Median(ckpt), Rate(Median(ckpt)),
-                 absl::StrCat("disk write ", Rate(Median(write_base))), Median(ckpt_vs), ">= 0.7",
-                 Met(Median(ckpt_vs), 0.7, true)});
-    report->Add({"checkpoint_cut_ms", "  its cut (SnapshotAll of every shard)", Median(cut_ms),
-                 absl::StrFormat("%.1f ms", Median(cut_ms))});
-    report->Add({"checkpoint_ps_cores", "  CPU of both ps while it is written", Median(ps_cores),
-                 absl::StrFormat("%.2f cores", Median(ps_cores))});
-    if (Met(Median(ckpt_vs), 0.7, true) == 0) {
-      const CheckpointTiming& c = s.reps.back().checkpoint;
-      std::string per_ps;
-      for (size_t k = 0; k < c.ps_write_s.size(); ++k) {
-        absl::StrAppend(&per_ps, k > 0 ? ", " : "", absl::StrFormat("%.2f s", c.ps_write_s[k]));
-      }
-      report->Note(absl::StrFormat(
-          "checkpoint MISSED: of its %.2f s (last rep) the files took %.2f s (each ps's own "
-          "write: %s), the cut %.0f ms; both ps used %.2f cores while it was written",
-          c.total_s, c.files_s, per_ps, c.cut_s * 1e3, Median(ps_cores)));
-    }
-  }
-  if (!cold_read.empty()) {
-    report->Add({"disk_read_cold_bytes_per_s", "disk read, page cache dropped", Median(cold_read),
-                 Rate(Median(cold_read)), of});
-    report->Add({"restore_cold_bytes_per_s", "restore (RestoreAll), page cache dropped",
-                 Median(cold_restore), Rate(Median(cold_restore)),
-                 absl::StrCat("disk read cold ", Rate(Median(cold_read))), Median(cold_vs),
-                 ">= 0.7", Met(Median(cold_vs), 0.7, true)});
-    report->Add({"restore_cold_vs_fresh_memory", "  vs a read into fresh memory, cold",
-                 Median(cold_vs_fresh), Rate(Median(cold_fresh)), "(the floor of new state)",
-                 Median(cold_vs_fresh)});
-    report->Add({"restore_cold_ps_cores", "  CPU of both ps while it reads", Median(cold_cores),
-                 absl::StrFormat("%.2f cores", Median(cold_cores))});
-    report->Note("page cache dropped (sync, then 3 > /proc/sys/vm/drop_caches) before each "
-                 "cold read and each cold restore");
-    if (Met(Median(cold_vs), 0.7, true) == 0) {
-      report->Note(RestoreLimit("cold", Median(cold_fresh), Median(cold_vs_fresh),
-                                Median(cold_cores)));
-    }
-  }
-  if (!warm_read.empty()) {
-    report->Add({"disk_read_warm_bytes_per_s", "disk read, files in the page cache",
-                 Median(warm_read), Rate(Median(warm_read)), of});
-    report->Add({"restore_warm_bytes_per_s", "restore (RestoreAll), files in the page cache",
-                 Median(warm_restore), Rate(Median(warm_restore)),
-                 absl::StrCat("disk read warm ", Rate(Median(warm_read))), Median(warm_vs),
-                 ">= 0.7", Met(Median(warm_vs), 0.7, true)});
-    report->Add({"restore_warm_vs_fresh_memory", "  vs a read into fresh memory, warm",
-                 Median(warm_vs_fresh), Rate(Median(warm_fresh)), "(the floor of new state)",
-                 Median(warm_vs_fresh)});
-    report->Add({"restore_warm_ps_cores", "  CPU of both ps while it reads", Median(warm_cores),
-                 absl::StrFormat("%.2f cores", Median(warm_cores))});
-    report->Note("warm: the files were just written or read and are in the page cache (not "
-                 "dropped)");
-    if (Met(Median(warm_vs), 0.7, true) == 0) {
-      report->Note(RestoreLimit("warm", Median(warm_fresh), Median(warm_vs_fresh),
-                                Median(warm_cores)));
-    }
-  }
+  if (!s.reps.empty()) AddCheckpointFigures(s, checkpoints, of, report);
+  if (!cold.read.empty()) AddRestoreFigures(/*cold=*/true, cold, of, report);
+  if (!warm.read.empty()) AddRestoreFigures(/*cold=*/false, warm, of, report);
   if (!s.cold_unavailable.empty()) {
     report->Note(absl::StrCat("no cold-cache figures: ", s.cold_unavailable));
   }
-  if (s.measured_memory) {
-    const MemoryResult& m = s.memory;
-    int64_t steady = 0, peak = 0, state = 0, copied = 0;
-    double worst_fraction = 0;
-    nlohmann::json per_ps = nlohmann::json::array();
-    for (size_t k = 0; k < m.steady_peak.size(); ++k) {
-      const int64_t extra = m.checkpoint_peak[k] - m.steady_peak[k];
-      steady += m.steady_peak[k];
-      peak += m.checkpoint_peak[k];
-      state += m.shard_bytes[k];
-      copied += m.copied[k];
-      worst_fraction =
-          std::max(worst_fraction, static_cast<double>(extra) / static_cast<double>(m.shard_bytes[k]));
-      per_ps.push_back({{"state_bytes", m.shard_bytes[k]},
-                        {"steady_peak_rss", m.steady_peak[k]},
-                        {"steady_max_sampled_rss", m.steady_max_rss[k]},
-                        {"checkpoint_peak_rss", m.checkpoint_peak[k]},
-                        {"checkpoint_max_sampled_rss", m.checkpoint_max_rss[k]},
-                        {"extra_bytes", extra},
-                        {"snapshot_copy_bytes", m.copied[k]}});
-    }
-    const int64_t extra = peak - steady;
-    (*json)["memory"] = {{"window_seconds", m.window_s},
-                         {"pushes_steady", m.pushes_steady},
-                         {"pushes_with_checkpoint", m.pushes_checkpoint},
-                         {"checkpoint_seconds_under_pushes", m.checkpoint.total_s},
-                         {"per_ps", per_ps}};
-    report->Add({"ps_peak_rss_steady", "ps peak RSS, pushes alone (both ps)",
-                 static_cast<double>(steady), Bytes(steady),
-                 absl::StrFormat("params+slots %s", Bytes(state))});
-    report->Add({"ps_peak_rss_checkpoint_extra", "ps peak RSS extra with a checkpoint (both ps)",
-                 static_cast<double>(extra), Bytes(extra),
-                 absl::StrFormat("params+slots %s", Bytes(state)),
-                 static_cast<double>(extra) / static_cast<double>(state)});
-    report->Add({"ps_peak_rss_checkpoint_extra_worst_ps", "  the worse ps, as a fraction of its own",
-                 worst_fraction, absl::StrFormat("%.2f", worst_fraction)});
-    report->Add({"snapshot_copy_bytes", "  blocks copied by updates (Health.snapshot_copy_bytes)",
-                 static_cast<double>(copied), Bytes(copied), "", 
-                 static_cast<double>(copied) / static_cast<double>(state)});
-    report->Add({"checkpoint_under_pushes_bytes_per_s", "  checkpoint written under those pushes",
-                 m.checkpoint.bytes_per_s(), Rate(m.checkpoint.bytes_per_s())});
-    report->Add({"pushes_per_s_with_checkpoint",
-                 absl::StrFormat("  whole-variable pushes/s with / without it (%.1f s)", m.window_s),
-                 m.pushes_checkpoint / m.window_s,
-                 absl::StrFormat("%.2f / %.2f", m.pushes_checkpoint / m.window_s,
-                                 m.pushes_steady / m.window_s)});
-  }
-  (void)config;
+  if (s.measured_memory) AddMemoryFigures(s.memory, report, json);
 }
+
+void AddRecoveryFigures(const RecoveryResult& r, Report* report, nlohmann::json* json);
 
 void AddTrainingFigures(const TrainingResult& t, Report* report, nlohmann::json* json) {
   nlohmann::json events = nlohmann::json::array();
@@ -1166,8 +1179,10 @@ void AddTrainingFigures(const TrainingResult& t, Report* report, nlohmann::json*
         t.step_time_s * 1e3));
   }
 
-  const RecoveryResult& r = t.recovery;
-  if (!r.measured) return;
+  if (t.recovery.measured) AddRecoveryFigures(t.recovery, report, json);
+}
+
+void AddRecoveryFigures(const RecoveryResult& r, Report* report, nlohmann::json* json) {
   const double resumed = r.resumed_s();
   const double excluding = resumed - r.restore_s();
   (*json)["recovery"] = {
@@ -1209,61 +1224,58 @@ void AddTrainingFigures(const TrainingResult& t, Report* report, nlohmann::json*
                r.first_step - r.kill, absl::StrFormat("+%.2f s", r.first_step - r.kill)});
 }
 
-// The 1-minute load average (other work on the machine shares its cores), or NaN.
-double LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  double load = kNaN;
-  in >> load;
-  return load;
-}
-
 // ---------------------------------------------------------------------------------------
 // The run's directory, and its removal on every way out.
 
-// The bench's children (the daemons it started and has not reaped), from /proc: each whose
-// parent is this process. A pid read here belongs to a child until this process reaps it,
-// so it cannot have been reused by another process.
-std::vector<pid_t> ChildPids() {
+// The bench's children (the daemons it started and has not reaped, zombies included), from
+// /proc: each whose parent is this process. A pid read here belongs to a child until this
+// process reaps it, so it cannot have been reused by another process.
+std::vector<pid_t> UnreapedChildren() {
   std::vector<pid_t> out;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return out;
   const pid_t self = ::getpid();
-  while (dirent* e = ::readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    if (paren == std::string::npos) continue;
-    // After the command: state, then the parent's pid.
-    std::vector<std::string> f = absl::StrSplit(text.substr(paren + 2), ' ');
-    if (f.size() > 1 && std::atoi(f[1].c_str()) == self) out.push_back(pid);
+  for (const auto& [pid, stat] : AllProcesses()) {
+    if (stat.ppid == self) out.push_back(pid);
   }
-  ::closedir(proc);
   return out;
 }
 
-// Waits on a thread of its own for SIGINT, SIGTERM or SIGHUP (blocked in every other
-// thread; Process::Start unblocks them in the daemons), then kills the daemons, removes the
-// run's directory (unless it is kept) and exits 128 + the signal: an interrupted run leaves
-// neither processes nor gigabytes of checkpoints behind. Call before any thread starts.
-void RemoveOnSignal(const std::string& dir, bool keep) {
-  static sigset_t signals;
-  sigemptyset(&signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, sig);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([dir, keep] {
+// Owns a thread that waits for SIGINT, SIGTERM or SIGHUP (blocked in every other thread;
+// Process::Start unblocks them in the daemons), then kills the daemons, removes the run's
+// directory (unless it is kept) and exits 128 + the signal: an interrupted run leaves neither
+// processes nor gigabytes of checkpoints behind. Construct before any other thread starts.
+// The destructor wakes the thread with SIGUSR1 (blocked too, so only that sigwait takes it)
+// and joins it.
+class RemoveOnSignal {
+ public:
+  RemoveOnSignal(const std::string& dir, bool keep) {
+    sigemptyset(&signals_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&signals_, sig);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    thread_ = std::thread([this, dir, keep] { Wait(dir, keep); });
+  }
+  ~RemoveOnSignal() {
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  RemoveOnSignal(const RemoveOnSignal&) = delete;
+  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
+
+ private:
+  void Wait(const std::string& dir, bool keep) {
     int sig = 0;
-    if (sigwait(&signals, &sig) != 0) return;
+    if (sigwait(&signals_, &sig) != 0 || sig == SIGUSR1) return;
     std::fprintf(stderr, "durability_bench: signal %d: stopping the daemons%s\n", sig,
                  keep ? "" : absl::StrCat(" and removing ", dir).c_str());
-    for (pid_t pid : ChildPids()) ::kill(pid, SIGKILL);
-    for (pid_t pid : ChildPids()) ::waitpid(pid, nullptr, 0);
+    for (pid_t pid : UnreapedChildren()) ::kill(pid, SIGKILL);
+    for (pid_t pid : UnreapedChildren()) ::waitpid(pid, nullptr, 0);
     std::error_code ec;
     if (!keep) std::filesystem::remove_all(dir, ec);
     ::_exit(128 + sig);
-  }).detach();
-}
+  }
+
+  sigset_t signals_;
+  std::thread thread_;
+};
 
 // A fresh directory under `base`, removed with all it holds when this goes out of scope
 // (unless kept).
@@ -1312,66 +1324,120 @@ absl::Status CheckFreeSpace(const std::string& dir, int64_t needed) {
   return absl::OkStatus();
 }
 
-int Main(int argc, char** argv) {
-  Config config;
-  std::string base_dir;
+// Writes `json` to `path` (none when empty); the exit code.
+int WriteJson(const std::string& path, const nlohmann::json& json) {
+  if (path.empty()) return 0;
+  std::ofstream out(path);
+  out << json.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    std::cerr << "durability_bench: cannot write " << path << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// The command line into `config` and `base_dir`; returns -1 to go on, else the exit code.
+int ParseFlags(int argc, char** argv, Config* config, std::string* base_dir) {
   FlagParser flags("durability_bench",
                    "checkpoint and recovery costs against this machine's own baselines");
-  flags.AddString("dir", &base_dir,
+  flags.AddString("dir", base_dir,
                   "where to measure: the run's files go into a fresh durability_bench.XXXXXX "
                   "directory here, removed afterwards unless --keep (default $TMPDIR or /tmp)");
-  flags.AddInt("rows", &config.rows, "rows of the benchmark variable");
-  flags.AddInt("cols", &config.cols, "floats per row of the benchmark variable");
-  flags.AddString("partitioner", &config.partitioner, "how the variable is split");
-  flags.AddString("cache", &config.cache,
+  flags.AddInt("rows", &config->rows, "rows of the benchmark variable");
+  flags.AddInt("cols", &config->cols, "floats per row of the benchmark variable");
+  flags.AddString("partitioner", &config->partitioner, "how the variable is split");
+  flags.AddString("cache", &config->cache,
                   "page cache before reads and restores: cold (dropped; needs root), warm, both");
-  flags.AddInt("reps", &config.reps, "checkpoint/restore repetitions (medians are shown)");
-  flags.AddDouble("load_s", &config.load_s,
+  flags.AddInt("reps", &config->reps, "checkpoint/restore repetitions (medians are shown)");
+  flags.AddDouble("load_s", &config->load_s,
                   "seconds of each memory window (0: as long as an idle checkpoint took)");
-  flags.AddString("data_dir", &config.data_dir, "Fashion-MNIST for the training cluster");
-  flags.AddDouble("before_s", &config.before_s, "seconds of training before the checkpoints");
-  flags.AddDouble("after_s", &config.after_s, "seconds of training after them");
-  flags.AddDouble("interval_s", &config.interval_s, "seconds between checkpoints");
-  flags.AddInt("checkpoints", &config.checkpoints, "checkpoints taken while training");
-  flags.AddString("only", &config.only,
+  flags.AddString("data_dir", &config->data_dir, "Fashion-MNIST for the training cluster");
+  flags.AddDouble("before_s", &config->before_s, "seconds of training before the checkpoints");
+  flags.AddDouble("after_s", &config->after_s, "seconds of training after them");
+  flags.AddDouble("interval_s", &config->interval_s, "seconds between checkpoints");
+  flags.AddInt("checkpoints", &config->checkpoints, "checkpoints taken while training");
+  flags.AddString("only", &config->only,
                   "comma-separated sections: storage, memory, training, recovery (default all)");
-  flags.AddBool("quick", &config.quick,
+  flags.AddBool("quick", &config->quick,
                 "small sizes and short phases (a smoke run of every figure, well under 2 min)");
-  flags.AddString("json", &config.json_file, "also write the figures as one JSON object here");
-  flags.AddBool("keep", &config.keep, "keep the run's directory (checkpoints, logs) afterwards");
+  flags.AddString("json", &config->json_file, "also write the figures as one JSON object here");
+  flags.AddBool("keep", &config->keep, "keep the run's directory (checkpoints, logs) afterwards");
   const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
   if (rc >= 0) return rc;
-  if (config.cache != "cold" && config.cache != "warm" && config.cache != "both") {
-    std::cerr << "durability_bench: --cache must be cold, warm or both, got " << config.cache
+  if (config->cache != "cold" && config->cache != "warm" && config->cache != "both") {
+    std::cerr << "durability_bench: --cache must be cold, warm or both, got " << config->cache
               << "\n";
     return 2;
   }
-  if (config.quick) {
+  if (config->quick) {
     // Explicit --rows / --cols smaller than quick's still win.
-    config.rows = std::min<int64_t>(config.rows, 8192);
-    config.cols = std::min<int64_t>(config.cols, 256);
-    config.reps = 1;
-    config.warmup_s = 1;
-    config.before_s = 2;
-    config.after_s = 2;
-    config.interval_s = 1;
-    config.checkpoints = 2;
+    config->rows = std::min<int64_t>(config->rows, 8192);
+    config->cols = std::min<int64_t>(config->cols, 256);
+    config->reps = 1;
+    config->warmup_s = 1;
+    config->before_s = 2;
+    config->after_s = 2;
+    config->interval_s = 1;
+    config->checkpoints = 2;
   }
-  if (config.rows < kNumPs || config.cols < 1 || config.reps < 1 || config.checkpoints < 1) {
+  if (config->rows < kNumPs || config->cols < 1 || config->reps < 1 || config->checkpoints < 1) {
     std::cerr << "durability_bench: --rows must be >= 2, --cols, --reps and --checkpoints >= 1\n";
     return 2;
   }
-  if (base_dir.empty()) {
+  if (base_dir->empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    base_dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    *base_dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   }
+  return -1;
+}
+
+// The sections asked for, their figures into `report` and `json`, each with the host's
+// figures over it (bench/host_stats.h) as a note.
+absl::Status MeasureSections(const Config& config, Report* report, nlohmann::json* json) {
+  double restore_bytes_per_s = kNaN;
+  nlohmann::json hosts = nlohmann::json::object();
+  const auto note_host = [&](const std::string& section, const HostStats& h) {
+    report->Note(absl::StrCat("host during ", section, ": ", h.Line()));
+    hosts[section] = {{"load_average_1m_before", h.load_before},
+                      {"load_average_1m_after", h.load_after},
+                      {"others_cores", h.others_cores()},
+                      {"busy", h.busy()}};
+  };
+  if (config.Wants("storage") || config.Wants("memory")) {
+    const HostRun host;
+    absl::StatusOr<StorageResult> storage = MeasureStorage(config);
+    if (!storage.ok()) return Annotate(storage.status(), "storage");
+    AddStorageFigures(*storage, report, json);
+    note_host("storage and memory", host.Stop());
+    std::vector<double> warm;
+    for (const StorageRep& r : storage->reps) {
+      if (r.has_warm) warm.push_back(r.warm.restore.bytes_per_s());
+    }
+    if (!warm.empty()) restore_bytes_per_s = Median(warm);
+  }
+  if (config.Wants("training") || config.Wants("recovery")) {
+    const HostRun host;
+    absl::StatusOr<TrainingResult> training = MeasureTraining(config, restore_bytes_per_s);
+    if (!training.ok()) return Annotate(training.status(), "training");
+    AddTrainingFigures(*training, report, json);
+    note_host("training and recovery", host.Stop());
+  }
+  (*json)["host"] = hosts;
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  Config config;
+  std::string base_dir;
+  if (const int rc = ParseFlags(argc, argv, &config, &base_dir); rc >= 0) return rc;
   absl::StatusOr<std::unique_ptr<RunDir>> run_dir = RunDir::Create(base_dir, config.keep);
   if (!run_dir.ok()) {
     std::cerr << "durability_bench: " << run_dir.status() << "\n";
     return 1;
   }
   config.dir = (*run_dir)->path();
-  RemoveOnSignal(config.dir, config.keep);
+  const RemoveOnSignal remove_on_signal(config.dir, config.keep);
   // The daemons' logs go into the run's directory too (under bazel test, into the test's).
   if (std::getenv("TEST_TMPDIR") == nullptr) setenv("TEST_TMPDIR", config.dir.c_str(), 1);
   TuneMallocForBulkTransfers();
@@ -1396,33 +1462,14 @@ int Main(int argc, char** argv) {
                            {"reps", config.reps},
                            {"quick", config.quick},
                            {"cores", std::thread::hardware_concurrency()}}}};
-  double restore_bytes_per_s = kNaN;
-  const double load_before = LoadAverage();
+  const double load_before = LoadAverage1m();
   const double t0 = NowSeconds();
-  if (config.Wants("storage") || config.Wants("memory")) {
-    absl::StatusOr<StorageResult> storage = MeasureStorage(config);
-    if (!storage.ok()) {
-      std::cerr << "durability_bench: storage: " << storage.status() << "\n";
-      return 1;
-    }
-    AddStorageFigures(config, *storage, &report, &json);
-    std::vector<double> warm;
-    for (const StorageRep& r : storage->reps) {
-      if (r.has_warm) warm.push_back(r.warm.restore.bytes_per_s());
-    }
-    if (!warm.empty()) restore_bytes_per_s = Median(warm);
-  }
-  if (config.Wants("training") || config.Wants("recovery")) {
-    absl::StatusOr<TrainingResult> training = MeasureTraining(config, restore_bytes_per_s);
-    if (!training.ok()) {
-      std::cerr << "durability_bench: training: " << training.status() << "\n";
-      return 1;
-    }
-    AddTrainingFigures(*training, &report, &json);
+  if (absl::Status s = MeasureSections(config, &report, &json); !s.ok()) {
+    std::cerr << "durability_bench: " << s << "\n";
+    return 1;
   }
   const double elapsed = NowSeconds() - t0;
-  const double load_after = LoadAverage();
-
+  const double load_after = LoadAverage1m();
   const std::string heading = absl::StrFormat(
       "durability_bench%s: 2 ps, variable %lld x %lld float32 (%s) with Adam, partitioner %s, "
       "dir %s, page cache %s; %d cores, load average %.1f before, %.1f after; %.0f s",
@@ -1437,16 +1484,7 @@ int Main(int argc, char** argv) {
   json["figures"] = figures["figures"];
   json["notes"] = figures["notes"];
   report.Print(std::cout, heading);
-  if (!config.json_file.empty()) {
-    std::ofstream out(config.json_file);
-    out << json.dump(2) << "\n";
-    out.close();
-    if (!out) {
-      std::cerr << "durability_bench: cannot write " << config.json_file << "\n";
-      return 1;
-    }
-  }
-  return 0;
+  return WriteJson(config.json_file, json);
 }
 
 }  // namespace
