@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "bench/host_stats.h"
 #include "bench/stats.h"
 #include "common/flags.h"
 #include "nlohmann/json.hpp"
@@ -97,43 +98,29 @@ double Time(std::vector<Arrays>& arrays, int reps, Fn fn) {
   return bench::Median(samples);
 }
 
-int Main(int argc, char** argv) {
-  bool json = false;
-  int64_t reps_flag = 20;
-  FlagParser flags("optimizer_bench", "Dense optimizer updates against their memory floor.");
-  flags.AddBool("json", &json, "print one JSON object on stdout (the table on stderr)");
-  flags.AddInt("reps", &reps_flag, "timed repetitions per figure");
-  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
-  if (rc >= 0) return rc;
-  const int reps = static_cast<int>(std::clamp<int64_t>(reps_flag, 1, 1000));
+struct Case {
+  const char* name;
+  OptimizerSpec::Type type;
+};
+constexpr Case kCases[] = {{"noop", OptimizerSpec::NOOP},         {"sgd", OptimizerSpec::SGD},
+                           {"momentum", OptimizerSpec::MOMENTUM}, {"adagrad", OptimizerSpec::ADAGRAD},
+                           {"adam", OptimizerSpec::ADAM},         {"ftrl", OptimizerSpec::FTRL}};
 
-  struct Case {
-    const char* name;
-    OptimizerSpec::Type type;
-  };
-  const Case cases[] = {{"noop", OptimizerSpec::NOOP},
-                        {"sgd", OptimizerSpec::SGD},
-                        {"momentum", OptimizerSpec::MOMENTUM},
-                        {"adagrad", OptimizerSpec::ADAGRAD},
-                        {"adam", OptimizerSpec::ADAM},
-                        {"ftrl", OptimizerSpec::FTRL}};
+// Every optimizer's dense update at each size against its floors (the table on stderr).
+absl::StatusOr<nlohmann::json> DenseFigures(int reps) {
   struct Size {
     const char* name;
     int64_t floats;  // in all
     int threads;
   };
   const Size sizes[] = {{"16MiB_2threads", int64_t{4} << 20, 2}, {"1MiB_1thread", 1 << 18, 1}};
-
   nlohmann::json out = nlohmann::json::array();
   std::fprintf(stderr, "%-10s %-16s %10s %10s %10s %8s\n", "optimizer", "size", "ns/float",
                "floor ns", "GB/s", "vs floor");
   for (const Size& size : sizes) {
-    for (const Case& c : cases) {
+    for (const Case& c : kCases) {
       auto opt = MakeOptimizer(c.type);
-      if (!opt.ok()) {
-        std::cerr << opt.status() << "\n";
-        return 1;
-      }
+      if (!opt.ok()) return opt.status();
       const int slots = (*opt)->num_slots();
       std::vector<Arrays> arrays;
       for (int t = 0; t < size.threads; ++t) arrays.emplace_back(size.floats / size.threads, slots);
@@ -161,7 +148,11 @@ int Main(int argc, char** argv) {
                      {"update_vs_floor", update / floor}});
     }
   }
-  // Rows.
+  return out;
+}
+
+// The row-sparse update of SGD, Adagrad and Adam against the dense update of as many bytes.
+absl::StatusOr<nlohmann::json> RowFigures(int reps) {
   constexpr int64_t kTableRows = int64_t{1} << 20, kWidth = 64, kIds = 65536;
   std::fprintf(stderr, "\n%-10s %-24s %12s %12s %10s\n", "optimizer", "rows", "ns/row",
                "dense ns/row", "vs dense");
@@ -171,16 +162,13 @@ int Main(int argc, char** argv) {
   for (int64_t i = 0; i < kTableRows; ++i) ids[i] = i;
   std::shuffle(ids.begin(), ids.end(), rng);
   ids.resize(kIds);
-  for (const Case& c : cases) {
+  for (const Case& c : kCases) {
     if (c.type != OptimizerSpec::SGD && c.type != OptimizerSpec::ADAGRAD &&
         c.type != OptimizerSpec::ADAM) {
       continue;
     }
     auto opt = MakeOptimizer(c.type);
-    if (!opt.ok()) {
-      std::cerr << opt.status() << "\n";
-      return 1;
-    }
+    if (!opt.ok()) return opt.status();
     const int slots = (*opt)->num_slots();
     Arrays table(kTableRows * kWidth, slots);
     std::vector<Arrays> dense;
@@ -217,8 +205,39 @@ int Main(int argc, char** argv) {
                         {"dense_s", contiguous},
                         {"rows_vs_dense", sparse / contiguous}});
   }
+  return rows_out;
+}
+
+int Main(int argc, char** argv) {
+  bool json = false;
+  int64_t reps_flag = 20;
+  FlagParser flags("optimizer_bench", "Dense optimizer updates against their memory floor.");
+  flags.AddBool("json", &json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddInt("reps", &reps_flag, "timed repetitions per figure");
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  if (rc >= 0) return rc;
+  const int reps = static_cast<int>(std::clamp<int64_t>(reps_flag, 1, 1000));
+  const bench::HostRun host_run;
+  absl::StatusOr<nlohmann::json> out = DenseFigures(reps);
+  if (!out.ok()) {
+    std::cerr << out.status() << "\n";
+    return 1;
+  }
+  absl::StatusOr<nlohmann::json> rows_out = RowFigures(reps);
+  if (!rows_out.ok()) {
+    std::cerr << rows_out.status() << "\n";
+    return 1;
+  }
+  const bench::HostStats host = host_run.Stop();
+  std::fprintf(stderr, "\nhost during the run (bench/host_stats.h): %s\n", host.Line().c_str());
   if (json) {
-    std::cout << nlohmann::json{{"reps", reps}, {"figures", out}, {"rows", rows_out}}.dump(2)
+    nlohmann::json host_json = {{"load_average_1m_before", host.load_before},
+                                {"load_average_1m_after", host.load_after},
+                                {"others_cores", host.others_cores()},
+                                {"busy", host.busy()}};
+    std::cout << nlohmann::json{{"reps", reps}, {"figures", *out}, {"rows", *rows_out},
+                                {"host", host_json}}
+                     .dump(2)
               << "\n";
   }
   return 0;

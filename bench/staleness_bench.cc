@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/host_stats.h"
 #include "bench/stats.h"
 #include "common/flags.h"
 #include "ps_server/shard_store.h"
@@ -63,6 +64,7 @@ int Main(int argc, char** argv) {
   variants[4].update.set_staleness_lr(UpdateSpec::INVERSE);
   variants[4].update.set_delay_compensation(0.04);
 
+  const bench::HostRun host_run;
   auto store = ShardStore::Create({});
   if (!store.ok()) return 1;
   CreateShardsRequest create;
@@ -110,6 +112,7 @@ int Main(int argc, char** argv) {
     const double median = bench::Median(v.us_per_push);
     std::printf("%-12s %12.1f %9.2fx\n", v.name.c_str(), median, median / plain);
   }
+  std::printf("host during the run (bench/host_stats.h): %s\n", host_run.Stop().Line().c_str());
   return 0;
 }
 

@@ -22,7 +22,8 @@
 // stdout; with --json it goes to stderr and stdout carries one JSON object. The "cores"
 // column is CPU-seconds used by the client and the server processes per wall-second of the
 // operation: how many cores were busy (the machine's ceiling is its core count). "vs gRPC" is
-// a dense transfer's goodput over the same-size bare gRPC unary call's.
+// a dense transfer's goodput over the same-size bare gRPC unary call's. A last line gives the
+// host's load and the CPU other processes used during the run (bench/host_stats.h).
 #include <dirent.h>
 #include <sched.h>
 #include <signal.h>
@@ -55,6 +56,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "bench/echo.grpc.pb.h"
+#include "bench/host_stats.h"
 #include "bench/stats.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
@@ -95,37 +97,9 @@ struct Config {
   }
 };
 
-// CPUs this process may run on (what a `taskset` leaves, not the machine's count).
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return static_cast<int>(std::thread::hardware_concurrency());
-  }
-  return CPU_COUNT(&set);
-}
-
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// CPU seconds a process's live threads have run so far, in nanoseconds from the scheduler
-// (/proc/PID/task/TID/schedstat; /proc/PID/stat counts only 10 ms ticks, too coarse for a
-// 1 ms transfer). 0 when it cannot be read.
-double ProcessCpuSeconds(pid_t pid) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* tasks = opendir(dir.c_str());
-  if (tasks == nullptr) return 0;
-  double total = 0;
-  while (dirent* entry = readdir(tasks)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream in(absl::StrCat(dir, "/", entry->d_name, "/schedstat"));
-    double ns = 0;
-    if (in >> ns) total += ns * 1e-9;
-  }
-  closedir(tasks);
-  return total;
 }
 
 // Wall time and the CPU time of a set of processes over a measured operation.
@@ -134,7 +108,7 @@ class CpuMeter {
   explicit CpuMeter(std::vector<pid_t> pids) : pids_(std::move(pids)) {}
   double Total() const {
     double s = 0;
-    for (pid_t p : pids_) s += ProcessCpuSeconds(p);
+    for (pid_t p : pids_) s += SchedulerCpuSeconds(p);
     return s;
   }
 
@@ -241,7 +215,7 @@ void PrintTable(std::ostream& out, const std::vector<Figure>& figures, const Con
   }
   out << absl::StrFormat("targets met: %d of %d   (%s; %d cores; median of %d reps after %d "
                          "warm-up)\n",
-                         met, total, config.quick ? "quick run" : "full run", UsableCores(),
+                         met, total, config.quick ? "quick run" : "full run", OnlineCores(),
                          config.reps, config.warmup);
 }
 
@@ -259,7 +233,7 @@ nlohmann::json ToJson(const std::vector<Figure>& figures, const Config& config) 
                    {"max_chunk_bytes", config.max_chunk_bytes},
                    {"connections_per_ps", config.connections_per_ps},
                    {"calls_in_flight_per_ps", config.calls_in_flight_per_ps},
-                   {"cores", UsableCores()}};
+                   {"cores", OnlineCores()}};
   nlohmann::json list = nlohmann::json::array();
   int met = 0, total = 0;
   for (const Figure& f : figures) {
@@ -580,27 +554,36 @@ VariableDef Def(const std::string& name, std::vector<int64_t> shape, OptimizerSp
   return def;
 }
 
-// `echo` (optional) is sampled interleaved with the 4-byte pulls; `loopback` runs iperf3
-// again after the dense transfers.
-absl::StatusOr<ShardpsResults> MeasureShardps(
-    const Config& config, EchoPeer* echo,
-    const std::function<absl::StatusOr<double>()>& loopback) {
+// Two ps daemons, a client of them, and the meter of its and their CPU time.
+struct ShardpsSetup {
+  std::unique_ptr<PsCluster> cluster;
+  std::unique_ptr<PsClient> client;
+  std::unique_ptr<CpuMeter> meter;
+};
+
+absl::StatusOr<ShardpsSetup> StartShardps(const Config& config) {
+  ShardpsSetup setup;
   std::cerr << "starting 2 ps daemons...\n";
-  ASSIGN_OR_RETURN(std::unique_ptr<PsCluster> cluster, PsCluster::Start(2));
+  ASSIGN_OR_RETURN(setup.cluster, PsCluster::Start(2));
   PsClient::Options options;
   if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
   if (config.calls_in_flight_per_ps >= 0) {
     options.calls_in_flight_per_ps = static_cast<int>(config.calls_in_flight_per_ps);
   }
-  std::unique_ptr<PsClient> client;
   if (config.connections_per_ps > 0) {
-    ASSIGN_OR_RETURN(client, NewGrpcPsClient(cluster->addresses(), options,
-                                             static_cast<int>(config.connections_per_ps)));
+    ASSIGN_OR_RETURN(setup.client,
+                     NewGrpcPsClient(setup.cluster->addresses(), options,
+                                     static_cast<int>(config.connections_per_ps)));
   } else {
-    ASSIGN_OR_RETURN(client, NewGrpcPsClient(cluster->addresses(), options));
+    ASSIGN_OR_RETURN(setup.client, NewGrpcPsClient(setup.cluster->addresses(), options));
   }
-  const CpuMeter meter({getpid(), cluster->ps(0)->pid(), cluster->ps(1)->pid()});
+  setup.meter = std::make_unique<CpuMeter>(std::vector<pid_t>{
+      getpid(), setup.cluster->ps(0)->pid(), setup.cluster->ps(1)->pid()});
+  return setup;
+}
 
+// Every variable the benchmark uses, each split over both ps tasks.
+absl::Status CreateBenchVariables(PsClient& client) {
   std::vector<VariableDef> defs;
   for (int64_t mib : kDenseMiB) {
     defs.push_back(Def(absl::StrCat("dense_", mib, "MiB"),
@@ -618,17 +601,20 @@ absl::StatusOr<ShardpsResults> MeasureShardps(
   ASSIGN_OR_RETURN(std::unique_ptr<Partitioner> partitioner, NewFixedShardsPartitioner(2));
   ASSIGN_OR_RETURN(std::unique_ptr<Placer> placer, NewRoundRobinPlacer(2));
   std::cerr << "creating variables...\n";
-  RETURN_IF_ERROR(client->CreateVariables(defs, *partitioner, placer.get()));
+  RETURN_IF_ERROR(client.CreateVariables(defs, *partitioner, placer.get()));
   for (const VariableDef& def : defs) {
-    ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(def.name));
+    ASSIGN_OR_RETURN(VariableLayout layout, client.GetLayout(def.name));
     const bool split = layout.shards.size() == 2 && layout.shards[0].ps != layout.shards[1].ps;
     if (def.shape[0] > 1 && !split) {
       return absl::InternalError(absl::StrCat(def.name, " is not split over both ps tasks"));
     }
   }
+  return absl::OkStatus();
+}
 
-  ShardpsResults r;
-  for (int i = 0; i < 3 && config.Wants("dense"); ++i) {
+absl::Status MeasureDense(const Config& config, PsClient* client, const CpuMeter& meter,
+                          ShardpsResults* r) {
+  for (int i = 0; i < 3; ++i) {
     const int64_t bytes = kDenseMiB[i] * kMiB;
     const std::string name = absl::StrCat("dense_", kDenseMiB[i], "MiB");
     std::cerr << "dense " << kDenseMiB[i] << " MiB...\n";
@@ -639,120 +625,129 @@ absl::StatusOr<ShardpsResults> MeasureShardps(
     std::fill(buffer.begin(), buffer.end(), 1e-3f);
     ASSIGN_OR_RETURN(Timing push, TimeCalls(config.warmup, config.reps, meter,
                                             [&] { return client->Push(name, buffer); }));
-    r.pull_bytes_per_s[i] = bytes / pull.median_s;
-    r.push_bytes_per_s[i] = bytes / push.median_s;
-    r.pull_cpu[i] = pull.cpu_per_wall;
-    r.push_cpu[i] = push.cpu_per_wall;
+    r->pull_bytes_per_s[i] = bytes / pull.median_s;
+    r->push_bytes_per_s[i] = bytes / push.median_s;
+    r->pull_cpu[i] = pull.cpu_per_wall;
+    r->push_cpu[i] = push.cpu_per_wall;
   }
+  return absl::OkStatus();
+}
 
-  if (config.Wants("dense") && config.Wants("iperf3")) {
-    std::cerr << "iperf3 loopback again...\n";
-    ASSIGN_OR_RETURN(r.loopback_after, loopback());
+// Blocks of back-to-back calls of one kind (warm, as in a loop of pulls), the kinds taking
+// turns, so that the pull and its bare gRPC baselines see the same machine (this one is
+// shared and noisy). The first calls of a block are not timed.
+absl::Status MeasureSmall(const Config& config, PsClient* client, EchoPeer* echo,
+                          ShardpsResults* r) {
+  std::cerr << "4-byte round trips: shardps pull and bare gRPC, in alternating blocks...\n";
+  constexpr int kBlock = 100, kBlockWarmup = 10;
+  float one = 0;
+  const int kinds = echo != nullptr ? 3 : 1;
+  std::vector<double> samples[3];
+  auto call = [&](int which) {
+    return which == 0 ? client->Pull("tiny", absl::MakeSpan(&one, 1))
+           : which == 1 ? echo->EchoSync()
+                        : echo->EchoCallback();
+  };
+  for (int k = 0; k < kinds; ++k) {  // warm-up
+    for (int i = 0; i < config.latency_samples / 10; ++i) RETURN_IF_ERROR(call(k));
   }
-
-  if (config.Wants("small")) {
-    // Blocks of back-to-back calls of one kind (warm, as in a loop of pulls), the kinds
-    // taking turns, so that the pull and its bare gRPC baselines see the same machine (this
-    // one is shared and noisy). The first calls of a block are not timed.
-    std::cerr << "4-byte round trips: shardps pull and bare gRPC, in alternating blocks...\n";
-    constexpr int kBlock = 100, kBlockWarmup = 10;
-    float one = 0;
-    const int kinds = echo != nullptr ? 3 : 1;
-    std::vector<double> samples[3];
-    auto call = [&](int which) {
-      return which == 0 ? client->Pull("tiny", absl::MakeSpan(&one, 1))
-             : which == 1 ? echo->EchoSync()
-                          : echo->EchoCallback();
-    };
-    for (int k = 0; k < kinds; ++k) {  // warm-up
-      for (int i = 0; i < config.latency_samples / 10; ++i) RETURN_IF_ERROR(call(k));
-    }
-    for (int block = 0; static_cast<int>(samples[0].size()) < config.latency_samples; ++block) {
-      for (int k = 0; k < kinds; ++k) {
-        const int which = (block + k) % kinds;
-        for (int i = 0; i < kBlockWarmup + kBlock; ++i) {
-          const double t0 = Now();
-          RETURN_IF_ERROR(call(which));
-          if (i >= kBlockWarmup) samples[which].push_back(Now() - t0);
-        }
+  for (int block = 0; static_cast<int>(samples[0].size()) < config.latency_samples; ++block) {
+    for (int k = 0; k < kinds; ++k) {
+      const int which = (block + k) % kinds;
+      for (int i = 0; i < kBlockWarmup + kBlock; ++i) {
+        const double t0 = Now();
+        RETURN_IF_ERROR(call(which));
+        if (i >= kBlockWarmup) samples[which].push_back(Now() - t0);
       }
     }
-    r.tiny_pull = Summarize(samples[0]);
-    r.echo_sync = Summarize(samples[1]);
-    r.echo_callback = Summarize(samples[2]);
   }
+  r->tiny_pull = Summarize(samples[0]);
+  r->echo_sync = Summarize(samples[1]);
+  r->echo_callback = Summarize(samples[2]);
+  return absl::OkStatus();
+}
 
-  std::mt19937_64 rng(42);
-  std::uniform_int_distribution<int64_t> pick(0, kTableRows - 1);
-  std::vector<int64_t> ids(kNumIds);
-  for (int64_t& id : ids) id = pick(rng);  // duplicates allowed, as in a real batch
-  for (int w = 0; w < 2 && config.Wants("rows"); ++w) {
+absl::Status MeasureRows(const Config& config, PsClient* client, const CpuMeter& meter,
+                         const std::vector<int64_t>& ids, ShardpsResults* r) {
+  for (int w = 0; w < 2; ++w) {
     const int64_t width = kRowWidths[w];
     const std::string name = absl::StrCat("table_w", width);
     std::cerr << "rows of width " << width << "...\n";
     std::vector<float> rows(static_cast<size_t>(kNumIds * width), 1e-3f);
-    r.rows[w].width = width;
-    ASSIGN_OR_RETURN(r.rows[w].pull, TimeCalls(config.warmup, config.reps, meter, [&] {
+    r->rows[w].width = width;
+    ASSIGN_OR_RETURN(r->rows[w].pull, TimeCalls(config.warmup, config.reps, meter, [&] {
                        return client->PullRows(name, ids, absl::MakeSpan(rows));
                      }));
     std::fill(rows.begin(), rows.end(), 1e-3f);
-    ASSIGN_OR_RETURN(r.rows[w].push, TimeCalls(config.warmup, config.reps, meter,
-                                               [&] { return client->PushRows(name, ids, rows); }));
-  }
-
-  if (config.Wants("rows")) {
-    std::cerr << "rows under Zipf(" << kZipfExponent << "), deduplicated...\n";
-    std::vector<int64_t> permutation(kZipfRows);
-    for (int64_t i = 0; i < kZipfRows; ++i) permutation[static_cast<size_t>(i)] = i;
-    std::shuffle(permutation.begin(), permutation.end(), rng);
-    absl::zipf_distribution<int64_t> zipf(kZipfRows - 1, kZipfExponent, 1.0);
-    absl::BitGen gen;
-    std::vector<std::vector<int64_t>> batches(kZipfBatches);
-    for (std::vector<int64_t>& batch : batches) {
-      batch.resize(kNumIds);
-      for (int64_t& id : batch) id = permutation[static_cast<size_t>(zipf(gen))];
-    }
-    const int64_t width = kRowWidths[0];
-    const std::string name = absl::StrCat("table_w", width);
-    std::vector<float> rows(static_cast<size_t>(kNumIds * width), 1e-3f);
-    std::vector<float> grads(static_cast<size_t>(kNumIds * width), 1e-3f);
-    std::vector<float> summed;
-    std::vector<int64_t> unique;
-    std::vector<uint32_t> slot;
-    int next = 0;
-    double unique_total = 0;
-    int batches_seen = 0;
-    auto dedup = [&](const std::vector<int64_t>& batch) {
-      UniqueIds(batch, kTableRows, &unique, &slot);
-      unique_total += static_cast<double>(unique.size());
-      ++batches_seen;
-    };
-    ASSIGN_OR_RETURN(r.zipf_pull, TimeCalls(config.warmup, config.reps, meter, [&] {
-                       dedup(batches[static_cast<size_t>(next++ % kZipfBatches)]);
-                       return client->PullRows(
-                           name, unique,
-                           absl::MakeSpan(rows.data(), unique.size() * static_cast<size_t>(width)));
+    ASSIGN_OR_RETURN(r->rows[w].push, TimeCalls(config.warmup, config.reps, meter, [&] {
+                       return client->PushRows(name, ids, rows);
                      }));
-    ASSIGN_OR_RETURN(r.zipf_push, TimeCalls(config.warmup, config.reps, meter, [&] {
-                       const std::vector<int64_t>& batch =
-                           batches[static_cast<size_t>(next++ % kZipfBatches)];
-                       dedup(batch);
-                       // Each distinct row's gradient: the sum of its occurrences'.
-                       summed.assign(unique.size() * static_cast<size_t>(width), 0.0f);
-                       for (size_t k = 0; k < batch.size(); ++k) {
-                         float* row = summed.data() + slot[k] * width;
-                         const float* g = grads.data() + k * width;
-                         for (int64_t j = 0; j < width; ++j) row[j] += g[j];
-                       }
-                       return client->PushRows(name, unique, summed);
-                     }));
-    r.zipf_unique_per_batch = unique_total / batches_seen;
   }
+  return absl::OkStatus();
+}
 
-  if (!config.Wants("optimizer")) return r;
+// kZipfBatches batches of kNumIds Zipf draws, through a permutation shuffled by `rng`.
+std::vector<std::vector<int64_t>> ZipfBatches(std::mt19937_64& rng) {
+  std::vector<int64_t> permutation(kZipfRows);
+  for (int64_t i = 0; i < kZipfRows; ++i) permutation[static_cast<size_t>(i)] = i;
+  std::shuffle(permutation.begin(), permutation.end(), rng);
+  absl::zipf_distribution<int64_t> zipf(kZipfRows - 1, kZipfExponent, 1.0);
+  absl::BitGen gen;
+  std::vector<std::vector<int64_t>> batches(kZipfBatches);
+  for (std::vector<int64_t>& batch : batches) {
+    batch.resize(kNumIds);
+    for (int64_t& id : batch) id = permutation[static_cast<size_t>(zipf(gen))];
+  }
+  return batches;
+}
+
+absl::Status MeasureZipfRows(const Config& config, PsClient* client, const CpuMeter& meter,
+                             std::mt19937_64& rng, ShardpsResults* r) {
+  std::cerr << "rows under Zipf(" << kZipfExponent << "), deduplicated...\n";
+  const std::vector<std::vector<int64_t>> batches = ZipfBatches(rng);
+  const int64_t width = kRowWidths[0];
+  const std::string name = absl::StrCat("table_w", width);
+  std::vector<float> rows(static_cast<size_t>(kNumIds * width), 1e-3f);
+  std::vector<float> grads(static_cast<size_t>(kNumIds * width), 1e-3f);
+  std::vector<float> summed;
+  std::vector<int64_t> unique;
+  std::vector<uint32_t> slot;
+  int next = 0;
+  double unique_total = 0;
+  int batches_seen = 0;
+  auto dedup = [&](const std::vector<int64_t>& batch) {
+    UniqueIds(batch, kTableRows, &unique, &slot);
+    unique_total += static_cast<double>(unique.size());
+    ++batches_seen;
+  };
+  ASSIGN_OR_RETURN(r->zipf_pull, TimeCalls(config.warmup, config.reps, meter, [&] {
+                     dedup(batches[static_cast<size_t>(next++ % kZipfBatches)]);
+                     return client->PullRows(
+                         name, unique,
+                         absl::MakeSpan(rows.data(), unique.size() * static_cast<size_t>(width)));
+                   }));
+  ASSIGN_OR_RETURN(r->zipf_push, TimeCalls(config.warmup, config.reps, meter, [&] {
+                     const std::vector<int64_t>& batch =
+                         batches[static_cast<size_t>(next++ % kZipfBatches)];
+                     dedup(batch);
+                     // Each distinct row's gradient: the sum of its occurrences'.
+                     summed.assign(unique.size() * static_cast<size_t>(width), 0.0f);
+                     for (size_t k = 0; k < batch.size(); ++k) {
+                       float* row = summed.data() + slot[k] * width;
+                       const float* g = grads.data() + k * width;
+                       for (int64_t j = 0; j < width; ++j) row[j] += g[j];
+                     }
+                     return client->PushRows(name, unique, summed);
+                   }));
+  r->zipf_unique_per_batch = unique_total / batches_seen;
+  return absl::OkStatus();
+}
+
+// Adam and NOOP pushes interleaved, so that both see the same machine state.
+absl::Status MeasureOptimizers(const Config& config, PsClient* client, const CpuMeter& meter,
+                               ShardpsResults* r) {
   std::cerr << "Adam vs NOOP pushes...\n";
   std::vector<float> grad(static_cast<size_t>(16 * kMiB / 4), 1e-3f);
-  // Interleaved, so that both see the same machine state.
   std::vector<double> adam, noop;
   double adam_wall = 0, noop_wall = 0, adam_cpu = 0, noop_cpu = 0;
   for (int i = 0; i < config.warmup + config.reps; ++i) {
@@ -768,77 +763,113 @@ absl::StatusOr<ShardpsResults> MeasureShardps(
       (which == 0 ? adam_cpu : noop_cpu) += dc;
     }
   }
-  r.adam_push.median_s = Median(adam);
-  r.noop_push.median_s = Median(noop);
-  r.adam_push.cpu_per_wall = adam_cpu / adam_wall;
-  r.noop_push.cpu_per_wall = noop_cpu / noop_wall;
+  r->adam_push.median_s = Median(adam);
+  r->noop_push.median_s = Median(noop);
+  r->adam_push.cpu_per_wall = adam_cpu / adam_wall;
+  r->noop_push.cpu_per_wall = noop_cpu / noop_wall;
+  return absl::OkStatus();
+}
+
+// `echo` (optional) is sampled interleaved with the 4-byte pulls; `loopback` runs iperf3
+// again after the dense transfers.
+absl::StatusOr<ShardpsResults> MeasureShardps(
+    const Config& config, EchoPeer* echo,
+    const std::function<absl::StatusOr<double>()>& loopback) {
+  ASSIGN_OR_RETURN(ShardpsSetup setup, StartShardps(config));
+  PsClient* const client = setup.client.get();
+  const CpuMeter& meter = *setup.meter;
+  RETURN_IF_ERROR(CreateBenchVariables(*client));
+  ShardpsResults r;
+  if (config.Wants("dense")) RETURN_IF_ERROR(MeasureDense(config, client, meter, &r));
+  if (config.Wants("dense") && config.Wants("iperf3")) {
+    std::cerr << "iperf3 loopback again...\n";
+    ASSIGN_OR_RETURN(r.loopback_after, loopback());
+  }
+  if (config.Wants("small")) RETURN_IF_ERROR(MeasureSmall(config, client, echo, &r));
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int64_t> pick(0, kTableRows - 1);
+  std::vector<int64_t> ids(kNumIds);
+  for (int64_t& id : ids) id = pick(rng);  // duplicates allowed, as in a real batch
+  if (config.Wants("rows")) {
+    RETURN_IF_ERROR(MeasureRows(config, client, meter, ids, &r));
+    RETURN_IF_ERROR(MeasureZipfRows(config, client, meter, rng, &r));
+  }
+  if (config.Wants("optimizer")) RETURN_IF_ERROR(MeasureOptimizers(config, client, meter, &r));
   return r;
 }
 
 // ---------------------------------------------------------------------------------------
 
-std::vector<Figure> BuildFigures(const Config& config, double loopback, const GrpcBaseline& g,
-                                 const ShardpsResults& r) {
-  std::vector<Figure> out;
-  const std::string base = "baselines", dense = "shardps dense (2 ps, FixedShards(2))",
-                    small = "shardps small", rows = "shardps rows (65536 random ids)",
-                    opt = "shardps optimizer (16 MiB push)";
-  auto goodput = [](std::string section, std::string key, std::string label, double bps) {
-    Figure f;
-    f.section = std::move(section);
-    f.key = std::move(key);
-    f.label = std::move(label);
-    f.value = MiBps(bps);
-    f.unit = "MiB/s";
-    f.bytes_per_s = bps;
-    return f;
-  };
+constexpr char kBaselines[] = "baselines";
+
+Figure GoodputFigure(std::string section, std::string key, std::string label, double bps) {
+  Figure f;
+  f.section = std::move(section);
+  f.key = std::move(key);
+  f.label = std::move(label);
+  f.value = MiBps(bps);
+  f.unit = "MiB/s";
+  f.bytes_per_s = bps;
+  return f;
+}
+
+Figure LatencyFigure(std::string section, std::string key, std::string label, double s) {
+  Figure f;
+  f.section = std::move(section);
+  f.key = std::move(key);
+  f.label = std::move(label);
+  f.value = s * 1e6;
+  f.unit = "us";
+  return f;
+}
+
+void AddBaselineFigures(const Config& config, double loopback, const GrpcBaseline& g,
+                        const ShardpsResults& r, std::vector<Figure>* out) {
   if (config.Wants("iperf3")) {
-    out.push_back(goodput(base, "iperf3_loopback",
-                          std::isnan(r.loopback_after) ? "iperf3 loopback TCP, 1 stream"
-                                                       : "iperf3 loopback, 1 stream, best of 2",
-                          loopback));
+    out->push_back(GoodputFigure(kBaselines, "iperf3_loopback",
+                                 std::isnan(r.loopback_after)
+                                     ? "iperf3 loopback TCP, 1 stream"
+                                     : "iperf3 loopback, 1 stream, best of 2",
+                                 loopback));
   }
-  auto latency = [](std::string section, std::string key, std::string label, double s) {
-    Figure f;
-    f.section = std::move(section);
-    f.key = std::move(key);
-    f.label = std::move(label);
-    f.value = s * 1e6;
-    f.unit = "us";
-    return f;
-  };
   if (config.Wants("small")) {
-    out.push_back(latency(base, "grpc_echo_p50", "bare gRPC 4 B echo p50", r.echo_sync.p50_s));
-    out.push_back(latency(base, "grpc_echo_p99", "bare gRPC 4 B echo p99", r.echo_sync.p99_s));
-    out.push_back(latency(base, "grpc_echo_callback_p50", "bare gRPC 4 B echo p50 (callback)",
-                          r.echo_callback.p50_s));
-    out.push_back(latency(base, "grpc_echo_callback_p99", "bare gRPC 4 B echo p99 (callback)",
-                          r.echo_callback.p99_s));
+    out->push_back(LatencyFigure(kBaselines, "grpc_echo_p50", "bare gRPC 4 B echo p50",
+                                 r.echo_sync.p50_s));
+    out->push_back(LatencyFigure(kBaselines, "grpc_echo_p99", "bare gRPC 4 B echo p99",
+                                 r.echo_sync.p99_s));
+    out->push_back(LatencyFigure(kBaselines, "grpc_echo_callback_p50",
+                                 "bare gRPC 4 B echo p50 (callback)", r.echo_callback.p50_s));
+    out->push_back(LatencyFigure(kBaselines, "grpc_echo_callback_p99",
+                                 "bare gRPC 4 B echo p99 (callback)", r.echo_callback.p99_s));
   }
   const char* size_names[2] = {"16MiB", "64MiB"};
   for (int i = 0; i < 2 && config.Wants("grpc"); ++i) {
-    Figure f = goodput(base, absl::StrCat("grpc_get_", size_names[i]),
-                       absl::StrCat("bare gRPC unary ", size_names[i], " server->client"),
-                       g.get_bytes_per_s[i]);
+    Figure f = GoodputFigure(kBaselines, absl::StrCat("grpc_get_", size_names[i]),
+                             absl::StrCat("bare gRPC unary ", size_names[i], " server->client"),
+                             g.get_bytes_per_s[i]);
     f.ratio = g.get_bytes_per_s[i] / loopback;
     f.ratio_of = "iperf3";
     f.cpu_per_wall = g.get_cpu[i];
-    out.push_back(f);
-    f = goodput(base, absl::StrCat("grpc_put_", size_names[i]),
-                absl::StrCat("bare gRPC unary ", size_names[i], " client->server"),
-                g.put_bytes_per_s[i]);
+    out->push_back(f);
+    f = GoodputFigure(kBaselines, absl::StrCat("grpc_put_", size_names[i]),
+                      absl::StrCat("bare gRPC unary ", size_names[i], " client->server"),
+                      g.put_bytes_per_s[i]);
     f.ratio = g.put_bytes_per_s[i] / loopback;
     f.ratio_of = "iperf3";
     f.cpu_per_wall = g.put_cpu[i];
-    out.push_back(f);
+    out->push_back(f);
   }
-  for (int dir = 0; dir < 2 && config.Wants("dense"); ++dir) {
+}
+
+void AddDenseFigures(double loopback, const GrpcBaseline& g, const ShardpsResults& r,
+                     std::vector<Figure>* out) {
+  const std::string dense = "shardps dense (2 ps, FixedShards(2))";
+  for (int dir = 0; dir < 2; ++dir) {
     for (int i = 0; i < 3; ++i) {
       const double bps = dir == 0 ? r.pull_bytes_per_s[i] : r.push_bytes_per_s[i];
       const char* what = dir == 0 ? "pull" : "push";
-      Figure f = goodput(dense, absl::StrCat(what, "_", kDenseMiB[i], "MiB"),
-                         absl::StrCat("dense ", what, " ", kDenseMiB[i], " MiB"), bps);
+      Figure f = GoodputFigure(dense, absl::StrCat(what, "_", kDenseMiB[i], "MiB"),
+                               absl::StrCat("dense ", what, " ", kDenseMiB[i], " MiB"), bps);
       f.ratio = bps / loopback;
       f.ratio_of = "iperf3";
       f.cpu_per_wall = dir == 0 ? r.pull_cpu[i] : r.push_cpu[i];
@@ -848,23 +879,29 @@ std::vector<Figure> BuildFigures(const Config& config, double loopback, const Gr
         const int k = kDenseMiB[i] == 16 ? 0 : 1;
         f.grpc_ratio = bps / (dir == 0 ? g.get_bytes_per_s[k] : g.put_bytes_per_s[k]);
       }
-      out.push_back(f);
+      out->push_back(f);
     }
   }
-  if (config.Wants("small")) {
-    Figure f = latency(small, "pull_4B_p50", "pull 4 B p50", r.tiny_pull.p50_s);
-    f.ratio = r.tiny_pull.p50_s / r.echo_sync.p50_s;
-    f.ratio_of = "bare gRPC p50";
-    f.target_op = "<=";
-    f.target = 1.2;
-    out.push_back(f);
-    f = latency(small, "pull_4B_p99", "pull 4 B p99", r.tiny_pull.p99_s);
-    f.ratio = r.tiny_pull.p99_s / r.echo_sync.p99_s;
-    f.ratio_of = "bare gRPC p99";
-    out.push_back(f);
-  }
+}
+
+void AddSmallFigures(const ShardpsResults& r, std::vector<Figure>* out) {
+  const std::string small = "shardps small";
+  Figure f = LatencyFigure(small, "pull_4B_p50", "pull 4 B p50", r.tiny_pull.p50_s);
+  f.ratio = r.tiny_pull.p50_s / r.echo_sync.p50_s;
+  f.ratio_of = "bare gRPC p50";
+  f.target_op = "<=";
+  f.target = 1.2;
+  out->push_back(f);
+  f = LatencyFigure(small, "pull_4B_p99", "pull 4 B p99", r.tiny_pull.p99_s);
+  f.ratio = r.tiny_pull.p99_s / r.echo_sync.p99_s;
+  f.ratio_of = "bare gRPC p99";
+  out->push_back(f);
+}
+
+void AddRowFigures(const Config& config, double loopback, const ShardpsResults& r,
+                   std::vector<Figure>* out) {
+  const std::string rows = "shardps rows (65536 random ids)";
   for (const auto& rw : r.rows) {
-    if (!config.Wants("rows")) break;
     for (int dir = 0; dir < 2; ++dir) {
       const Timing& t = dir == 0 ? rw.pull : rw.push;
       const char* what = dir == 0 ? "pull_rows" : "push_rows";
@@ -887,67 +924,75 @@ std::vector<Figure> BuildFigures(const Config& config, double loopback, const Gr
         f.ratio_of = "iperf3";
       }
       f.cpu_per_wall = t.cpu_per_wall;
-      out.push_back(f);
+      out->push_back(f);
     }
   }
-  if (config.Wants("rows")) {
-    // Unique rows per second of a deduplicated Zipf batch; bytes: the unique rows' payload.
-    for (int dir = 0; dir < 2; ++dir) {
-      const Timing& t = dir == 0 ? r.zipf_pull : r.zipf_push;
-      Figure f;
-      f.section = rows;
-      f.key = absl::StrCat(dir == 0 ? "pull_rows" : "push_rows", "_zipf_dedup_w", kRowWidths[0]);
-      f.label = absl::StrCat(dir == 0 ? "PullRows" : "PushRows", " Zipf(1.1) dedup, unique");
-      f.rows_per_s = r.zipf_unique_per_batch / t.median_s;
-      f.value = f.rows_per_s;
-      f.unit = "rows/s";
-      f.bytes_per_s = f.rows_per_s * kRowWidths[0] * 4;
-      f.cpu_per_wall = t.cpu_per_wall;
-      out.push_back(f);
-    }
+  // Unique rows per second of a deduplicated Zipf batch; bytes: the unique rows' payload.
+  for (int dir = 0; dir < 2; ++dir) {
+    const Timing& t = dir == 0 ? r.zipf_pull : r.zipf_push;
     Figure f;
     f.section = rows;
-    f.key = "zipf_dedup_ratio";
-    f.label = "Zipf(1.1) ids per unique id";
-    f.value = kNumIds / r.zipf_unique_per_batch;
-    f.unit = "x";
-    out.push_back(f);
+    f.key = absl::StrCat(dir == 0 ? "pull_rows" : "push_rows", "_zipf_dedup_w", kRowWidths[0]);
+    f.label = absl::StrCat(dir == 0 ? "PullRows" : "PushRows", " Zipf(1.1) dedup, unique");
+    f.rows_per_s = r.zipf_unique_per_batch / t.median_s;
+    f.value = f.rows_per_s;
+    f.unit = "rows/s";
+    f.bytes_per_s = f.rows_per_s * kRowWidths[0] * 4;
+    f.cpu_per_wall = t.cpu_per_wall;
+    out->push_back(f);
   }
-  if (config.Wants("optimizer")) {
-    const double noop = 16 * kMiB / r.noop_push.median_s;
-    const double adam = 16 * kMiB / r.adam_push.median_s;
-    Figure f = goodput(opt, "push_noop_16MiB", "push 16 MiB, NOOP", noop);
-    f.ratio = noop / loopback;
-    f.ratio_of = "iperf3";
-    f.cpu_per_wall = r.noop_push.cpu_per_wall;
-    out.push_back(f);
-    f = goodput(opt, "push_adam_16MiB", "push 16 MiB, Adam", adam);
-    f.ratio = adam / noop;
-    f.ratio_of = "NOOP push";
-    f.target_op = ">=";
-    f.target = 0.9;
-    f.cpu_per_wall = r.adam_push.cpu_per_wall;
-    out.push_back(f);
-  }
+  Figure f;
+  f.section = rows;
+  f.key = "zipf_dedup_ratio";
+  f.label = "Zipf(1.1) ids per unique id";
+  f.value = kNumIds / r.zipf_unique_per_batch;
+  f.unit = "x";
+  out->push_back(f);
+}
+
+void AddOptimizerFigures(double loopback, const ShardpsResults& r, std::vector<Figure>* out) {
+  const std::string opt = "shardps optimizer (16 MiB push)";
+  const double noop = 16 * kMiB / r.noop_push.median_s;
+  const double adam = 16 * kMiB / r.adam_push.median_s;
+  Figure f = GoodputFigure(opt, "push_noop_16MiB", "push 16 MiB, NOOP", noop);
+  f.ratio = noop / loopback;
+  f.ratio_of = "iperf3";
+  f.cpu_per_wall = r.noop_push.cpu_per_wall;
+  out->push_back(f);
+  f = GoodputFigure(opt, "push_adam_16MiB", "push 16 MiB, Adam", adam);
+  f.ratio = adam / noop;
+  f.ratio_of = "NOOP push";
+  f.target_op = ">=";
+  f.target = 0.9;
+  f.cpu_per_wall = r.adam_push.cpu_per_wall;
+  out->push_back(f);
+}
+
+std::vector<Figure> BuildFigures(const Config& config, double loopback, const GrpcBaseline& g,
+                                 const ShardpsResults& r) {
+  std::vector<Figure> out;
+  AddBaselineFigures(config, loopback, g, r, &out);
+  if (config.Wants("dense")) AddDenseFigures(loopback, g, r, &out);
+  if (config.Wants("small")) AddSmallFigures(r, &out);
+  if (config.Wants("rows")) AddRowFigures(config, loopback, r, &out);
+  if (config.Wants("optimizer")) AddOptimizerFigures(loopback, r, &out);
   return out;
 }
 
-int Main(int argc, char** argv) {
-  TuneMallocForBulkTransfers();  // as the daemons do
-  DisableMutexDeadlockDetection();
-  Config config;
-  int64_t echo_server_port = 0;
+// The command line into `config` and `echo_server_port`; returns -1 to go on, else the exit
+// code.
+int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port) {
   int64_t reps = 0, latency_samples = 0;
   std::string only;
   FlagParser flags("transport_bench",
                    "shardps' data path against loopback TCP (iperf3) and bare gRPC.");
-  flags.AddBool("json", &config.json, "print one JSON object on stdout (the table on stderr)");
-  flags.AddBool("quick", &config.quick, "a short run: fewer repetitions");
-  flags.AddInt("max_chunk_bytes", &config.max_chunk_bytes,
+  flags.AddBool("json", &config->json, "print one JSON object on stdout (the table on stderr)");
+  flags.AddBool("quick", &config->quick, "a short run: fewer repetitions");
+  flags.AddInt("max_chunk_bytes", &config->max_chunk_bytes,
                "PsClient::Options.max_chunk_bytes (0: the library default)");
-  flags.AddInt("calls_in_flight_per_ps", &config.calls_in_flight_per_ps,
+  flags.AddInt("calls_in_flight_per_ps", &config->calls_in_flight_per_ps,
                "PsClient::Options.calls_in_flight_per_ps (-1: the library default; 0: no limit)");
-  flags.AddInt("connections_per_ps", &config.connections_per_ps,
+  flags.AddInt("connections_per_ps", &config->connections_per_ps,
                "TCP connections from the client to each ps (0: the library default)");
   flags.AddInt("reps", &reps, "timed repetitions per bulk figure (0: 10, or 3 with --quick)");
   flags.AddInt("latency_samples", &latency_samples,
@@ -955,71 +1000,84 @@ int Main(int argc, char** argv) {
   flags.AddString("only", &only,
                   "comma-separated sections to run: iperf3,grpc,dense,small,rows,optimizer "
                   "(default: all; for profiling one part)");
-  flags.AddInt("echo_server_port", &echo_server_port,
+  flags.AddInt("echo_server_port", echo_server_port,
                "internal: serve the bare gRPC echo service on this port");
-  int rc = HandleParseResult(flags, flags.Parse(argc, argv));
+  const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
   if (rc >= 0) return rc;
-  if (echo_server_port > 0) return RunEchoServer(echo_server_port);
-
-  if (config.quick) {
-    config.warmup = 1;
-    config.reps = 3;
-    config.latency_samples = 300;
+  if (config->quick) {
+    config->warmup = 1;
+    config->reps = 3;
+    config->latency_samples = 300;
   }
-  config.only = absl::StrSplit(only, ',', absl::SkipEmpty());
-  if (reps > 0) config.reps = static_cast<int>(reps);
-  if (latency_samples > 0) config.latency_samples = static_cast<int>(latency_samples);
-  testing::SetUpRunfilesForBazelRun(argv[0], "ps_server/ps", "transport_bench");
+  config->only = absl::StrSplit(only, ',', absl::SkipEmpty());
+  if (reps > 0) config->reps = static_cast<int>(reps);
+  if (latency_samples > 0) config->latency_samples = static_cast<int>(latency_samples);
+  return -1;
+}
 
+// Every section asked for: the baselines, then shardps' data path.
+absl::StatusOr<std::vector<Figure>> MeasureAll(const Config& config, double* first_loopback,
+                                               double* second_loopback) {
   const std::string iperf3 = FindInPath("iperf3");
   if (iperf3.empty()) {
-    std::cerr << "transport_bench: iperf3 not found: install iperf3 (deploy/setup.sh does)\n";
-    return 1;
+    return absl::FailedPreconditionError(
+        "iperf3 not found: install iperf3 (deploy/setup.sh does)");
   }
   absl::StatusOr<double> loopback = kNaN;
   if (config.Wants("iperf3")) {
     std::cerr << "iperf3 loopback...\n";
     loopback = MeasureIperf3(iperf3, 3);
-    if (!loopback.ok()) {
-      std::cerr << "transport_bench: " << loopback.status() << "\n";
-      return 1;
-    }
+    RETURN_IF_ERROR(loopback.status());
   }
   std::unique_ptr<EchoPeer> echo;
   if (config.Wants("grpc") || config.Wants("small")) {
-    absl::StatusOr<std::unique_ptr<EchoPeer>> started = EchoPeer::Start();
-    if (!started.ok()) {
-      std::cerr << "transport_bench: " << started.status() << "\n";
-      return 1;
-    }
-    echo = *std::move(started);
+    ASSIGN_OR_RETURN(echo, EchoPeer::Start());
   }
-  absl::StatusOr<GrpcBaseline> grpc_baseline = GrpcBaseline();
+  GrpcBaseline grpc_baseline;
   if (config.Wants("grpc")) {
     std::cerr << "bare gRPC bulk...\n";
-    grpc_baseline = MeasureBareGrpc(config, echo.get());
-    if (!grpc_baseline.ok()) {
-      std::cerr << "transport_bench: " << grpc_baseline.status() << "\n";
-      return 1;
-    }
+    ASSIGN_OR_RETURN(grpc_baseline, MeasureBareGrpc(config, echo.get()));
   }
-  absl::StatusOr<ShardpsResults> shardps =
-      MeasureShardps(config, echo.get(), [&] { return MeasureIperf3(iperf3, 3); });
-  if (!shardps.ok()) {
-    std::cerr << "transport_bench: " << shardps.status() << "\n";
-    return 1;
-  }
+  ASSIGN_OR_RETURN(ShardpsResults shardps, MeasureShardps(config, echo.get(), [&] {
+                     return MeasureIperf3(iperf3, 3);
+                   }));
+  *first_loopback = *loopback;
+  *second_loopback = shardps.loopback_after;
   // The machine's limit: the better of the two iperf3 runs (the other may have shared the
   // cores with someone else's work).
-  const double limit = std::isnan(shardps->loopback_after)
+  const double limit = std::isnan(shardps.loopback_after)
                            ? *loopback
-                           : std::max(*loopback, shardps->loopback_after);
-  std::vector<Figure> figures = BuildFigures(config, limit, *grpc_baseline, *shardps);
-  PrintTable(config.json ? std::cerr : std::cout, figures, config);
+                           : std::max(*loopback, shardps.loopback_after);
+  return BuildFigures(config, limit, grpc_baseline, shardps);
+}
+
+int Main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // as the daemons do
+  DisableMutexDeadlockDetection();
+  Config config;
+  int64_t echo_server_port = 0;
+  if (const int rc = ParseFlags(argc, argv, &config, &echo_server_port); rc >= 0) return rc;
+  if (echo_server_port > 0) return RunEchoServer(echo_server_port);
+  testing::SetUpRunfilesForBazelRun(argv[0], "ps_server/ps", "transport_bench");
+  const HostRun host_run;
+  double loopback = kNaN, loopback_after = kNaN;
+  absl::StatusOr<std::vector<Figure>> figures = MeasureAll(config, &loopback, &loopback_after);
+  if (!figures.ok()) {
+    std::cerr << "transport_bench: " << figures.status() << "\n";
+    return 1;
+  }
+  const HostStats host = host_run.Stop();
+  std::ostream& table = config.json ? std::cerr : std::cout;
+  PrintTable(table, *figures, config);
+  table << "host during the run (bench/host_stats.h): " << host.Line() << "\n";
   if (config.json) {
-    nlohmann::json out = ToJson(figures, config);
-    out["iperf3_runs_mib_per_s"] = {JsonNumber(MiBps(*loopback)),
-                                    JsonNumber(MiBps(shardps->loopback_after))};
+    nlohmann::json out = ToJson(*figures, config);
+    out["iperf3_runs_mib_per_s"] = {JsonNumber(MiBps(loopback)),
+                                    JsonNumber(MiBps(loopback_after))};
+    out["host"] = {{"load_average_1m_before", JsonNumber(host.load_before)},
+                   {"load_average_1m_after", JsonNumber(host.load_after)},
+                   {"others_cores", host.others_cores()},
+                   {"busy", host.busy()}};
     std::cout << out.dump(2) << std::endl;
   }
   return 0;
