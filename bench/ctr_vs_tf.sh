@@ -98,9 +98,11 @@ if [ -n "${SHARDPS_BIN:-}" ]; then
   bin="$SHARDPS_BIN"
 else
   echo "ctr_vs_tf: building; run directory $run_dir" >&2
-  bazel build //data/ctr:ctr_tool >&2  # run_local.sh builds the daemons
+  bazel build //data/ctr:ctr_tool //bench:host_stats_tool >&2  # run_local.sh builds the daemons
   bin=bazel-bin
 fi
+# The host's load and the CPU that other processes use while this runs (bench/host_stats.h).
+host_start=$("$bin/bench/host_stats_tool" start --pid=$$)
 
 python=python3
 if [ "$use_tf" = 1 ]; then
@@ -195,3 +197,4 @@ if use_tf:
     print("%s worker(s): time to AUC %.4f (the lower best): shardps %.1f s, TensorFlow %.1f s: %.2fx"
           % (w, target, ts, tt, tt / ts))
 PY
+"$bin/bench/host_stats_tool" line --pid=$$ "$host_start"

@@ -187,18 +187,40 @@ HostStats Between(int cores, double load0, double load1, double wall_s, double m
   return h;
 }
 
-HostRun::HostRun()
-    : load_(LoadAverage1m()),
-      wall_(WallSeconds()),
-      machine_s_(MachineBusySeconds()),
-      tree_s_(TreeCpuSeconds(getpid())) {}
-
-HostStats HostRun::Stop() const {
-  const double tree = TreeCpuSeconds(getpid());
-  const double machine = MachineBusySeconds();
-  return Between(OnlineCores(), load_, LoadAverage1m(), WallSeconds() - wall_, machine_s_,
-                 machine, tree_s_, tree);
+HostSample SampleHost(pid_t root) {
+  HostSample sample;
+  sample.load = LoadAverage1m();
+  sample.wall_s = WallSeconds();
+  sample.machine_s = MachineBusySeconds();
+  sample.tree_s = TreeCpuSeconds(root);
+  return sample;
 }
+
+std::string FormatSample(const HostSample& sample) {
+  return absl::StrFormat("%.17g %.17g %.17g %.17g", sample.load, sample.wall_s,
+                         sample.machine_s, sample.tree_s);
+}
+
+std::optional<HostSample> ParseSample(const std::string& text) {
+  std::vector<std::string> fields = absl::StrSplit(text, ' ', absl::SkipEmpty());
+  HostSample sample;
+  if (fields.size() != 4 || !absl::SimpleAtod(fields[0], &sample.load) ||
+      !absl::SimpleAtod(fields[1], &sample.wall_s) ||
+      !absl::SimpleAtod(fields[2], &sample.machine_s) ||
+      !absl::SimpleAtod(fields[3], &sample.tree_s)) {
+    return std::nullopt;
+  }
+  return sample;
+}
+
+HostStats Between(int cores, const HostSample& start, const HostSample& end) {
+  return Between(cores, start.load, end.load, end.wall_s - start.wall_s, start.machine_s,
+                 end.machine_s, start.tree_s, end.tree_s);
+}
+
+HostRun::HostRun() : start_(SampleHost(getpid())) {}
+
+HostStats HostRun::Stop() const { return Between(OnlineCores(), start_, SampleHost(getpid())); }
 
 }  // namespace bench
 }  // namespace shardps

@@ -74,6 +74,21 @@ struct HostStats {
 HostStats Between(int cores, double load0, double load1, double wall_s, double machine0_s,
                   double machine1_s, double tree0_s, double tree1_s);
 
+// The host at one moment, counting the tree under `root`. Its text (FormatSample) lets a
+// script sample a run's start and end from two processes (bench/host_stats_main.cc).
+struct HostSample {
+  double load = 0;       // LoadAverage1m
+  double wall_s = 0;     // the machine's monotonic clock, comparable across processes
+  double machine_s = 0;  // MachineBusySeconds
+  double tree_s = 0;     // TreeCpuSeconds(root)
+};
+HostSample SampleHost(pid_t root);
+std::string FormatSample(const HostSample& sample);
+// nullopt unless `text` is FormatSample's.
+std::optional<HostSample> ParseSample(const std::string& text);
+// Between() of two samples.
+HostStats Between(int cores, const HostSample& start, const HostSample& end);
+
 // Samples the host at construction (a run's start) and at Stop (its end), counting the tree
 // of this process.
 class HostRun {
@@ -82,10 +97,7 @@ class HostRun {
   HostStats Stop() const;
 
  private:
-  const double load_;
-  const double wall_;
-  const double machine_s_;
-  const double tree_s_;
+  const HostSample start_;
 };
 
 }  // namespace bench

@@ -63,6 +63,27 @@ TEST(HostStatsTest, OthersAreTheMachineLessTheTreeAndBusyAboveATenthOfTheCores) 
 }
 
 // Uses `seconds` of CPU time (however long that takes on a loaded machine).
+TEST(HostStatsTest, ASampleRoundTripsThroughItsText) {
+  const HostSample a = SampleHost(getpid());
+  std::optional<HostSample> back = ParseSample(FormatSample(a));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->load, a.load);
+  EXPECT_EQ(back->wall_s, a.wall_s);
+  EXPECT_EQ(back->machine_s, a.machine_s);
+  EXPECT_EQ(back->tree_s, a.tree_s);
+  EXPECT_FALSE(ParseSample("1 2 3").has_value());
+  EXPECT_FALSE(ParseSample("1 2 3 x").has_value());
+  HostSample b = a;
+  b.load = a.load + 1;
+  b.wall_s = a.wall_s + 10;
+  b.machine_s = a.machine_s + 5;
+  b.tree_s = a.tree_s + 4;
+  const HostStats h = Between(2, a, b);
+  EXPECT_DOUBLE_EQ(h.seconds, 10);
+  EXPECT_DOUBLE_EQ(h.others_cpu_s, 1);
+  EXPECT_DOUBLE_EQ(h.load_after, a.load + 1);
+}
+
 void Burn(double seconds) {
   volatile double x = 1;
   while (std::clock() < static_cast<std::clock_t>(seconds * CLOCKS_PER_SEC)) {

@@ -6,7 +6,8 @@
 #   bench/netns_vs_loopback.sh [--pairs N] [JOB.json]      (root: run_netns.sh needs it)
 #
 # Prints each run's training time, steps/s and final test accuracy, each pair's ratio of netns
-# to loopback steps/s and their median, and the ratio of the medians. Figures come from each launcher's closing line
+# to loopback steps/s and their median, and the ratio of the medians, and the host's load and
+# the CPU other processes used meanwhile. Figures come from each launcher's closing line
 # ("final test accuracy: A (loss L) after E epochs, S steps, T s, mode M").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --pairs) PAIRS="$2"; shift 2 ;;
     --pairs=*) PAIRS="${1#--pairs=}"; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     -*) echo "netns_vs_loopback.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
@@ -25,6 +26,14 @@ done
 [ -r "$JOB" ] || { echo "netns_vs_loopback.sh: cannot read job file \"$JOB\"" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "netns_vs_loopback.sh: needs root (network namespaces)" >&2; exit 2; }
 
+if [ -n "${SHARDPS_BIN:-}" ]; then
+  BIN="$SHARDPS_BIN"
+else
+  bazel build //bench:host_stats_tool >&2  # the launchers build the daemons
+  BIN=bazel-bin
+fi
+# The host's load and the CPU that other processes use while this runs (bench/host_stats.h).
+HOST_START=$("$BIN/bench/host_stats_tool" start --pid=$$)
 OUT=$(mktemp -d /tmp/netns_vs_loopback.XXXXXX)
 declare -a LOCAL_SPS NETNS_SPS RATIOS
 run() {  # run NAME LAUNCHER: prints "seconds steps accuracy"
@@ -54,4 +63,5 @@ done
 echo "netns/loopback steps/s per pair: ${RATIOS[*]}; median $(median "${RATIOS[@]}")"
 l=$(median "${LOCAL_SPS[@]}"); n=$(median "${NETNS_SPS[@]}")
 echo "median steps/s: loopback $l, netns $n; netns/loopback $(awk -v a="$n" -v b="$l" 'BEGIN {printf "%.3f", a / b}')"
+"$BIN/bench/host_stats_tool" line --pid=$$ "$HOST_START"
 echo "logs: $OUT"
