@@ -70,7 +70,7 @@ absl::Status CheckProtocolCompatible(ProtocolRange peer, ProtocolRange local,
       absl::FailedPreconditionError(absl::StrCat(
           "incompatible shardps protocol: ", peer_role, " speaks ", DescribeProtocol(peer), ", ",
           local_role, " speaks ", DescribeProtocol(local),
-          "; run releases whose protocols overlap (README, Deploying: rolling upgrades)")),
+          "; run releases whose protocols overlap (docs/deploying.md#rolling-upgrades)")),
       ErrorDetail::PROTOCOL_MISMATCH);
 }
 

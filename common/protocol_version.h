@@ -10,7 +10,7 @@
 // when B's min <= A's current, which is what bumping the version keeps in mind: a change
 // that older peers can still parse (a new optional field, a new RPC that older builds never
 // receive) raises `current` and leaves `min`; a change they cannot raises `min` too, and the
-// README's "Deploying" section says the cluster then needs a full restart.
+// docs/deploying.md#rolling-upgrades says the cluster then needs a full restart.
 //
 // Thread-safety: LocalProtocol is thread-safe; SetLocalProtocolForTesting is meant for
 // main() before any RPC.
@@ -62,7 +62,7 @@ std::string DescribeProtocol(ProtocolRange range);
 // OK when `peer` and `local` overlap; else FAILED_PRECONDITION with detail
 // PROTOCOL_MISMATCH naming both, e.g. "incompatible shardps protocol: the client speaks
 // protocol 3 (compatible back to 2), this ps speaks protocol 1; run the same release on
-// both (see README, Deploying: rolling upgrades)". `peer_role` and `local_role` name the two
+// both (docs/deploying.md#rolling-upgrades)". `peer_role` and `local_role` name the two
 // sides ("the client", "this ps").
 absl::Status CheckProtocolCompatible(ProtocolRange peer, ProtocolRange local,
                                      absl::string_view peer_role, absl::string_view local_role);

@@ -115,12 +115,13 @@ std::string JobSpecToJson(const JobSpec& spec, int indent = -1);
 // Steps of one epoch: ceil(num_examples / batch_size); 0 when either is not positive.
 int64_t StepsPerEpoch(int64_t num_examples, int batch_size);
 
-// The steps_in_flight a job file without one gets, chosen by time to accuracy (issue 9; the
-// README's design section has the figures): 2 for an async or stale job of one worker (or an
-// unknown number, 0), whose second step in flight computes with the worker's own last update
-// (apply_own_gradient), so it costs no accuracy; 1 with several workers, where a second step
-// in flight also makes every gradient one of the other workers' steps staler, and 1 in sync
-// mode. Resolved when the job is parsed, with the cluster's workers at that time.
+// The steps_in_flight a job file without one gets, chosen by time to accuracy
+// (docs/design.md#async-defaults-chosen-by-time-to-accuracy has why): 2 for an async or stale
+// job of one worker (or an unknown number, 0), whose second step in flight computes with the
+// worker's own last update (apply_own_gradient), so it costs no accuracy; 1 with several
+// workers, where a second step in flight also makes every gradient one of the other workers'
+// steps staler, and 1 in sync mode. Resolved when the job is parsed, with the cluster's workers
+// at that time.
 int DefaultStepsInFlight(JobSpec::Mode mode, int num_workers);
 
 // Steps the chief keeps leased to one worker: spec.steps_in_flight(), or, when it is 0 (a

@@ -24,7 +24,7 @@ check_count() {
   fi
 }
 
-# Exit codes (README "Exit codes"): 0 done, 1 error, 2 bad command line or config, 4 job
+# Exit codes (docs/exit-codes.md): 0 done, 1 error, 2 bad command line or config, 4 job
 # failed or cancelled, 5 interrupted (restart me), 6 orphaned (no chief for too long).
 exit_reason() {
   local rc=$1

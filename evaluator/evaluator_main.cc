@@ -13,7 +13,7 @@
 //
 // Each evaluation is appended to --metrics_file as a JSON line (evaluator/metrics_file.h).
 //
-// Exit codes (rpc/daemon.h; the README's "Exit codes"): 0 after the final evaluation of a
+// Exit codes (rpc/daemon.h; docs/exit-codes.md): 0 after the final evaluation of a
 // job that succeeded (sidecar: of the checkpoint marked final); 4 when the job failed or was
 // cancelled (no final evaluation); 5 on SIGINT/SIGTERM; 6 after --orphan_timeout_s without
 // an answer from the chief (sidecar: without an answer or a new checkpoint); 2 for a bad

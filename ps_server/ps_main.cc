@@ -4,7 +4,7 @@
 //
 // Exits 0 after a Shutdown RPC (unless --long_lived), 5 on SIGINT/SIGTERM (restart me), 6 when
 // no chief has probed it for --orphan_timeout_s, 2 on a bad command line or configuration, 1
-// when it cannot serve (port taken). See the README's "Exit codes".
+// when it cannot serve (port taken). See docs/exit-codes.md.
 //
 // Memory: --memory_budget_bytes bounds what its shards' parameters and optimizer slots may
 // take (CreateShards fails past it, naming the variable), less --snapshot_reserve of it, kept

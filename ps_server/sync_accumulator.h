@@ -11,8 +11,8 @@
 // other replicas' rows, even those that had partly arrived, are left out, and a replica that
 // pushes after that is told its push is dropped. Which k replicas make up a step depends on
 // arrival order, so these steps are not reproducible bit for bit; each shard's accumulator
-// chooses its own k, as the accumulators of TensorFlow's SyncReplicasOptimizer do (see the
-// README's Design section).
+// chooses its own k, as the accumulators of TensorFlow's SyncReplicasOptimizer do (see
+// docs/design.md#backup-workers).
 //
 // The accumulator only gathers and sums; the shard applies the sum with its optimizer.
 //

@@ -2,7 +2,7 @@
 // the common flags, loading and checking TF_CONFIG, serving gRPC services on the task's
 // address, stopping on SIGINT/SIGTERM, on request (a Shutdown RPC) or when the chief has been
 // gone too long, and the exit code each of those ends with (one table for every daemon,
-// below; the README's "Exit codes" says what a supervisor should do with each).
+// below; docs/exit-codes.md says what a supervisor should do with each).
 //
 // Common flags: --tf_config, --validate_config, --long_lived, --version (the wire protocol,
 // common/protocol_version.h) and the test aid --test_protocol_version; a daemon that serves has

@@ -450,7 +450,7 @@ void CheckDaemons(const Runner& runner, bool host_network) {
                                "shared object file: No such file or directory; "
                                "/usr/local/bin/../lib/shardps/libshardps_cuda.so: cannot open"));
   }
-  EXPECT_EQ(exit_code, 5) << log;  // stopped by a signal (README, Exit codes)
+  EXPECT_EQ(exit_code, 5) << log;  // stopped by a signal (docs/exit-codes.md)
   std::cout << "--- " << runner.Name() << ": worker --backend=auto in the CPU image:\n" << log;
 }
 

@@ -10,7 +10,7 @@
                      CRDs' schemas are not shipped here). Plus what schemas cannot see and the
                      API server would refuse or silently get wrong: selectors that match their
                      pods, podFailurePolicy only with restartPolicy Never and naming the
-                     container, the README's exit codes in every podFailurePolicy, ports and
+                     container, docs/exit-codes.md's codes in every podFailurePolicy, ports and
                      probes on the daemon's port, generate.py's output up to date.
   --check=tf_config  renders every pod of every form as Kubernetes would (hostname, env with the
                      downward API, namespace; TFJob's TF_CONFIG as the training operator writes
@@ -38,7 +38,7 @@ ROLES = ("chief", "ps", "worker", "evaluator")
 NAMESPACE = "shardps-test"  # not "default": shows that the namespace comes from the pod
 PLAIN_FILES = ("common.yaml", "cluster.yaml", "workers-gpu.yaml", "workers-cpu.yaml",
                "submit-job.yaml")
-# The README's exit-code table: FailJob 2, 4, 6; Ignore 5 and disruptions.
+# docs/exit-codes.md's table: FailJob 2, 4, 6; Ignore 5 and disruptions.
 EXIT_RULES = {"FailJob": [2, 4, 6], "Ignore": [5]}
 
 # The CRD fields relied on, by the names of the APIs' Go types' json tags.
@@ -247,7 +247,7 @@ def check_schemas(k8s_dir, repo):
         pod = jspec["template"]["spec"]
         found, disruption = check_pod_failure_policy(jspec, pod, rwhere)
         if {k: sorted(v) for k, v in found.items()} != EXIT_RULES or not disruption:
-            problem(rwhere, f"podFailurePolicy {found} is not the README's {EXIT_RULES}")
+            problem(rwhere, f"podFailurePolicy {found} is not docs/exit-codes.md's {EXIT_RULES}")
         check_daemon_pod(pod, rjob["name"], rwhere)
         for i in range(jspec["completions"]):
             if len(f"{js['metadata']['name']}-{rjob['name']}-0-{i}") > 63:

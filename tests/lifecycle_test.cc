@@ -1,5 +1,5 @@
 // The daemons' lifecycle as a supervisor sees it: the exit code of each way a daemon stops
-// (README "Exit codes"), the orphan timeout, and the request-size cap on a real daemon.
+// (docs/exit-codes.md), the orphan timeout, and the request-size cap on a real daemon.
 #include <signal.h>
 #include <stdlib.h>
 

@@ -329,7 +329,7 @@ class StepExecutorImpl : public StepExecutor {
     }
     job->batcher = std::make_unique<Batcher>(job->data->info().num_examples, spec.seed());
     // The worker's own update is kept for whole variables only: a model with variables read
-    // by rows trains without it (each step's rows differ; see the README's sparse section).
+    // by rows trains without it (each step's rows differ; see docs/embeddings.md).
     if (AppliesOwnGradient(spec) && all_dense) {
       // The ps refuses the variables of an optimizer spec that cannot be created, and the
       // step then fails there; a spec without one (a client that leaves the optimizer to the

@@ -3,7 +3,7 @@
 //   TF_CONFIG='{"cluster":{"ps":[...],"worker":["localhost:2230"]},
 //               "task":{"type":"worker","index":0}}' worker [--backend=cpu]
 //
-// Exit codes (rpc/daemon.h; the README's "Exit codes"): 0 after the chief's Shutdown RPC at
+// Exit codes (rpc/daemon.h; docs/exit-codes.md): 0 after the chief's Shutdown RPC at
 // the job's end (ignored under --long_lived); 5 on SIGINT/SIGTERM (an eviction: restart it);
 // 6 after --orphan_timeout_s without a call from the chief (the job is gone: do not restart);
 // 2 on a bad command line or configuration; 1 when it cannot serve (port taken, no compute

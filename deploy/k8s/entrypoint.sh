@@ -24,7 +24,7 @@
 # The daemon is SHARDPS_BIN_DIR/<role> (default /usr/local/bin). With SHARDPS_ENTRYPOINT_DRY_RUN=1
 # it prints `TF_CONFIG=<json>` and `EXEC <daemon> <args...>` (each %q-quoted) on stdout and
 # exits 0 instead of exec'ing (tests/k8s_manifests_test). A bad variable prints one line naming
-# it and exits 2, the daemons' code for a bad configuration (README, Exit codes), so that a
+# it and exits 2, the daemons' code for a bad configuration (docs/exit-codes.md), so that a
 # Job's podFailurePolicy fails the job instead of retrying it.
 set -euo pipefail
 

@@ -146,8 +146,8 @@ def resources(kind):
 def probes():
     grpc = {"port": SIZES["port"]}
     return {
-        N("readinessProbe", "grpc.health.v1 on the daemon's port (README, TF_CONFIG): SERVING "
-          "once it serves."): {"grpc": grpc, "periodSeconds": 5, "failureThreshold": 3},
+        N("readinessProbe", "grpc.health.v1 on the daemon's port (docs/deploying.md#tf_config):\n"
+          "SERVING once it serves."): {"grpc": grpc, "periodSeconds": 5, "failureThreshold": 3},
         N("livenessProbe", "A daemon that has not answered its health check for a minute "
           "is restarted."): {
             "grpc": grpc, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 5,
@@ -231,7 +231,7 @@ EVALUATOR_NOTE = ("The evaluator listens on no port yet (it only calls the chief
                   "so it has\nno gRPC probe; its TF_CONFIG address names it, nothing connects "
                   "to it.")
 
-# The README's exit-code table as a Job's podFailurePolicy: 2 (bad configuration), 4 (job
+# docs/exit-codes.md's table as a Job's podFailurePolicy: 2 (bad configuration), 4 (job
 # failed), 6 (orphaned) fail the Job; 5 (SIGTERM: eviction, drain, preemption) and a
 # disruption are not counted against backoffLimit; 1 and the rest are retried and counted.
 # JobSet's API requires onPodConditions[].status (a core Job defaults it to "True").
@@ -275,7 +275,7 @@ def common():
         "data": {JOB_FILE: job_file_for_volume()},
     }
     return [
-        ("Checkpoints (README, Durable state), shared by every form.", pvc),
+        ("Checkpoints (docs/durability.md), shared by every form.", pvc),
         (f"deploy/jobs/{JOB_FILE} with its checkpoint dir on the volume ({CKPT_DIR}). The data "
          "set is in the image:\nDebian's dataset-fashion-mnist at "
          "/usr/share/datasets/fashion-mnist, the job file's default data_dir.", cm),
@@ -328,7 +328,7 @@ def cluster():
                  "workers-cpu.yaml.", service("worker")))
     docs.append(("The chief, long-lived: it serves jobs from shardctl one after another "
                  "(submit-job.yaml).\nA StatefulSet restarts even an exit 0, hence "
-                 "--long_lived on every daemon (README, Exit codes).",
+                 "--long_lived on every daemon (docs/exit-codes.md).",
                  statefulset("chief", 1, ["--long_lived"])))
     docs.append(("The ps; a restarted ps is restored from the newest checkpoint by the chief.",
                  statefulset("ps", SIZES["num_ps"], ["--long_lived"])))
@@ -401,8 +401,8 @@ def submit_job():
         },
     }
     return [("Submits the main job to the long-lived chief (apply after cluster.yaml). A "
-             "chief that already\nholds the job's checkpoints resumes it (README, Jobs and "
-             "shardctl).", job)]
+             "chief that already\nholds the job's checkpoints resumes it "
+             "(docs/jobs.md#resuming-and-watching).", job)]
 
 
 BATCH_ARGS = {
@@ -484,7 +484,7 @@ def tfjob():
                     "chief cannot see it there\n(chief --evaluator=yes would make it wait for "
                     "the final evaluation all the same).\nHere it runs in sidecar mode instead: "
                     "it evaluates each checkpoint on the volume\nand exits 0 after the final "
-                    "one, with or without the chief (README, The evaluator),\nso the job's end "
+                    "one, with or without the chief (docs/evaluator.md),\nso the job's end "
                     "never waits on it; cleanPodPolicy None lets it finish.")
         specs[key] = {
             "replicas": count,
