@@ -434,16 +434,9 @@ absl::Status UnitRate(const Fields& f, absl::string_view key, double value, bool
   return absl::OkStatus();
 }
 
-// `field`: "optimizer" or "embedding_optimizer", as messages name it.
-absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
-                            absl::string_view field = "optimizer") {
-  Json object;
-  RETURN_IF_ERROR(ObjectOrTypeName(value, field, kOptimizerKeys, &object));
-  Fields f(object, std::string(field));
-  OptimizerSpec::Type type = OptimizerSpec::ADAM;
-  RETURN_IF_ERROR(f.Enum("type", kOptimizers, &type));
-  optimizer->set_type(type);
-
+// The optimizer's rates: "learning_rate", "momentum", "nesterov",
+// "initial_accumulator_value", "beta1", "beta2" and "epsilon". REQUIRES: type set.
+absl::Status ParseOptimizerRates(const Fields& f, OptimizerSpec* optimizer) {
   double learning_rate = kDefaultLearningRate;
   RETURN_IF_ERROR(f.Double("learning_rate", &learning_rate));
   if (!(learning_rate > 0)) return f.RangeError("learning_rate", "must be > 0");
@@ -452,7 +445,7 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
   }
   optimizer->set_learning_rate(learning_rate);
 
-  double momentum = type == OptimizerSpec::MOMENTUM ? kDefaultMomentum : 0.0;
+  double momentum = optimizer->type() == OptimizerSpec::MOMENTUM ? kDefaultMomentum : 0.0;
   RETURN_IF_ERROR(f.Double("momentum", &momentum));
   RETURN_IF_ERROR(UnitRate(f, "momentum", momentum, /*zero_allowed=*/true));
   optimizer->set_momentum(momentum);
@@ -485,7 +478,11 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
   if (!(epsilon > 0)) return f.RangeError("epsilon", "must be > 0");
   if (!PositiveNormalFloat(epsilon)) return f.RangeError("epsilon", kPositiveFloatRange);
   optimizer->set_epsilon(epsilon);
+  return absl::OkStatus();
+}
 
+// "decay_rate", "decay_steps" and "staircase".
+absl::Status ParseOptimizerDecay(const Fields& f, OptimizerSpec* optimizer) {
   double decay_rate = 0;
   RETURN_IF_ERROR(f.Double("decay_rate", &decay_rate));
   int64_t decay_steps = 0;
@@ -501,15 +498,18 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
   optimizer->set_decay_rate(decay_rate);
   optimizer->set_decay_steps(decay_steps);
   optimizer->set_staircase(staircase);
+  return absl::OkStatus();
+}
 
-  // FTRL's (TF's names, l1 for l1_regularization_strength and so on). The power is stored
-  // for FTRL, or when written: 0 is a valid power (a fixed per-coordinate rate), so the ps
-  // tells "unset" (its -0.5) from 0 by presence.
+// FTRL's (TF's names, l1 for l1_regularization_strength and so on). The power is stored
+// for FTRL, or when written: 0 is a valid power (a fixed per-coordinate rate), so the ps
+// tells "unset" (its -0.5) from 0 by presence. REQUIRES: type set.
+absl::Status ParseOptimizerFtrl(const Fields& f, OptimizerSpec* optimizer) {
   double power = kDefaultLearningRatePower;
   RETURN_IF_ERROR(f.Double("learning_rate_power", &power));
   if (!(power <= 0)) return f.RangeError("learning_rate_power", "must be <= 0");
   if (!FitsFloat(power)) return f.RangeError("learning_rate_power", kHyperparameterRange);
-  if (type == OptimizerSpec::FTRL || f.Has("learning_rate_power")) {
+  if (optimizer->type() == OptimizerSpec::FTRL || f.Has("learning_rate_power")) {
     optimizer->set_learning_rate_power(power);
   }
   const std::pair<absl::string_view, void (OptimizerSpec::*)(double)> strengths[] = {
@@ -525,6 +525,20 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
     (optimizer->*setter)(strength);
   }
   return absl::OkStatus();
+}
+
+// `field`: "optimizer" or "embedding_optimizer", as messages name it.
+absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
+                            absl::string_view field = "optimizer") {
+  Json object;
+  RETURN_IF_ERROR(ObjectOrTypeName(value, field, kOptimizerKeys, &object));
+  Fields f(object, std::string(field));
+  OptimizerSpec::Type type = OptimizerSpec::ADAM;
+  RETURN_IF_ERROR(f.Enum("type", kOptimizers, &type));
+  optimizer->set_type(type);
+  RETURN_IF_ERROR(ParseOptimizerRates(f, optimizer));
+  RETURN_IF_ERROR(ParseOptimizerDecay(f, optimizer));
+  return ParseOptimizerFtrl(f, optimizer);
 }
 
 absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerSpec* init) {
@@ -802,15 +816,10 @@ absl::Status ParseStalenessPolicy(const Fields& f, JobSpec* spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(
-        OneLine(absl::StrCat("job: expected a JSON object, got ", Described(root))));
-  }
-  RETURN_IF_ERROR(CheckKeys(root, "", kJobKeys));
-  Fields f(root, "");
-  JobSpec spec;
+// The job's parts, each from the top-level `f` into `spec`, in the order a job file is checked
+// (the first field at fault is the one reported).
 
+absl::Status ParseName(const Fields& f, JobSpec* spec) {
   std::string name = kDefaultName;
   RETURN_IF_ERROR(f.String("name", &name));
   if (name.empty()) return f.RangeError("name", "must not be empty");
@@ -820,12 +829,16 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
                                              " characters of A-Z a-z 0-9 - _ . not starting "
                                              "with . (it names the job's variables)"));
   }
-  spec.set_name(name);
+  spec->set_name(name);
+  return absl::OkStatus();
+}
 
+// "dataset" and "data_dir".
+absl::Status ParseData(const Fields& f, JobSpec* spec) {
   std::string dataset(kFashionMnist);
   RETURN_IF_ERROR(f.String("dataset", &dataset));
   if (absl::Status s = CheckDatasetName(dataset); !s.ok()) return FieldError("dataset", s.message());
-  spec.set_dataset(dataset);
+  spec->set_dataset(dataset);
 
   const bool has_data_dir = f.Has("data_dir");
   std::string data_dir = DatasetDir(dataset, "");
@@ -837,50 +850,61 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
                                                " (a directory holding train.ctrbin and "
                                                "test.ctrbin)"));
   }
-  spec.set_data_dir(data_dir);
+  spec->set_data_dir(data_dir);
+  return absl::OkStatus();
+}
 
+// "model", on the dataset already parsed. `variables`: the model's variables,
+// "{name}/{variable}", for warm_start; unknown (empty, *variables_known false) for click-log
+// files this process cannot read (the chief checks the model on its data).
+absl::Status ParseModelOf(const Fields& f, JobSpec* spec, std::vector<std::string>* variables,
+                          bool* variables_known) {
   if (!f.Has("model")) {
     return FieldError("model", "is required, e.g. \"mlp:256,128\" or \"softmax\"");
   }
   std::string model;
   RETURN_IF_ERROR(f.String("model", &model));
-  // The model's variables, "{name}/{variable}", for warm_start; unknown (empty, unchecked)
-  // for click-log files this process cannot read (the chief checks the model on its data).
-  std::vector<std::string> variables;
-  bool variables_known = true;
+  const std::string& name = spec->name();
+  const std::string& dataset = spec->dataset();
+  *variables_known = true;
   if (dataset == kFashionMnist) {
     ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
-    spec.set_model(MlpSpecToString(model_spec));
+    spec->set_model(MlpSpecToString(model_spec));
     for (const ParamInfo& param : Params(model_spec)) {
-      variables.push_back(absl::StrCat(name, "/", param.name));
+      variables->push_back(absl::StrCat(name, "/", param.name));
     }
-  } else {
-    absl::StatusOr<DatasetInfo> info = DescribeDataset(dataset, data_dir, Split::kTrain);
-    if (!info.ok() && synthetic) return FieldError("dataset", info.status().message());
-    if (info.ok()) {
-      JobSpec probe;
-      probe.set_model(model);
-      absl::StatusOr<std::unique_ptr<Model>> created = Model::Create(probe, *info);
-      if (!created.ok()) return FieldError("model", created.status().message());
-      spec.set_model((*created)->ToString());
-      for (const VariableInfo& v : (*created)->variables()) {
-        variables.push_back(absl::StrCat(name, "/", v.name));
-      }
-    } else if (!absl::StartsWith(model, kDlrmPrefix)) {
-      return FieldError("model", absl::StrCat("click-log dataset ", Quote(dataset),
-                                              " takes a \"dlrm:...\" model, not ", Quote(model)));
-    } else {
-      spec.set_model(model);
-      variables_known = false;
-    }
+    return absl::OkStatus();
   }
+  const bool synthetic = absl::StartsWith(dataset, kSyntheticCtr);
+  absl::StatusOr<DatasetInfo> info = DescribeDataset(dataset, spec->data_dir(), Split::kTrain);
+  if (!info.ok() && synthetic) return FieldError("dataset", info.status().message());
+  if (info.ok()) {
+    JobSpec probe;
+    probe.set_model(model);
+    absl::StatusOr<std::unique_ptr<Model>> created = Model::Create(probe, *info);
+    if (!created.ok()) return FieldError("model", created.status().message());
+    spec->set_model((*created)->ToString());
+    for (const VariableInfo& v : (*created)->variables()) {
+      variables->push_back(absl::StrCat(name, "/", v.name));
+    }
+  } else if (!absl::StartsWith(model, kDlrmPrefix)) {
+    return FieldError("model", absl::StrCat("click-log dataset ", Quote(dataset),
+                                            " takes a \"dlrm:...\" model, not ", Quote(model)));
+  } else {
+    spec->set_model(model);
+    *variables_known = false;
+  }
+  return absl::OkStatus();
+}
 
+// "batch_size", "epochs" and "steps".
+absl::Status ParseLength(const Fields& f, JobSpec* spec) {
   int64_t batch_size = kDefaultBatchSize;
   RETURN_IF_ERROR(f.Int("batch_size", &batch_size));
   if (batch_size < 1 || batch_size > kMaxBatchSize) {
     return f.RangeError("batch_size", absl::StrCat("must be 1..", kMaxBatchSize));
   }
-  spec.set_batch_size(static_cast<int32_t>(batch_size));
+  spec->set_batch_size(static_cast<int32_t>(batch_size));
 
   // 0 counts as absent when the other is given, so that a file may say "epochs": 10,
   // "steps": 0. On its own a 0 would silently train the default of one epoch.
@@ -904,21 +928,29 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
     if (f.Has("steps")) return f.RangeError("steps", "must be >= 1");
     epochs = 1;
   }
-  spec.set_epochs(static_cast<int32_t>(epochs));
-  spec.set_steps(steps);
+  spec->set_epochs(static_cast<int32_t>(epochs));
+  spec->set_steps(steps);
+  return absl::OkStatus();
+}
 
-  RETURN_IF_ERROR(ParseOptimizer(f.Find("optimizer"), spec.mutable_optimizer()));
+// "optimizer", "embedding_optimizer" and "dynamic_tables".
+absl::Status ParseOptimizers(const Fields& f, JobSpec* spec) {
+  RETURN_IF_ERROR(ParseOptimizer(f.Find("optimizer"), spec->mutable_optimizer()));
   if (const Json* embedding = f.Find("embedding_optimizer"); embedding != nullptr && !embedding->is_null()) {
     RETURN_IF_ERROR(
-        ParseOptimizer(embedding, spec.mutable_embedding_optimizer(), "embedding_optimizer"));
+        ParseOptimizer(embedding, spec->mutable_embedding_optimizer(), "embedding_optimizer"));
   }
   if (const Json* tables = f.Find("dynamic_tables"); tables != nullptr) {
-    RETURN_IF_ERROR(ParseDynamicTables(tables, spec.mutable_dynamic_tables()));
+    RETURN_IF_ERROR(ParseDynamicTables(tables, spec->mutable_dynamic_tables()));
   }
+  return absl::OkStatus();
+}
 
+// "mode" and "staleness".
+absl::Status ParseMode(const Fields& f, JobSpec* spec) {
   JobSpec::Mode mode = JobSpec::ASYNC;
   RETURN_IF_ERROR(f.Enum("mode", kModes, &mode));
-  spec.set_mode(mode);
+  spec->set_mode(mode);
 
   // Checked in every mode, kept only in the mode that uses it.
   int64_t staleness = kDefaultStaleness;
@@ -927,8 +959,13 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (staleness > kMaxInt32) {
     return f.RangeError("staleness", absl::StrCat("must be <= ", kMaxInt32));
   }
-  spec.set_staleness(mode == JobSpec::STALE ? static_cast<int32_t>(staleness) : 0);
+  spec->set_staleness(mode == JobSpec::STALE ? static_cast<int32_t>(staleness) : 0);
+  return absl::OkStatus();
+}
 
+// "num_replicas" and "sync_backup_workers". REQUIRES: spec->mode() set.
+absl::Status ParseReplicas(const Fields& f, int num_workers, JobSpec* spec) {
+  const JobSpec::Mode mode = spec->mode();
   int64_t num_replicas = 0;
   RETURN_IF_ERROR(f.Int("num_replicas", &num_replicas));
   if (num_replicas < 0) {
@@ -947,7 +984,7 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   }
   const bool replicas_known = num_replicas > 0 || num_workers > 0;
   if (num_replicas == 0) num_replicas = std::max(num_workers, 1);
-  spec.set_num_replicas(mode == JobSpec::SYNC ? static_cast<int32_t>(num_replicas) : 0);
+  spec->set_num_replicas(mode == JobSpec::SYNC ? static_cast<int32_t>(num_replicas) : 0);
 
   // Backup workers: a sync step is applied with the first num_replicas - b gradients. Opt-in,
   // as it gives up bit-identical runs; meaningless outside sync mode, so an error there.
@@ -968,36 +1005,43 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
                      "): a sync step needs at least one gradient (num_replicas - "
                      "sync_backup_workers >= 1)"));
   }
-  spec.set_sync_backup_workers(static_cast<int32_t>(backups));
+  spec->set_sync_backup_workers(static_cast<int32_t>(backups));
+  return absl::OkStatus();
+}
 
+// "partitioner", "placement", "seed" and "kernel_initializer".
+absl::Status ParseLayout(const Fields& f, JobSpec* spec) {
   std::string partitioner = kDefaultPartitioner;
   RETURN_IF_ERROR(f.String("partitioner", &partitioner));
   if (auto parsed = ParsePartitioner(partitioner); !parsed.ok()) {
     return FieldError("partitioner", parsed.status().message());
   }
-  spec.set_partitioner(partitioner);
+  spec->set_partitioner(partitioner);
 
   std::string placement = kDefaultPlacement;
   RETURN_IF_ERROR(f.String("placement", &placement));
   if (auto parsed = ParsePlacement(placement, 1); !parsed.ok()) {
     return FieldError("placement", parsed.status().message());
   }
-  spec.set_placement(placement);
+  spec->set_placement(placement);
 
   uint64_t seed = kDefaultSeed;
   RETURN_IF_ERROR(f.Uint64("seed", &seed));
-  spec.set_seed(seed);
+  spec->set_seed(seed);
 
-  RETURN_IF_ERROR(
-      ParseInitializer(f.Find("kernel_initializer"), seed, spec.mutable_kernel_initializer()));
+  return ParseInitializer(f.Find("kernel_initializer"), seed, spec->mutable_kernel_initializer());
+}
 
+// "eval_every_steps", "step_timeout_ms", "steps_in_flight" and "backend". REQUIRES:
+// spec->mode() set.
+absl::Status ParseRunning(const Fields& f, int num_workers, JobSpec* spec) {
   int64_t eval_every_steps = 0;
   RETURN_IF_ERROR(f.Int("eval_every_steps", &eval_every_steps));
   if (eval_every_steps < 0) return f.RangeError("eval_every_steps", "must be >= 0");
   if (eval_every_steps > kMaxJobSteps) {
     return f.RangeError("eval_every_steps", absl::StrCat("must be <= ", kMaxJobSteps));
   }
-  spec.set_eval_every_steps(eval_every_steps);
+  spec->set_eval_every_steps(eval_every_steps);
 
   int64_t step_timeout_ms = kDefaultStepTimeoutMs;
   RETURN_IF_ERROR(f.Int("step_timeout_ms", &step_timeout_ms));
@@ -1005,7 +1049,7 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
     return f.RangeError("step_timeout_ms", absl::StrCat("must be ", kMinStepTimeoutMs, "..",
                                                         kMaxStepTimeoutMs, " (1 s to 1 h)"));
   }
-  spec.set_step_timeout_ms(step_timeout_ms);
+  spec->set_step_timeout_ms(step_timeout_ms);
 
   int64_t steps_in_flight = 0;
   RETURN_IF_ERROR(f.Int("steps_in_flight", &steps_in_flight));
@@ -1015,20 +1059,23 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
                                      " (0: the default, 2 for async and stale jobs of one "
                                      "worker, else 1)"));
   }
-  if (steps_in_flight == 0) steps_in_flight = DefaultStepsInFlight(mode, num_workers);
-  spec.set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
+  if (steps_in_flight == 0) steps_in_flight = DefaultStepsInFlight(spec->mode(), num_workers);
+  spec->set_steps_in_flight(static_cast<int32_t>(steps_in_flight));
 
   std::string backend = kDefaultBackend;
   RETURN_IF_ERROR(f.OneOf("backend", kBackends, "expected", &backend));
-  spec.set_backend(backend);
+  spec->set_backend(backend);
+  return absl::OkStatus();
+}
 
-  RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
-
+// "apply_own_gradient". REQUIRES: spec's mode and staleness policy set.
+absl::Status ParseOwnGradient(const Fields& f, JobSpec* spec) {
   // Sync steps compute on exactly their version, which holds every earlier update. Delay
   // compensation corrects a gradient for everything the ps applied since its base version,
   // the worker's own last update included, so a worker that has added that update already
   // would have it counted twice: with delay compensation the default is off, and on is refused.
-  const bool compensated = spec.delay_compensation() > 0;
+  const JobSpec::Mode mode = spec->mode();
+  const bool compensated = spec->delay_compensation() > 0;
   bool apply_own_gradient = mode != JobSpec::SYNC && !compensated;
   RETURN_IF_ERROR(f.Bool("apply_own_gradient", &apply_own_gradient));
   if (apply_own_gradient && mode == JobSpec::SYNC) {
@@ -1041,19 +1088,48 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
                         "cannot be true with \"delay_compensation\" (the ps would compensate for "
                         "the worker's own last update, which the worker has already added)");
   }
-  spec.set_own_gradient(apply_own_gradient ? JobSpec::OWN_GRADIENT_APPLY
-                                           : JobSpec::OWN_GRADIENT_IGNORE);
+  spec->set_own_gradient(apply_own_gradient ? JobSpec::OWN_GRADIENT_APPLY
+                                            : JobSpec::OWN_GRADIENT_IGNORE);
+  return absl::OkStatus();
+}
 
+// "checkpoint" and "warm_start". `variables`: the job's variables (null: not known here).
+absl::Status ParseDurability(const Fields& f, const std::vector<std::string>* variables,
+                             JobSpec* spec) {
   bool has_checkpoint = false;
   CheckpointSpec checkpoint;
   RETURN_IF_ERROR(ParseCheckpoint(f.Find("checkpoint"), &checkpoint, &has_checkpoint));
-  if (has_checkpoint) *spec.mutable_checkpoint() = std::move(checkpoint);
+  if (has_checkpoint) *spec->mutable_checkpoint() = std::move(checkpoint);
 
   bool has_warm_start = false;
   WarmStartSpec warm_start;
-  RETURN_IF_ERROR(ParseWarmStart(f.Find("warm_start"), variables_known ? &variables : nullptr,
-                                 &warm_start, &has_warm_start));
-  if (has_warm_start) *spec.mutable_warm_start() = std::move(warm_start);
+  RETURN_IF_ERROR(ParseWarmStart(f.Find("warm_start"), variables, &warm_start, &has_warm_start));
+  if (has_warm_start) *spec->mutable_warm_start() = std::move(warm_start);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        OneLine(absl::StrCat("job: expected a JSON object, got ", Described(root))));
+  }
+  RETURN_IF_ERROR(CheckKeys(root, "", kJobKeys));
+  Fields f(root, "");
+  JobSpec spec;
+  RETURN_IF_ERROR(ParseName(f, &spec));
+  RETURN_IF_ERROR(ParseData(f, &spec));
+  std::vector<std::string> variables;
+  bool variables_known = true;
+  RETURN_IF_ERROR(ParseModelOf(f, &spec, &variables, &variables_known));
+  RETURN_IF_ERROR(ParseLength(f, &spec));
+  RETURN_IF_ERROR(ParseOptimizers(f, &spec));
+  RETURN_IF_ERROR(ParseMode(f, &spec));
+  RETURN_IF_ERROR(ParseReplicas(f, num_workers, &spec));
+  RETURN_IF_ERROR(ParseLayout(f, &spec));
+  RETURN_IF_ERROR(ParseRunning(f, num_workers, &spec));
+  RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
+  RETURN_IF_ERROR(ParseOwnGradient(f, &spec));
+  RETURN_IF_ERROR(ParseDurability(f, variables_known ? &variables : nullptr, &spec));
   return spec;
 }
 
@@ -1114,6 +1190,52 @@ OrderedJson OptimizerToJson(const OptimizerSpec& o) {
   return optimizer;
 }
 
+OrderedJson DynamicTablesToJson(const DynamicTablesSpec& d) {
+  OrderedJson tables;
+  tables["num_buckets"] = d.num_buckets() > 0 ? d.num_buckets() : kDefaultNumBuckets;
+  tables["admit_after"] = d.admit_after();
+  tables["ttl_steps"] = d.ttl_steps();
+  tables["max_rows"] = d.max_rows();
+  return tables;
+}
+
+OrderedJson InitializerToJson(const InitializerSpec& i) {
+  OrderedJson init;
+  init["type"] = std::string(NameOf(kInitializers, i.type(), "unknown"));
+  init["value"] = i.value();
+  init["minval"] = i.minval();
+  init["maxval"] = i.maxval();
+  init["mean"] = i.mean();
+  init["stddev"] = i.stddev();
+  init["seed"] = i.seed();
+  return init;
+}
+
+OrderedJson CheckpointToJson(const CheckpointSpec& c) {
+  OrderedJson checkpoint;
+  if (!c.dir().empty()) checkpoint["dir"] = c.dir();
+  checkpoint["every_steps"] = c.every_steps();
+  checkpoint["every_seconds"] = c.every_seconds();
+  checkpoint["keep"] = c.keep();
+  checkpoint["keep_best"] = c.keep_best();
+  // Written only when set, so that the files of jobs without dynamic tables stay as they
+  // were (the default, 5, applies when absent).
+  if (c.full_every() > 0) checkpoint["full_every"] = c.full_every();
+  return checkpoint;
+}
+
+OrderedJson WarmStartToJson(const WarmStartSpec& w) {
+  OrderedJson warm_start;
+  warm_start["from"] = w.from();
+  // A proto map iterates in no fixed order; the file lists the names sorted.
+  std::map<std::string, std::string> variables(w.variables().begin(), w.variables().end());
+  OrderedJson names = OrderedJson::object();
+  for (const auto& [name, source] : variables) names[name] = source;
+  warm_start["variables"] = std::move(names);
+  warm_start["with_slots"] = w.with_slots();
+  return warm_start;
+}
+
 }  // namespace
 
 std::string JobSpecToJson(const JobSpec& spec, int indent) {
@@ -1131,15 +1253,7 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   if (spec.has_embedding_optimizer()) {
     out["embedding_optimizer"] = OptimizerToJson(spec.embedding_optimizer());
   }
-  if (spec.has_dynamic_tables()) {
-    const DynamicTablesSpec& d = spec.dynamic_tables();
-    OrderedJson tables;
-    tables["num_buckets"] = d.num_buckets() > 0 ? d.num_buckets() : kDefaultNumBuckets;
-    tables["admit_after"] = d.admit_after();
-    tables["ttl_steps"] = d.ttl_steps();
-    tables["max_rows"] = d.max_rows();
-    out["dynamic_tables"] = std::move(tables);
-  }
+  if (spec.has_dynamic_tables()) out["dynamic_tables"] = DynamicTablesToJson(spec.dynamic_tables());
 
   out["mode"] = JobModeName(spec.mode());
   if (spec.mode() == JobSpec::STALE) out["staleness"] = spec.staleness();
@@ -1151,16 +1265,7 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   out["placement"] = spec.placement();
   out["seed"] = spec.seed();
 
-  const InitializerSpec& i = spec.kernel_initializer();
-  OrderedJson init;
-  init["type"] = std::string(NameOf(kInitializers, i.type(), "unknown"));
-  init["value"] = i.value();
-  init["minval"] = i.minval();
-  init["maxval"] = i.maxval();
-  init["mean"] = i.mean();
-  init["stddev"] = i.stddev();
-  init["seed"] = i.seed();
-  out["kernel_initializer"] = std::move(init);
+  out["kernel_initializer"] = InitializerToJson(spec.kernel_initializer());
 
   out["eval_every_steps"] = spec.eval_every_steps();
   out["step_timeout_ms"] = spec.step_timeout_ms();
@@ -1173,31 +1278,8 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
     out["delay_compensation_adaptive"] = spec.delay_compensation_adaptive();
   }
 
-  if (spec.has_checkpoint()) {
-    const CheckpointSpec& c = spec.checkpoint();
-    OrderedJson checkpoint;
-    if (!c.dir().empty()) checkpoint["dir"] = c.dir();
-    checkpoint["every_steps"] = c.every_steps();
-    checkpoint["every_seconds"] = c.every_seconds();
-    checkpoint["keep"] = c.keep();
-    checkpoint["keep_best"] = c.keep_best();
-    // Written only when set, so that the files of jobs without dynamic tables stay as they
-    // were (the default, 5, applies when absent).
-    if (c.full_every() > 0) checkpoint["full_every"] = c.full_every();
-    out["checkpoint"] = std::move(checkpoint);
-  }
-  if (!spec.warm_start().from().empty()) {
-    const WarmStartSpec& w = spec.warm_start();
-    OrderedJson warm_start;
-    warm_start["from"] = w.from();
-    // A proto map iterates in no fixed order; the file lists the names sorted.
-    std::map<std::string, std::string> variables(w.variables().begin(), w.variables().end());
-    OrderedJson names = OrderedJson::object();
-    for (const auto& [name, source] : variables) names[name] = source;
-    warm_start["variables"] = std::move(names);
-    warm_start["with_slots"] = w.with_slots();
-    out["warm_start"] = std::move(warm_start);
-  }
+  if (spec.has_checkpoint()) out["checkpoint"] = CheckpointToJson(spec.checkpoint());
+  if (!spec.warm_start().from().empty()) out["warm_start"] = WarmStartToJson(spec.warm_start());
   return out.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
