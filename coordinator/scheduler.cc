@@ -166,6 +166,12 @@ std::vector<std::pair<int64_t, int>> Scheduler::ExpireLeases(absl::Time now) {
   return expired;
 }
 
+absl::Time Scheduler::NextLeaseDeadline() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [step, lease] : leases_) next = std::min(next, lease.deadline);
+  return next;
+}
+
 int64_t Scheduler::AddSteps(int64_t steps) {
   if (steps > 0 && !cancelled_) total_steps_ = RoundUp(total_steps_ + steps);
   return total_steps_;

@@ -94,6 +94,9 @@ class Scheduler {
   // workers, so that the chief can mark those workers failed.
   std::vector<std::pair<int64_t, int>> ExpireLeases(absl::Time now);
 
+  // The earliest deadline of a lease held now; InfiniteFuture when none is.
+  absl::Time NextLeaseDeadline() const;
+
   // Adds steps (rounded up to whole sync steps). Returns the new total.
   int64_t AddSteps(int64_t steps);
 

@@ -54,6 +54,19 @@ TEST(SchedulerTest, EachStepCountedOnceAfterRequeue) {
   EXPECT_EQ(s.requeued(), 1);
 }
 
+// The chief's dispatcher sleeps until the earliest lease deadline when nothing else happens.
+TEST(SchedulerTest, NextLeaseDeadlineIsTheEarliestHeld) {
+  Scheduler s = Make(Scheduler::Mode::kAsync, 3);
+  EXPECT_EQ(s.NextLeaseDeadline(), absl::InfiniteFuture());
+  ASSERT_TRUE(s.Lease(0, kT0 + absl::Seconds(5)));
+  ASSERT_TRUE(s.Lease(1, kT0 + absl::Seconds(2)));
+  EXPECT_EQ(s.NextLeaseDeadline(), kT0 + absl::Seconds(2));
+  EXPECT_TRUE(s.Complete(1, 1));
+  EXPECT_EQ(s.NextLeaseDeadline(), kT0 + absl::Seconds(5));
+  EXPECT_EQ(s.ExpireLeases(kT0 + absl::Seconds(6)).size(), 1u);
+  EXPECT_EQ(s.NextLeaseDeadline(), absl::InfiniteFuture());
+}
+
 TEST(SchedulerTest, FailedStepIsRetriedBeforeNewOnes) {
   Scheduler s = Make(Scheduler::Mode::kAsync, 5);
   auto a = s.Lease(0, kT0);
