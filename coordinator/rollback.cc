@@ -1,0 +1,70 @@
+#include "coordinator/rollback.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "partitioners/partitioner.h"
+#include "partitioners/placement.h"
+
+namespace shardps {
+
+absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
+                                const std::vector<VariableDef>& defs) {
+  ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner()));
+  ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
+  absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
+  if (s.code() != absl::StatusCode::kAlreadyExists) return s;
+  std::cerr << "chief: the ps hold job " << job.name()
+            << "'s variables in another layout; dropping them (" << s.message() << ")\n";
+  DropShardsRequest drop;
+  for (const VariableDef& def : defs) drop.add_variables(def.name);
+  RETURN_IF_ERROR(ps.DropShardsAll(drop));
+  ASSIGN_OR_RETURN(placer, ParsePlacement(job.placement(), ps.num_ps()));
+  return ps.CreateVariables(defs, *partitioner, placer.get());
+}
+
+absl::StatusOr<RollbackOutcome> RollBack(PsClient& ps, const JobSpec& job,
+                                         const std::vector<VariableDef>& defs,
+                                         const JobStore* store, int64_t generation) {
+  RETURN_IF_ERROR(CreateJobVariables(ps, job, defs));
+  RollbackOutcome out;
+  RestoreRequest request;
+  request.set_generation(generation);
+  // Only this job's variables: a long-lived ps may hold other jobs' too.
+  for (const VariableDef& def : defs) (*request.mutable_variable_map())[def.name] = def.name;
+  std::vector<RestoreResponse> responses;
+  if (store != nullptr) {
+    std::vector<std::string> unreadable;
+    ASSIGN_OR_RETURN(std::vector<CommittedCheckpoint> checkpoints,
+                     store->dir().List(&unreadable));
+    for (const std::string& u : unreadable) out.skipped.push_back(u);
+    for (const CommittedCheckpoint& c : checkpoints) {
+      if (c.manifest.job_id != job.job_id()) {
+        out.skipped.push_back(absl::StrCat("checkpoint ", c.id, " belongs to job ",
+                                           c.manifest.job_id));
+        continue;
+      }
+      request.set_manifest(c.manifest_path);
+      absl::Status s = ps.RestoreAll(request, &responses);
+      if (s.ok()) {
+        out.checkpoint_id = c.id;
+        out.steps_done = c.manifest.progress.steps_done;
+        return out;
+      }
+      const absl::StatusCode code = s.code();
+      if (code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kFailedPrecondition ||
+          code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
+        std::cerr << "chief: checkpoint " << c.id << " cannot be restored: " << s << "\n";
+        out.skipped.push_back(absl::StrCat("checkpoint ", c.id, ": ", s.message()));
+        continue;
+      }
+      return s;
+    }
+  }
+  request.clear_manifest();
+  RETURN_IF_ERROR(ps.RestoreAll(request, &responses));
+  return out;
+}
+
+}  // namespace shardps
