@@ -1,6 +1,6 @@
 // FakeWorker: a WorkerInterface for the chief's tests whose StartJob succeeds at once (or
-// answers the error a test sets) and
-// whose RunStep calls stay pending until the test finishes them (with any status).
+// answers the error a test sets), whose Status succeeds at once, and whose RunStep calls
+// stay pending until the test finishes them (with any status).
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_COORDINATOR_FAKE_WORKER_H_
@@ -60,9 +60,12 @@ class FakeWorker : public WorkerInterface {
     max_pending_ = std::max<int>(max_pending_, static_cast<int>(pending_.size()));
   }
 
+  // Answered from a thread of its own: the chief calls it holding its lock, which the
+  // callback takes.
   void StatusAsync(const WorkerStatusRequest*, WorkerStatusResponse*, absl::Time,
                    StatusCallback done) override {
-    done(absl::OkStatus());
+    absl::MutexLock lock(&mu_);
+    threads_.emplace_back([done = std::move(done)] { done(absl::OkStatus()); });
   }
   void ShutdownAsync(const WorkerShutdownRequest*, WorkerShutdownResponse*, absl::Time,
                      StatusCallback done) override {
