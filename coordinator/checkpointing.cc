@@ -9,6 +9,7 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
+#include "coordinator/step_failure.h"
 
 namespace shardps {
 namespace {
@@ -244,6 +245,242 @@ absl::StatusOr<CheckpointInfo> CommitCheckpoint(PsClient& ps, const CheckpointDi
   info.set_pause_ms(options.pause_ms);
   info.set_final(contents.final);
   return info;
+}
+
+// ---------------------------------------------------------------------------------------
+// CheckpointDriver
+
+namespace {
+using Kind = JobPhase::Kind;
+constexpr char kInterrupted[] = "interrupted";
+constexpr char kOnDemand[] = "on demand";
+}  // namespace
+
+CheckpointDriver::CheckpointDriver(ChiefState* state, Recovery* recovery, PsClient* ps)
+    : s_(state), recovery_(recovery), ps_(ps) {}
+
+void CheckpointDriver::StartJobLocked() {
+  incremental_base_ = 0;
+  increments_ = 0;
+  final_retry_at_ = absl::InfinitePast();
+  last_checkpoint_steps_ = s_->scheduler->done_steps();
+  last_checkpoint_time_ = absl::Now();
+}
+
+void CheckpointDriver::RolledBackLocked() {
+  incremental_base_ = 0;  // the restored ps hold no record of earlier cuts
+  increments_ = 0;
+  last_checkpoint_steps_ = s_->scheduler->done_steps();
+}
+
+void CheckpointDriver::RequestLocked(Done done) {
+  requests_.push_back(Request{kOnDemand, std::move(done)});
+}
+
+void CheckpointDriver::RequestInterruptLocked(Done done) {
+  requests_.push_back(Request{kInterrupted, std::move(done)});
+}
+
+void CheckpointDriver::FailRequestsLocked() {
+  if (requests_.empty()) return;
+  std::vector<Request> requests = std::move(requests_);
+  requests_.clear();
+  const absl::Status s = absl::FailedPreconditionError(
+      absl::StrCat("job \"", s_->status.job_id(), "\" is not running"));
+  s_->mu.Unlock();
+  for (Request& r : requests) r.done(s);
+  s_->mu.Lock();
+}
+
+const char* CheckpointDriver::DueLocked() const {
+  if (s_->store == nullptr) return nullptr;
+  for (const Request& r : requests_) {
+    if (r.why == kInterrupted) return kInterrupted;
+  }
+  if (!requests_.empty()) return kOnDemand;
+  if (s_->scheduler->Finished()) {
+    return s_->phase.final_checkpoint_done() || absl::Now() < final_retry_at_ ? nullptr
+                                                                             : "final";
+  }
+  const CheckpointSpec& spec = s_->job.checkpoint();
+  const int64_t done = s_->scheduler->done_steps();
+  if (done == last_checkpoint_steps_) return nullptr;
+  if (spec.every_steps() > 0 && done - last_checkpoint_steps_ >= spec.every_steps()) {
+    return "every_steps";
+  }
+  if (spec.every_seconds() > 0 &&
+      absl::Now() - last_checkpoint_time_ >= absl::Seconds(spec.every_seconds())) {
+    return "every_seconds";
+  }
+  return nullptr;
+}
+
+void CheckpointDriver::RunLocked(const std::string& why) {
+  const bool final = why == "final";
+  std::vector<Request> requests = std::move(requests_);
+  requests_.clear();
+  absl::StatusOr<CheckpointInfo> info = TakeLocked(final);
+  last_checkpoint_time_ = absl::Now();  // a failed one is not retried at once either
+  RecordLocked(why, info);
+  if (final && FinalDoneLocked(info)) {
+    // Training is over either way (a full disk, say); without a final checkpoint a restart
+    // retrains from the last one.
+    s_->SetPhaseLocked(Kind::kTrainingDone);
+    if (info.ok()) {
+      s_->store_state.finished = true;
+      s_->store_state.final_checkpoint = info->id();
+      s_->WriteStateLocked();
+    }
+    s_->WakeDispatcherLocked();
+  }
+  if (!requests.empty()) {
+    s_->mu.Unlock();
+    for (Request& r : requests) r.done(info);
+    s_->mu.Lock();
+  }
+}
+
+void CheckpointDriver::RecordLocked(const std::string& why,
+                                    const absl::StatusOr<CheckpointInfo>& info) {
+  if (info.ok()) {
+    last_checkpoint_steps_ = info->steps_done();
+    *s_->status.mutable_last_checkpoint() = *info;
+    s_->status.set_has_checkpoint(true);
+    s_->status.clear_checkpoint_error();
+    std::cerr << "chief: checkpoint " << info->id() << " (" << why << ") committed at step "
+              << info->steps_done() << ": " << info->bytes() << " bytes in "
+              << info->write_seconds() << " s, training paused " << info->pause_ms()
+              << " ms\n";
+    return;
+  }
+  // Nor by steps: the next attempt is due every_steps after this one, not at the next wake
+  // of the control thread (a full disk would otherwise cut the job at a barrier for a
+  // checkpoint after every step).
+  last_checkpoint_steps_ = s_->scheduler->done_steps();
+  s_->status.set_checkpoint_error(
+      absl::StrCat("checkpoint (", why, ") failed: ", info.status().message()));
+  std::cerr << "chief: " << s_->status.checkpoint_error() << "\n";
+}
+
+bool CheckpointDriver::FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& info) {
+  if (info.ok()) return true;
+  // A ps that lost its state (it restarted) or cannot be reached holds the trained model,
+  // or held it: the job does not end on it. A restarted ps rolls the job back to the last
+  // checkpoint (its steps run again, then the final checkpoint); an unreachable one pauses
+  // the job until it answers, and the final checkpoint is taken again then.
+  const StepFailure failure = ClassifyStepFailure(info.status());
+  RecoveryLockHeld();
+  if (failure.kind == StepFailureKind::kPsStateLost) {
+    recovery_->PsStateLostLocked(failure.ps_task, absl::StrCat("during the final checkpoint: ",
+                                                               info.status().message()));
+  } else if (failure.kind == StepFailureKind::kPsUnavailable) {
+    recovery_->ProbeNow();
+  } else {
+    return true;
+  }
+  final_retry_at_ = absl::Now() + absl::Seconds(1);
+  return false;
+}
+
+absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
+  const absl::Time t0 = absl::Now();
+  ASSIGN_OR_RETURN(const int64_t barrier, CutLocked(final));
+  Plan plan = PlanLocked(final, barrier);
+
+  // The cut: every ps snapshots (references to its blocks), then leasing resumes.
+  s_->mu.Unlock();
+  absl::StatusOr<CheckpointCut> cut =
+      SnapshotEveryPs(*ps_, *plan.dir, plan.contents.generation, plan.incremental_since);
+  s_->mu.Lock();
+  s_->scheduler->ClearBarrier();
+  s_->ReleasePhaseLocked(Kind::kCheckpointCut);
+  s_->WakeDispatcherLocked();
+  RETURN_IF_ERROR(cut.status());
+
+  // The files: each ps writes its own; wait for all of them, then commit.
+  CommitOptions options;
+  options.keep = plan.keep;
+  options.keep_also = plan.best;
+  options.started = t0;
+  options.pause_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+  options.stopping = [this] {
+    absl::MutexLock lock(&s_->mu);
+    return s_->stopping;
+  };
+  const int64_t generation = plan.contents.generation;
+  s_->mu.Unlock();
+  absl::StatusOr<CheckpointInfo> info = CommitCheckpoint(
+      *ps_, *plan.dir, *cut, std::move(plan.contents), plan.variables, options);
+  s_->mu.Lock();
+  if (info.ok() && s_->generation == generation) {
+    // The base of the next increment; a ps that wrote a shard whole restarts the count.
+    bool any_increment = false;
+    for (const SnapshotResponse& r : cut->snapshots) {
+      for (const ShardInfo& shard : r.shards()) any_increment |= shard.base_checkpoint() > 0;
+    }
+    incremental_base_ = cut->id;
+    increments_ = any_increment ? increments_ + 1 : 0;
+  }
+  return info;
+}
+
+absl::StatusOr<int64_t> CheckpointDriver::CutLocked(bool final) {
+  const int64_t total = s_->scheduler->total_steps();
+  const int64_t barrier =
+      final ? total : std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
+  s_->scheduler->SetBarrier(barrier);
+  s_->SetPhaseLocked(Kind::kCheckpointCut,
+                     absl::StrCat("finishing the steps below ", barrier));
+  RecoveryLockHeld();
+  auto cut = [this, barrier]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    RecoveryLockHeld();
+    return s_->scheduler->DonePrefix() >= barrier || s_->stopping ||
+           s_->status.state() != JobStatus::RUNNING || recovery_->pending() ||
+           s_->phase.kind() == Kind::kPsUnreachable;
+  };
+  while (!cut()) {
+    s_->mu.AwaitWithTimeout(absl::Condition(&cut), absl::Milliseconds(200));
+    recovery_->UpdatePsPhaseLocked();
+  }
+  if (s_->scheduler->DonePrefix() >= barrier) return barrier;
+  s_->scheduler->ClearBarrier();
+  s_->ReleasePhaseLocked(Kind::kCheckpointCut);
+  s_->WakeDispatcherLocked();
+  return absl::AbortedError(absl::StrCat(
+      "abandoned before the cut at step ", barrier, ": ",
+      recovery_->pending()                          ? recovery_->cause()
+      : s_->phase.kind() == Kind::kPsUnreachable ? s_->phase.Text()
+                                                    : std::string("the job stopped")));
+}
+
+CheckpointDriver::Plan CheckpointDriver::PlanLocked(bool final, int64_t barrier) const {
+  Plan plan;
+  plan.dir = s_->store->dir();
+  CheckpointContents& contents = plan.contents;
+  contents.job = s_->job;
+  const JobSpec& job = contents.job;
+  contents.job_id = job.job_id();
+  contents.generation = s_->generation;
+  contents.final = final;
+  contents.steps_done = barrier;
+  contents.total_steps = s_->scheduler->total_steps();
+  contents.steps_per_epoch = s_->status.steps_per_epoch();
+  plan.keep = std::max(1, job.checkpoint().keep());
+  if (job.checkpoint().keep_best() && s_->store_state.best_checkpoint > 0) {
+    plan.best = s_->store_state.best_checkpoint;
+  }
+  // Dynamic tables are written incrementally, on top of the previous committed checkpoint
+  // of this generation, until full_every - 1 increments have been taken.
+  const int full_every =
+      job.checkpoint().full_every() > 0 ? job.checkpoint().full_every() : kDefaultFullEvery;
+  bool dynamic = false;
+  for (const VariableDef& def : s_->defs) {
+    dynamic |= def.dynamic.has_value();
+    plan.variables.push_back(def.name);
+  }
+  plan.incremental_since =
+      dynamic && incremental_base_ > 0 && increments_ + 1 < full_every ? incremental_base_ : 0;
+  return plan;
 }
 
 }  // namespace shardps

@@ -7,8 +7,16 @@
 // writes its file on its own. The chief waits for every file (SnapshotStatus), writes the
 // manifest (checkpoint/manifest.h) and commits it (CheckpointDir::Commit), then prunes.
 //
-// Thread-safety: functions; they block on the ps and the disk, and the chief calls them on its
-// control thread, holding no lock.
+// CheckpointDriver runs that protocol for the current job on the chief's control thread: it
+// says when a checkpoint is due (an interrupt, on demand, the final one, every_steps,
+// every_seconds), holds the job at the barrier (phase kCheckpointCut), and records the
+// outcome: the committed checkpoint in the job's status, or the error; the final one ends
+// training (kTrainingDone) unless a ps lost its state or cannot be reached, which rolls the
+// job back or pauses it, after which the final checkpoint is taken again.
+//
+// Thread-safety: the functions block on the ps and the disk, and are called holding no lock.
+// CheckpointDriver's methods REQUIRE the chief's mutex (ChiefState::mu); RunLocked releases
+// it while the ps snapshot and write.
 #ifndef SHARDPS_COORDINATOR_CHECKPOINTING_H_
 #define SHARDPS_COORDINATOR_CHECKPOINTING_H_
 
@@ -18,11 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/manifest.h"
 #include "client/ps_client.h"
+#include "coordinator/chief_state.h"
+#include "coordinator/recovery.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
@@ -80,6 +91,87 @@ absl::StatusOr<CheckpointInfo> CommitCheckpoint(PsClient& ps, const CheckpointDi
                                                 CheckpointContents contents,
                                                 const std::vector<std::string>& variables,
                                                 const CommitOptions& options);
+
+class CheckpointDriver {
+ public:
+  using Done = std::function<void(absl::StatusOr<CheckpointInfo>)>;
+
+  // `state`, `recovery` and `ps` must outlive the driver.
+  CheckpointDriver(ChiefState* state, Recovery* recovery, PsClient* ps);
+
+  // The chief's mutex (ChiefState::mu), which the methods REQUIRE.
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(s_->mu) { return s_->mu; }
+
+  // A new job (or one rolled back, RolledBackLocked): the next checkpoint is due a whole
+  // schedule after its current step, and is whole.
+  void StartJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  void RolledBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+  // A checkpoint asked for now; `done` runs once it is committed or failed, or when the job
+  // stops first (FailRequestsLocked). An interrupt's is taken before any other.
+  void RequestLocked(Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  void RequestInterruptLocked(Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Answers every request with FAILED_PRECONDITION (the job is not running), releasing the
+  // mutex while the callbacks run.
+  void FailRequestsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+  // Why a checkpoint is due now ("interrupted", "on demand", "final", "every_steps",
+  // "every_seconds"), or null. REQUIRES: the job runs, its phase kTraining or kTrainingDone.
+  const char* DueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Takes the checkpoint DueLocked gave `why` for, and records its outcome.
+  void RunLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+ private:
+  struct Request {
+    std::string why;  // "interrupted" or "on demand"
+    Done done;
+  };
+  // What the checkpoint of a cut at `barrier` records, gathered under the mutex.
+  struct Plan {
+    CheckpointContents contents;
+    std::optional<CheckpointDir> dir;  // the store's (set)
+    std::vector<std::string> variables;
+    int keep = 1;
+    std::optional<int64_t> best;
+    int64_t incremental_since = 0;
+  };
+
+  // Cuts, snapshots and commits a checkpoint. Holds the mutex except while it waits on the
+  // ps and the disk; leasing stops only from the barrier to the snapshot.
+  absl::StatusOr<CheckpointInfo> TakeLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Sets the barrier and waits until every step below it is done. ABORTED when the cut is
+  // abandoned (a rollback due, a ps unreachable, the job stopped).
+  absl::StatusOr<int64_t> CutLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  Plan PlanLocked(bool final, int64_t barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Records the outcome of a checkpoint taken for `why` in the job's status and log.
+  void RecordLocked(const std::string& why, const absl::StatusOr<CheckpointInfo>& info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The final checkpoint's outcome: whether training is over.
+  bool FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+  // The recovery shares the chief's mutex: says so to the thread-safety analysis, which
+  // cannot see that both were given the same ChiefState.
+  void RecoveryLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu()) {
+    s_->mu.AssertHeld();
+  }
+
+  ChiefState* const s_;
+  Recovery* const recovery_;
+  PsClient* const ps_;
+
+  std::vector<Request> requests_ ABSL_GUARDED_BY(s_->mu);
+  int64_t last_checkpoint_steps_ ABSL_GUARDED_BY(s_->mu) = 0;
+  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(s_->mu);
+  // A final checkpoint that failed on a ps is taken again no sooner than this.
+  absl::Time final_retry_at_ ABSL_GUARDED_BY(s_->mu) = absl::InfinitePast();
+  // Incremental checkpoints of dynamic tables: the committed checkpoint of this generation
+  // the next one may be an increment on (0: none; the next is whole), and how many
+  // increments are chained on the last whole one.
+  int64_t incremental_base_ ABSL_GUARDED_BY(s_->mu) = 0;
+  int increments_ ABSL_GUARDED_BY(s_->mu) = 0;
+};
 
 }  // namespace shardps
 

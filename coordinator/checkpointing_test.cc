@@ -1,8 +1,26 @@
 #include "coordinator/checkpointing.h"
 
+#include <memory>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "client/local_ps_interface.h"
+#include "client/ps_client.h"
+#include "common/test_files.h"
+#include "coordinator/chief_state.h"
+#include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
+#include "coordinator/job_store.h"
+#include "coordinator/ps_monitor.h"
+#include "coordinator/recovery.h"
+#include "coordinator/rollback.h"
+#include "coordinator/scheduler.h"
 #include "gtest/gtest.h"
+#include "ps_server/shard_store.h"
 
 namespace shardps {
 namespace {
@@ -87,6 +105,187 @@ TEST(BuildManifestTest, RefusesASlotTensorMissingFromTheFile) {
   absl::StatusOr<Manifest> m = BuildManifest(c, 0);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInternal);
   EXPECT_NE(m.status().message().find("j/w/part_0/adam_v"), std::string::npos) << m.status();
+}
+
+// The driver over two in-process ps tasks, with a real checkpoint directory: a job of
+// kSteps steps that the test completes by hand.
+class CheckpointDriverTest : public ::testing::Test {
+ protected:
+  static constexpr int kSteps = 20;
+  using Kind = JobPhase::Kind;
+
+  void SetUp() override {
+    std::vector<std::unique_ptr<PsInterface>> ps;
+    for (int k = 0; k < 2; ++k) {
+      ShardStore::Options o;
+      o.task_index = k;
+      stores_.push_back(*ShardStore::Create(o));
+      ps.push_back(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
+    }
+    client_ = *PsClient::Create(std::move(ps), PsClient::Options());
+    monitor_ = std::make_unique<PsMonitor>(client_.get(), PsMonitor::Options(), [] {});
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_.get(),
+                                           std::vector<std::string>{"ps0", "ps1"});
+    driver_ = std::make_unique<CheckpointDriver>(&state_, recovery_.get(), client_.get());
+    dir_ = FreshTestDir("checkpoint_driver");
+
+    JobSpec job = *ParseJobSpec(
+        absl::StrCat(R"({"name": "j", "model": "softmax", "partitioner": "fixed:2",)",
+                     R"( "checkpoint": {"dir": ")", dir_, R"(", "every_steps": 5, "keep": 2}})"),
+        1);
+    job.set_job_id("j-1");
+    VariableDef def;
+    def.name = "j/w";
+    def.shape = {10, 4};
+    def.optimizer.set_type(OptimizerSpec::ADAM);
+    def.optimizer.set_learning_rate(0.001);
+    ASSERT_TRUE(CreateJobVariables(*client_, job, {def}).ok());
+    ASSERT_TRUE(client_->SetGenerationAll(1).ok());
+    Scheduler::Plan plan;
+    plan.total_steps = kSteps;
+    absl::MutexLock lock(&state_.mu);
+    state_.job = job;
+    state_.defs = {def};
+    state_.scheduler = std::make_unique<Scheduler>(*Scheduler::Create(plan));
+    state_.store = *JobStore::Open(dir_);
+    state_.generation = 1;
+    state_.status.set_state(JobStatus::RUNNING);
+    state_.status.set_job_id("j-1");
+    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kStarting));
+    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kTraining));
+    driver_->mu().AssertHeld();
+    driver_->StartJobLocked();
+  }
+
+  void TearDown() override {
+    driver_.reset();
+    recovery_.reset();
+    monitor_.reset();
+    for (auto& s : stores_) s->Shutdown();
+  }
+
+  // Completes the next n steps.
+  void Complete(int n) {
+    absl::MutexLock lock(&state_.mu);
+    for (int i = 0; i < n; ++i) {
+      std::optional<StepTask> task = state_.scheduler->Lease(0, absl::InfiniteFuture());
+      ASSERT_TRUE(task.has_value());
+      ASSERT_TRUE(state_.scheduler->Complete(task->step_id, 0));
+    }
+  }
+
+  std::string Due() {
+    absl::MutexLock lock(&driver_->mu());
+    const char* why = driver_->DueLocked();
+    return why == nullptr ? "" : why;
+  }
+
+  void Run(const std::string& why) {
+    absl::MutexLock lock(&driver_->mu());
+    driver_->RunLocked(why);
+  }
+
+  std::vector<CommittedCheckpoint> Committed() {
+    return *CheckpointDir::Open(dir_, /*create=*/false)->List();
+  }
+
+  std::vector<std::unique_ptr<ShardStore>> stores_;
+  std::unique_ptr<PsClient> client_;
+  ChiefState state_;
+  std::unique_ptr<PsMonitor> monitor_;
+  std::unique_ptr<Recovery> recovery_;
+  std::unique_ptr<CheckpointDriver> driver_;
+  std::string dir_;
+};
+
+TEST_F(CheckpointDriverTest, EveryStepsIsDueOnceThatManyStepsAreDone) {
+  EXPECT_EQ(Due(), "");
+  Complete(4);
+  EXPECT_EQ(Due(), "");
+  Complete(1);
+  EXPECT_EQ(Due(), "every_steps");
+  Run("every_steps");
+  EXPECT_EQ(Due(), "");
+  std::vector<CommittedCheckpoint> committed = Committed();
+  ASSERT_EQ(committed.size(), 1u);
+  EXPECT_EQ(committed[0].manifest.progress.steps_done, 5);
+  EXPECT_FALSE(committed[0].manifest.final);
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_TRUE(state_.status.has_checkpoint());
+  EXPECT_EQ(state_.status.last_checkpoint().steps_done(), 5);
+  EXPECT_EQ(state_.phase.kind(), Kind::kTraining);
+  EXPECT_TRUE(state_.scheduler->Lease(0, absl::InfiniteFuture()).has_value())
+      << "the barrier was lifted";
+}
+
+TEST_F(CheckpointDriverTest, AnInterruptIsTakenFirstAndEveryRequestIsAnswered) {
+  std::vector<std::string> answered;
+  {
+    absl::MutexLock lock(&driver_->mu());
+    driver_->RequestLocked([&answered](absl::StatusOr<CheckpointInfo> info) {
+      answered.push_back(absl::StrCat("on demand ", info.ok() ? info->id() : -1));
+    });
+    driver_->RequestInterruptLocked([&answered](absl::StatusOr<CheckpointInfo> info) {
+      answered.push_back(absl::StrCat("interrupt ", info.ok() ? info->id() : -1));
+    });
+  }
+  EXPECT_EQ(Due(), "interrupted");
+  Run("interrupted");
+  EXPECT_EQ(answered, (std::vector<std::string>{"on demand 1", "interrupt 1"}));
+  EXPECT_EQ(Due(), "");
+}
+
+TEST_F(CheckpointDriverTest, RequestsOfAJobThatStoppedFail) {
+  absl::Status failed;
+  {
+    absl::MutexLock lock(&driver_->mu());
+    driver_->RequestLocked([&failed](absl::StatusOr<CheckpointInfo> info) {
+      failed = info.status();
+    });
+    driver_->FailRequestsLocked();
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failed.message(), "job \"j-1\" is not running");
+  EXPECT_EQ(Due(), "");
+}
+
+TEST_F(CheckpointDriverTest, TheFinalCheckpointEndsTraining) {
+  Complete(kSteps);
+  EXPECT_EQ(Due(), "final");
+  Run("final");
+  EXPECT_EQ(Due(), "");
+  std::vector<CommittedCheckpoint> committed = Committed();
+  ASSERT_FALSE(committed.empty());
+  EXPECT_TRUE(committed[0].manifest.final);
+  EXPECT_EQ(committed[0].manifest.progress.steps_done, kSteps);
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.phase.kind(), Kind::kTrainingDone);
+  EXPECT_TRUE(state_.store_state.finished);
+  EXPECT_EQ(state_.store_state.final_checkpoint, committed[0].id);
+  EXPECT_TRUE(state_.store->ReadState()->finished);
+}
+
+// A cut that cannot come (a step below the barrier is still out) is abandoned when a
+// rollback becomes due; leasing resumes.
+TEST_F(CheckpointDriverTest, ACutIsAbandonedWhenARollbackIsDue) {
+  {
+    absl::MutexLock lock(&state_.mu);
+    ASSERT_TRUE(state_.scheduler->Lease(0, absl::InfiniteFuture()).has_value());
+  }
+  std::thread lose([this] {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::MutexLock lock(&recovery_->mu());
+    recovery_->PsStateLostLocked(1, "gone");
+  });
+  Run("on demand");
+  lose.join();
+  EXPECT_TRUE(Committed().empty());
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.status.checkpoint_error(),
+            "checkpoint (on demand) failed: abandoned before the cut at step 1: "
+            "ps 1 lost the job's shards (gone)")
+      << state_.status.checkpoint_error();
+  EXPECT_EQ(state_.phase.kind(), Kind::kTraining);
 }
 
 }  // namespace
