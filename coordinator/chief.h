@@ -55,6 +55,8 @@ class Chief {
   };
 
   static absl::StatusOr<std::unique_ptr<Chief>> Create(Options options);
+  // Waits for every call to a worker still in flight (each ends by its deadline), so that no
+  // callback outlives the chief.
   virtual ~Chief() = default;
 
   // Validates and starts a job. INVALID_ARGUMENT names the job file's field at fault (the

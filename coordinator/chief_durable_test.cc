@@ -102,7 +102,7 @@ class ChiefDurableTest : public ::testing::Test {
   }
 
   // The chief "dies": the calls it has in flight fail (a dead process's calls go nowhere;
-  // the fake worker's callbacks would reach a destroyed chief), and it is destroyed.
+  // a destroyed chief waits for the fake worker's callbacks), and it is destroyed.
   void KillChief() {
     for (FakeWorker* w : workers_) {
       while (w->Finish(absl::UnavailableError("the chief is gone")) >= 0) {

@@ -3,6 +3,7 @@
 #include "coordinator/chief.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -535,6 +536,58 @@ TEST_F(ChiefTest, UnreadableDataDirIsInvalidArgument) {
       << submitted.status();
   EXPECT_EQ(chief_->Status().state(), JobStatus::NO_JOB);
   EXPECT_EQ(workers_[0]->steps_received(), 0);
+}
+
+// The chief is destroyed while a job runs with two calls in flight: the destructor returns
+// only once both callbacks have, so that neither reaches a destroyed chief.
+TEST_F(ChiefTest, DestructionWaitsForEveryCallInFlight) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 100, "steps_in_flight": 2)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(2));
+  std::atomic<bool> destroyed{false};
+  std::thread destroy([this, &destroyed] {
+    chief_.reset();
+    destroyed = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(destroyed);
+  EXPECT_GE(w->Finish(), 0);  // its callback finds the chief whole, and leases nothing more
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(destroyed);
+  EXPECT_EQ(w->steps_received(), 2);
+  // The last callback lets the destructor go on, which destroys the worker too: nothing
+  // of it is used after this call.
+  w->Finish(absl::UnavailableError("the chief is gone"));
+  destroy.join();
+  EXPECT_TRUE(destroyed);
+}
+
+// A submission right after a job ended waits for that job's calls to drain, then starts.
+TEST_F(ChiefTest, ASubmissionAfterACancelStartsOnceTheCallsAreBack) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 100, "steps_in_flight": 1)");
+  FakeWorker* w = workers_[0];
+  ASSERT_TRUE(w->WaitForPending(1));
+  ASSERT_TRUE(chief_->Cancel("").ok());
+  const std::string first = chief_->Status().job_id();
+  std::thread submit([this] { Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)"); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(chief_->Status().job_id(), first);
+  EXPECT_EQ(w->Finish(), 0);
+  submit.join();
+  JobStatus status = chief_->Status();
+  EXPECT_NE(status.job_id(), first);
+  EXPECT_EQ(status.state(), JobStatus::RUNNING);
+  // A submission while it runs is refused.
+  auto refused = chief_->Submit(R"({"name": "u", "model": "softmax", "steps": 2})");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  while (chief_->Status().steps_done() < 2) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    EXPECT_GE(w->Finish(), 0);
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
 }
 
 }  // namespace
