@@ -1,8 +1,7 @@
 #include "coordinator/rpc/grpc_coordinator_service.h"
 
-#include <thread>
-
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/executor.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
 
@@ -11,7 +10,7 @@ namespace {
 
 class GrpcCoordinatorService : public CoordinatorService::CallbackService {
  public:
-  explicit GrpcCoordinatorService(Chief* chief) : chief_(chief) {}
+  explicit GrpcCoordinatorService(Chief* chief) : chief_(chief), submissions_(2) {}
 
   // Handlers return the context's default reactor, owned by gRPC and freed after Finish().
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
@@ -19,13 +18,14 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
                                       SubmitJobResponse* response) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
     auto* reactor = ctx->DefaultReactor();
-    // Submission loads the dataset and creates variables: not on gRPC's thread.
-    std::thread([this, reactor, request, response] {
+    // Submission loads the dataset and creates variables: not on gRPC's thread. The request
+    // and response live until Finish.
+    submissions_.Schedule([this, reactor, request, response] {
       absl::StatusOr<SubmitJobResponse> r =
           chief_->Submit(request->job_json(), request->resume());
       if (r.ok()) *response = *r;
       reactor->Finish(ToGrpcStatus(r.status()));
-    }).detach();
+    });
     return reactor;
   }
 
@@ -84,6 +84,11 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
 
  private:
   Chief* const chief_;
+  // Runs submissions: one prepares a job, the other answers a concurrent one (refused at
+  // once while a job starts or runs; one that follows a job's end waits for its calls to
+  // drain). Destroyed, and so joined, with the service: after the server, which waits for
+  // every call to finish, and before the chief.
+  Executor submissions_;
 };
 
 }  // namespace

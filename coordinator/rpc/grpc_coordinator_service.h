@@ -1,6 +1,6 @@
 // The gRPC face of the chief: CoordinatorService over Chief. Every handler is short (a
 // Chief call under its mutex), except SubmitJob, which reads the dataset and creates
-// variables, and so runs on a thread of its own rather than gRPC's.
+// variables, and so runs on a thread of the service's own rather than gRPC's.
 #ifndef SHARDPS_COORDINATOR_RPC_GRPC_COORDINATOR_SERVICE_H_
 #define SHARDPS_COORDINATOR_RPC_GRPC_COORDINATOR_SERVICE_H_
 
@@ -11,7 +11,8 @@
 
 namespace shardps {
 
-// `chief` must outlive the service.
+// `chief` must outlive the service; the service must outlive its server (it joins its
+// threads when destroyed).
 std::unique_ptr<grpc::Service> NewGrpcCoordinatorService(Chief* chief);
 
 }  // namespace shardps
