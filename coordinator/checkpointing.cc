@@ -1,12 +1,12 @@
 #include "coordinator/checkpointing.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/step_failure.h"
@@ -234,7 +234,7 @@ absl::StatusOr<CheckpointInfo> CommitCheckpoint(PsClient& ps, const CheckpointDi
   ASSIGN_OR_RETURN(Manifest manifest, BuildManifest(contents, UnixSeconds(now)));
   RETURN_IF_ERROR(dir.Commit(manifest));
   absl::Status pruned = dir.Prune(options.keep, options.keep_also, contents.generation);
-  if (!pruned.ok()) std::cerr << "chief: pruning old checkpoints: " << pruned << "\n";
+  if (!pruned.ok()) LogWarning() << "pruning old checkpoints: " << pruned;
   CheckpointInfo info;
   info.set_id(cut.id);
   info.set_path(cut.path);
@@ -347,10 +347,10 @@ void CheckpointDriver::RecordLocked(const std::string& why,
     *s_->status.mutable_last_checkpoint() = *info;
     s_->status.set_has_checkpoint(true);
     s_->status.clear_checkpoint_error();
-    std::cerr << "chief: checkpoint " << info->id() << " (" << why << ") committed at step "
+    LogInfo() << "checkpoint " << info->id() << " (" << why << ") committed at step "
               << info->steps_done() << ": " << info->bytes() << " bytes in "
               << info->write_seconds() << " s, training paused " << info->pause_ms()
-              << " ms\n";
+              << " ms";
     return;
   }
   // Nor by steps: the next attempt is due every_steps after this one, not at the next wake
@@ -359,7 +359,7 @@ void CheckpointDriver::RecordLocked(const std::string& why,
   last_checkpoint_steps_ = s_->scheduler->done_steps();
   s_->status.set_checkpoint_error(
       absl::StrCat("checkpoint (", why, ") failed: ", info.status().message()));
-  std::cerr << "chief: " << s_->status.checkpoint_error() << "\n";
+  LogWarning() << s_->status.checkpoint_error();
 }
 
 bool CheckpointDriver::FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& info) {

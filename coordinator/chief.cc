@@ -4,7 +4,6 @@
 // recoveries (recovery.h), one at a time; the ps monitor (ps_monitor.h) wakes both.
 #include "coordinator/chief.h"
 
-#include <iostream>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/checkpointing.h"
 #include "coordinator/chief_state.h"
@@ -207,8 +207,8 @@ class ChiefImpl : public Chief {
       }
     }
     if (checkpointing && !taken->WaitForNotificationWithTimeout(timeout)) {
-      std::cerr << "chief: no checkpoint within " << timeout
-                << " of the interrupt; the restarted chief resumes from the last one\n";
+      LogWarning() << "no checkpoint within " << timeout
+                   << " of the interrupt; the restarted chief resumes from the last one";
     }
     // Stop dispatching; calls in flight finish on the workers. The job stays RUNNING in the
     // checkpoint directory's eyes: a restarted chief resumes it.
@@ -272,8 +272,8 @@ class ChiefImpl : public Chief {
     if (response.already_finished()) {
       absl::MutexLock lock(&s_.mu);
       EndFinishedJobLocked(prepared);
-      std::cerr << "chief: job " << prepared.job.job_id() << " had already finished ("
-                << prepared.state.total_steps << " steps); nothing to train\n";
+      LogInfo() << "job " << prepared.job.job_id() << " had already finished ("
+                << prepared.state.total_steps << " steps); nothing to train";
       return response;
     }
     RefreshPsViews();

@@ -1,9 +1,9 @@
 #include "coordinator/chief_state.h"
 
-#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace shardps {
 
@@ -36,7 +36,7 @@ void ChiefState::WriteStateLocked() {
   absl::Status s = store->WriteState(store_state);
   if (!s.ok()) {
     status.set_checkpoint_error(absl::StrCat("writing the job state: ", s.message()));
-    std::cerr << "chief: " << status.checkpoint_error() << "\n";
+    LogWarning() << status.checkpoint_error();
   }
 }
 

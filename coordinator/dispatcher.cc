@@ -1,12 +1,12 @@
 #include "coordinator/dispatcher.h"
 
 #include <algorithm>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/step_failure.h"
 
@@ -382,8 +382,8 @@ void Dispatcher::WaitForCalls() {
   // Every call has a deadline, by which its worker interface answers it: this ends. A slow
   // one is said, not given up on: a callback must never reach a destroyed chief.
   while (!s_->mu.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
-    std::cerr << "chief: stopping: still waiting for " << calls_in_flight_
-              << " calls to workers to return\n";
+    LogWarning() << "stopping: still waiting for " << calls_in_flight_
+                 << " calls to workers to return";
   }
 }
 

@@ -1,7 +1,6 @@
 #include "coordinator/job_preparation.h"
 
 #include <algorithm>
-#include <iostream>
 #include <optional>
 #include <utility>
 
@@ -11,6 +10,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/manifest.h"
 #include "common/error_detail.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/rollback.h"
@@ -81,7 +81,7 @@ absl::Status OpenStore(const JobSpec& job, SubmitJobRequest::Resume resume, Prep
     out->checkpoint_error =
         "the job file schedules checkpoints but names no \"checkpoint.dir\", and the chief "
         "has no --checkpoint_dir: the job has no durable state";
-    std::cerr << "chief: " << out->checkpoint_error << "\n";
+    LogWarning() << out->checkpoint_error;
   }
   if (!job.checkpoint().dir().empty()) {
     absl::StatusOr<std::unique_ptr<JobStore>> opened = JobStore::Open(job.checkpoint().dir());
@@ -89,7 +89,7 @@ absl::Status OpenStore(const JobSpec& job, SubmitJobRequest::Resume resume, Prep
       out->store = *std::move(opened);
     } else {
       out->checkpoint_error = std::string(opened.status().message());
-      std::cerr << "chief: checkpoints disabled: " << out->checkpoint_error << "\n";
+      LogWarning() << "checkpoints disabled: " << out->checkpoint_error;
     }
   }
   if (out->store == nullptr && resume == SubmitJobRequest::RESUME) {
@@ -99,8 +99,8 @@ absl::Status OpenStore(const JobSpec& job, SubmitJobRequest::Resume resume, Prep
                                        : out->checkpoint_error));
   }
   if (out->store != nullptr && resume == SubmitJobRequest::FRESH) {
-    std::cerr << "chief: --fresh: removing the checkpoints and journal in "
-              << out->store->dir().path() << "\n";
+    LogInfo() << "--fresh: removing the checkpoints and journal in "
+              << out->store->dir().path();
     RETURN_IF_ERROR(out->store->dir().Clear());
   }
   return absl::OkStatus();
@@ -202,8 +202,8 @@ absl::Status WarmStart(PsClient& ps, const JobSpec& job, const std::vector<Varia
   std::vector<RestoreResponse> responses;
   absl::Status s = ps.RestoreAll(request, &responses);
   if (!s.ok()) return Annotate(s, absl::StrCat("warm start from ", source.path));
-  std::cerr << "chief: warm-started " << request.variable_map().size()
-            << " variables from " << source.path << "\n";
+  LogInfo() << "warm-started " << request.variable_map().size()
+            << " variables from " << source.path;
   return absl::OkStatus();
 }
 
@@ -360,9 +360,9 @@ absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume res
   out.response.set_resumed_at_step(scheduler.done_steps());
   out.response.set_resumed_from(outcome.resumed_from);
   if (!outcome.resumed_from.empty()) {
-    std::cerr << "chief: job " << out.job.job_id() << " resumed from " << outcome.resumed_from
+    LogInfo() << "job " << out.job.job_id() << " resumed from " << outcome.resumed_from
               << " at step " << scheduler.done_steps() << " of " << scheduler.total_steps()
-              << " (generation " << outcome.generation << ")\n";
+              << " (generation " << outcome.generation << ")";
   }
   return out;
 }

@@ -1,8 +1,7 @@
 #include "coordinator/ps_monitor.h"
 
-#include <iostream>
-
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace shardps {
 
@@ -50,8 +49,8 @@ void PsMonitor::Loop() {
           if (!v.up || v.incarnation != h.incarnation() || v.generation != h.generation()) {
             changed = true;
             if (!v.up && v.probed) {
-              std::cerr << "chief: ps " << k << " is reachable again"
-                        << (v.incarnation != h.incarnation() ? " (restarted)" : "") << "\n";
+              LogInfo() << "ps " << k << " is reachable again"
+                        << (v.incarnation != h.incarnation() ? " (restarted)" : "");
             }
           }
           v.probed = true;
@@ -71,7 +70,7 @@ void PsMonitor::Loop() {
           const bool down = !v.probed || now - v.failing_since >= options_.unreachable_after;
           if (down && v.up) {
             changed = true;
-            std::cerr << "chief: ps " << k << " unreachable: " << v.error << "\n";
+            LogWarning() << "ps " << k << " unreachable: " << v.error;
           }
           if (down) v.up = false;
           any_down |= !v.up;

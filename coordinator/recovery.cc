@@ -1,11 +1,11 @@
 #include "coordinator/recovery.h"
 
 #include <algorithm>
-#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 
 namespace shardps {
 
@@ -34,7 +34,7 @@ void Recovery::PsStateLostLocked(int ps_task, absl::string_view why) {
   if (cause_.empty()) {
     cause_ = absl::StrCat(ps_task >= 0 ? absl::StrCat("ps ", ps_task) : std::string("a ps"),
                           " lost the job's shards (", why, ")");
-    std::cerr << "chief: " << cause_ << "\n";
+    LogWarning() << cause_;
   }
   s_->WakeControlLocked();
   monitor_->ProbeNow();
@@ -65,7 +65,7 @@ void Recovery::UpdatePsPhaseLocked() {
     if (RestartedLocked(k, v) && cause_.empty()) {
       cause_ = absl::StrCat("ps ", k, " (", ps_addresses_[k], ") restarted (incarnation ",
                             absl::Hex(v.incarnation), ") and lost its shards");
-      std::cerr << "chief: " << cause_ << "\n";
+      LogWarning() << cause_;
     }
   }
   if (!unreachable.empty()) {
@@ -73,7 +73,7 @@ void Recovery::UpdatePsPhaseLocked() {
   } else if (s_->phase.kind() == Kind::kPsUnreachable && cause_.empty()) {
     // (With a rollback due, the job stays held until the rollback begins.)
     s_->ReleasePhaseLocked(Kind::kPsUnreachable);
-    std::cerr << "chief: every ps is reachable again; resuming\n";
+    LogInfo() << "every ps is reachable again; resuming";
   }
 }
 
@@ -145,7 +145,7 @@ bool Recovery::RollBackLocked(const std::string& cause, int64_t generation, Roll
     const std::string detail = absl::StrCat(cause, "; restore failed, retrying: ",
                                             outcome.status().message());
     s_->SetPhaseLocked(Kind::kRecovering, detail);
-    std::cerr << "chief: recovering: " << detail << "\n";
+    LogWarning() << "recovering: " << detail;
     return false;
   }
   for (size_t k = 0; k < health.size(); ++k) {
@@ -178,7 +178,7 @@ Recovery::Result Recovery::ApplyLocked(const std::string& cause, absl::Time t0,
     s_->store_state.generation_start_steps = out.steps_done;
     s_->WriteStateLocked();
     absl::Status journal = s_->store->StartJournal(generation);
-    if (!journal.ok()) std::cerr << "chief: step journal: " << journal << "\n";
+    if (!journal.ok()) LogWarning() << "step journal: " << journal;
   }
   const int64_t lost = std::max<int64_t>(0, done_before - out.steps_done);
   RecoveryInfo* r = s_->status.add_recoveries();
@@ -194,8 +194,8 @@ Recovery::Result Recovery::ApplyLocked(const std::string& cause, absl::Time t0,
   r->set_steps_lost(lost);
   r->set_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
   s_->status.set_steps_lost(s_->status.steps_lost() + lost);
-  std::cerr << "chief: recovered from " << cause << ": " << r->action() << ", " << lost
-            << " steps lost, " << r->seconds() << " s; generation " << generation << "\n";
+  LogInfo() << "recovered from " << cause << ": " << r->action() << ", " << lost
+            << " steps lost, " << r->seconds() << " s; generation " << generation;
   cause_.clear();
   s_->SetPhaseLocked(Kind::kTraining);
   s_->WakeDispatcherLocked();

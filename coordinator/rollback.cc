@@ -1,8 +1,7 @@
 #include "coordinator/rollback.h"
 
-#include <iostream>
-
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
@@ -15,8 +14,8 @@ absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
   ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
   if (s.code() != absl::StatusCode::kAlreadyExists) return s;
-  std::cerr << "chief: the ps hold job " << job.name()
-            << "'s variables in another layout; dropping them (" << s.message() << ")\n";
+  LogInfo() << "the ps hold job " << job.name()
+            << "'s variables in another layout; dropping them (" << s.message() << ")";
   DropShardsRequest drop;
   for (const VariableDef& def : defs) drop.add_variables(def.name);
   RETURN_IF_ERROR(ps.DropShardsAll(drop));
@@ -55,7 +54,7 @@ absl::StatusOr<RollbackOutcome> RollBack(PsClient& ps, const JobSpec& job,
       const absl::StatusCode code = s.code();
       if (code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kFailedPrecondition ||
           code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
-        std::cerr << "chief: checkpoint " << c.id << " cannot be restored: " << s << "\n";
+        LogWarning() << "checkpoint " << c.id << " cannot be restored: " << s;
         out.skipped.push_back(absl::StrCat("checkpoint ", c.id, ": ", s.message()));
         continue;
       }
