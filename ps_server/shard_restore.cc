@@ -3,15 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "proto/error.pb.h"
@@ -23,6 +24,28 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+// The first exception thrown on any of RunUnits' threads, rethrown on the caller's.
+class FirstException {
+ public:
+  void Keep(std::exception_ptr thrown) {
+    absl::MutexLock lock(&mu_);
+    if (!thrown_) thrown_ = std::move(thrown);
+  }
+  // REQUIRES: every thread that may call Keep has been joined.
+  void RethrowIfAny() {
+    std::exception_ptr thrown;
+    {
+      absl::MutexLock lock(&mu_);
+      thrown = thrown_;
+    }
+    if (thrown != nullptr) std::rethrow_exception(thrown);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::exception_ptr thrown_ ABSL_GUARDED_BY(mu_);
+};
+
 // Calls fn(i) for every i in [0, n) on up to `threads` threads (this one included), and
 // returns the status of the lowest i that failed. A unit above a failed one is skipped (it
 // cannot change the answer); every unit below it runs, so the answer is the one a loop over
@@ -31,16 +54,14 @@ absl::Status RunUnits(int n, int threads, absl::FunctionRef<absl::Status(int)> f
   std::vector<absl::Status> status(static_cast<size_t>(n));
   std::atomic<int> next{0};
   std::atomic<int> first_failed{n};
-  std::exception_ptr thrown;
-  std::mutex thrown_mu;
+  FirstException thrown;
   auto work = [&] {
     for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       if (i > first_failed.load()) continue;
       try {
         status[static_cast<size_t>(i)] = fn(i);
       } catch (...) {
-        std::lock_guard<std::mutex> lock(thrown_mu);
-        if (!thrown) thrown = std::current_exception();
+        thrown.Keep(std::current_exception());
         status[static_cast<size_t>(i)] = absl::CancelledError("threw");
       }
       if (!status[static_cast<size_t>(i)].ok()) {
@@ -60,7 +81,7 @@ absl::Status RunUnits(int n, int threads, absl::FunctionRef<absl::Status(int)> f
   }
   work();
   for (std::thread& t : helpers) t.join();
-  if (thrown) std::rethrow_exception(thrown);
+  thrown.RethrowIfAny();
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }
