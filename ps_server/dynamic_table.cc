@@ -481,10 +481,33 @@ bool DynamicTable::Admit(Stripe& s, int64_t key) {
   return low >= admit_after_;
 }
 
-absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> keys,
-                                                     absl::Span<const float> grads,
-                                                     const Optimizer& optimizer, int64_t step,
-                                                     double lr_scale, RowBatch* evicted) {
+namespace {
+
+// The distinct keys of a push in order of first appearance (*first: the position in `keys`
+// of each), and their gradients (*sums, dim floats each), duplicates' summed in order.
+void SumByKey(absl::Span<const int64_t> keys, absl::Span<const float> grads, int64_t dim,
+              std::vector<uint32_t>* first, std::vector<float>* sums) {
+  absl::flat_hash_map<int64_t, uint32_t> position;
+  position.reserve(keys.size());
+  sums->reserve(grads.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    auto [it, inserted] = position.try_emplace(keys[k], static_cast<uint32_t>(first->size()));
+    const float* g = grads.data() + k * dim;
+    if (inserted) {
+      first->push_back(static_cast<uint32_t>(k));
+      sums->insert(sums->end(), g, g + dim);
+    } else {
+      float* sum = sums->data() + static_cast<size_t>(it->second) * dim;
+      for (int64_t c = 0; c < dim; ++c) sum[c] += g[c];
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status DynamicTable::CheckPush(absl::Span<const int64_t> keys,
+                                     absl::Span<const float> grads, const Optimizer& optimizer,
+                                     int64_t step, double lr_scale) const {
   const std::string table = absl::StrCat("table '", name_, "': ");
   if (grads.size() != keys.size() * static_cast<size_t>(dim_)) {
     return absl::InvalidArgumentError(absl::StrCat(table, "push of ", keys.size(),
@@ -497,7 +520,9 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
                                                    optimizer.num_slots(),
                                                    " slots, the table was made for ", num_slots_));
   }
-  if (step < 1) return absl::InvalidArgumentError(absl::StrCat(table, "step must be >= 1, got ", step));
+  if (step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(table, "step must be >= 1, got ", step));
+  }
   if (!(lr_scale > 0) || !std::isfinite(lr_scale)) {
     return absl::InvalidArgumentError(
         absl::StrCat(table, "lr_scale must be > 0 and finite, got ", lr_scale));
@@ -508,26 +533,21 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
                                                    " (position ", bad / dim_,
                                                    ") is not finite: ", grads[bad]));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> keys,
+                                                     absl::Span<const float> grads,
+                                                     const Optimizer& optimizer, int64_t step,
+                                                     double lr_scale, RowBatch* evicted) {
+  RETURN_IF_ERROR(CheckPush(keys, grads, optimizer, step, lr_scale));
   std::vector<KeyPlace> places;
   RETURN_IF_ERROR(CheckHeld(keys, &places));
 
   // Distinct keys in order of first appearance, duplicates' gradients summed in order.
-  absl::flat_hash_map<int64_t, uint32_t> position;
-  position.reserve(keys.size());
   std::vector<uint32_t> first;  // position in `keys` of each distinct key
   std::vector<float> sums;
-  sums.reserve(grads.size());
-  for (size_t k = 0; k < keys.size(); ++k) {
-    auto [it, inserted] = position.try_emplace(keys[k], static_cast<uint32_t>(first.size()));
-    const float* g = grads.data() + k * dim_;
-    if (inserted) {
-      first.push_back(static_cast<uint32_t>(k));
-      sums.insert(sums.end(), g, g + dim_);
-    } else {
-      float* sum = sums.data() + static_cast<size_t>(it->second) * dim_;
-      for (int64_t c = 0; c < dim_; ++c) sum[c] += g[c];
-    }
-  }
+  SumByKey(keys, grads, dim_, &first, &sums);
   std::vector<int32_t> stripe_of(first.size());
   for (size_t u = 0; u < first.size(); ++u) stripe_of[u] = places[first[u]].stripe;
   std::vector<uint32_t> order, begin;
@@ -565,28 +585,38 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
       grad_rows.insert(grad_rows.end(), g, g + dim_);
     }
     if (!rows.empty()) {
-      const RowBlocks params{s.param_blocks.data(), kChunkShift, dim_};
-      RowBlocks slots[Optimizer::kMaxSlots] = {};
-      for (int j = 0; j < num_slots_; ++j) slots[j] = {s.slot_blocks[j].data(), kChunkShift, dim_};
-      optimizer.ApplyRowsScaled(step, lr_scale, rows, grad_rows.data(), params,
-                                absl::MakeConstSpan(slots, num_slots_));
-      const uint32_t e = epoch();
-      for (int64_t r : rows) {
-        s.Step(static_cast<uint32_t>(r)) = now;
-        s.Epoch(static_cast<uint32_t>(r)) = e;
-      }
+      ApplyToRows(s, rows, grad_rows, optimizer, step, lr_scale, now);
       result.applied += static_cast<int64_t>(rows.size());
     }
-    s.newest_step = std::max(s.newest_step, now);
-    if (ttl_steps_ > 0 && s.newest_step > ttl_steps_ &&
-        s.newest_step - s.last_ttl_sweep >= std::max<int64_t>(1, ttl_steps_ / 4)) {
-      s.last_ttl_sweep = s.newest_step;
-      EvictOlderThan(s, static_cast<uint32_t>(s.newest_step - ttl_steps_),
-                     std::numeric_limits<int64_t>::max(), &s.evicted_ttl, evicted);
-    }
-    EvictForBudget(s, now, evicted);
+    EvictAfterPush(s, now, evicted);
   }
   return result;
+}
+
+void DynamicTable::ApplyToRows(Stripe& s, const std::vector<int64_t>& rows,
+                               const std::vector<float>& grad_rows, const Optimizer& optimizer,
+                               int64_t step, double lr_scale, uint32_t now) {
+  const RowBlocks params{s.param_blocks.data(), kChunkShift, dim_};
+  RowBlocks slots[Optimizer::kMaxSlots] = {};
+  for (int j = 0; j < num_slots_; ++j) slots[j] = {s.slot_blocks[j].data(), kChunkShift, dim_};
+  optimizer.ApplyRowsScaled(step, lr_scale, rows, grad_rows.data(), params,
+                            absl::MakeConstSpan(slots, num_slots_));
+  const uint32_t e = epoch();
+  for (int64_t r : rows) {
+    s.Step(static_cast<uint32_t>(r)) = now;
+    s.Epoch(static_cast<uint32_t>(r)) = e;
+  }
+}
+
+void DynamicTable::EvictAfterPush(Stripe& s, uint32_t now, RowBatch* evicted) {
+  s.newest_step = std::max(s.newest_step, now);
+  if (ttl_steps_ > 0 && s.newest_step > ttl_steps_ &&
+      s.newest_step - s.last_ttl_sweep >= std::max<int64_t>(1, ttl_steps_ / 4)) {
+    s.last_ttl_sweep = s.newest_step;
+    EvictOlderThan(s, static_cast<uint32_t>(s.newest_step - ttl_steps_),
+                   std::numeric_limits<int64_t>::max(), &s.evicted_ttl, evicted);
+  }
+  EvictForBudget(s, now, evicted);
 }
 
 int64_t DynamicTable::EvictExpired(int64_t now_step) {

@@ -208,6 +208,9 @@ class DynamicTable {
   int32_t StripeOfBucket(int32_t bucket) const;
   absl::Status CheckHeld(absl::Span<const int64_t> keys, std::vector<KeyPlace>* places) const;
   absl::Status CheckBatch(const RowBatch& rows) const;
+  // Push's arguments: sizes, slots, step, scale, finite gradients.
+  absl::Status CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                         const Optimizer& optimizer, int64_t step, double lr_scale) const;
   // Stripe helpers; REQUIRE the stripe's lock held exclusively.
   uint32_t NewRow(Stripe& s, int64_t key, uint32_t last_step);
   void RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* counter);
@@ -215,6 +218,12 @@ class DynamicTable {
   int64_t EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit, int64_t* counter,
                          RowBatch* evicted);
   void EvictForBudget(Stripe& s, uint32_t now, RowBatch* evicted);
+  // Push's update of `rows` (its gradients, dim floats each) and their stamps.
+  void ApplyToRows(Stripe& s, const std::vector<int64_t>& rows,
+                   const std::vector<float>& grad_rows, const Optimizer& optimizer, int64_t step,
+                   double lr_scale, uint32_t now);
+  // After a push to the stripe at `now`: its ttl sweep, when due, and its row budget.
+  void EvictAfterPush(Stripe& s, uint32_t now, RowBatch* evicted);
   bool Admit(Stripe& s, int64_t key);
   void LogDeletion(Stripe& s, int64_t key);
   void CopyRow(const Stripe& s, int64_t key, uint32_t row, RowBatch* out) const;
