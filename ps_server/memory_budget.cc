@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
+#include "common/status_macros.h"
 #include "proto/error.pb.h"
 
 namespace shardps {
@@ -62,6 +63,12 @@ int64_t MemoryBudget::available_bytes() const {
   if (budget_bytes_ == 0) return 0;
   absl::MutexLock lock(&mu_);
   return std::max<int64_t>(0, limit_bytes_ - used_);
+}
+
+absl::Status BudgetReservation::Add(int64_t bytes, absl::string_view what) {
+  RETURN_IF_ERROR(budget_->Reserve(bytes, what));
+  bytes_ += bytes;
+  return absl::OkStatus();
 }
 
 }  // namespace shardps

@@ -54,6 +54,27 @@ class MemoryBudget {
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Memory reserved in a budget for one request, returned when the request does not keep it.
+//
+// Thread-safety: not thread-safe (one request's).
+class BudgetReservation {
+ public:
+  explicit BudgetReservation(MemoryBudget* budget) : budget_(budget) {}
+  // Releases what was added and not kept.
+  ~BudgetReservation() { budget_->Release(bytes_); }
+  BudgetReservation(const BudgetReservation&) = delete;
+  BudgetReservation& operator=(const BudgetReservation&) = delete;
+
+  // Reserves `bytes` more for `what` (MemoryBudget::Reserve).
+  absl::Status Add(int64_t bytes, absl::string_view what);
+  // Keeps `bytes` of what was added reserved past this reservation's end.
+  void Keep(int64_t bytes) { bytes_ -= bytes; }
+
+ private:
+  MemoryBudget* const budget_;
+  int64_t bytes_ = 0;
+};
+
 }  // namespace shardps
 
 #endif  // SHARDPS_PS_SERVER_MEMORY_BUDGET_H_

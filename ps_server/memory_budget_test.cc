@@ -46,5 +46,18 @@ TEST(MemoryBudgetTest, ValidateNamesTheOption) {
   EXPECT_FALSE(MemoryBudget::Validate(10, -0.1).ok());
 }
 
+TEST(MemoryBudgetTest, AReservationReturnsWhatItDoesNotKeep) {
+  MemoryBudget budget(1000, 0.5, 0);
+  {
+    BudgetReservation reservation(&budget);
+    ASSERT_TRUE(reservation.Add(100, "variable 'a'").ok());
+    ASSERT_TRUE(reservation.Add(200, "variable 'b'").ok());
+    EXPECT_EQ(reservation.Add(300, "variable 'c'").code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(budget.used_bytes(), 300);
+    reservation.Keep(200);
+  }
+  EXPECT_EQ(budget.used_bytes(), 200);
+}
+
 }  // namespace
 }  // namespace shardps
