@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/ps.pb.h"
+#include "ps_server/pulled_bytes.h"
 
 namespace shardps {
 
@@ -84,10 +85,7 @@ class ShardStore {
   // shard's parameter blocks, in order, and references that keep those bytes unchanged while
   // held (an update copies a block that a pull still holds instead of writing it). Dropping
   // `holds` (on any thread) lets the blocks go.
-  struct PulledBytes {
-    std::vector<absl::string_view> pieces;
-    std::vector<std::shared_ptr<const void>> holds;
-  };
+  using PulledBytes = ::shardps::PulledBytes;
   // As Pull, but on success the response's data stays empty and its bytes are appended to
   // *in_place instead, without a copy. *in_place must live until `done` has been called.
   virtual void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
