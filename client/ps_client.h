@@ -34,7 +34,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/ps_client_types.h"
 #include "client/ps_interface.h"
+#include "client/variable_layout.h"
 #include "partitioners/buckets.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
@@ -42,108 +44,9 @@
 
 namespace shardps {
 
-// How a dynamic table is held (ShardSpec.dynamic).
-struct DynamicTableDef {
-  int32_t num_buckets = kDefaultNumBuckets;
-  int32_t admit_after = 0;  // a key becomes a row on its admit_after-th push (0, 1: first)
-  int64_t ttl_steps = 0;    // evict rows not pushed for this many steps (0: never)
-  int64_t max_rows = 0;     // rows of the whole table, split evenly over its shards (0: none)
-};
-
-// What a user asks for: a logical variable, before partitioning.
-struct VariableDef {
-  std::string name;
-  std::vector<int64_t> shape;  // [] for a scalar; [0, dim] for a dynamic table
-  InitializerSpec initializer;
-  OptimizerSpec optimizer;
-  UpdateSpec update;
-  // Set: a dynamic table (issue 10 §3), keyed by any int64 (hashed ids) rather than row
-  // indices; its rows exist once pushed. It has one shard per ps task, shard i on ps i
-  // holding the i-th of SplitBuckets(num_buckets, num_ps) (partitioners/buckets.h); the
-  // partitioner and placer are not consulted. Read and written by key only.
-  std::optional<DynamicTableDef> dynamic;
-};
-
-// Where a variable's shards live.
-struct VariableLayout {
-  struct Shard {
-    ShardSpec spec;
-    int ps = 0;             // index into the client's ps tasks
-    int64_t row_offset = 0;
-    int64_t rows = 0;
-    BucketRange buckets;  // a dynamic table's shard: the buckets it holds
-  };
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t rows = 0;          // shape[0], or 1 for a scalar; 0 for a dynamic table
-  int64_t row_width = 0;     // elements per row
-  int64_t num_elements = 0;  // 0 for a dynamic table
-  // A dynamic table: keys route to the shard holding BucketOf(key, num_buckets).
-  bool dynamic = false;
-  int32_t num_buckets = 0;
-  std::vector<Shard> shards;  // in row order (a dynamic table's: in bucket order)
-};
-
-// Versions seen by a pull: the lowest and highest shard version among the shards read, and
-// each shard's (by shard name; a shard read in several chunks: the lowest its chunks saw).
-// A consistent snapshot has min_version == max_version. Pass it to the push of gradients
-// computed on what was pulled (PushOptions::base_versions).
-struct PullVersions {
-  int64_t min_version = 0;
-  int64_t max_version = 0;
-  std::map<std::string, int64_t> shards;
-};
-
-struct PushOptions {
-  // For SYNC shards: the step and replica these gradients belong to.
-  bool has_sync = false;
-  SyncTag sync;
-  // Non-zero: request ids are derived from this key (and the chunk), not drawn fresh, so a
-  // re-run of the same step (by another worker, after a failure) is recognised by the ps as a
-  // duplicate and not applied twice. Zero: fresh ids (a retry of one call still reuses them).
-  uint64_t idempotency_key = 0;
-  // The recovery generation these updates belong to, set on every request the push sends
-  // (PushRequest.generation, PushRowsRequest.generation): a ps that has moved to a later
-  // generation (rolled back since) refuses them, ABORTED with STALE_GENERATION. 0: unfenced.
-  int64_t generation = 0;
-  // The versions of the pull the gradients were computed on: each request to a shard listed
-  // there carries its version as base_version (PushRequest, PushRowsRequest), which an ASYNC
-  // shard with a staleness policy (UpdateSpec.staleness_lr, .delay_compensation) uses;
-  // shards not listed, or null: 0 (unknown). Read only while the push is issued: it need not
-  // outlive the PushAsync / PushRowsAsync call.
-  const PullVersions* base_versions = nullptr;
-};
-
-struct PullOptions {
-  // Wait until every shard has applied at least this many updates (see ShardStore::Pull).
-  int64_t min_version = 0;
-  // Give up waiting after this long; zero: wait up to the RPC deadline.
-  absl::Duration wait_timeout = absl::ZeroDuration();
-  // Read every shard at exactly min_version (PullRequest.exact_version): a SYNC step's pulls,
-  // so that a re-run of the step computes on what its first run saw.
-  bool exact_version = false;
-};
-
 class PsClient {
  public:
-  struct Options {
-    absl::Duration rpc_timeout = absl::Seconds(60);
-    int max_attempts = 6;  // for UNAVAILABLE
-    absl::Duration initial_backoff = absl::Milliseconds(50);
-    absl::Duration max_backoff = absl::Seconds(2);
-    // The most tensor bytes in one request or reply: whole-variable pulls and pushes are cut
-    // into row ranges, and row calls' ids into requests, of at most this many bytes (one row
-    // at least), well below the ps's reply bound (ShardStore::Options::max_reply_bytes).
-    int64_t max_chunk_bytes = 4 << 20;
-    // Calls of one Pull/Push in flight at once to each ps (0: all at once). Calls that run
-    // together share the connections and all finish near the end, so the work each one
-    // leaves for completion (the client's copy out, the ps's optimizer update) piles up at
-    // the end; a window lets it overlap the next calls' transfer.
-    int calls_in_flight_per_ps = 4;
-    // Deadline of each ps's Restore (RestoreAll), which reads its part of a checkpoint: GiBs
-    // take long. The other control calls use rpc_timeout.
-    absl::Duration restore_timeout = absl::Minutes(30);
-  };
+  using Options = PsClientOptions;
 
   // One PsInterface per ps task, in task-index order.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(
@@ -166,14 +69,8 @@ class PsClient {
   virtual std::vector<std::string> VariableNames() const = 0;
 
   // Dense whole variables. `out` / `grad` hold num_elements floats, row-major.
-  struct PullTarget {
-    std::string name;
-    absl::Span<float> out;
-  };
-  struct PushSource {
-    std::string name;
-    absl::Span<const float> grad;
-  };
+  using PullTarget = ::shardps::PullTarget;
+  using PushSource = ::shardps::PushSource;
   // Pulls several variables at once; every shard chunk of every variable is in flight
   // together. `versions` (optional) receives the range of shard versions seen.
   virtual void PullAsync(std::vector<PullTarget> targets, const PullOptions& options,
@@ -210,16 +107,8 @@ class PsClient {
   // of about 100). A ps of an earlier release gets one call per request. A push batch is
   // applied in order up to its first failure, which fails the call; a retry re-sends the
   // batch, and the request ids of the requests already applied keep them from applying twice.
-  struct RowsPullTarget {
-    std::string name;
-    absl::Span<const int64_t> ids;
-    absl::Span<float> out;
-  };
-  struct RowsPushSource {
-    std::string name;
-    absl::Span<const int64_t> ids;
-    absl::Span<const float> grads;
-  };
+  using RowsPullTarget = ::shardps::RowsPullTarget;
+  using RowsPushSource = ::shardps::RowsPushSource;
   virtual void PullRowsManyAsync(std::vector<RowsPullTarget> targets, const PullOptions& options,
                                  PullVersions* versions, StatusCallback done) = 0;
   virtual void PushRowsManyAsync(std::vector<RowsPushSource> sources, const PushOptions& options,
