@@ -4,11 +4,11 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/serial_executor.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -74,7 +74,7 @@ class GrpcPsInterface : public PsInterface {
     if (request->data().size() >= kZeroCopyBytes) {                                     \
       static const std::string* const method = NewMethodName(#Method);                   \
       RawCall::Start(                                                                    \
-          NextStub().generic.get(), *method,                                             \
+          &releases_, NextStub().generic.get(), *method,                                 \
           [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {  \
             return SerializeZeroCopy(*request, std::move(keep_alive), buffer);           \
           },                                                                             \
@@ -100,7 +100,7 @@ class GrpcPsInterface : public PsInterface {
                      absl::Time deadline, StatusCallback done) override {
     static const std::string* const method = NewMethodName("PullRows");
     RawCall::Start(
-        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        &releases_, NextStub().generic.get(), *method, RowRequestSerializer(request),
         RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
   }
 
@@ -110,7 +110,7 @@ class GrpcPsInterface : public PsInterface {
                          StatusCallback done) override {
     static const std::string* const method = NewMethodName("PullRows");
     RawCall::Start(
-        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        &releases_, NextStub().generic.get(), *method, RowRequestSerializer(request),
         [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
           int64_t expected = 0;
           for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
@@ -128,7 +128,7 @@ class GrpcPsInterface : public PsInterface {
                      absl::Time deadline, StatusCallback done) override {
     static const std::string* const method = NewMethodName("PushRows");
     RawCall::Start(
-        NextStub().generic.get(), *method, RowRequestSerializer(request),
+        &releases_, NextStub().generic.get(), *method, RowRequestSerializer(request),
         RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
   }
 
@@ -145,7 +145,7 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PullRowsBatch");
     RawCall::Start(
-        NextStub().generic.get(), *method,
+        &releases_, NextStub().generic.get(), *method,
         [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
           return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
         },
@@ -173,7 +173,7 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PushRowsBatch");
     RawCall::Start(
-        NextStub().generic.get(), *method,
+        &releases_, NextStub().generic.get(), *method,
         [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
           return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
         },
@@ -191,7 +191,7 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PullBatch");
     RawCall::Start(
-        NextStub().generic.get(), *method,
+        &releases_, NextStub().generic.get(), *method,
         [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
           return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
         },
@@ -232,7 +232,7 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PushBatch");
     RawCall::Start(
-        NextStub().generic.get(), *method,
+        &releases_, NextStub().generic.get(), *method,
         [request, data](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
           // The header names each item's length; the bytes follow as one field.
           PushBatchRequest header;
@@ -277,10 +277,12 @@ class GrpcPsInterface : public PsInterface {
     // parsed.
     using Inspector = std::function<void(grpc::ClientContext* ctx)>;
 
-    static void Start(grpc::GenericStub* stub, const std::string& method,
-                      const Serializer& serialize, Parser parse, absl::Time deadline,
-                      StatusCallback done, Inspector inspect = nullptr) {
-      auto* call = new RawCall(std::move(done), NewContext(deadline));
+    // `releases` finishes the call when its last slice is let go inside gRPC's transport
+    // (Release); it must outlive the call's `done`.
+    static void Start(SerialExecutor* releases, grpc::GenericStub* stub,
+                      const std::string& method, const Serializer& serialize, Parser parse,
+                      absl::Time deadline, StatusCallback done, Inspector inspect = nullptr) {
+      auto* call = new RawCall(releases, std::move(done), NewContext(deadline));
       std::shared_ptr<const void> keep_alive(call, [](const void* p) {
         Release(static_cast<RawCall*>(const_cast<void*>(p)));
       });
@@ -317,7 +319,8 @@ class GrpcPsInterface : public PsInterface {
     }
 
    private:
-    RawCall(StatusCallback done, grpc::ClientContext* ctx) : ctx_(ctx), done_(std::move(done)) {}
+    RawCall(SerialExecutor* releases, StatusCallback done, grpc::ClientContext* ctx)
+        : releases_(releases), ctx_(ctx), done_(std::move(done)) {}
 
     // The call has completed: frees the context, and with it gRPC's call and the copy of the
     // request it kept, drops this side's buffers, then the completion's own reference.
@@ -334,23 +337,26 @@ class GrpcPsInterface : public PsInterface {
 
     // The last reference is gone. Usually that is the completion callback above, a thread on
     // which gRPC runs user callbacks. Otherwise it is a slice released deep inside gRPC's
-    // transport, where neither user code nor the call's destruction may run: both move to a
-    // thread of their own (a rare path: only calls that ended with their request unsent).
+    // transport, where neither user code nor the call's destruction may run: both move to
+    // the interface's executor (a rare path: only calls that ended with their request
+    // unsent).
     static void Release(RawCall* call) {
       if (in_raw_completion) {
-        StatusCallback done = std::move(call->done_);
-        absl::Status status = call->status_;
-        delete call;
-        done(status);
+        Finish(call);
         return;
       }
-      std::thread([call] {
-        StatusCallback done = std::move(call->done_);
-        absl::Status status = call->status_;
-        delete call;
-        done(status);
-      }).detach();
+      call->releases_->Schedule([call] { Finish(call); });
     }
+
+    // Deletes the call, then calls its `done` with its status.
+    static void Finish(RawCall* call) {
+      StatusCallback done = std::move(call->done_);
+      absl::Status status = call->status_;
+      delete call;
+      done(status);
+    }
+
+    SerialExecutor* const releases_;
 
     std::unique_ptr<grpc::ClientContext> ctx_;
     grpc::ByteBuffer request_;
@@ -443,6 +449,10 @@ class GrpcPsInterface : public PsInterface {
   std::atomic<bool> peer_reads_ids_bytes_{false};
   std::atomic<bool> peer_takes_row_batches_{false};  // kRowBatchesMetadataKey
   std::atomic<uint64_t> next_{0};
+  // Finishes the raw calls whose last slice gRPC's transport let go (RawCall::Release).
+  // Last: destroyed first, running what it still holds (by then every call's `done` has
+  // run or is queued there: the caller keeps the interface until each call's `done`).
+  SerialExecutor releases_;
 };
 
 }  // namespace
