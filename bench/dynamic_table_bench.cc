@@ -26,8 +26,8 @@
 #include "bench/host_stats.h"
 #include "bench/rss.h"
 #include "common/flags.h"
+#include "math/optimizer.h"
 #include "ps_server/dynamic_table.h"
-#include "ps_server/optimizer.h"
 #include "ps_server/shard_store.h"
 #include "absl/strings/str_cat.h"
 

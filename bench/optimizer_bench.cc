@@ -26,8 +26,8 @@
 #include "bench/host_stats.h"
 #include "bench/stats.h"
 #include "common/flags.h"
+#include "math/optimizer.h"
 #include "nlohmann/json.hpp"
-#include "ps_server/optimizer.h"
 
 namespace shardps {
 namespace {

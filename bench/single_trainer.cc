@@ -6,9 +6,9 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "data/batcher.h"
+#include "math/initializer.h"
+#include "math/optimizer.h"
 #include "model/mlp.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
 
 namespace shardps {
 namespace bench {

@@ -63,10 +63,10 @@
 #include "common/process_tuning.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "math/unique_ids.h"
 #include "nlohmann/json.hpp"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "ps_server/unique_ids.h"
 #include "tests/process.h"
 #include "tests/ps_cluster.h"
 

@@ -13,7 +13,7 @@
 #include "client/versions_seen.h"
 #include "common/fanout.h"
 #include "common/status_macros.h"
-#include "ps_server/unique_ids.h"
+#include "math/unique_ids.h"
 
 namespace shardps {
 namespace {

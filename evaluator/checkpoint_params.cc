@@ -8,7 +8,7 @@
 #include "common/error_detail.h"
 #include "checkpoint/dynamic_rows.h"
 #include "common/status_macros.h"
-#include "ps_server/initializer.h"
+#include "math/initializer.h"
 
 namespace shardps {
 namespace {

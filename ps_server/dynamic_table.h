@@ -4,7 +4,7 @@
 //
 // Rows:
 // - A row is created by the first push that touches it (after admission, below), with
-//   parameters from KeyedRowInitializer (ps_server/initializer.h): they depend only on
+//   parameters from KeyedRowInitializer (math/initializer.h): they depend only on
 //   (initializer incl. seed, table name, key), so every ps and every re-sharding computes the
 //   same row. Slots start at Optimizer::initial_slot_value.
 // - A pull never creates a row: a missing key reads as its initial value, so evaluation and
@@ -64,10 +64,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "math/initializer.h"
+#include "math/optimizer.h"
 #include "partitioners/buckets.h"
 #include "proto/ps.pb.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
 
 namespace shardps {
 

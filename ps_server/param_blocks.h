@@ -25,7 +25,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "ps_server/optimizer.h"
+#include "math/optimizer.h"
 
 namespace shardps {
 

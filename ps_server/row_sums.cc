@@ -3,7 +3,7 @@
 #include <Eigen/Core>
 #include <cstring>
 
-#include "ps_server/unique_ids.h"
+#include "math/unique_ids.h"
 
 namespace shardps {
 namespace {

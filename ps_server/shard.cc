@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
+#include "math/initializer.h"
 #include "partitioners/buckets.h"
-#include "ps_server/initializer.h"
 
 namespace shardps {
 namespace {

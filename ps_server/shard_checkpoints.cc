@@ -9,7 +9,7 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "partitioners/buckets.h"
-#include "ps_server/optimizer.h"
+#include "math/optimizer.h"
 #include "ps_server/out_of_memory.h"
 #include "ps_server/shard_info.h"
 #include "ps_server/snapshot_cut.h"

@@ -8,8 +8,8 @@
 #include "common/error_detail.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
+#include "math/initializer.h"
+#include "math/optimizer.h"
 #include "ps_server/staleness.h"
 
 namespace shardps {

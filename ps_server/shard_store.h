@@ -68,7 +68,7 @@ class ShardStore {
   // nothing. Specs are validated first (shape, initializer, optimizer hyperparameters).
   // A rank-0 variable (shape []) is one row of width 1. Initial values are keyed by
   // spec.variable (spec.name when empty), seed and global element index, so they do not
-  // depend on the partitioning (ps_server/initializer.h).
+  // depend on the partitioning (math/initializer.h).
   virtual absl::Status CreateShards(const CreateShardsRequest& request,
                                     CreateShardsResponse* response) = 0;
 

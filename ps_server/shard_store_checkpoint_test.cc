@@ -21,9 +21,9 @@
 #include "common/error_detail.h"
 #include "common/test_files.h"
 #include "gtest/gtest.h"
+#include "math/optimizer.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "ps_server/optimizer.h"
 #include "ps_server/shard_store.h"
 
 namespace shardps {

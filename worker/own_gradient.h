@@ -22,7 +22,7 @@
 // time the pull ended. Only the update of the compute just before B's is ever added: with
 // two step slots, every earlier step's push was done before B's pull began.
 //
-// Every rule the ps implements (ps_server/optimizer.h) makes an update that does not depend
+// Every rule the ps implements (math/optimizer.h) makes an update that does not depend
 // on the parameters, so the update is the rule applied to zeros. Adam's t and the learning
 // rate decay count this worker's gradients (for a worker that joins a long-running job, its
 // first updates are estimates with Adam's early-step size).
@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "math/optimizer.h"
 #include "proto/ps.pb.h"
-#include "ps_server/optimizer.h"
 
 namespace shardps {
 

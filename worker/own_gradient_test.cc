@@ -8,7 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "ps_server/optimizer.h"
+#include "math/optimizer.h"
 
 namespace shardps {
 namespace {

@@ -19,7 +19,7 @@ The job, as shardps' job file spells it (coordinator/job_spec.h):
 - optimizer: Adam, learning rate 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7, no decay,
   applied on the ps by ResourceApplyAdam: lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t),
   m += (g - m)(1 - beta1), v += (g^2 - v)(1 - beta2), var -= lr_t m / (sqrt(v) + epsilon), the
-  ps' formula in shardps (ps_server/optimizer.cc); t counts applied steps.
+  ps' formula in shardps (math/optimizer.cc); t counts applied steps.
 - variables: TensorFlow's MinSizePartitioner(256 KiB, 4 shards) and round-robin placement,
   which is shardps' default partitioner ("min_size:262144:4") and placement ("round_robin").
   Adam's slots sit beside their variable's shard.

@@ -1,4 +1,4 @@
-#include "ps_server/optimizer.h"
+#include "math/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

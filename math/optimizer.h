@@ -36,8 +36,8 @@
 //
 // An Optimizer holds only its hyperparameters: it is immutable after Create, so one object may
 // be used by any number of threads at once; the caller serializes access to the buffers.
-#ifndef SHARDPS_PS_SERVER_OPTIMIZER_H_
-#define SHARDPS_PS_SERVER_OPTIMIZER_H_
+#ifndef SHARDPS_MATH_OPTIMIZER_H_
+#define SHARDPS_MATH_OPTIMIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -122,4 +122,4 @@ class Optimizer {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_PS_SERVER_OPTIMIZER_H_
+#endif  // SHARDPS_MATH_OPTIMIZER_H_

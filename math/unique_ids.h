@@ -7,8 +7,8 @@
 // finds the repeated ids instead, and only those go into a (small) hash map.
 //
 // Thread-safety: a pure function.
-#ifndef SHARDPS_PS_SERVER_UNIQUE_IDS_H_
-#define SHARDPS_PS_SERVER_UNIQUE_IDS_H_
+#ifndef SHARDPS_MATH_UNIQUE_IDS_H_
+#define SHARDPS_MATH_UNIQUE_IDS_H_
 
 #include <cstdint>
 #include <vector>
@@ -25,4 +25,4 @@ bool UniqueIds(absl::Span<const int64_t> ids, int64_t rows, std::vector<int64_t>
 
 }  // namespace shardps
 
-#endif  // SHARDPS_PS_SERVER_UNIQUE_IDS_H_
+#endif  // SHARDPS_MATH_UNIQUE_IDS_H_

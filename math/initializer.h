@@ -13,8 +13,8 @@
 // bits), so values match Keras in distribution, not bit for bit.
 //
 // Thread-safety: free functions without shared state; safe to call concurrently.
-#ifndef SHARDPS_PS_SERVER_INITIALIZER_H_
-#define SHARDPS_PS_SERVER_INITIALIZER_H_
+#ifndef SHARDPS_MATH_INITIALIZER_H_
+#define SHARDPS_MATH_INITIALIZER_H_
 
 #include <cstdint>
 
@@ -70,4 +70,4 @@ class KeyedRowInitializer {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_PS_SERVER_INITIALIZER_H_
+#endif  // SHARDPS_MATH_INITIALIZER_H_

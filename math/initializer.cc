@@ -1,4 +1,4 @@
-#include "ps_server/initializer.h"
+#include "math/initializer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "ps_server/unique_ids.h"
+#include "math/unique_ids.h"
 
 #include <algorithm>
 
