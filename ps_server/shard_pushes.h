@@ -18,7 +18,7 @@
 #include "proto/ps.pb.h"
 #include "ps_server/generation_fence.h"
 #include "ps_server/gradient_bytes.h"
-#include "ps_server/parallel_for.h"
+#include "compute/parallel_for.h"
 #include "ps_server/pull_waits.h"
 #include "ps_server/shard.h"
 #include "ps_server/shard_map.h"

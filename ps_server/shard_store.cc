@@ -21,7 +21,7 @@
 #include "ps_server/generation_fence.h"
 #include "ps_server/memory_budget.h"
 #include "ps_server/out_of_memory.h"
-#include "ps_server/parallel_for.h"
+#include "compute/parallel_for.h"
 #include "ps_server/pull_waits.h"
 #include "ps_server/shard.h"
 #include "ps_server/shard_checkpoints.h"

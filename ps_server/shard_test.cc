@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "compute/parallel_for.h"
 #include "gtest/gtest.h"
 #include "ps_server/gradient_bytes.h"
-#include "ps_server/parallel_for.h"
 
 namespace shardps {
 namespace {

@@ -1,4 +1,4 @@
-#include "ps_server/parallel_for.h"
+#include "compute/parallel_for.h"
 
 #include <sched.h>
 
@@ -19,18 +19,8 @@ ParallelFor::~ParallelFor() {
   for (std::thread& t : threads_) t.join();
 }
 
-ParallelFor::Job::Job(absl::FunctionRef<void(int64_t, int64_t)> f, int64_t size,
-                      int64_t count, int64_t a)
-    : fn(f), n(size), pieces(count), align(std::max<int64_t>(a, 1)) {}
-
-int64_t ParallelFor::Job::Boundary(int64_t i) const {
-  return i == pieces ? n : n * i / pieces / align * align;
-}
-
 void ParallelFor::Job::Work() {
-  for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
-    fn(Boundary(i), Boundary(i + 1));
-  }
+  for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) piece(i);
 }
 
 void ParallelFor::Run(int64_t n, int64_t grain, int64_t align,
@@ -41,11 +31,29 @@ void ParallelFor::Run(int64_t n, int64_t grain, int64_t align,
     fn(0, n);
     return;
   }
-  Job job(fn, n, pieces, align);
+  align = std::max<int64_t>(align, 1);
+  auto boundary = [n, pieces, align](int64_t i) {
+    return i == pieces ? n : n * i / pieces / align * align;
+  };
+  RunPieces(pieces, [&](int64_t i) { fn(boundary(i), boundary(i + 1)); });
+}
+
+void ParallelFor::ForEach(int64_t count, absl::FunctionRef<void(int64_t)> fn) {
+  if (count <= 0) return;
+  if (count == 1) {
+    fn(0);
+    return;
+  }
+  RunPieces(count, fn);
+}
+
+void ParallelFor::RunPieces(int64_t pieces, absl::FunctionRef<void(int64_t)> piece) {
+  Job job(piece, pieces);
   {
     absl::MutexLock lock(&mu_);
+    const int64_t asks = std::min<int64_t>(pieces - 1, static_cast<int64_t>(threads_.size()));
     try {
-      for (int64_t i = 1; i < pieces; ++i) queue_.push_back(&job);
+      for (int64_t i = 0; i < asks; ++i) queue_.push_back(&job);
     } catch (const std::bad_alloc&) {
       // Fewer helpers asked for: this thread claims whatever pieces they do not.
     }
