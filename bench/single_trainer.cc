@@ -1,6 +1,7 @@
 #include "bench/single_trainer.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -8,7 +9,8 @@
 #include "data/batcher.h"
 #include "math/initializer.h"
 #include "math/optimizer.h"
-#include "model/mlp.h"
+#include "model/mlp/mlp_compute.h"
+#include "model/mlp/mlp_spec.h"
 
 namespace shardps {
 namespace bench {
@@ -25,7 +27,8 @@ double Now() {
 class SingleTrainer::Parts {
  public:
   MlpSpec model;
-  std::unique_ptr<ComputeBackend> backend;
+  std::optional<ComputeDevice> device;  // the CPU
+  std::unique_ptr<MlpCompute> backend;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Batcher> batcher;
 };
@@ -36,7 +39,7 @@ SingleTrainer::SingleTrainer(const JobSpec& job, const Dataset& data,
 
 SingleTrainer::~SingleTrainer() = default;
 
-ComputeBackend* SingleTrainer::backend() const { return parts_->backend.get(); }
+const ComputeDevice& SingleTrainer::device() const { return *parts_->device; }
 
 absl::StatusOr<std::unique_ptr<SingleTrainer>> SingleTrainer::Create(const JobSpec& job,
                                                                      const Dataset& data,
@@ -44,7 +47,8 @@ absl::StatusOr<std::unique_ptr<SingleTrainer>> SingleTrainer::Create(const JobSp
   auto parts = std::make_unique<Parts>();
   ASSIGN_OR_RETURN(parts->model, ParseMlpSpec(job.model(), static_cast<int>(data.feature_dim),
                                               data.num_classes));
-  ASSIGN_OR_RETURN(parts->backend, ComputeBackend::Create(BackendKind::kCpu, threads));
+  parts->device = ComputeDevice::Cpu(threads);
+  ASSIGN_OR_RETURN(parts->backend, NewMlpCompute(*parts->device));
   ASSIGN_OR_RETURN(parts->optimizer, Optimizer::Create(job.optimizer()));
   parts->batcher = std::make_unique<Batcher>(data.num_examples, job.seed());
   auto trainer =

@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compute/compute_device.h"
 #include "data/idx_reader.h"
+#include "model/step_result.h"
 #include "proto/job.pb.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 namespace bench {
@@ -49,9 +50,9 @@ class SingleTrainer {
   int64_t batch_size() const { return batch_size_; }
   // The parameters now, in Params(model) order.
   const std::vector<std::vector<float>>& params() const { return params_; }
-  // The CPU backend it computes on, for an evaluator to share (so that no second pool of
-  // threads competes with training).
-  ComputeBackend* backend() const;
+  // The CPU device it computes on, for an evaluator to compute on too (on one thread, as the
+  // trainer of time_to_accuracy: no pool of threads at all to compete with training).
+  const ComputeDevice& device() const;
 
  private:
   class Parts;

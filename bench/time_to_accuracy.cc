@@ -432,14 +432,14 @@ absl::Status RunTensorFlow(const Options& options, const ConfigSpec& config, int
 // The single process (bench/single_trainer.h): data, parameters and optimizer state are ready
 // (outside the clock), then it trains on one thread; every eval_every_steps steps its clock
 // pauses while the evaluator's own code (evaluator/evaluator.h) evaluates the full test set,
-// on the trainer's backend.
+// on the trainer's device.
 absl::Status RunSingle(const Options& options, const ConfigSpec& config, const Dataset& train,
                        RunResult* r) {
   ASSIGN_OR_RETURN(nlohmann::json job_json, JobJson(options, config));
   ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json.dump(), /*num_workers=*/1));
   ASSIGN_OR_RETURN(std::unique_ptr<SingleTrainer> trainer, SingleTrainer::Create(job, train, 1));
   ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator,
-                   Evaluator::Create(job, trainer->backend()));
+                   Evaluator::Create(job, trainer->device()));
   const int64_t total_steps = trainer->steps_per_epoch() * job.epochs();
   double clock = 0;  // training seconds, evaluations left out
   auto evaluate = [&](int64_t step, bool final) -> absl::Status {

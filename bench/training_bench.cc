@@ -8,7 +8,7 @@
 // optimizer, initializer and seed from ParseJobSpec, with the defaults the chief fills in.
 //
 // (a) Single process (bench/single_trainer.h): LoadFashionMnist, Batcher + GatherBatch,
-//     ComputeBackend (CPU) on 1 and on 2 threads, and Adam applied in-process by the ps' own
+//     MlpCompute (CPU) on 1 and on 2 threads, and Adam applied in-process by the ps' own
 //     Optimizer (ApplyDense) on the step's thread. No network, no chief, no partitioning.
 // (b) Local clusters (tests/training_cluster.h: a chief, 2 ps and the workers as real
 //     processes on localhost ports): 1 and 2 workers, async and sync. Each worker computes on

@@ -22,8 +22,8 @@
 #include "partitioners/buckets.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "model/mlp.h"
-#include "model/dlrm_model.h"
+#include "model/dlrm/dlrm_model.h"
+#include "model/mlp/mlp_spec.h"
 #include "model/model.h"
 
 namespace shardps {

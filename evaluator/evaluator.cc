@@ -12,11 +12,10 @@
 
 namespace shardps {
 
-Evaluator::Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
+Evaluator::Evaluator(JobSpec job, std::unique_ptr<ModelCompute> compute,
                      std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test)
     : job_(std::move(job)),
-      own_dlrm_(std::move(own_dlrm)),
-      compute_(compute),
+      compute_(std::move(compute)),
       model_(std::move(model)),
       test_(std::move(test)) {
   for (const VariableInfo& v : model_->variables()) {
@@ -82,8 +81,7 @@ absl::Status Evaluator::CollectRowKeys() {
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
-                                                             ComputeBackend* backend,
-                                                             DlrmCompute* dlrm) {
+                                                             const ComputeDevice& device) {
   RETURN_IF_ERROR(Annotate(CheckDatasetName(job.dataset()),
                            absl::StrCat("job \"", job.job_id(), "\"")));
   absl::StatusOr<std::shared_ptr<const DataSource>> test =
@@ -96,14 +94,9 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
   }
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(job, (*test)->info());
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("job \"", job.job_id(), "\""));
-  std::unique_ptr<DlrmCompute> own_dlrm;
-  if ((*model)->compute_kind() == ComputeKind::kDlrm && dlrm == nullptr) {
-    ASSIGN_OR_RETURN(own_dlrm, CreateDlrmCompute(BackendKind::kCpu, 0));
-    dlrm = own_dlrm.get();
-  }
-  std::unique_ptr<Evaluator> evaluator(new Evaluator(job, ModelCompute{backend, dlrm},
-                                                     std::move(own_dlrm), *std::move(model),
-                                                     *std::move(test)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelCompute> compute, (*model)->NewCompute(device));
+  std::unique_ptr<Evaluator> evaluator(
+      new Evaluator(job, std::move(compute), *std::move(model), *std::move(test)));
   RETURN_IF_ERROR(evaluator->CollectRowKeys());
   return evaluator;
 }
@@ -163,7 +156,7 @@ absl::StatusOr<EvalMetrics> Evaluator::Evaluate(
                     static_cast<size_t>(width) * sizeof(float));
       }
     }
-    RETURN_IF_ERROR(model_->Evaluate(compute_, step, &part));
+    RETURN_IF_ERROR(model_->Evaluate(compute_.get(), step, &part));
     loss_sum += part.totals.loss_sum;
     correct += part.totals.correct;
     examples += part.totals.num_examples;

@@ -7,8 +7,8 @@
 //
 // No gRPC and no I/O besides loading the test set.
 //
-// Thread-safety: Evaluate may be called from several threads only if the backend allows it
-// (the CPU and GPU backends run one call at a time per object: use one thread).
+// Thread-safety: Evaluate may be called from several threads; the model's compute runs one
+// call at a time, so they take turns (use one thread).
 #ifndef SHARDPS_EVALUATOR_EVALUATOR_H_
 #define SHARDPS_EVALUATOR_EVALUATOR_H_
 
@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/job.pb.h"
+#include "compute/compute_device.h"
 #include "data/dataset.h"
 #include "model/model.h"
-#include "worker/compute/backend.h"
+#include "proto/job.pb.h"
 
 namespace shardps {
 
@@ -28,12 +28,10 @@ class Evaluator {
  public:
   // Loads the test split of job.dataset() in job.data_dir() (empty: the default directory)
   // and creates job.model() (model/model.h). FAILED_PRECONDITION naming the directory when
-  // the data cannot be loaded; INVALID_ARGUMENT for a bad model text. `backend` must outlive
-  // the Evaluator, and so must `dlrm`, the DLRM model's compute (null: a CPU one is made when
-  // the job's model needs it).
+  // the data cannot be loaded; INVALID_ARGUMENT for a bad model text. The model computes on
+  // `device` (its compute's errors otherwise).
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job,
-                                                           ComputeBackend* backend,
-                                                           DlrmCompute* dlrm = nullptr);
+                                                           const ComputeDevice& device);
 
   const JobSpec& job() const { return job_; }
   // The model's variables, in Model::variables() order.
@@ -58,8 +56,8 @@ class Evaluator {
   absl::StatusOr<EvalMetrics> Evaluate(const std::vector<std::vector<float>>& values) const;
 
  private:
-  Evaluator(JobSpec job, ModelCompute compute, std::unique_ptr<DlrmCompute> own_dlrm,
-            std::unique_ptr<Model> model, std::shared_ptr<const DataSource> test);
+  Evaluator(JobSpec job, std::unique_ptr<ModelCompute> compute, std::unique_ptr<Model> model,
+            std::shared_ptr<const DataSource> test);
   // Fills row_keys_ with one pass over the test split; INVALID_ARGUMENT naming the variable
   // for an id outside a fixed table.
   absl::Status CollectRowKeys();
@@ -67,8 +65,7 @@ class Evaluator {
   size_t ValuesSize(size_t i) const;
 
   const JobSpec job_;
-  const std::unique_ptr<DlrmCompute> own_dlrm_;  // made here when none was given
-  const ModelCompute compute_;
+  const std::unique_ptr<ModelCompute> compute_;  // the model's, on the device
   const std::unique_ptr<Model> model_;
   const std::shared_ptr<const DataSource> test_;
   std::vector<std::string> variable_names_;

@@ -29,6 +29,8 @@
 #include "client/ps_client.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "compute/backend_kind.h"
+#include "compute/compute_device.h"
 #include "evaluator/eval_loop.h"
 #include "evaluator/evaluator_options.h"
 #include "evaluator/job_follower.h"
@@ -37,7 +39,6 @@
 #include "evaluator/sidecar.h"
 #include "rpc/daemon.h"
 #include "rpc/daemon_run.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 namespace {
@@ -47,8 +48,8 @@ namespace {
 class EvaluatorBody : public DaemonBody {
  public:
   EvaluatorBody(const EvaluatorOptions& options, const TfConfig* config,
-                std::unique_ptr<ComputeBackend> backend, std::unique_ptr<MetricsFile> metrics)
-      : options_(options), backend_(std::move(backend)), metrics_(std::move(metrics)) {
+                ComputeDevice device, std::unique_ptr<MetricsFile> metrics)
+      : options_(options), device_(std::move(device)), metrics_(std::move(metrics)) {
     if (config != nullptr) ps_addresses_ = config->Tasks("ps");
     if (HasChief(config)) {
       chief_address_ = config->Tasks("chief")[0];
@@ -60,7 +61,7 @@ class EvaluatorBody : public DaemonBody {
     return absl::StrCat(
         options_.sidecar() ? absl::StrCat(", sidecar of ", options_.checkpoint_dir) : ", ps mode",
         chief_ != nullptr ? absl::StrCat(", chief at ", chief_address_) : "", ", backend ",
-        backend_->Name(), ", metrics to ", options_.metrics_file);
+        device_.Name(), ", metrics to ", options_.metrics_file);
   }
 
   int Run(Daemon& daemon) override {
@@ -92,7 +93,7 @@ class EvaluatorBody : public DaemonBody {
   EvalOutcome RunSidecarMode(const Daemon& daemon, const EvalLoopHooks& hooks) {
     SidecarOptions sidecar;
     sidecar.checkpoint_dir = options_.checkpoint_dir;
-    sidecar.backend = backend_.get();
+    sidecar.device = &device_;
     sidecar.chief = chief_.get();
     sidecar.long_lived = daemon.long_lived();
     sidecar.poll_interval = absl::Seconds(options_.poll_interval_s);
@@ -102,7 +103,7 @@ class EvaluatorBody : public DaemonBody {
   EvalOutcome FollowChief(const Daemon& daemon, const EvalLoopHooks& hooks) {
     JobFollowerOptions follower;
     follower.chief = chief_.get();
-    follower.backend = backend_.get();
+    follower.device = &device_;
     follower.long_lived = daemon.long_lived();
     follower.connect_ps = [ps_addresses = ps_addresses_] {
       return NewGrpcPsClient(ps_addresses, PsClient::Options());
@@ -111,7 +112,7 @@ class EvaluatorBody : public DaemonBody {
   }
 
   const EvaluatorOptions options_;
-  std::unique_ptr<ComputeBackend> backend_;
+  const ComputeDevice device_;  // where each job's model computes
   std::unique_ptr<MetricsFile> metrics_;
   std::vector<std::string> ps_addresses_;
   std::string chief_address_;
@@ -132,15 +133,15 @@ int Main(int argc, char** argv) {
     return ExitBadConfig(valid.message());
   }
 
-  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
-      ComputeBackend::Create(*ParseBackendKind(options.backend), static_cast<int>(options.threads));
-  if (!backend.ok()) {
-    LogError() << backend.status().message();
+  absl::StatusOr<ComputeDevice> device =
+      ComputeDevice::Open(*ParseBackendKind(options.backend), static_cast<int>(options.threads));
+  if (!device.ok()) {
+    LogError() << device.status().message();
     return kExitError;
   }
   absl::StatusOr<std::unique_ptr<MetricsFile>> metrics = MetricsFile::Open(options.metrics_file);
   if (!metrics.ok()) return ExitBadConfig(absl::StrCat("--metrics_file: ", metrics.status().message()));
-  EvaluatorBody body(options, config, *std::move(backend), *std::move(metrics));
+  EvaluatorBody body(options, config, *std::move(device), *std::move(metrics));
   RunOptions run;
   run.address = options.HealthAddress(config);
   run.listen = run.address.empty() ? RunOptions::Listen::kNone : RunOptions::Listen::kAddress;

@@ -1,7 +1,7 @@
 #include "evaluator/evaluator_options.h"
 
 #include "absl/strings/str_cat.h"
-#include "worker/compute/backend.h"
+#include "compute/backend_kind.h"
 
 namespace shardps {
 

@@ -20,16 +20,11 @@ using ::testing::HasSubstr;
 
 class EvaluatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto backend = ComputeBackend::Create(BackendKind::kCpu, 1);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = *std::move(backend);
-  }
-  std::unique_ptr<ComputeBackend> backend_;
+  const ComputeDevice device_ = ComputeDevice::Cpu(1);
 };
 
 TEST_F(EvaluatorTest, ZeroSoftmaxIsChanceOnEveryTestExample) {
-  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), backend_.get());
+  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), device_);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   ASSERT_EQ((*evaluator)->variable_names(),
             (std::vector<std::string>{"fm/dense_0/kernel", "fm/dense_0/bias"}));
@@ -43,7 +38,7 @@ TEST_F(EvaluatorTest, ZeroSoftmaxIsChanceOnEveryTestExample) {
 }
 
 TEST_F(EvaluatorTest, TrainedParametersBeatChanceAndAreDeterministic) {
-  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), backend_.get());
+  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), device_);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   const auto values = testing::TrainSoftmax(50);
   auto first = (*evaluator)->Evaluate(values);
@@ -55,7 +50,7 @@ TEST_F(EvaluatorTest, TrainedParametersBeatChanceAndAreDeterministic) {
 }
 
 TEST_F(EvaluatorTest, WrongValuesAreInvalidArgumentNamingTheVariable) {
-  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), backend_.get());
+  auto evaluator = Evaluator::Create(testing::SoftmaxJob("job-1"), device_);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   auto values = (*evaluator)->NewValues();
   values[1].resize(9);
@@ -69,7 +64,7 @@ TEST_F(EvaluatorTest, WrongValuesAreInvalidArgumentNamingTheVariable) {
 TEST_F(EvaluatorTest, MissingDataIsFailedPreconditionNamingTheDirectory) {
   JobSpec job = testing::SoftmaxJob("job-1");
   job.set_data_dir("/nonexistent/fashion");
-  auto evaluator = Evaluator::Create(job, backend_.get());
+  auto evaluator = Evaluator::Create(job, device_);
   EXPECT_EQ(evaluator.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(evaluator.status().message(), HasSubstr("/nonexistent/fashion"));
 }
@@ -77,7 +72,7 @@ TEST_F(EvaluatorTest, MissingDataIsFailedPreconditionNamingTheDirectory) {
 TEST_F(EvaluatorTest, BadModelIsInvalidArgument) {
   JobSpec job = testing::SoftmaxJob("job-1");
   job.set_model("mlp:0");
-  auto evaluator = Evaluator::Create(job, backend_.get());
+  auto evaluator = Evaluator::Create(job, device_);
   EXPECT_EQ(evaluator.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(evaluator.status().message(), HasSubstr("model"));
 }
@@ -91,7 +86,7 @@ TEST_F(EvaluatorTest, DynamicTablesAreReadAtTheTestSplitsKeys) {
   job.set_model("dlrm:bottom=4;top=8;dim=4");
   job.set_dataset("synthetic_ctr:examples=500,test=300,dense=2,tables=2,vocab=40,ids=hashed,seed=4");
   job.mutable_kernel_initializer()->set_type(InitializerSpec::GLOROT_UNIFORM);
-  auto evaluator = Evaluator::Create(job, backend_.get());
+  auto evaluator = Evaluator::Create(job, device_);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   const auto& params = (*evaluator)->params();
   std::vector<std::vector<float>> values = (*evaluator)->NewValues();
@@ -155,7 +150,7 @@ TEST_F(EvaluatorTest, FixedTablesAreHeldAtTheTestSplitsRows) {
   job.set_model("dlrm:bottom=4;top=8;dim=4");
   job.set_dataset("synthetic_ctr:examples=500,test=300,dense=2,tables=2,vocab=5000,seed=4");
   job.mutable_kernel_initializer()->set_type(InitializerSpec::GLOROT_UNIFORM);
-  auto evaluator = Evaluator::Create(job, backend_.get());
+  auto evaluator = Evaluator::Create(job, device_);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   const auto& params = (*evaluator)->params();
   // Whole values: row r of a table is a function of r; dense values small and distinct.

@@ -161,7 +161,7 @@ class Follower {
   // evaluation's (the report's are logged).
   absl::Status EvaluateAndReport(const JobStatus& status, bool final) {
     if (evaluator_ == nullptr) {
-      ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(status.job(), options_.backend));
+      ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(status.job(), *options_.device));
       values_ = evaluator_->NewValues();
     }
     if (ps_ == nullptr) {

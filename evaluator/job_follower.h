@@ -31,14 +31,14 @@
 #include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "evaluator/chief_link.h"
+#include "compute/compute_device.h"
 #include "evaluator/eval_loop.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 
 struct JobFollowerOptions {
-  ChiefLink* chief = nullptr;         // required
-  ComputeBackend* backend = nullptr;  // required
+  ChiefLink* chief = nullptr;              // required
+  const ComputeDevice* device = nullptr;  // required: where the job's model computes
   // A new client to the job's ps tasks; called again after a failed evaluation.
   std::function<absl::StatusOr<std::unique_ptr<PsClient>>()> connect_ps;  // required
   // Follow the next job after one ends, instead of returning.

@@ -18,12 +18,9 @@ using testing::Status;
 class JobFollowerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto backend = ComputeBackend::Create(BackendKind::kCpu, 1);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = *std::move(backend);
     ASSERT_TRUE(ps_.CreateSoftmax("fm", testing::TrainSoftmax(20)).ok());
     options_.chief = &chief_;
-    options_.backend = backend_.get();
+    options_.device = &device_;
     options_.connect_ps = [this] {
       ++connects_;
       return ps_.Connect();
@@ -40,7 +37,7 @@ class JobFollowerTest : public ::testing::Test {
 
   const JobSpec job_ = testing::SoftmaxJob("job-1");
   testing::LocalPs ps_;
-  std::unique_ptr<ComputeBackend> backend_;
+  const ComputeDevice device_ = ComputeDevice::Cpu(1);
   FakeChief chief_;
   JobFollowerOptions options_;
   int connects_ = 0;

@@ -26,16 +26,16 @@
 
 #include "absl/time/time.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "compute/compute_device.h"
 #include "evaluator/chief_link.h"
 #include "evaluator/eval_loop.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 
 struct SidecarOptions {
-  std::string checkpoint_dir;         // required: the job's "checkpoint.dir"
-  ComputeBackend* backend = nullptr;  // required
-  ChiefLink* chief = nullptr;         // optional
+  std::string checkpoint_dir;             // required: the job's "checkpoint.dir"
+  const ComputeDevice* device = nullptr;  // required: where the job's model computes
+  ChiefLink* chief = nullptr;             // optional
   // Keep watching after the final checkpoint (and after the job ended).
   bool long_lived = false;
   // How often the directory is listed (and the chief asked).

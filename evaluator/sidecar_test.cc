@@ -26,13 +26,10 @@ using testing::WriteSoftmaxCheckpoint;
 class SidecarTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto backend = ComputeBackend::Create(BackendKind::kCpu, 1);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = *std::move(backend);
     dir_ = testing::NewTempDir("sidecar") + "/ckpt";
     job_ = testing::SoftmaxJob("job-1", dir_);
     options_.checkpoint_dir = dir_;
-    options_.backend = backend_.get();
+    options_.device = &device_;
     options_.poll_interval = absl::Seconds(1);
     for (int steps : {10, 40, 80, 120}) params_[steps] = testing::TrainSoftmax(steps);
   }
@@ -62,7 +59,7 @@ class SidecarTest : public ::testing::Test {
     chief.Then(Status(job_, JobStatus::RUNNING, 1, /*training_done=*/true));
     JobFollowerOptions options;
     options.chief = &chief;
-    options.backend = backend_.get();
+    options.device = &device_;
     options.connect_ps = [&ps] { return ps.Connect(); };
     RecordingHooks hooks;
     EXPECT_EQ(FollowChiefJobs(options, hooks.hooks), EvalOutcome::kSucceeded);
@@ -70,7 +67,7 @@ class SidecarTest : public ::testing::Test {
     return hooks.evals.empty() ? EvalRecord() : hooks.evals[0];
   }
 
-  std::unique_ptr<ComputeBackend> backend_;
+  const ComputeDevice device_ = ComputeDevice::Cpu(1);
   std::string dir_;
   JobSpec job_;
   SidecarOptions options_;

@@ -14,11 +14,11 @@
 #include "client/local_ps_interface.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec.h"
+#include "data/idx_reader.h"
+#include "model/mlp/mlp_cpu.h"
+#include "model/mlp/mlp_spec.h"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
-#include "worker/compute/backend.h"
-#include "model/mlp.h"
-#include "data/idx_reader.h"
 
 namespace shardps {
 namespace testing {
@@ -46,15 +46,14 @@ std::vector<std::vector<float>> TrainSoftmax(int steps) {
   std::vector<std::vector<float>> values = {std::vector<float>(784 * 10), std::vector<float>(10)};
   if (train == nullptr) return values;
   absl::StatusOr<MlpSpec> model = ParseMlpSpec("softmax", 784, 10);
-  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
-      ComputeBackend::Create(BackendKind::kCpu, 1);
-  if (!model.ok() || !backend.ok()) return values;
+  if (!model.ok()) return values;
+  std::unique_ptr<MlpCompute> compute = NewMlpCpuCompute(1);
   std::vector<std::vector<float>> grads = values;
   constexpr int kBatch = 64;
   for (int step = 0; step < steps; ++step) {
     const int64_t first = (static_cast<int64_t>(step) * kBatch) % (train->num_examples - kBatch);
     StepResult result;
-    absl::Status s = (*backend)->ForwardBackward(
+    absl::Status s = compute->ForwardBackward(
         *model, {values[0].data(), values[1].data()},
         train->features.data() + first * train->feature_dim, train->labels.data() + first, kBatch,
         &result, {grads[0].data(), grads[1].data()});

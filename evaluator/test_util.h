@@ -30,7 +30,7 @@ namespace testing {
 JobSpec SoftmaxJob(const std::string& job_id, const std::string& checkpoint_dir = "");
 
 // Softmax parameters (kernel [784,10], bias [10]) after `steps` SGD steps (batch 64, lr 0.1,
-// from zeros) on the Fashion-MNIST training set, with the CPU backend.
+// from zeros) on the Fashion-MNIST training set, with the MLP's CPU compute.
 std::vector<std::vector<float>> TrainSoftmax(int steps);
 
 // Two in-process ps tasks.

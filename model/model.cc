@@ -1,10 +1,5 @@
 #include "model/model.h"
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "model/dlrm_model.h"
-#include "model/mlp_model.h"
-
 namespace shardps {
 
 int64_t VariableInfo::num_elements() const {
@@ -17,13 +12,6 @@ int64_t VariableInfo::row_width() const {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
   return n;
-}
-
-absl::StatusOr<std::unique_ptr<Model>> Model::Create(const JobSpec& job, const DatasetInfo& data) {
-  if (job.model() == kDlrmPrefix || absl::StartsWith(job.model(), absl::StrCat(kDlrmPrefix, ":"))) {
-    return CreateDlrmModel(job, data);
-  }
-  return CreateMlpModel(job, data);
 }
 
 void SizeDenseBuffers(const std::vector<VariableInfo>& variables, StepBuffers* step) {

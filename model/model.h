@@ -8,9 +8,12 @@
 // The chief creates a model from the data's description alone (data/dataset.h's
 // DescribeDataset), never loading an example: it needs only the variables.
 //
+// A model computes on the device the process chose (compute/compute_device.h) with a compute
+// it makes itself (NewCompute), so that its callers need not know which kernels it runs.
+//
 // Thread safety: a Model is immutable after Create; its methods may be called from many
-// threads, each with its own StepBuffers. A ComputeBackend's own rule applies to the compute
-// (backend.h: one call at a time per backend).
+// threads, each with its own StepBuffers. A ModelCompute runs one call at a time (callers
+// may share it; its calls then wait for each other).
 #ifndef SHARDPS_MODEL_MODEL_H_
 #define SHARDPS_MODEL_MODEL_H_
 
@@ -22,11 +25,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "compute/compute_device.h"
 #include "data/dataset.h"
+#include "model/step_result.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
-#include "model/dlrm/dlrm_compute.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 
@@ -71,14 +74,15 @@ struct StepBuffers {
   std::unique_ptr<ModelBatch> batch;
 };
 
-// What a model computes with: backends of the kind the process chose (CPU or GPU). A model
-// uses the one its compute_kind() names; FAILED_PRECONDITION when that one is null.
-struct ModelCompute {
-  ComputeBackend* dense = nullptr;  // the MLP's (worker/compute/backend.h)
-  DlrmCompute* dlrm = nullptr;      // the DLRM model's (model/dlrm/dlrm_compute.h)
-};
+// What a model computes with on one device: made by Model::NewCompute, read only by a model
+// of the same kind (FAILED_PRECONDITION otherwise).
+class ModelCompute {
+ public:
+  virtual ~ModelCompute() = default;
 
-enum class ComputeKind { kDense, kDlrm };
+  // "cpu (Eigen, 4 threads)" or "gpu (NVIDIA H100 80GB HBM3)".
+  virtual std::string Name() const = 0;
+};
 
 // One evaluated batch.
 struct BatchEval {
@@ -102,8 +106,11 @@ class Model {
   // The canonical model text ("mlp:256,128").
   virtual std::string ToString() const = 0;
 
-  // Which ModelCompute member the model computes with.
-  virtual ComputeKind compute_kind() const = 0;
+  // The compute this model runs on `device`: its CPU kernels on the device's threads, or its
+  // CUDA kernels through the device's plugin. The compute's errors (INTERNAL when a GPU fails
+  // to initialize, say).
+  virtual absl::StatusOr<std::unique_ptr<ModelCompute>> NewCompute(
+      const ComputeDevice& device) const = 0;
 
   // In the order of every StepBuffers entry.
   virtual const std::vector<VariableInfo>& variables() const = 0;
@@ -118,13 +125,14 @@ class Model {
 
   // Loss and metrics of the prepared batch on step->values into *out (correct: examples whose
   // most likely class, for a click model whether p >= 0.5, is the label), and the gradients
-  // of the mean loss into step->grads (for rows: of the rows in step->ids). The backend's
-  // errors.
-  virtual absl::Status ForwardBackward(const ModelCompute& compute, StepBuffers* step,
+  // of the mean loss into step->grads (for rows: of the rows in step->ids), on `compute`
+  // (made by NewCompute). FAILED_PRECONDITION when the step was not prepared by this model or
+  // the compute was not made by a model of its kind; the compute's errors.
+  virtual absl::Status ForwardBackward(ModelCompute* compute, StepBuffers* step,
                                        StepResult* out) const = 0;
 
-  // Forward only: summed loss and metrics of the prepared batch into *out.
-  virtual absl::Status Evaluate(const ModelCompute& compute, const StepBuffers& step,
+  // Forward only: summed loss and metrics of the prepared batch into *out. Same errors.
+  virtual absl::Status Evaluate(ModelCompute* compute, const StepBuffers& step,
                                 BatchEval* out) const = 0;
 };
 

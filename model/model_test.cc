@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compute/compute_device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
+#include "model/mlp/mlp_compute.h"
+#include "model/mlp/mlp_cpu.h"
+#include "model/mlp/mlp_spec.h"
 
 namespace shardps {
 namespace {
@@ -78,9 +81,11 @@ TEST(ModelTest, MlpStepComputesWhatTheBackendComputesOnTheGatheredBatch) {
   TinySource data;
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(MlpJob("softmax"), data.info());
   ASSERT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
-      ComputeBackend::Create(BackendKind::kCpu, 1);
-  ASSERT_TRUE(backend.ok()) << backend.status();
+  absl::StatusOr<std::unique_ptr<ModelCompute>> compute =
+      (*model)->NewCompute(ComputeDevice::Cpu(1));
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  EXPECT_EQ((*compute)->Name(), "cpu (Eigen, 1 thread)");
+  std::unique_ptr<MlpCompute> backend = NewMlpCpuCompute(1);
 
   StepBuffers step;
   const std::vector<int64_t> indices = {2, 0};
@@ -93,8 +98,7 @@ TEST(ModelTest, MlpStepComputesWhatTheBackendComputesOnTheGatheredBatch) {
   for (size_t i = 0; i < step.values[0].size(); ++i) step.values[0][i] = 0.1f * (i + 1);
   step.values[1] = {0.5f, -0.5f};
   StepResult result;
-  const ModelCompute compute{backend->get(), nullptr};
-  ASSERT_TRUE((*model)->ForwardBackward(compute, &step, &result).ok());
+  ASSERT_TRUE((*model)->ForwardBackward(compute->get(), &step, &result).ok());
 
   // The same compute straight on the backend, with the examples gathered by hand.
   absl::StatusOr<MlpSpec> spec = ParseMlpSpec("softmax", 3, 2);
@@ -109,17 +113,16 @@ TEST(ModelTest, MlpStepComputesWhatTheBackendComputesOnTheGatheredBatch) {
   std::vector<const float*> params = {step.values[0].data(), step.values[1].data()};
   std::vector<float*> grads = {g0.data(), g1.data()};
   StepResult direct;
-  ASSERT_TRUE((*backend)
-                  ->ForwardBackward(*spec, params, features.data(), labels.data(), 2, &direct,
-                                    grads)
-                  .ok());
+  ASSERT_TRUE(
+      backend->ForwardBackward(*spec, params, features.data(), labels.data(), 2, &direct, grads)
+          .ok());
   EXPECT_EQ(result.loss, direct.loss);
   EXPECT_EQ(result.correct, direct.correct);
   EXPECT_EQ(step.grads[0], g0);
   EXPECT_EQ(step.grads[1], g1);
 
   BatchEval eval;
-  ASSERT_TRUE((*model)->Evaluate(compute, step, &eval).ok());
+  ASSERT_TRUE((*model)->Evaluate(compute->get(), step, &eval).ok());
   EXPECT_EQ(eval.totals.num_examples, 2);
   EXPECT_FLOAT_EQ(static_cast<float>(eval.totals.loss_sum / 2), direct.loss);
   EXPECT_TRUE(eval.scores.empty());
@@ -148,7 +151,10 @@ TEST(ModelTest, BadModelTextAndWrongDataAreNamed) {
 
   StepBuffers unprepared;
   StepResult result;
-  EXPECT_EQ((*model)->ForwardBackward(ModelCompute{}, &unprepared, &result).code(),
+  absl::StatusOr<std::unique_ptr<ModelCompute>> compute =
+      (*model)->NewCompute(ComputeDevice::Cpu(1));
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  EXPECT_EQ((*model)->ForwardBackward(compute->get(), &unprepared, &result).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -194,6 +200,44 @@ TEST(ModelTest, DlrmHashedFeaturesBecomeDynamicTablesKeyedByTheirIds) {
     }
     EXPECT_EQ(out_of_vocab, hashed) << "hashed ids are 64-bit keys, range ids are < vocab";
   }
+}
+
+// A model computes only on a compute that a model of its kind made.
+TEST(ModelTest, ComputeOfAnotherModelOrNoneIsRefusedByName) {
+  TinySource data;
+  absl::StatusOr<std::unique_ptr<Model>> mlp = Model::Create(MlpJob("softmax"), data.info());
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  StepBuffers step;
+  ASSERT_TRUE((*mlp)->PrepareBatch(data, {0, 1}, &step).ok());
+  StepResult result;
+  absl::Status s = (*mlp)->ForwardBackward(nullptr, &step, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("got none"));
+
+  absl::StatusOr<std::shared_ptr<const DataSource>> ctr = LoadDataSource(
+      "synthetic_ctr:examples=64,dense=2,tables=2,vocab=50,seed=5", "", Split::kTrain);
+  ASSERT_TRUE(ctr.ok()) << ctr.status();
+  absl::StatusOr<std::unique_ptr<Model>> dlrm = Model::Create(DlrmJob(), (*ctr)->info());
+  ASSERT_TRUE(dlrm.ok()) << dlrm.status();
+  absl::StatusOr<std::unique_ptr<ModelCompute>> dlrm_compute =
+      (*dlrm)->NewCompute(ComputeDevice::Cpu(2));
+  ASSERT_TRUE(dlrm_compute.ok()) << dlrm_compute.status();
+  EXPECT_EQ((*dlrm_compute)->Name(), "cpu (Eigen, 2 threads)");
+  s = (*mlp)->ForwardBackward(dlrm_compute->get(), &step, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("\"cpu (Eigen, 2 threads)\""));
+  BatchEval eval;
+  EXPECT_EQ((*mlp)->Evaluate(dlrm_compute->get(), step, &eval).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  StepBuffers ctr_step;
+  ASSERT_TRUE((*dlrm)->PrepareBatch(**ctr, {0, 1, 2, 3}, &ctr_step).ok());
+  absl::StatusOr<std::unique_ptr<ModelCompute>> mlp_compute =
+      (*mlp)->NewCompute(ComputeDevice::Cpu(1));
+  ASSERT_TRUE(mlp_compute.ok()) << mlp_compute.status();
+  EXPECT_EQ((*dlrm)->ForwardBackward(mlp_compute->get(), &ctr_step, &result).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*dlrm)->ForwardBackward(dlrm_compute->get(), &ctr_step, &result).ok());
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ CKPT MODEL` wrote, FULL what `shardctl export CKPT FULL --slots` wrote. It check
     manifest's row ranges, equal the exported variables (and slots) bit for bit, and that
     the exports hold exactly those tensors and name the checkpoint in their metadata;
   * the model's test accuracy and mean cross-entropy: the forward pass of
-    model/mlp.h rebuilt in numpy (float32, x @ kernel + bias, ReLU after every
+    model/mlp/mlp_spec.h rebuilt in numpy (float32, x @ kernel + bias, ReLU after every
     hidden layer, arg-max, first on ties) on the test images scaled by 1/255 as float32.
 
 Prints what it found, then one line `RESULT {json}` (accuracy, loss, examples, counts);

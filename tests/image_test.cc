@@ -324,7 +324,7 @@ TEST_F(ImageTest, CpuImageHasTheDaemonsAndNoCuda) {
             ReadFile(BinaryPath("deploy/k8s/entrypoint.sh")));
   EXPECT_THAT(CudaFiles(root), ::testing::IsEmpty());
   // The check can fail: the same walk over the GPU plugin's own directory finds it.
-  EXPECT_THAT(CudaFiles(BinaryPath("worker/compute")), Not(::testing::IsEmpty()));
+  EXPECT_THAT(CudaFiles(BinaryPath("model/cuda_plugin")), Not(::testing::IsEmpty()));
 }
 
 TEST_F(ImageTest, ArchiveIsReadByRealTools) {

@@ -44,11 +44,25 @@ def shardps_proto_library(name, src, deps = [], grpc = True, visibility = None):
         visibility = visibility,
     )
 
-def cuda_library(name, srcs, hdrs = [], deps = [], visibility = None, copts = []):
+def cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps = [], visibility = None, copts = []):
     """Compiles .cu files with nvcc into a static library linked with cudart and cuBLAS.
 
     Targets sm_90 (H100/H200) with PTX for later GPUs; CUDA 13 has nothing below sm_75.
+
+    Args:
+      name: the cc_library's name.
+      srcs: the .cu files.
+      hdrs: headers the .cu files and the library's users include.
+      deps: cc_library targets the library links.
+      cuda_deps: other cuda_library targets whose headers the .cu files include; linked too.
+      visibility: the library's (and its headers') visibility.
+      copts: extra nvcc options.
     """
+    native.filegroup(
+        name = name + "_hdrs",
+        srcs = hdrs + [d + "_hdrs" for d in cuda_deps],
+        visibility = visibility,
+    )
     objs = []
     for src in srcs:
         obj = src[:-len(".cu")] + ".cu.o"
@@ -56,7 +70,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], visibility = None, copts = []
         path = pkg + "/" + src if pkg else src
         native.genrule(
             name = name + "_" + src.replace("/", "_").replace(".", "_"),
-            srcs = [src] + hdrs,
+            srcs = [src, ":" + name + "_hdrs"],
             outs = [obj],
             cmd = ("/usr/local/cuda/bin/nvcc -std=c++17 -O3 -Xcompiler -fPIC -I. -I$(GENDIR) " +
                    "-gencode arch=compute_90,code=[sm_90,compute_90] " + " ".join(copts) +
@@ -67,7 +81,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], visibility = None, copts = []
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["@cuda//:cudart_cublas"],
+        deps = deps + cuda_deps + ["@cuda//:cudart_cublas"],
         visibility = visibility,
         alwayslink = True,
     )

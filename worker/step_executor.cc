@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "absl/types/span.h"
 #include "common/error_detail.h"
 #include "common/status_macros.h"
+#include "compute/compute_device.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
@@ -95,9 +97,7 @@ struct Job {
   std::shared_ptr<const DataSource> data;
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<PsClient> ps;
-  std::shared_ptr<ComputeBackend> backend;
-  std::shared_ptr<DlrmCompute> dlrm;  // the DLRM model's compute; null for other models
-  ModelCompute compute;               // backend and dlrm, as the model takes them
+  std::unique_ptr<ModelCompute> compute;  // the model's, on the worker's device
   std::string backend_name;
 
   absl::Mutex slot_mu;
@@ -236,12 +236,12 @@ class StepExecutorImpl : public StepExecutor {
  public:
   explicit StepExecutorImpl(Options options) : options_(std::move(options)) {}
 
-  // Creates the initial backend. REQUIRES: called once, before the object is shared.
+  // Opens the initial device. REQUIRES: called once, before the object is shared.
   absl::Status Init() {
     absl::MutexLock start_lock(&start_mu_);
-    RETURN_IF_ERROR(EnsureBackend(options_.backend_override));
+    RETURN_IF_ERROR(EnsureDevice(options_.backend_override));
     absl::MutexLock lock(&mu_);
-    backend_name_ = backend_->Name();
+    backend_name_ = device_->Name();
     return absl::OkStatus();
   }
 
@@ -288,15 +288,11 @@ class StepExecutorImpl : public StepExecutor {
     if (!model.ok()) return Annotate(model.status(), what);
     job->model = *std::move(model);
 
-    RETURN_IF_ERROR(EnsureBackend(kind));
-    job->backend = backend_;
-    job->backend_name = backend_->Name();
-    if (job->model->compute_kind() == ComputeKind::kDlrm) {
-      RETURN_IF_ERROR(EnsureDlrmCompute(kind));
-      job->dlrm = dlrm_;
-      job->backend_name = dlrm_->Name();
-    }
-    job->compute = ModelCompute{job->backend.get(), job->dlrm.get()};
+    RETURN_IF_ERROR(EnsureDevice(kind));
+    absl::StatusOr<std::unique_ptr<ModelCompute>> compute = job->model->NewCompute(*device_);
+    if (!compute.ok()) return Annotate(compute.status(), "creating the compute backend");
+    job->compute = *std::move(compute);
+    job->backend_name = job->compute->Name();
 
     absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
     if (!ps.ok()) {
@@ -453,7 +449,7 @@ class StepExecutorImpl : public StepExecutor {
           seq = own->BeginCompute();
           own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.values));
         }
-        computed = job->model->ForwardBackward(job->compute, &slot, &result);
+        computed = job->model->ForwardBackward(job->compute.get(), &slot, &result);
         if (own != nullptr) own->EndCompute(seq, slot.grads, computed.ok());
         compute_ms = MillisSince(start);
       });
@@ -525,35 +521,20 @@ class StepExecutorImpl : public StepExecutor {
   }
 
  private:
-  // Makes backend_ one of kind `kind` (kAuto resolved), keeping the current one when it is of
+  // Makes device_ one of kind `kind` (kAuto resolved), keeping the current one when it is of
   // that kind already. REQUIRES: start_mu_ held.
-  absl::Status EnsureBackend(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
+  absl::Status EnsureDevice(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
     const BackendChoice choice = ResolveBackendKind(kind);
     const BackendKind resolved = choice.kind;
-    if (backend_ != nullptr && backend_kind_ == resolved) return absl::OkStatus();
+    if (device_.has_value() && device_->kind() == resolved) return absl::OkStatus();
     if (!choice.fallback_reason.empty()) {
       std::cerr << "worker: compute backend auto: using the CPU, the GPU backend is not "
                    "available: "
                 << choice.fallback_reason << "\n";
     }
-    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
-        ComputeBackend::Create(resolved, options_.num_threads);
-    if (!backend.ok()) return Annotate(backend.status(), "creating the compute backend");
-    backend_ = std::move(*backend);
-    backend_kind_ = resolved;
-    return absl::OkStatus();
-  }
-
-  // Makes dlrm_ a DLRM compute of kind `kind` (kAuto resolved as for the backend), keeping
-  // the current one when it is of that kind. REQUIRES: start_mu_ held.
-  absl::Status EnsureDlrmCompute(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
-    const BackendKind resolved = ResolveBackendKind(kind).kind;
-    if (dlrm_ != nullptr && dlrm_kind_ == resolved) return absl::OkStatus();
-    absl::StatusOr<std::unique_ptr<DlrmCompute>> dlrm =
-        CreateDlrmCompute(resolved, options_.num_threads);
-    if (!dlrm.ok()) return Annotate(dlrm.status(), "creating the DLRM compute");
-    dlrm_ = std::move(*dlrm);
-    dlrm_kind_ = resolved;
+    absl::StatusOr<ComputeDevice> device = ComputeDevice::Open(resolved, options_.num_threads);
+    if (!device.ok()) return Annotate(device.status(), "creating the compute backend");
+    device_ = *std::move(device);
     return absl::OkStatus();
   }
 
@@ -580,16 +561,13 @@ class StepExecutorImpl : public StepExecutor {
 
   // Held for the whole of StartJob, so that two starts do not load and connect twice.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::shared_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(start_mu_);
-  BackendKind backend_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
-  std::shared_ptr<DlrmCompute> dlrm_ ABSL_GUARDED_BY(start_mu_);
-  BackendKind dlrm_kind_ ABSL_GUARDED_BY(start_mu_) = BackendKind::kAuto;
+  // Where every job's compute runs; each job's model makes its own compute there.
+  std::optional<ComputeDevice> device_ ABSL_GUARDED_BY(start_mu_);
   std::shared_ptr<const DataSource> data_ ABSL_GUARDED_BY(start_mu_);
   std::string data_name_ ABSL_GUARDED_BY(start_mu_);
   std::string data_dir_ ABSL_GUARDED_BY(start_mu_);
 
-  // Held for a step's compute only: the backend (shared by every job) runs one at a time.
-  // Every step's compute: the backend (shared by every job) runs one at a time.
+  // Every step's compute, of any job: one at a time.
   ComputeThread compute_thread_;
 
   // Short critical sections only: Status() takes it on gRPC's thread.

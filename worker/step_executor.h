@@ -31,8 +31,8 @@
 
 #include "absl/status/statusor.h"
 #include "client/ps_client.h"
+#include "compute/backend_kind.h"
 #include "proto/worker.pb.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
 
@@ -57,7 +57,7 @@ class StepExecutor {
     absl::Duration test_only_delay_before_push = absl::ZeroDuration();
   };
 
-  // Creates the compute backend for options.backend_override at once (kAuto: the GPU when
+  // Opens the compute device for options.backend_override at once (kAuto: the GPU when
   // there is one), so that a daemon reports its backend, and fails, at startup.
   static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(Options options);
   virtual ~StepExecutor() = default;
@@ -71,7 +71,8 @@ class StepExecutor {
   // INVALID_ARGUMENT for a bad request (empty job id, batch size <= 0, bad model or backend
   // text, no ps addresses); FAILED_PRECONDITION when the data cannot be loaded (naming the
   // data_dir), a parameter is missing on the ps or has another shape (naming the variable
-  // "{job name}/{param}"), or the backend cannot be created; the connect error otherwise.
+  // "{job name}/{param}"), or the model's compute cannot be created; the connect error
+  // otherwise.
   virtual absl::StatusOr<StartJobResponse> StartJob(const StartJobRequest& request) = 0;
 
   // Runs one step of the current job, concurrently with at most one other (a third call

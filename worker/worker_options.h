@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/flags.h"
-#include "worker/compute/backend.h"
+#include "compute/backend_kind.h"
 
 namespace shardps {
 

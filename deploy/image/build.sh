@@ -61,7 +61,7 @@ install_packages() {
 
 targets=(//ps_server:ps //worker:worker //coordinator:chief //evaluator:evaluator
          //coordinator/cli:shardctl)
-if [ "$gpu" = 1 ]; then targets+=(//worker/compute:libshardps_cuda.so); fi
+if [ "$gpu" = 1 ]; then targets+=(//model/cuda_plugin:libshardps_cuda.so); fi
 if [ -z "$bin" ]; then
   cd "$REPO"
   deploy/setup.sh

@@ -51,9 +51,9 @@ BINARIES = {
     "evaluator/evaluator": "/usr/local/bin/evaluator",
     "coordinator/cli/shardctl": "/usr/local/bin/shardctl",
 }
-PLUGIN = "worker/compute/libshardps_cuda.so"
+PLUGIN = "model/cuda_plugin/libshardps_cuda.so"
 # The plugin and the CUDA libraries, together: the plugin's RUNPATH starts with $ORIGIN, and the
-# plugin loader looks in <dir of the executable>/../lib/shardps (cuda_plugin_loader.h).
+# plugin loader looks in <dir of the executable>/../lib/shardps (compute/cuda_plugin_loader.h).
 GPU_LIB_DIR = "/usr/local/lib/shardps"
 ENTRYPOINT = "/usr/local/bin/shardps-entrypoint"
 JOBS_DIR = "/etc/shardps/jobs"  # deploy/k8s mounts its ConfigMap over it

@@ -1,15 +1,12 @@
 // DlrmCompute: forward and backward passes of the DLRM model (dlrm_spec.h) over one batch
 // (dlrm_batch.h), on the CPU (Eigen, dlrm_cpu.h) or a GPU (CUDA + cuBLAS, dlrm_cuda.h, in the
-// CUDA plugin libshardps_cuda.so), chosen at run time as ComputeBackend::Create chooses.
+// CUDA plugin libshardps_cuda.so), as the ComputeDevice says (compute/compute_device.h).
 //
 // Dense parameters are host float arrays in DlrmDenseParams(spec) order, row-major (kernel
 // {in, out}, bias {out}). Outputs are vectors that a call resizes and overwrites, so a caller
 // that keeps one output object allocates nothing in steady state.
 //
 // Thread safety: an implementation may be shared by many threads; its calls run one at a time.
-// The CUDA plugin hands its implementation across as this class: a change to its virtual
-// functions or to the structs below is a change of the plugin's ABI (kCudaPluginAbiVersion in
-// worker/compute/cuda_plugin_abi.h).
 #ifndef SHARDPS_MODEL_DLRM_DLRM_COMPUTE_H_
 #define SHARDPS_MODEL_DLRM_DLRM_COMPUTE_H_
 
@@ -20,11 +17,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "compute/backend_kind.h"
+#include "compute/compute_device.h"
 #include "model/dlrm/dlrm_batch.h"
 #include "model/dlrm/dlrm_spec.h"
-#include "worker/compute/backend.h"
 
 namespace shardps {
+
+// The CUDA plugin's name for the DLRM compute (shardps_cuda_new_compute): it makes a
+// DlrmCompute, so a change to this class's virtual functions or to the structs below is a
+// change of the plugin's ABI (kCudaPluginAbiVersion, compute/cuda_plugin_abi.h).
+inline constexpr char kDlrmCudaComputeKind[] = "dlrm";
 
 struct DlrmStepOutput {
   // Mean binary log loss over the batch, computed from the logits (stable for any logit).
@@ -66,12 +69,14 @@ class DlrmCompute {
                                 const DlrmBatch& batch, DlrmEvalOutput* out) = 0;
 };
 
-// As ComputeBackend::Create (worker/compute/backend.h): kCpu: Eigen on num_threads threads
-// (<= 0: one per hardware thread), never loading the CUDA plugin; kGpu: the first CUDA device
-// through the plugin, FAILED_PRECONDITION when the plugin cannot be loaded or sees no device;
-// kAuto: the GPU when the plugin loads and sees a device, else the CPU (a plugin that cannot
-// be loaded is then written to stderr in one line, not an error). `cuda_plugin_paths`: where
-// to look for the plugin; empty: CudaPluginSearchPath().
+// A DLRM compute on `device`: Eigen on its threads, or its CUDA device through the plugin
+// (NewDlrmCudaCompute's errors, e.g. INTERNAL when the device fails to initialize).
+absl::StatusOr<std::unique_ptr<DlrmCompute>> NewDlrmCompute(const ComputeDevice& device);
+
+// ComputeDevice::Open(kind, num_threads, cuda_plugin_paths), then NewDlrmCompute: kCpu never
+// loads the CUDA plugin; kGpu: FAILED_PRECONDITION when the plugin cannot be loaded or sees no
+// device; kAuto: the GPU when the plugin loads and sees a device, else the CPU (a plugin that
+// cannot be loaded is then written to stderr in one line, not an error).
 absl::StatusOr<std::unique_ptr<DlrmCompute>> CreateDlrmCompute(
     BackendKind kind, int num_threads, const std::vector<std::string>& cuda_plugin_paths = {});
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "compute/cuda_plugin_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/compute/cuda_plugin_loader.h"
 
 namespace shardps {
 namespace {
@@ -35,7 +35,7 @@ TEST(CreateDlrmComputeTest, AutoFallsBackToTheCpuWithoutAPlugin) {
 
 // A device that fails to initialize is an error under kAuto too.
 TEST(CreateDlrmComputeTest, BrokenDeviceIsAnError) {
-  const std::string fake = Runfile("worker/compute/fake_cuda_plugin_bad_device.so");
+  const std::string fake = Runfile("compute/fake_cuda_plugin_bad_device.so");
   for (BackendKind kind : {BackendKind::kAuto, BackendKind::kGpu}) {
     auto compute = CreateDlrmCompute(kind, 1, {fake});
     EXPECT_EQ(compute.status().code(), absl::StatusCode::kInternal) << compute.status();
@@ -46,7 +46,7 @@ TEST(CreateDlrmComputeTest, BrokenDeviceIsAnError) {
 // The real plugin loads (its ABI version matches) and makes a GPU compute when this machine
 // has a device, and says "no CUDA device" when it has none.
 TEST(CreateDlrmComputeTest, RealPlugin) {
-  const std::string real = Runfile("worker/compute/libshardps_cuda.so");
+  const std::string real = Runfile("model/cuda_plugin/libshardps_cuda.so");
   auto plugin = CudaPlugin::Load({real});
   ASSERT_TRUE(plugin.ok()) << plugin.status();
   auto gpu = CreateDlrmCompute(BackendKind::kGpu, 1, {real});

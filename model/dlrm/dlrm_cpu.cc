@@ -2,19 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#define EIGEN_USE_THREADS
 #include <Eigen/Core>
-#include <unsupported/Eigen/CXX11/ThreadPool>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "compute/compute_device.h"
+#include "compute/parallel_for.h"
 
 namespace shardps {
 namespace {
@@ -162,11 +159,9 @@ struct Slice {
 class DlrmCpuCompute final : public DlrmCompute {
  public:
   explicit DlrmCpuCompute(int num_threads)
-      : num_threads_(num_threads), pool_(num_threads > 1 ? num_threads - 1 : 1) {}
+      : num_threads_(num_threads), parallel_(num_threads - 1) {}
 
-  std::string Name() const override {
-    return absl::StrCat("cpu (Eigen, ", num_threads_, num_threads_ == 1 ? " thread)" : " threads)");
-  }
+  std::string Name() const override { return CpuComputeName(num_threads_); }
 
   absl::Status ForwardBackward(const DlrmSpec& spec,
                                absl::Span<const absl::Span<const float>> dense_params,
@@ -197,23 +192,6 @@ class DlrmCpuCompute final : public DlrmCompute {
   }
 
  private:
-  // Runs fn(0), ..., fn(n - 1) in parallel, fn(0) on the calling thread.
-  void ParallelFor(int n, const std::function<void(int)>& fn) {
-    if (n == 1) {
-      fn(0);
-      return;
-    }
-    Eigen::Barrier done(n - 1);
-    for (int i = 1; i < n; ++i) {
-      pool_.Schedule([&fn, &done, i] {
-        fn(i);
-        done.Notify();
-      });
-    }
-    fn(0);
-    done.Wait();
-  }
-
   // out == nullptr: forward only, the logits left in logits_.
   // REQUIRES: mu_ held, arguments checked.
   void Run(const DlrmSpec& spec, absl::Span<const absl::Span<const float>> params,
@@ -222,6 +200,41 @@ class DlrmCpuCompute final : public DlrmCompute {
     const Shape shape = MakeShape(spec);
     const bool backward = out != nullptr;
     const int b = batch.batch;
+    const int num_slices = SizeSlices(shape, b, backward);
+    std::vector<const float*> param_ptrs;
+    for (const absl::Span<const float>& p : params) param_ptrs.push_back(p.data());
+    logits_.resize(b);
+    if (backward) {
+      out->logits.resize(b);
+      out->dense_grads.resize(params.size());
+      for (size_t i = 0; i < params.size(); ++i) out->dense_grads[i].resize(params[i].size());
+    }
+
+    parallel_.ForEach(num_slices, [&](int64_t s) {
+      Slice& slice = slices_[s];
+      std::vector<float*> grads;
+      if (backward) {
+        // Slice 0 writes straight into the output; the others into their partials.
+        float* p = slice.grads.data();
+        for (size_t i = 0; i < params.size(); ++i) {
+          grads.push_back(s == 0 ? out->dense_grads[i].data() : p);
+          if (s > 0) p += shape.param_sizes[i];
+        }
+      }
+      RunSlice(spec, shape, param_ptrs.data(), batch, &slice, backward ? grads.data() : nullptr);
+    });
+
+    if (backward && num_slices > 1) SumPartials(shape, num_slices, out);
+    if (backward) {
+      ScatterAllRowGrads(spec, shape, batch, out);
+      std::copy(logits_.begin(), logits_.end(), out->logits.begin());
+    }
+    for (int s = 0; s < num_slices; ++s) *loss_sum += slices_[s].loss_sum;
+  }
+
+  // Splits a batch of b examples into slices of at least kMinRowsPerSlice (at most one per
+  // thread) and sizes their scratch; returns how many. REQUIRES: mu_ held.
+  int SizeSlices(const Shape& shape, int b, bool backward) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int num_slices =
         std::max(1, std::min(num_threads_, (b + kMinRowsPerSlice - 1) / kMinRowsPerSlice));
     int max_width = std::max(shape.vectors, shape.features);
@@ -248,60 +261,43 @@ class DlrmCpuCompute final : public DlrmCompute {
         if (s > 0) slice.grads.resize(shape.num_dense_params);
       }
     }
-    std::vector<const float*> param_ptrs;
-    for (const absl::Span<const float>& p : params) param_ptrs.push_back(p.data());
-    logits_.resize(b);
-    if (backward) {
-      out->logits.resize(b);
-      out->dense_grads.resize(params.size());
-      for (size_t i = 0; i < params.size(); ++i) out->dense_grads[i].resize(params[i].size());
-    }
+    return num_slices;
+  }
 
-    ParallelFor(num_slices, [&](int s) {
-      Slice& slice = slices_[s];
-      std::vector<float*> grads;
-      if (backward) {
-        // Slice 0 writes straight into the output; the others into their partials.
-        float* p = slice.grads.data();
-        for (size_t i = 0; i < params.size(); ++i) {
-          grads.push_back(s == 0 ? out->dense_grads[i].data() : p);
-          if (s > 0) p += shape.param_sizes[i];
+  // Adds the partials of slices 1.. to the dense gradients (slice 0's), in slice order, each
+  // thread over its own range of elements. REQUIRES: mu_ held.
+  void SumPartials(const Shape& shape, int num_slices, DlrmStepOutput* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    parallel_.ForEach(num_threads_, [&](int64_t t) {
+      int64_t offset = 0;
+      for (size_t i = 0; i < shape.param_sizes.size(); ++i) {
+        const int64_t size = shape.param_sizes[i];
+        const int64_t lo = size * t / num_threads_, hi = size * (t + 1) / num_threads_;
+        float* g = out->dense_grads[i].data();
+        for (int s = 1; s < num_slices; ++s) {
+          const float* part = slices_[s].grads.data() + offset;
+          for (int64_t k = lo; k < hi; ++k) g[k] += part[k];
         }
+        offset += size;
       }
-      RunSlice(spec, shape, param_ptrs.data(), batch, &slice, backward ? grads.data() : nullptr);
     });
+  }
 
-    if (backward && num_slices > 1) {
-      // Sum the partials in slice order, each thread over its own range of elements.
-      ParallelFor(num_threads_, [&](int t) {
-        int64_t offset = 0;
-        for (size_t i = 0; i < params.size(); ++i) {
-          const int64_t size = shape.param_sizes[i];
-          const int64_t lo = size * t / num_threads_, hi = size * (t + 1) / num_threads_;
-          float* g = out->dense_grads[i].data();
-          for (int s = 1; s < num_slices; ++s) {
-            const float* part = slices_[s].grads.data() + offset;
-            for (int64_t k = lo; k < hi; ++k) g[k] += part[k];
-          }
-          offset += size;
-        }
-      });
+  // Row gradients: each table on one thread, examples in order, so that the sums do not
+  // depend on the slicing. REQUIRES: mu_ held.
+  void ScatterAllRowGrads(const DlrmSpec& spec, const Shape& shape, const DlrmBatch& batch,
+                          DlrmStepOutput* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int num_tables = static_cast<int>(spec.tables.size());
+    out->row_grads.resize(num_tables);
+    for (int t = 0; t < num_tables; ++t) {
+      out->row_grads[t].assign(batch.tables[t].rows.size(), 0.0f);
     }
-    if (backward) {
-      // Row gradients: each table on one thread, examples in order, so that the sums do not
-      // depend on the slicing.
-      const int num_tables = static_cast<int>(spec.tables.size());
-      out->row_grads.resize(num_tables);
-      for (int t = 0; t < num_tables; ++t) {
-        out->row_grads[t].assign(batch.tables[t].rows.size(), 0.0f);
+    const int workers = std::max(1, std::min(num_threads_, num_tables));
+    parallel_.ForEach(workers, [&](int64_t w) {
+      for (int t = static_cast<int>(w); t < num_tables; t += workers) {
+        ScatterRowGrads(spec, shape, batch, t, out);
       }
-      ParallelFor(std::max(1, std::min(num_threads_, num_tables)), [&](int w) {
-        const int workers = std::max(1, std::min(num_threads_, num_tables));
-        for (int t = w; t < num_tables; t += workers) ScatterRowGrads(spec, shape, batch, t, out);
-      });
-      std::copy(logits_.begin(), logits_.end(), out->logits.begin());
-    }
-    for (int s = 0; s < num_slices; ++s) *loss_sum += slices_[s].loss_sum;
+    });
   }
 
   // REQUIRES: mu_ held (reads slices_).
@@ -336,62 +332,10 @@ class DlrmCpuCompute final : public DlrmCompute {
     const int nb = static_cast<int>(shape.bottom_dims.size()) - 1;  // bottom layers
     const float* const* top_params = params + 2 * nb;
     const float* dense = batch.dense.data() + int64_t{begin} * spec.num_dense;
-    const int vw = shape.vectors;
 
-    // Bottom MLP, its output into the vectors' first columns.
-    StridedMap bottom_out(slice->vectors.data(), rows, shape.bottom_out,
-                          Eigen::OuterStride<>(vw));
-    if (spec.num_dense > 0) {
-      if (nb > 0) {
-        MlpForward(dense, rows, shape.bottom_dims, params, /*relu_last=*/true,
-                   slice->bottom_acts.data());
-        const float* last = slice->bottom_acts.data() +
-                            int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
-        bottom_out = ConstMatrixMap(last, rows, shape.bottom_out);
-      } else {
-        bottom_out = ConstMatrixMap(dense, rows, spec.num_dense);
-      }
-    }
-
-    // Pooling: each example's rows summed in id order (then scaled for mean).
-    for (size_t t = 0; t < spec.tables.size(); ++t) {
-      const DlrmTableSpec& ts = spec.tables[t];
-      const DlrmTableBatch& tb = batch.tables[t];
-      const int dim = ts.dim;
-      const int col = spec.TableColumn(static_cast<int>(t));
-      for (int r = 0; r < rows; ++r) {
-        float* o = slice->vectors.data() + int64_t{r} * vw + col;
-        std::fill(o, o + dim, 0.0f);
-        const int32_t lo = tb.offsets[begin + r], hi = tb.offsets[begin + r + 1];
-        for (int32_t k = lo; k < hi; ++k) {
-          const float* row = tb.rows.data() + int64_t{tb.positions[k]} * dim;
-          for (int c = 0; c < dim; ++c) o[c] += row[c];
-        }
-        if (ts.pooling == DlrmPooling::kMean && hi > lo) {
-          const float inv = 1.0f / (hi - lo);
-          for (int c = 0; c < dim; ++c) o[c] *= inv;
-        }
-      }
-    }
-
-    // Interaction.
-    const int n = shape.n, d = shape.d, fw = shape.features;
-    const float* features = slice->vectors.data();
-    if (shape.dot) {
-      MatrixMap gram(slice->gram.data(), n, n);
-      for (int r = 0; r < rows; ++r) {
-        const float* v = slice->vectors.data() + int64_t{r} * vw;
-        float* f = slice->features.data() + int64_t{r} * fw;
-        std::copy(v, v + shape.bottom_out, f);
-        ConstMatrixMap vm(v, n, d);
-        gram.noalias() = vm * vm.transpose();
-        float* p = f + shape.bottom_out;
-        for (int i = 0; i < n; ++i) {
-          for (int j = i + 1; j < n; ++j) *p++ = gram(i, j);
-        }
-      }
-      features = slice->features.data();
-    }
+    BottomForward(spec, shape, params, dense, slice);
+    Pool(spec, shape, batch, slice);
+    const float* features = Interact(shape, slice);
 
     // Top MLP and the loss.
     MlpForward(features, rows, shape.top_dims, top_params, /*relu_last=*/false,
@@ -413,29 +357,7 @@ class DlrmCpuCompute final : public DlrmCompute {
     float* dfeatures = shape.dot ? slice->dfeatures.data() : slice->dvectors.data();
     MlpBackward(features, rows, shape.top_dims, top_params, slice->top_acts.data(), dz,
                 grads + 2 * nb, dfeatures);
-
-    // Backward through the dot interaction: with S the symmetric matrix of the pairs'
-    // gradients (zero diagonal), dV = S V; the bottom output's own columns add theirs.
-    if (shape.dot) {
-      MatrixMap sym(slice->gram.data() + int64_t{n} * n, n, n);
-      for (int r = 0; r < rows; ++r) {
-        const float* v = slice->vectors.data() + int64_t{r} * vw;
-        const float* g = slice->dfeatures.data() + int64_t{r} * fw;
-        float* dv = slice->dvectors.data() + int64_t{r} * vw;
-        const float* p = g + shape.bottom_out;
-        for (int i = 0; i < n; ++i) {
-          sym(i, i) = 0.0f;
-          for (int j = i + 1; j < n; ++j) {
-            sym(i, j) = *p;
-            sym(j, i) = *p;
-            ++p;
-          }
-        }
-        MatrixMap dvm(dv, n, d);
-        dvm.noalias() = sym * ConstMatrixMap(v, n, d);
-        for (int c = 0; c < shape.bottom_out; ++c) dv[c] += g[c];
-      }
-    }
+    if (shape.dot) InteractBackward(shape, slice);
 
     // Backward through the bottom MLP (its last layer has a ReLU too).
     if (nb > 0) {
@@ -443,7 +365,7 @@ class DlrmCpuCompute final : public DlrmCompute {
                           int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
       MatrixMap g0(dz[0], rows, shape.bottom_out);
       ConstStridedMap dbottom(slice->dvectors.data(), rows, shape.bottom_out,
-                              Eigen::OuterStride<>(vw));
+                              Eigen::OuterStride<>(shape.vectors));
       g0.array() = (ConstMatrixMap(last, rows, shape.bottom_out).array() > 0.0f)
                        .select(dbottom.array(), 0.0f);
       MlpBackward(dense, rows, shape.bottom_dims, params, slice->bottom_acts.data(), dz, grads,
@@ -451,8 +373,98 @@ class DlrmCpuCompute final : public DlrmCompute {
     }
   }
 
+  // The bottom MLP over the slice's dense features, its output into the vectors' first
+  // columns (the features themselves without a bottom MLP).
+  static void BottomForward(const DlrmSpec& spec, const Shape& shape, const float* const* params,
+                            const float* dense, Slice* slice) {
+    const int rows = slice->rows;
+    const int nb = static_cast<int>(shape.bottom_dims.size()) - 1;
+    StridedMap bottom_out(slice->vectors.data(), rows, shape.bottom_out,
+                          Eigen::OuterStride<>(shape.vectors));
+    if (spec.num_dense == 0) return;
+    if (nb > 0) {
+      MlpForward(dense, rows, shape.bottom_dims, params, /*relu_last=*/true,
+                 slice->bottom_acts.data());
+      const float* last = slice->bottom_acts.data() +
+                          int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
+      bottom_out = ConstMatrixMap(last, rows, shape.bottom_out);
+    } else {
+      bottom_out = ConstMatrixMap(dense, rows, spec.num_dense);
+    }
+  }
+
+  // Pooling: each example's rows summed in id order (then scaled for mean), into its table's
+  // columns of the vectors.
+  static void Pool(const DlrmSpec& spec, const Shape& shape, const DlrmBatch& batch,
+                   Slice* slice) {
+    const int begin = slice->begin;
+    for (size_t t = 0; t < spec.tables.size(); ++t) {
+      const DlrmTableSpec& ts = spec.tables[t];
+      const DlrmTableBatch& tb = batch.tables[t];
+      const int dim = ts.dim;
+      const int col = spec.TableColumn(static_cast<int>(t));
+      for (int r = 0; r < slice->rows; ++r) {
+        float* o = slice->vectors.data() + int64_t{r} * shape.vectors + col;
+        std::fill(o, o + dim, 0.0f);
+        const int32_t lo = tb.offsets[begin + r], hi = tb.offsets[begin + r + 1];
+        for (int32_t k = lo; k < hi; ++k) {
+          const float* row = tb.rows.data() + int64_t{tb.positions[k]} * dim;
+          for (int c = 0; c < dim; ++c) o[c] += row[c];
+        }
+        if (ts.pooling == DlrmPooling::kMean && hi > lo) {
+          const float inv = 1.0f / (hi - lo);
+          for (int c = 0; c < dim; ++c) o[c] *= inv;
+        }
+      }
+    }
+  }
+
+  // The interaction: the top MLP's input, the vectors themselves (concat) or the bottom
+  // output and the pairs' dot products (dot, written to slice->features).
+  static const float* Interact(const Shape& shape, Slice* slice) {
+    if (!shape.dot) return slice->vectors.data();
+    const int n = shape.n, d = shape.d, vw = shape.vectors, fw = shape.features;
+    MatrixMap gram(slice->gram.data(), n, n);
+    for (int r = 0; r < slice->rows; ++r) {
+      const float* v = slice->vectors.data() + int64_t{r} * vw;
+      float* f = slice->features.data() + int64_t{r} * fw;
+      std::copy(v, v + shape.bottom_out, f);
+      ConstMatrixMap vm(v, n, d);
+      gram.noalias() = vm * vm.transpose();
+      float* p = f + shape.bottom_out;
+      for (int i = 0; i < n; ++i) {
+        for (int j = i + 1; j < n; ++j) *p++ = gram(i, j);
+      }
+    }
+    return slice->features.data();
+  }
+
+  // Backward through the dot interaction: with S the symmetric matrix of the pairs'
+  // gradients (zero diagonal), dV = S V; the bottom output's own columns add theirs.
+  static void InteractBackward(const Shape& shape, Slice* slice) {
+    const int n = shape.n, d = shape.d, vw = shape.vectors, fw = shape.features;
+    MatrixMap sym(slice->gram.data() + int64_t{n} * n, n, n);
+    for (int r = 0; r < slice->rows; ++r) {
+      const float* v = slice->vectors.data() + int64_t{r} * vw;
+      const float* g = slice->dfeatures.data() + int64_t{r} * fw;
+      float* dv = slice->dvectors.data() + int64_t{r} * vw;
+      const float* p = g + shape.bottom_out;
+      for (int i = 0; i < n; ++i) {
+        sym(i, i) = 0.0f;
+        for (int j = i + 1; j < n; ++j) {
+          sym(i, j) = *p;
+          sym(j, i) = *p;
+          ++p;
+        }
+      }
+      MatrixMap dvm(dv, n, d);
+      dvm.noalias() = sym * ConstMatrixMap(v, n, d);
+      for (int c = 0; c < shape.bottom_out; ++c) dv[c] += g[c];
+    }
+  }
+
   const int num_threads_;
-  Eigen::ThreadPool pool_;
+  ParallelFor parallel_;  // each call's slices, tables and partial sums, split by the caller
   absl::Mutex mu_;
   std::vector<Slice> slices_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
@@ -461,8 +473,7 @@ class DlrmCpuCompute final : public DlrmCompute {
 }  // namespace
 
 std::unique_ptr<DlrmCompute> NewDlrmCpuCompute(int num_threads) {
-  if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  return std::make_unique<DlrmCpuCompute>(num_threads);
+  return std::make_unique<DlrmCpuCompute>(ResolveThreadCount(num_threads));
 }
 
 }  // namespace shardps

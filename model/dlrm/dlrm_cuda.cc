@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "compute/cuda_device.h"
 #include "model/dlrm/dlrm_cuda_internal.h"
 
 namespace shardps {
@@ -123,21 +124,10 @@ class DlrmCudaCompute final : public DlrmCompute {
 
 }  // namespace
 
-int DlrmCudaDeviceCount() { return dlrm_cuda::DeviceCount(); }
-
 absl::StatusOr<std::unique_ptr<DlrmCompute>> NewDlrmCudaCompute(int device) {
-  const int count = DlrmCudaDeviceCount();
-  if (count == 0) return absl::FailedPreconditionError("no CUDA device");
-  if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CUDA device ", device, " does not exist: ", count, " device(s) visible"));
-  }
-  std::string error;
-  std::unique_ptr<dlrm_cuda::Runner> runner = dlrm_cuda::Runner::Create(device, &error);
-  if (runner == nullptr) {
-    return absl::InternalError(absl::StrCat("CUDA device ", device, ": ", error));
-  }
-  return std::unique_ptr<DlrmCompute>(new DlrmCudaCompute(std::move(runner)));
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::Context> context, OpenCudaContext(device));
+  return std::unique_ptr<DlrmCompute>(
+      new DlrmCudaCompute(std::make_unique<dlrm_cuda::Runner>(std::move(context))));
 }
 
 }  // namespace shardps

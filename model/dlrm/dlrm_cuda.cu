@@ -19,79 +19,18 @@
 #include <cmath>
 #include <utility>
 
+#include "compute/cuda_check.h"
+#include "compute/device_buffer.h"
 #include "model/dlrm/dlrm_cuda_internal.h"
 
 namespace shardps {
 namespace dlrm_cuda {
 namespace {
 
+using cuda::DeviceBuffer;
+
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
-
-std::string CudaError(const char* what, cudaError_t e) {
-  return std::string("CUDA ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-         ")";
-}
-
-std::string CublasError(const char* what, cublasStatus_t s) {
-  return std::string("cuBLAS ") + what + ": " + cublasGetStatusString(s);
-}
-
-#define CUDA_RETURN_IF_ERROR(what, expr)  \
-  do {                                    \
-    const cudaError_t cuda_err_ = (expr); \
-    if (cuda_err_ != cudaSuccess) {       \
-      return CudaError(what, cuda_err_);  \
-    }                                     \
-  } while (0)
-
-#define CUBLAS_RETURN_IF_ERROR(what, expr)      \
-  do {                                          \
-    const cublasStatus_t cublas_err_ = (expr);  \
-    if (cublas_err_ != CUBLAS_STATUS_SUCCESS) { \
-      return CublasError(what, cublas_err_);    \
-    }                                           \
-  } while (0)
-
-#define RETURN_IF_MESSAGE(expr)             \
-  do {                                      \
-    std::string message_ = (expr);          \
-    if (!message_.empty()) return message_; \
-  } while (0)
-
-// Device memory that only grows, so steady-state steps allocate nothing.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-
-  // Makes room for n elements (at least one); the old contents are not kept.
-  cudaError_t Reserve(size_t n) {
-    n = std::max<size_t>(n, 1);
-    if (n <= capacity_) return cudaSuccess;
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    const cudaError_t e = cudaMalloc(&ptr_, n * sizeof(T));
-    if (e != cudaSuccess) {
-      ptr_ = nullptr;
-      return e;
-    }
-    capacity_ = n;
-    return cudaSuccess;
-  }
-
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
-};
 
 int GridFor(int64_t n) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 8192)));
@@ -283,26 +222,64 @@ int64_t SumWidths(const std::vector<int>& dims) {
   return w;
 }
 
-}  // namespace
+// What one step needs: the widths and, per table, where its data lies in the packed buffers.
+struct Plan {
+  size_t b = 0;  // batch
+  bool backward = false;
+  int num_tables = 0;
+  int nb = 0;         // bottom layers
+  int num_dense = 0;  // dense features
+  int vw = 0;         // vectors' width
+  int fw = 0;         // features' width
+  size_t max_width = 0;
+  std::vector<TableMeta> meta;
+  int64_t total_rows = 0;  // floats of every table's rows
+  int64_t total_ids = 0;   // positions of every table
+};
 
-int DeviceCount() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // Clear it, so that later CUDA calls do not report it again.
-    return 0;
+Plan MakePlan(const Step& s) {
+  Plan p;
+  p.b = static_cast<size_t>(s.batch);
+  p.backward = !s.grads.empty();
+  p.num_tables = static_cast<int>(s.tables.size());
+  p.nb = static_cast<int>(s.bottom_dims.size()) - 1;
+  p.num_dense = s.bottom_dims[0];
+  p.vw = s.vectors;
+  p.fw = s.features;
+  p.max_width = std::max(p.vw, p.fw);
+  for (int w : s.bottom_dims) p.max_width = std::max<size_t>(p.max_width, w);
+  for (int w : s.top_dims) p.max_width = std::max<size_t>(p.max_width, w);
+  p.meta.resize(p.num_tables);
+  for (int t = 0; t < p.num_tables; ++t) {
+    const Table& tb = s.tables[t];
+    p.meta[t] = TableMeta{tb.dim,       tb.column,   tb.mean ? 1 : 0,
+                          p.total_rows, p.total_ids, static_cast<int64_t>(t) * (s.batch + 1)};
+    p.total_rows += tb.num_rows * tb.dim;
+    p.total_ids += tb.offsets[s.batch];
   }
-  return n;
+  return p;
 }
 
+}  // namespace
+
 struct Runner::Impl {
-  ~Impl() {
-    cudaSetDevice(device);
-    if (handle != nullptr) cublasDestroy(handle);
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
+  explicit Impl(std::unique_ptr<cuda::Context> c) : context(std::move(c)) {}
 
   std::string Run(Step* step);
+
+  // Makes the device current and the buffers large enough for the step.
+  std::string Reserve(const Step& s, const Plan& p);
+  // Copies the parameters, the batch and the tables' layout to the device.
+  std::string Upload(const Step& s, const Plan& p);
+  // Bottom MLP, pooling, interaction, top MLP and the loss. Sets *features (the top MLP's
+  // input), *bottom_last (the bottom MLP's output, null without one) and *logits.
+  std::string Forward(const Step& s, const Plan& p, const float** features,
+                      const float** bottom_last, const float** logits);
+  // Every gradient, from the logits' in dz_d[0]: dense into grads_d, rows into row_grads_d.
+  std::string Backward(const Step& s, const Plan& p, const float* features,
+                       const float* bottom_last);
+  // Copies the gradients (when backward), the logits and the loss back, and waits.
+  std::string Download(Step* s, const Plan& p, const float* logits);
 
   // act[l] = act(in * W_l + b_l) for the layers of dims, params from index `first` of the
   // packed parameters, into consecutive batch x dims[l+1] blocks of acts.
@@ -313,10 +290,18 @@ struct Runner::Impl {
   std::string MlpBackward(const float* in, int batch, const std::vector<int>& dims,
                           size_t first, const float* acts, float* dz[2], float* din);
 
-  int device = 0;
-  std::string name;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t handle = nullptr;
+  cudaError_t CopyToDevice(void* dst, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess
+                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                        context->stream());
+  }
+  cudaError_t CopyToHost(void* dst, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess
+                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                        context->stream());
+  }
+
+  const std::unique_ptr<cuda::Context> context;
   std::vector<size_t> offset;  // of each dense param in params_d / grads_d
   DeviceBuffer<float> params_d, grads_d, dense_d, labels_d, bottom_acts_d, vectors_d,
       features_d, top_acts_d, dz_d[2], dfeatures_d, dvectors_d, row_loss_d, rows_d,
@@ -335,9 +320,9 @@ std::string Runner::Impl::MlpForward(const float* in, int batch, const std::vect
     const float* w = params_d.get() + offset[first + 2 * l];
     const float* b = params_d.get() + offset[first + 2 * l + 1];
     CUBLAS_RETURN_IF_ERROR("sgemm (forward)",
-                           cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, out, batch, k, &one, w,
-                                       out, in, k, &zero, acts, out));
-    BiasActivationKernel<<<GridFor(int64_t{batch} * out), kThreads, 0, stream>>>(
+                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, out, batch,
+                                       k, &one, w, out, in, k, &zero, acts, out));
+    BiasActivationKernel<<<GridFor(int64_t{batch} * out), kThreads, 0, context->stream()>>>(
         acts, b, batch, out, relu_last || l + 1 < layers);
     in = acts;
     acts += static_cast<int64_t>(batch) * out;
@@ -350,6 +335,7 @@ std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vec
                                       float* din) {
   const float one = 1.0f, zero = 0.0f;
   const int layers = static_cast<int>(dims.size()) - 1;
+  cudaStream_t stream = context->stream();
   std::vector<const float*> act(layers);
   for (int l = 0; l < layers; ++l) {
     act[l] = acts;
@@ -362,8 +348,8 @@ std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vec
     const float* w = params_d.get() + offset[first + 2 * l];
     // dW = A^T dZ ([k, out]): dW^T = dZ^T A column-major.
     CUBLAS_RETURN_IF_ERROR("sgemm (weight gradient)",
-                           cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, out, k, batch, &one,
-                                       dz[cur], out, a, k, &zero,
+                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_T, out, k,
+                                       batch, &one, dz[cur], out, a, k, &zero,
                                        grads_d.get() + offset[first + 2 * l], out));
     ColumnSumsKernel<<<(out + kColTile - 1) / kColTile, dim3(kColTile, kRowLanes), 0, stream>>>(
         dz[cur], batch, out, grads_d.get() + offset[first + 2 * l + 1]);
@@ -371,8 +357,8 @@ std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vec
     if (da == nullptr) break;
     // dA = dZ W^T ([batch, k]): dA^T = W dZ^T column-major.
     CUBLAS_RETURN_IF_ERROR("sgemm (input gradient)",
-                           cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, out, &one, w,
-                                       out, dz[cur], out, &zero, da, k));
+                           cublasSgemm(context->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, k, batch,
+                                       out, &one, w, out, dz[cur], out, &zero, da, k));
     if (l == 0) break;
     ReluGradKernel<<<GridFor(int64_t{batch} * k), kThreads, 0, stream>>>(da, act[l - 1],
                                                                           int64_t{batch} * k);
@@ -381,207 +367,188 @@ std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vec
   return "";
 }
 
-std::string Runner::Impl::Run(Step* s) {
-  const int batch = s->batch;
-  const size_t b = static_cast<size_t>(batch);
-  const bool backward = !s->grads.empty();
-  const int num_tables = static_cast<int>(s->tables.size());
-  const int nb = static_cast<int>(s->bottom_dims.size()) - 1;
-  const int num_dense = s->bottom_dims[0];
-  const int vw = s->vectors, fw = s->features;
-
-  offset.assign(s->params.size() + 1, 0);
-  for (size_t i = 0; i < s->params.size(); ++i) offset[i + 1] = offset[i] + s->param_sizes[i];
-  size_t max_width = std::max(vw, fw);
-  for (int w : s->bottom_dims) max_width = std::max<size_t>(max_width, w);
-  for (int w : s->top_dims) max_width = std::max<size_t>(max_width, w);
-  std::vector<TableMeta> meta(num_tables);
-  int64_t total_rows = 0, total_ids = 0;
-  for (int t = 0; t < num_tables; ++t) {
-    const Table& tb = s->tables[t];
-    meta[t] = TableMeta{tb.dim,     tb.column, tb.mean ? 1 : 0,
-                        total_rows, total_ids, static_cast<int64_t>(t) * (batch + 1)};
-    total_rows += tb.num_rows * tb.dim;
-    total_ids += tb.offsets[batch];
-  }
-
-  CUDA_RETURN_IF_ERROR("cudaSetDevice", cudaSetDevice(device));
+std::string Runner::Impl::Reserve(const Step& s, const Plan& p) {
+  const size_t b = p.b;
+  RETURN_IF_MESSAGE(context->MakeCurrent());
   CUDA_RETURN_IF_ERROR("cudaMalloc (parameters)", params_d.Reserve(offset.back()));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (dense)", dense_d.Reserve(b * num_dense));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (dense)", dense_d.Reserve(b * p.num_dense));
   CUDA_RETURN_IF_ERROR("cudaMalloc (labels)", labels_d.Reserve(b));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (bottom)", bottom_acts_d.Reserve(b * SumWidths(s->bottom_dims)));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (vectors)", vectors_d.Reserve(b * vw));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (features)", features_d.Reserve(s->dot ? b * fw : 1));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (top)", top_acts_d.Reserve(b * SumWidths(s->top_dims)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (bottom)", bottom_acts_d.Reserve(b * SumWidths(s.bottom_dims)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (vectors)", vectors_d.Reserve(b * p.vw));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (features)", features_d.Reserve(s.dot ? b * p.fw : 1));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (top)", top_acts_d.Reserve(b * SumWidths(s.top_dims)));
   CUDA_RETURN_IF_ERROR("cudaMalloc (row losses)", row_loss_d.Reserve(b));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (rows)", rows_d.Reserve(total_rows));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (offsets)", offsets_d.Reserve(static_cast<size_t>(num_tables) * (b + 1)));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (positions)", positions_d.Reserve(total_ids));
-  CUDA_RETURN_IF_ERROR("cudaMalloc (tables)", meta_d.Reserve(num_tables));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (rows)", rows_d.Reserve(p.total_rows));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (offsets)",
+                       offsets_d.Reserve(static_cast<size_t>(p.num_tables) * (b + 1)));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (positions)", positions_d.Reserve(p.total_ids));
+  CUDA_RETURN_IF_ERROR("cudaMalloc (tables)", meta_d.Reserve(p.num_tables));
   CUDA_RETURN_IF_ERROR("cudaMalloc (sum)", sum_d.Reserve(1));
-  if (backward) {
+  if (p.backward) {
     CUDA_RETURN_IF_ERROR("cudaMalloc (gradients)", grads_d.Reserve(offset.back()));
-    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[0].Reserve(b * max_width));
-    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[1].Reserve(b * max_width));
-    CUDA_RETURN_IF_ERROR("cudaMalloc (dfeatures)", dfeatures_d.Reserve(s->dot ? b * fw : 1));
-    CUDA_RETURN_IF_ERROR("cudaMalloc (dvectors)", dvectors_d.Reserve(b * vw));
-    CUDA_RETURN_IF_ERROR("cudaMalloc (row gradients)", row_grads_d.Reserve(total_rows));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[0].Reserve(b * p.max_width));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dz)", dz_d[1].Reserve(b * p.max_width));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dfeatures)", dfeatures_d.Reserve(s.dot ? b * p.fw : 1));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (dvectors)", dvectors_d.Reserve(b * p.vw));
+    CUDA_RETURN_IF_ERROR("cudaMalloc (row gradients)", row_grads_d.Reserve(p.total_rows));
   }
+  return "";
+}
 
-  auto h2d = [this](void* dst, const void* src, size_t bytes) {
-    return bytes == 0 ? cudaSuccess
-                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
-  };
-  for (size_t i = 0; i < s->params.size(); ++i) {
+std::string Runner::Impl::Upload(const Step& s, const Plan& p) {
+  const size_t b = p.b;
+  for (size_t i = 0; i < s.params.size(); ++i) {
     CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (parameters)",
-                         h2d(params_d.get() + offset[i], s->params[i],
-                             s->param_sizes[i] * sizeof(float)));
+                         CopyToDevice(params_d.get() + offset[i], s.params[i],
+                                      s.param_sizes[i] * sizeof(float)));
   }
   CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (dense)",
-                       h2d(dense_d.get(), s->dense, b * num_dense * sizeof(float)));
-  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (labels)", h2d(labels_d.get(), s->labels, b * sizeof(float)));
-  for (int t = 0; t < num_tables; ++t) {
-    const Table& tb = s->tables[t];
+                       CopyToDevice(dense_d.get(), s.dense, b * p.num_dense * sizeof(float)));
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (labels)",
+                       CopyToDevice(labels_d.get(), s.labels, b * sizeof(float)));
+  for (int t = 0; t < p.num_tables; ++t) {
+    const Table& tb = s.tables[t];
     CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (rows)",
-                         h2d(rows_d.get() + meta[t].row_base, tb.rows,
-                             tb.num_rows * tb.dim * sizeof(float)));
+                         CopyToDevice(rows_d.get() + p.meta[t].row_base, tb.rows,
+                                      tb.num_rows * tb.dim * sizeof(float)));
     CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (offsets)",
-                         h2d(offsets_d.get() + meta[t].off_base, tb.offsets,
-                             (b + 1) * sizeof(int32_t)));
+                         CopyToDevice(offsets_d.get() + p.meta[t].off_base, tb.offsets,
+                                      (b + 1) * sizeof(int32_t)));
     CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (positions)",
-                         h2d(positions_d.get() + meta[t].pos_base, tb.positions,
-                             tb.offsets[batch] * sizeof(int32_t)));
+                         CopyToDevice(positions_d.get() + p.meta[t].pos_base, tb.positions,
+                                      tb.offsets[s.batch] * sizeof(int32_t)));
   }
-  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (tables)",
-                       h2d(meta_d.get(), meta.data(), meta.size() * sizeof(TableMeta)));
+  CUDA_RETURN_IF_ERROR(
+      "cudaMemcpyAsync (tables)",
+      CopyToDevice(meta_d.get(), p.meta.data(), p.meta.size() * sizeof(TableMeta)));
+  return "";
+}
 
+std::string Runner::Impl::Forward(const Step& s, const Plan& p, const float** features,
+                                  const float** bottom_last, const float** logits) {
+  const int batch = s.batch;
+  cudaStream_t stream = context->stream();
   // Bottom MLP, its output into the vectors' first columns.
-  const float* bottom_last = nullptr;
-  if (num_dense > 0) {
+  *bottom_last = nullptr;
+  if (p.num_dense > 0) {
     const float* src = dense_d.get();
-    if (nb > 0) {
-      RETURN_IF_MESSAGE(MlpForward(dense_d.get(), batch, s->bottom_dims, 0, true,
+    if (p.nb > 0) {
+      RETURN_IF_MESSAGE(MlpForward(dense_d.get(), batch, s.bottom_dims, 0, true,
                                    bottom_acts_d.get()));
-      bottom_last = bottom_acts_d.get() + b * (SumWidths(s->bottom_dims) - s->bottom_out);
-      src = bottom_last;
+      *bottom_last = bottom_acts_d.get() + p.b * (SumWidths(s.bottom_dims) - s.bottom_out);
+      src = *bottom_last;
     }
     CUDA_RETURN_IF_ERROR(
         "cudaMemcpy2DAsync (bottom output)",
-        cudaMemcpy2DAsync(vectors_d.get(), vw * sizeof(float), src, s->bottom_out * sizeof(float),
-                          s->bottom_out * sizeof(float), batch, cudaMemcpyDeviceToDevice, stream));
+        cudaMemcpy2DAsync(vectors_d.get(), p.vw * sizeof(float), src,
+                          s.bottom_out * sizeof(float), s.bottom_out * sizeof(float), batch,
+                          cudaMemcpyDeviceToDevice, stream));
   }
-  if (num_tables > 0) {
-    const int64_t warps = static_cast<int64_t>(batch) * num_tables;
+  if (p.num_tables > 0) {
+    const int64_t warps = static_cast<int64_t>(batch) * p.num_tables;
     PoolKernel<<<static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kThreads, 0,
-                 stream>>>(meta_d.get(), num_tables, rows_d.get(), offsets_d.get(),
-                           positions_d.get(), batch, vectors_d.get(), vw);
+                 stream>>>(meta_d.get(), p.num_tables, rows_d.get(), offsets_d.get(),
+                           positions_d.get(), batch, vectors_d.get(), p.vw);
   }
-  const float* features = vectors_d.get();
-  if (s->dot) {
-    DotForwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), s->n, s->d, s->bottom_out,
-                                                features_d.get(), fw);
-    features = features_d.get();
+  *features = vectors_d.get();
+  if (s.dot) {
+    DotForwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), s.n, s.d, s.bottom_out,
+                                                features_d.get(), p.fw);
+    *features = features_d.get();
   }
 
   // Top MLP, loss.
-  const size_t top_first = 2 * static_cast<size_t>(nb);
-  RETURN_IF_MESSAGE(MlpForward(features, batch, s->top_dims, top_first, false, top_acts_d.get()));
-  const float* logits = top_acts_d.get() + b * (SumWidths(s->top_dims) - 1);
+  const size_t top_first = 2 * static_cast<size_t>(p.nb);
+  RETURN_IF_MESSAGE(
+      MlpForward(*features, batch, s.top_dims, top_first, false, top_acts_d.get()));
+  *logits = top_acts_d.get() + p.b * (SumWidths(s.top_dims) - 1);
   LogLossKernel<<<(batch + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      logits, labels_d.get(), batch, 1.0f / batch, row_loss_d.get(),
-      backward ? dz_d[0].get() : nullptr);
+      *logits, labels_d.get(), batch, 1.0f / batch, row_loss_d.get(),
+      p.backward ? dz_d[0].get() : nullptr);
   SumKernel<<<1, kThreads, 0, stream>>>(row_loss_d.get(), batch, sum_d.get());
+  return "";
+}
 
-  if (backward) {
-    float* dz[2] = {dz_d[0].get(), dz_d[1].get()};
-    float* dfeatures = s->dot ? dfeatures_d.get() : dvectors_d.get();
-    RETURN_IF_MESSAGE(MlpBackward(features, batch, s->top_dims, top_first, top_acts_d.get(), dz,
-                                  dfeatures));
-    if (s->dot) {
-      DotBackwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), dfeatures_d.get(), s->n,
-                                                   s->d, s->bottom_out, fw, dvectors_d.get());
-    }
-    if (nb > 0) {
-      MaskedStridedCopyKernel<<<GridFor(int64_t{batch} * s->bottom_out), kThreads, 0, stream>>>(
-          dz[0], dvectors_d.get(), vw, bottom_last, batch, s->bottom_out);
-      RETURN_IF_MESSAGE(MlpBackward(dense_d.get(), batch, s->bottom_dims, 0, bottom_acts_d.get(),
-                                    dz, nullptr));
-    }
-    if (num_tables > 0) {
-      CUDA_RETURN_IF_ERROR("cudaMemsetAsync (row gradients)",
-                           cudaMemsetAsync(row_grads_d.get(), 0, total_rows * sizeof(float),
-                                           stream));
-      const int64_t warps = static_cast<int64_t>(batch) * num_tables;
-      ScatterRowGradsKernel<<<static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                              kThreads, 0, stream>>>(meta_d.get(), num_tables, offsets_d.get(),
-                                                     positions_d.get(), batch, dvectors_d.get(),
-                                                     vw, row_grads_d.get());
-    }
+std::string Runner::Impl::Backward(const Step& s, const Plan& p, const float* features,
+                                   const float* bottom_last) {
+  const int batch = s.batch;
+  cudaStream_t stream = context->stream();
+  float* dz[2] = {dz_d[0].get(), dz_d[1].get()};
+  float* dfeatures = s.dot ? dfeatures_d.get() : dvectors_d.get();
+  const size_t top_first = 2 * static_cast<size_t>(p.nb);
+  RETURN_IF_MESSAGE(
+      MlpBackward(features, batch, s.top_dims, top_first, top_acts_d.get(), dz, dfeatures));
+  if (s.dot) {
+    DotBackwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), dfeatures_d.get(), s.n, s.d,
+                                                 s.bottom_out, p.fw, dvectors_d.get());
   }
-  CUDA_RETURN_IF_ERROR("kernel launch", cudaGetLastError());
+  if (p.nb > 0) {
+    MaskedStridedCopyKernel<<<GridFor(int64_t{batch} * s.bottom_out), kThreads, 0, stream>>>(
+        dz[0], dvectors_d.get(), p.vw, bottom_last, batch, s.bottom_out);
+    RETURN_IF_MESSAGE(
+        MlpBackward(dense_d.get(), batch, s.bottom_dims, 0, bottom_acts_d.get(), dz, nullptr));
+  }
+  if (p.num_tables > 0) {
+    CUDA_RETURN_IF_ERROR(
+        "cudaMemsetAsync (row gradients)",
+        cudaMemsetAsync(row_grads_d.get(), 0, p.total_rows * sizeof(float), stream));
+    const int64_t warps = static_cast<int64_t>(batch) * p.num_tables;
+    ScatterRowGradsKernel<<<static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                            kThreads, 0, stream>>>(meta_d.get(), p.num_tables, offsets_d.get(),
+                                                   positions_d.get(), batch, dvectors_d.get(),
+                                                   p.vw, row_grads_d.get());
+  }
+  return "";
+}
 
-  auto d2h = [this](void* dst, const void* src, size_t bytes) {
-    return bytes == 0 ? cudaSuccess
-                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
-  };
-  if (backward) {
+std::string Runner::Impl::Download(Step* s, const Plan& p, const float* logits) {
+  if (p.backward) {
     for (size_t i = 0; i < s->grads.size(); ++i) {
       CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (gradients)",
-                           d2h(s->grads[i], grads_d.get() + offset[i],
-                               s->param_sizes[i] * sizeof(float)));
+                           CopyToHost(s->grads[i], grads_d.get() + offset[i],
+                                      s->param_sizes[i] * sizeof(float)));
     }
-    for (int t = 0; t < num_tables; ++t) {
+    for (int t = 0; t < p.num_tables; ++t) {
       const Table& tb = s->tables[t];
       CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (row gradients)",
-                           d2h(tb.row_grads, row_grads_d.get() + meta[t].row_base,
-                               tb.num_rows * tb.dim * sizeof(float)));
+                           CopyToHost(tb.row_grads, row_grads_d.get() + p.meta[t].row_base,
+                                      tb.num_rows * tb.dim * sizeof(float)));
     }
   }
-  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (logits)", d2h(s->logits, logits, b * sizeof(float)));
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (logits)",
+                       CopyToHost(s->logits, logits, p.b * sizeof(float)));
   double sum = 0;
-  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (loss)", d2h(&sum, sum_d.get(), sizeof(sum)));
-  CUDA_RETURN_IF_ERROR("cudaStreamSynchronize", cudaStreamSynchronize(stream));
+  CUDA_RETURN_IF_ERROR("cudaMemcpyAsync (loss)", CopyToHost(&sum, sum_d.get(), sizeof(sum)));
+  CUDA_RETURN_IF_ERROR("cudaStreamSynchronize", cudaStreamSynchronize(context->stream()));
   s->loss_sum = sum;
   return "";
 }
 
-Runner::Runner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+std::string Runner::Impl::Run(Step* s) {
+  const Plan p = MakePlan(*s);
+  offset.assign(s->params.size() + 1, 0);
+  for (size_t i = 0; i < s->params.size(); ++i) offset[i + 1] = offset[i] + s->param_sizes[i];
+  RETURN_IF_MESSAGE(Reserve(*s, p));
+  RETURN_IF_MESSAGE(Upload(*s, p));
+  const float* features = nullptr;
+  const float* bottom_last = nullptr;
+  const float* logits = nullptr;
+  RETURN_IF_MESSAGE(Forward(*s, p, &features, &bottom_last, &logits));
+  if (p.backward) RETURN_IF_MESSAGE(Backward(*s, p, features, bottom_last));
+  CUDA_RETURN_IF_ERROR("kernel launch", cudaGetLastError());
+  return Download(s, p, logits);
+}
+
+Runner::Runner(std::unique_ptr<cuda::Context> context)
+    : impl_(std::make_unique<Impl>(std::move(context))) {}
 Runner::~Runner() = default;
 
-const std::string& Runner::device_name() const { return impl_->name; }
-
-std::unique_ptr<Runner> Runner::Create(int device, std::string* error) {
-  auto impl = std::make_unique<Impl>();
-  impl->device = device;
-  auto fail = [&](std::string message) {
-    *error = std::move(message);
-    return std::unique_ptr<Runner>();
-  };
-  cudaError_t e = cudaSetDevice(device);
-  if (e != cudaSuccess) return fail(CudaError("cudaSetDevice", e));
-  cudaDeviceProp prop;
-  e = cudaGetDeviceProperties(&prop, device);
-  if (e != cudaSuccess) return fail(CudaError("cudaGetDeviceProperties", e));
-  impl->name = prop.name;
-  e = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return fail(CudaError("cudaStreamCreate", e));
-  cublasStatus_t st = cublasCreate(&impl->handle);
-  if (st != CUBLAS_STATUS_SUCCESS) {
-    impl->handle = nullptr;
-    return fail(CublasError("cublasCreate", st));
-  }
-  st = cublasSetStream(impl->handle, impl->stream);
-  if (st != CUBLAS_STATUS_SUCCESS) return fail(CublasError("cublasSetStream", st));
-  // Plain FP32 products (no TF32), so the GPU agrees with the CPU to float rounding.
-  st = cublasSetMathMode(impl->handle, CUBLAS_DEFAULT_MATH);
-  if (st != CUBLAS_STATUS_SUCCESS) return fail(CublasError("cublasSetMathMode", st));
-  return std::unique_ptr<Runner>(new Runner(std::move(impl)));
-}
+const std::string& Runner::device_name() const { return impl_->context->device_name(); }
 
 std::string Runner::Run(Step* step) {
   std::string error = impl_->Run(step);
   // Let work already queued finish before the caller reuses its buffers or retries.
-  if (!error.empty()) cudaStreamSynchronize(impl_->stream);
+  if (!error.empty()) impl_->context->Synchronize();
   return error;
 }
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "compute/cuda_context.h"
+
 namespace shardps {
 namespace dlrm_cuda {
-
-int DeviceCount();
 
 // One table's part of a step, host pointers.
 struct Table {
@@ -46,12 +46,11 @@ struct Step {
   double loss_sum = 0;        // out
 };
 
-// The DLRM forward and backward on one device, with its stream, cuBLAS handle and device
-// buffers (grown, never shrunk). Not thread-safe: the caller serializes calls.
+// The DLRM forward and backward on one device's context, with device buffers (grown, never
+// shrunk). Not thread-safe: the caller serializes calls.
 class Runner {
  public:
-  // nullptr, with *error set, when the device cannot be initialized.
-  static std::unique_ptr<Runner> Create(int device, std::string* error);
+  explicit Runner(std::unique_ptr<cuda::Context> context);
   ~Runner();
 
   const std::string& device_name() const;
@@ -61,7 +60,6 @@ class Runner {
 
  private:
   struct Impl;
-  explicit Runner(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

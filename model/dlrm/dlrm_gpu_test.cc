@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compute/cuda_device.h"
 #include "gtest/gtest.h"
 #include "model/dlrm/dlrm_cpu.h"
 #include "model/dlrm/dlrm_cuda.h"
@@ -56,7 +57,7 @@ class DlrmGpuTest
     : public ::testing::TestWithParam<std::tuple<DlrmInteraction, DlrmPooling, int, bool>> {
  protected:
   void SetUp() override {
-    if (DlrmCudaDeviceCount() == 0) {
+    if (CudaDeviceCount() == 0) {
       GTEST_SKIP() << "no CUDA device visible (no GPU or no driver): the GPU DLRM compute "
                       "cannot run here";
     }
@@ -115,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(DlrmInteraction::kConcat, DlrmPooling::kSum, 0, false)));
 
 TEST(DlrmGpuErrorsTest, RejectsBadShapesLikeTheCpu) {
-  if (DlrmCudaDeviceCount() == 0) {
+  if (CudaDeviceCount() == 0) {
     GTEST_SKIP() << "no CUDA device visible: the GPU DLRM compute cannot run here";
   }
   const DlrmSpec spec = Spec(DlrmInteraction::kDot, DlrmPooling::kSum, 13, true);
@@ -131,7 +132,7 @@ TEST(DlrmGpuErrorsTest, RejectsBadShapesLikeTheCpu) {
 }
 
 TEST(DlrmCudaTest, NoDeviceIsFailedPrecondition) {
-  if (DlrmCudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible";
   auto gpu = NewDlrmCudaCompute(0);
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
 }
