@@ -1,10 +1,7 @@
-// UniqueIds: numbers the distinct row ids of a PushRows in order of first appearance, so that
-// duplicate ids can be summed before one update of each row.
-//
-// A row push of tens of thousands of random ids spent most of the ps' time in a hash map of
-// every id (a fresh multi-MiB table per request, one cache miss per probe). When the shard's
-// rows are few enough for a bitmap of them to be small next to the ids themselves, a bitmap
-// finds the repeated ids instead, and only those go into a (small) hash map.
+// UniqueIds: numbers the distinct row ids of a row push in order of first appearance, so that
+// duplicate ids can be summed before one update of each row. Where the rows are few enough
+// for a bitmap of them to be small next to the ids, the bitmap finds the repeated ids and only
+// those go into a hash map.
 //
 // Thread-safety: a pure function.
 #ifndef SHARDPS_MATH_UNIQUE_IDS_H_
