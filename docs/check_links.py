@@ -6,10 +6,19 @@
 ROOT is the repository root. Always: every relative link in README.md and docs/**/*.md
 ([text](path), [text](path#anchor), [text](#anchor)) names a file or folder that exists, and
 its anchor names a heading of that Markdown file (GitHub's anchors: the heading lower-cased,
-punctuation dropped, spaces as hyphens, "-1", "-2" for repeats). With --tree, also every
-mention of a Markdown file under docs/ in the rest of the tree's text files (a code comment, an
-error message, a manifest: "docs/deploying.md#rolling-upgrades") names a file and heading that
-exist. External links (http:, https:, mailto:) are not followed.
+punctuation dropped, spaces as hyphens, "-1", "-2" for repeats). External links (http:,
+https:, mailto:) are not followed.
+
+With --tree (ROOT is the whole source tree), also:
+- every mention of a Markdown file under docs/ in the rest of the tree's text files (a code
+  comment, an error message, a manifest: "docs/deploying.md#rolling-upgrades") names a file
+  and heading that exist;
+- every path that README.md and docs/ mention, in prose, code spans or code blocks, names a
+  file or folder that exists, or a target of its package ("tests/netns_test"). A path is a
+  word that starts with a top-level folder of ROOT and a slash ("ps_server/shard_store.h");
+  one followed by a pattern or a placeholder ("bench/*.sh", "runs/<time>/") is not checked;
+- every Bazel label they mention ("//ps_server:ps", "//worker", "//client/...") names a
+  package, and a target that its BUILD file names or a file in it.
 
 Prints one line per dead link, naming the file and line, then a summary; exits 1 if any.
 """
@@ -22,6 +31,10 @@ LINK = re.compile(r"\[(?:[^\[\]]|\n)*?\]\(([^()\s]+)\)")
 POINTER = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.md)(#[\w-]+)?")
 FENCE = re.compile(r"^(```|~~~)")
 SKIP_DIRS = {".git", "node_modules", "runs", ".dist"}
+# A Bazel label: //pkg, //pkg:name, //:name, //pkg/... (not a URL's "//host", not a comment).
+LABEL = re.compile(r"(?<![\w:/])//(?=[\w:.])([\w/.-]*)(?::([\w./+@-]+))?")
+PATH_CHARS = r"[\w./@+-]"
+NOT_CHECKED_AFTER = set("*<{$")  # a glob, a placeholder or a variable: not one path
 TEXT_SUFFIXES = (".h", ".cc", ".cu", ".py", ".sh", ".bzl", ".bazel", ".yaml", ".yml", ".json",
                  ".proto", ".md", ".service", ".txt", "BUILD", "WORKSPACE", ".bazelrc")
 
@@ -140,6 +153,89 @@ def check_tree(root, problems):
     return count
 
 
+def top_level_folders(root):
+    return sorted(d for d in os.listdir(root)
+                  if os.path.isdir(os.path.join(root, d)) and not d.startswith((".", "bazel-"))
+                  and d not in SKIP_DIRS)
+
+
+def build_file(root, package):
+    for name in ("BUILD.bazel", "BUILD"):
+        path = os.path.join(root, package, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def names_target(root, package, name, cache={}):
+    """Whether `package`'s BUILD file names a target `name` (or `name` is a file in it)."""
+    if os.path.exists(os.path.join(root, package, name)):
+        return True
+    build = build_file(root, package)
+    if build is None:
+        return False
+    if build not in cache:
+        with open(build, encoding="utf-8") as f:
+            cache[build] = set(re.findall(r"\bname\s*=\s*\"([^\"]+)\"", f.read()))
+    return name in cache[build]
+
+
+def check_path(root, path):
+    """None when `path` (relative to root) is a file, a folder or a target written as a path
+    ("tests/netns_test"), else why not."""
+    path = path.rstrip(".")
+    if os.path.exists(os.path.join(root, path)):
+        return None
+    package, _, name = path.rstrip("/").rpartition("/")
+    if name and names_target(root, package, name):
+        return None
+    return f"no such file, folder or target: {path}"
+
+
+def check_label(root, package, name):
+    """None when the label //package[:name] resolves, else why not."""
+    label = f"//{package}" + (f":{name}" if name else "")
+    if package.endswith("..."):  # //pkg/... : every package under pkg
+        folder = package[:-3].rstrip("/")
+        return None if os.path.isdir(os.path.join(root, folder)) else \
+            f"no such folder for {label}: {folder or '.'}"
+    package = package.rstrip("/")
+    if build_file(root, package) is None:
+        return f"no BUILD file for {label} in {package or 'the root'}"
+    name = name or package.rpartition("/")[2]
+    if not names_target(root, package, name):
+        return f"no target {name} in {package or 'the root'}'s BUILD file for {label}"
+    return None
+
+
+def check_mentions(root, problems):
+    """Every path and label that README.md and docs/ mention, as check_path and check_label
+    see them. Returns how many were checked."""
+    # Not a link's target ("](docs/x.md)"): check_docs reads those, relative to their page.
+    mention = re.compile(r"(?<![\w/.:@~$-])(?<!\]\()((?:" +
+                         "|".join(re.escape(d) for d in top_level_folders(root)) +
+                         r")/" + PATH_CHARS + r"*)")
+    count = 0
+    for path in markdown_files(root):
+        rel = os.path.relpath(path, root)
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for i, line in enumerate(lines, 1):
+            for m in mention.finditer(line):
+                if line[m.end():m.end() + 1] in NOT_CHECKED_AFTER:
+                    continue
+                count += 1
+                why = check_path(root, m.group(1))
+                if why:
+                    problems.append(f"{rel}:{i}: {m.group(1)}: {why}")
+            for m in LABEL.finditer(line):
+                count += 1
+                why = check_label(root, m.group(1), (m.group(2) or "").rstrip("."))
+                if why:
+                    problems.append(f"{rel}:{i}: {m.group(0)}: {why}")
+    return count
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -150,6 +246,7 @@ def main(argv):
     summary = f"{links} relative links in README.md and docs/"
     if "--tree" in argv[2:]:
         summary += f", {check_tree(root, problems)} pointers into docs/ in the tree"
+        summary += f", {check_mentions(root, problems)} paths and labels in README.md and docs/"
     for p in problems:
         print(p)
     print(f"{summary}: {len(problems)} dead")
