@@ -468,8 +468,10 @@ TEST_F(CheckpointReaderTest, ExportWritesWholeVariablesByName) {
     const std::string name = key.second.empty() ? key.first : key.first + "/" + key.second;
     const TensorInfo* t = (*file)->Find(name);
     ASSERT_NE(t, nullptr) << name;
+    // A named copy for the lambda: capturing a structured binding is C++20 (clang 14 refuses).
+    const std::string& variable = key.first;
     const VariableDef& d = *std::find_if(defs_.begin(), defs_.end(),
-                                         [&](const VariableDef& x) { return x.name == key.first; });
+                                         [&](const VariableDef& x) { return x.name == variable; });
     EXPECT_EQ(std::vector<int64_t>(t->shape().begin(), t->shape().end()), d.shape) << name;
     std::vector<float> back(values->size());
     ASSERT_TRUE((*file)->ReadRange(*t, 0, back.size() * 4, reinterpret_cast<char*>(back.data())).ok());
