@@ -22,6 +22,54 @@ constexpr int kMaxDenseBits = 12;
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+// Exact mean and variance (at least 1e-12) of CriteoDenseValue(x) for the dense draw of
+// `bits`: b uniform in 0..bits, then x uniform in [2^b - 1, 2^(b+1) - 1).
+void DenseMoments(const std::vector<float>& log1p_table, int bits, double* mean, double* var) {
+  double sum = 0;
+  double sum_sq = 0;
+  for (int b = 0; b <= bits; ++b) {
+    const int64_t lo = (int64_t{1} << b) - 1;
+    double s = 0;
+    double s2 = 0;
+    for (int64_t x = lo; x < lo + (int64_t{1} << b); ++x) {
+      s += log1p_table[x];
+      s2 += static_cast<double>(log1p_table[x]) * log1p_table[x];
+    }
+    sum += s / static_cast<double>(int64_t{1} << b);
+    sum_sq += s2 / static_cast<double>(int64_t{1} << b);
+  }
+  *mean = sum / (bits + 1);
+  *var = std::max(sum_sq / (bits + 1) - *mean * *mean, 1e-12);
+}
+
+// The mean and inverse standard deviation (0 when it vanishes) of `field` over `parts`.
+template <typename Parts>
+void Standardize(const std::vector<Parts>& parts, double Parts::*field, double* mean,
+                 double* inv_std) {
+  double s = 0;
+  for (const Parts& p : parts) s += p.*field;
+  *mean = s / kCalibrationExamples;
+  double v = 0;
+  for (const Parts& p : parts) v += (p.*field - *mean) * (p.*field - *mean);
+  v /= kCalibrationExamples;
+  *inv_std = v > 1e-18 ? 1.0 / std::sqrt(v) : 0.0;
+}
+
+// The bias b (100 bisection steps in [-40, 40]) at which the mean of sigmoid(b + z) over `z`
+// is `click_rate`.
+double BisectBias(const std::vector<double>& z, double click_rate) {
+  double lo = -40;
+  double hi = 40;
+  for (int it = 0; it < 100; ++it) {
+    const double mid = (lo + hi) / 2;
+    double mean = 0;
+    for (double v : z) mean += Sigmoid(mid + v);
+    mean /= kCalibrationExamples;
+    (mean < click_rate ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 }  // namespace
 
 SyntheticCtrSource::SyntheticCtrSource(const SyntheticCtrConfig& config) : config_(config) {}
@@ -54,6 +102,14 @@ uint64_t SyntheticCtrSource::StreamOf(int64_t global_index) const {
 }
 
 absl::Status SyntheticCtrSource::Init() {
+  RETURN_IF_ERROR(InitFeatures());
+  InitHeadCache();
+  InitDense();
+  Calibrate();
+  return absl::OkStatus();
+}
+
+absl::Status SyntheticCtrSource::InitFeatures() {
   const SyntheticCtrConfig& c = config_;
   const int num_features = static_cast<int>(c.features.size());
   schema_.num_dense = c.num_dense;
@@ -67,12 +123,17 @@ absl::Status SyntheticCtrSource::Init() {
     feature_key_.push_back(key);
     perm_.emplace_back(c.hashed_ids ? 0 : fc.vocab_size, Mix64(key));
   }
+  return absl::OkStatus();
+}
+
+void SyntheticCtrSource::InitHeadCache() {
+  const int num_features = static_cast<int>(config_.features.size());
   head_ = kHeadCache;
-  const int stride = 1 + c.dim;
+  const int stride = 1 + config_.dim;
   head_ids_.resize(num_features);
   head_hidden_.resize(num_features);
   for (int f = 0; f < num_features; ++f) {
-    const int64_t n = std::min<int64_t>(head_, c.features[f].vocab_size);
+    const int64_t n = std::min<int64_t>(head_, config_.features[f].vocab_size);
     head_ids_[f].resize(static_cast<size_t>(n));
     head_hidden_[f].resize(static_cast<size_t>(n) * stride);
     for (int64_t r = 0; r < n; ++r) {
@@ -80,54 +141,36 @@ absl::Status SyntheticCtrSource::Init() {
       Hidden(f, head_ids_[f][r], &head_hidden_[f][r * stride]);
     }
   }
+}
 
+void SyntheticCtrSource::InitDense() {
   log1p_table_.resize(size_t{1} << (kMaxDenseBits + 1));
   for (size_t x = 0; x < log1p_table_.size(); ++x) {
     log1p_table_[x] = CriteoDenseValue(static_cast<int64_t>(x));
   }
-  for (int d = 0; d < c.num_dense; ++d) {
-    const uint64_t h = HashCombine(c.seed ^ kDenseSalt, static_cast<uint64_t>(d));
+  for (int d = 0; d < config_.num_dense; ++d) {
+    const uint64_t h = HashCombine(config_.seed ^ kDenseSalt, static_cast<uint64_t>(d));
     const int bits = 3 + static_cast<int>(h % (kMaxDenseBits - 2));
-    // Exact mean and standard deviation of the value under the draw below.
-    double sum = 0;
-    double sum_sq = 0;
-    for (int b = 0; b <= bits; ++b) {
-      const int64_t lo = (int64_t{1} << b) - 1;
-      double s = 0;
-      double s2 = 0;
-      for (int64_t x = lo; x < lo + (int64_t{1} << b); ++x) {
-        s += log1p_table_[x];
-        s2 += static_cast<double>(log1p_table_[x]) * log1p_table_[x];
-      }
-      sum += s / static_cast<double>(int64_t{1} << b);
-      sum_sq += s2 / static_cast<double>(int64_t{1} << b);
-    }
-    const double mean = sum / (bits + 1);
-    const double var = std::max(sum_sq / (bits + 1) - mean * mean, 1e-12);
+    double mean = 0;
+    double var = 0;
+    DenseMoments(log1p_table_, bits, &mean, &var);
     const double a = static_cast<double>(Mix64(h) >> 11) * 0x1.0p-52 - 1.0;  // [-1, 1)
     dense_bits_.push_back(bits);
     dense_center_.push_back(mean);
     dense_weight_.push_back(a / std::sqrt(var));
   }
+}
 
-  // Calibration: standardize both parts of the logit and tune the bias to the click rate.
+void SyntheticCtrSource::Calibrate() {
+  const SyntheticCtrConfig& c = config_;
   std::vector<Parts> parts(kCalibrationExamples);
   double label_uniform = 0;
   for (int k = 0; k < kCalibrationExamples; ++k) {
     parts[k] = Generate(HashCombine(c.seed ^ kCalibrationSalt, static_cast<uint64_t>(k)),
                         nullptr, nullptr, &label_uniform);
   }
-  auto standardize = [&](double Parts::*field, double* mean, double* inv_std) {
-    double s = 0;
-    for (const Parts& p : parts) s += p.*field;
-    *mean = s / kCalibrationExamples;
-    double v = 0;
-    for (const Parts& p : parts) v += (p.*field - *mean) * (p.*field - *mean);
-    v /= kCalibrationExamples;
-    *inv_std = v > 1e-18 ? 1.0 / std::sqrt(v) : 0.0;
-  };
-  standardize(&Parts::lin, &lin_mean_, &lin_inv_std_);
-  standardize(&Parts::pair, &pair_mean_, &pair_inv_std_);
+  Standardize(parts, &Parts::lin, &lin_mean_, &lin_inv_std_);
+  Standardize(parts, &Parts::pair, &pair_mean_, &pair_inv_std_);
   lin_coef_ = std::sqrt(1.0 - c.interaction);
   pair_coef_ = std::sqrt(c.interaction);
   std::vector<double> z(kCalibrationExamples);
@@ -135,17 +178,7 @@ absl::Status SyntheticCtrSource::Init() {
     bias_ = 0;
     z[k] = Logit(parts[k]);
   }
-  double lo = -40;
-  double hi = 40;
-  for (int it = 0; it < 100; ++it) {
-    const double mid = (lo + hi) / 2;
-    double mean = 0;
-    for (double v : z) mean += Sigmoid(mid + v);
-    mean /= kCalibrationExamples;
-    (mean < c.click_rate ? lo : hi) = mid;
-  }
-  bias_ = (lo + hi) / 2;
-  return absl::OkStatus();
+  bias_ = BisectBias(z, c.click_rate);
 }
 
 double SyntheticCtrSource::Logit(const Parts& p) const {

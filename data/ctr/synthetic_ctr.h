@@ -79,7 +79,13 @@ class SyntheticCtrSource : public CtrSource {
 
  private:
   explicit SyntheticCtrSource(const SyntheticCtrConfig& config);
+  // Builds the planted model from config_: InitFeatures, InitHeadCache, InitDense and
+  // Calibrate, in that order (each reads what the ones before it set).
   absl::Status Init();
+  absl::Status InitFeatures();  // schema_, zipf_, feature_key_, perm_
+  void InitHeadCache();         // head_, head_ids_, head_hidden_
+  void InitDense();             // log1p_table_, dense_bits_, dense_center_, dense_weight_
+  void Calibrate();             // the standardization, the coefficients and bias_
 
   struct Parts {
     double lin = 0;
