@@ -98,6 +98,129 @@ std::string EncodeHeader(const CtrSchema& schema, absl::string_view description)
   return h;
 }
 
+absl::Status NotWellFormed(const std::string& path, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat(path, ": not a well-formed ctrbin file: ", why));
+}
+
+// Maps the whole file at `path` read-only into *map, *size (set only on success): the errno's
+// code when it cannot be opened, DATA_LOSS when it is too short to be a ctrbin file.
+absl::Status MapFile(const std::string& path, void** map, size_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+  }
+  const uint64_t bytes = static_cast<uint64_t>(st.st_size);
+  if (bytes < kFixedHeader + 8) {
+    ::close(fd);
+    return NotWellFormed(path, absl::StrCat("only ", bytes, " bytes"));
+  }
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (mapped == MAP_FAILED) return ErrnoStatus(err, absl::StrCat("cannot mmap ", path));
+  *map = mapped;
+  *size = bytes;
+  return absl::OkStatus();
+}
+
+// The fixed 64 bytes of a ctrbin header (see ctr_binary.h).
+struct FixedHeader {
+  uint32_t header_size = 0;
+  uint64_t num_examples = 0;
+  uint64_t records_offset = 0;
+  uint64_t records_size = 0;
+  uint64_t index_offset = 0;
+};
+
+// Reads and checks the fixed header of the `size`-byte file at p: magic, version (newer:
+// FAILED_PRECONDITION), header size, header checksum, and sizes that add up to the file's.
+absl::StatusOr<FixedHeader> ReadFixedHeader(const std::string& path, const unsigned char* p,
+                                            uint64_t size) {
+  if (std::memcmp(p, kMagic, 8) != 0) return NotWellFormed(path, "bad magic (expected SPCTRBIN)");
+  const uint32_t version = Get<uint32_t>(p + 8);
+  if (version > kCtrBinaryVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ctrbin format version ", version,
+                                                      ", this reader reads up to ",
+                                                      kCtrBinaryVersion));
+  }
+  if (version == 0) return NotWellFormed(path, "format version 0");
+  FixedHeader h;
+  h.header_size = Get<uint32_t>(p + 12);
+  h.num_examples = Get<uint64_t>(p + 16);
+  h.records_offset = Get<uint64_t>(p + 24);
+  h.records_size = Get<uint64_t>(p + 32);
+  h.index_offset = Get<uint64_t>(p + 40);
+  if (h.header_size < kFixedHeader + 12 || h.header_size % 8 != 0 || h.header_size > size) {
+    return NotWellFormed(path, absl::StrCat("header size ", h.header_size, " for a file of ",
+                                            size, " bytes"));
+  }
+  std::string header(reinterpret_cast<const char*>(p), h.header_size);
+  SetAt<uint64_t>(&header, kHeaderChecksumAt, 0);
+  if (Checksum64(header.data(), header.size()) != Get<uint64_t>(p + kHeaderChecksumAt)) {
+    return NotWellFormed(path, "header checksum mismatch");
+  }
+  const uint64_t n = h.num_examples;
+  if (n >= (uint64_t{1} << 58) || h.records_offset != h.header_size ||
+      h.records_size > size || h.index_offset != h.records_offset + h.records_size ||
+      h.index_offset > size || (size - h.index_offset) != 8 * (n + 1)) {
+    return NotWellFormed(
+        path, absl::StrCat("sizes do not add up (", n, " examples, records ", h.records_offset,
+                           "+", h.records_size, ", index at ", h.index_offset, ", file ", size,
+                           " bytes): truncated?"));
+  }
+  return h;
+}
+
+// Reads the schema and description that follow the fixed header (DATA_LOSS when they run
+// past the header's `header_size` bytes or the schema is not valid).
+absl::Status ReadSchema(const std::string& path, const unsigned char* p, uint32_t header_size,
+                        CtrSchema* schema, std::string* description) {
+  size_t at = kFixedHeader;
+  auto need = [&](size_t bytes) { return at + bytes <= header_size; };
+  schema->num_dense = static_cast<int>(Get<uint32_t>(p + at));
+  const uint32_t num_features = Get<uint32_t>(p + at + 4);
+  at += 8;
+  if (schema->num_dense < 0 || num_features > (1u << 20)) return NotWellFormed(path, "schema sizes");
+  for (uint32_t f = 0; f < num_features; ++f) {
+    if (!need(16)) return NotWellFormed(path, "schema runs past the header");
+    CtrFeature feature;
+    feature.vocab_size = Get<int64_t>(p + at);
+    feature.max_hotness = Get<int32_t>(p + at + 8);
+    const uint32_t name_len = Get<uint32_t>(p + at + 12);
+    at += 16;
+    if (!need(name_len)) return NotWellFormed(path, "schema runs past the header");
+    feature.name.assign(reinterpret_cast<const char*>(p + at), name_len);
+    at += name_len;
+    schema->features.push_back(std::move(feature));
+  }
+  if (!need(4)) return NotWellFormed(path, "schema runs past the header");
+  const uint32_t description_len = Get<uint32_t>(p + at);
+  at += 4;
+  if (!need(description_len)) return NotWellFormed(path, "description runs past the header");
+  description->assign(reinterpret_cast<const char*>(p + at), description_len);
+  if (absl::Status valid = ValidateSchema(*schema); !valid.ok()) {
+    return NotWellFormed(path, valid.message());
+  }
+  return absl::OkStatus();
+}
+
+// Checks the index against its checksum in the header and that it spans the records.
+absl::Status CheckIndex(const std::string& path, const unsigned char* p, const FixedHeader& h) {
+  const unsigned char* index = p + h.index_offset;
+  const uint64_t n = h.num_examples;
+  ChunkedChecksum checksum;
+  checksum.Add(index, 8 * (n + 1));
+  if (checksum.Finish() != Get<uint64_t>(p + 48)) return NotWellFormed(path, "index checksum mismatch");
+  if (Get<uint64_t>(index) != 0 || Get<uint64_t>(index + 8 * n) != h.records_size) {
+    return NotWellFormed(path, "index does not span the records");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -245,98 +368,15 @@ absl::Status CtrBinarySource::Corrupt(int64_t example, absl::string_view why) co
 absl::StatusOr<std::unique_ptr<CtrBinarySource>> CtrBinarySource::Open(const std::string& path) {
   std::unique_ptr<CtrBinarySource> s(new CtrBinarySource());
   s->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat(path, ": not a well-formed ctrbin file: ", why));
-  };
-  if (size < kFixedHeader + 8) {
-    ::close(fd);
-    return bad(absl::StrCat("only ", size, " bytes"));
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return ErrnoStatus(err, absl::StrCat("cannot mmap ", path));
-  s->map_ = map;
-  s->map_size_ = size;
-  const unsigned char* p = static_cast<const unsigned char*>(map);
-
-  if (std::memcmp(p, kMagic, 8) != 0) return bad("bad magic (expected SPCTRBIN)");
-  const uint32_t version = Get<uint32_t>(p + 8);
-  if (version > kCtrBinaryVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": ctrbin format version ", version,
-                                                      ", this reader reads up to ",
-                                                      kCtrBinaryVersion));
-  }
-  if (version == 0) return bad("format version 0");
-  const uint32_t header_size = Get<uint32_t>(p + 12);
-  const uint64_t n = Get<uint64_t>(p + 16);
-  const uint64_t records_offset = Get<uint64_t>(p + 24);
-  const uint64_t records_size = Get<uint64_t>(p + 32);
-  const uint64_t index_offset = Get<uint64_t>(p + 40);
-  if (header_size < kFixedHeader + 12 || header_size % 8 != 0 || header_size > size) {
-    return bad(absl::StrCat("header size ", header_size, " for a file of ", size, " bytes"));
-  }
-  {
-    std::string header(reinterpret_cast<const char*>(p), header_size);
-    SetAt<uint64_t>(&header, kHeaderChecksumAt, 0);
-    if (Checksum64(header.data(), header.size()) != Get<uint64_t>(p + kHeaderChecksumAt)) {
-      return bad("header checksum mismatch");
-    }
-  }
-  if (n >= (uint64_t{1} << 58) || records_offset != header_size ||
-      records_size > size || index_offset != records_offset + records_size ||
-      index_offset > size || (size - index_offset) != 8 * (n + 1)) {
-    return bad(absl::StrCat("sizes do not add up (", n, " examples, records ", records_offset,
-                            "+", records_size, ", index at ", index_offset, ", file ", size,
-                            " bytes): truncated?"));
-  }
-  // Schema.
-  size_t at = kFixedHeader;
-  auto need = [&](size_t bytes) { return at + bytes <= header_size; };
-  s->schema_.num_dense = static_cast<int>(Get<uint32_t>(p + at));
-  const uint32_t num_features = Get<uint32_t>(p + at + 4);
-  at += 8;
-  if (s->schema_.num_dense < 0 || num_features > (1u << 20)) return bad("schema sizes");
-  for (uint32_t f = 0; f < num_features; ++f) {
-    if (!need(16)) return bad("schema runs past the header");
-    CtrFeature feature;
-    feature.vocab_size = Get<int64_t>(p + at);
-    feature.max_hotness = Get<int32_t>(p + at + 8);
-    const uint32_t name_len = Get<uint32_t>(p + at + 12);
-    at += 16;
-    if (!need(name_len)) return bad("schema runs past the header");
-    feature.name.assign(reinterpret_cast<const char*>(p + at), name_len);
-    at += name_len;
-    s->schema_.features.push_back(std::move(feature));
-  }
-  if (!need(4)) return bad("schema runs past the header");
-  const uint32_t description_len = Get<uint32_t>(p + at);
-  at += 4;
-  if (!need(description_len)) return bad("description runs past the header");
-  s->description_.assign(reinterpret_cast<const char*>(p + at), description_len);
-  if (absl::Status schema = ValidateSchema(s->schema_); !schema.ok()) {
-    return bad(schema.message());
-  }
-  // Index.
-  s->num_examples_ = static_cast<int64_t>(n);
-  s->records_ = p + records_offset;
-  s->records_size_ = records_size;
-  s->index_ = p + index_offset;
-  ChunkedChecksum checksum;
-  checksum.Add(s->index_, 8 * (n + 1));
-  if (checksum.Finish() != Get<uint64_t>(p + 48)) return bad("index checksum mismatch");
-  if (Get<uint64_t>(s->index_) != 0 || Get<uint64_t>(s->index_ + 8 * n) != records_size) {
-    return bad("index does not span the records");
-  }
+  RETURN_IF_ERROR(MapFile(path, &s->map_, &s->map_size_));
+  const unsigned char* p = static_cast<const unsigned char*>(s->map_);
+  ASSIGN_OR_RETURN(const FixedHeader h, ReadFixedHeader(path, p, s->map_size_));
+  RETURN_IF_ERROR(ReadSchema(path, p, h.header_size, &s->schema_, &s->description_));
+  s->num_examples_ = static_cast<int64_t>(h.num_examples);
+  s->records_ = p + h.records_offset;
+  s->records_size_ = h.records_size;
+  s->index_ = p + h.index_offset;
+  RETURN_IF_ERROR(CheckIndex(path, p, h));
   return s;
 }
 
