@@ -68,6 +68,18 @@ int64_t DenseInteger(float value) {
   return CriteoDenseValue(lo) == value ? lo : -1;
 }
 
+// Replaces *fields with the tab-separated fields of `line` (one empty field for "").
+void SplitTabs(absl::string_view line, std::vector<absl::string_view>* fields) {
+  fields->clear();
+  size_t at = 0;
+  for (;;) {
+    const size_t tab = line.find('\t', at);
+    fields->push_back(line.substr(at, tab == absl::string_view::npos ? line.npos : tab - at));
+    if (tab == absl::string_view::npos) break;
+    at = tab + 1;
+  }
+}
+
 absl::Status ErrnoStatus(int err, const std::string& message) {
   const std::string text = absl::StrCat(message, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(text);
@@ -152,25 +164,64 @@ absl::StatusOr<bool> CriteoTsvReader::NextLine(absl::string_view* line) {
   }
 }
 
+absl::Status CriteoTsvReader::FieldError(size_t field, absl::string_view why) const {
+  const CtrSchema& schema = options_.schema;
+  std::string name = field == 0 ? "label"
+                     : field <= static_cast<size_t>(schema.num_dense)
+                         ? absl::StrCat("I", field)
+                         : schema.features[field - 1 - schema.num_dense].name;
+  return absl::InvalidArgumentError(absl::StrCat(path_, " line ", line_number_, ": field ",
+                                                 field + 1, " (", name, "): ", why));
+}
+
+absl::Status CriteoTsvReader::ParseDense(CtrBatch* out) const {
+  for (int d = 0; d < options_.schema.num_dense; ++d) {
+    const absl::string_view text = fields_[1 + d];
+    int64_t x = 0;
+    if (!text.empty() && !absl::SimpleAtoi(text, &x)) {
+      return FieldError(1 + d, absl::StrCat("\"", text, "\" is not an integer"));
+    }
+    out->dense.push_back(CriteoDenseValue(x));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CriteoTsvReader::ParseIds(size_t f, CtrBatch* out) const {
+  const CtrSchema& schema = options_.schema;
+  const size_t field = 1 + schema.num_dense + f;
+  absl::string_view text = fields_[field];
+  std::vector<int64_t>& ids = out->features[f].ids;
+  const size_t old = static_cast<size_t>(out->features[f].offsets.back());
+  absl::Status status;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const absl::string_view hex = text.substr(0, comma);
+    int64_t id = 0;
+    if (!ParseHexId(hex, &id)) {
+      status = FieldError(field, absl::StrCat("\"", hex, "\" is not hex of 1 to 16 digits"));
+      break;
+    }
+    const int64_t vocab = schema.features[f].vocab_size;
+    if (vocab > 0 && (id < 0 || id >= vocab)) {
+      status = FieldError(field, absl::StrCat("id ", id, " outside [0, ", vocab, ")"));
+      break;
+    }
+    ids.push_back(id);
+    if (comma == absl::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+    if (text.empty()) status = FieldError(field, "empty id after ','");
+  }
+  if (status.ok() && ids.size() - old > static_cast<size_t>(schema.features[f].max_hotness)) {
+    status = FieldError(field, absl::StrCat(ids.size() - old, " ids, max_hotness is ",
+                                            schema.features[f].max_hotness));
+  }
+  return status;
+}
+
 absl::Status CriteoTsvReader::ParseLine(absl::string_view line, CtrBatch* out) {
   const CtrSchema& schema = options_.schema;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  fields_.clear();
-  size_t at = 0;
-  for (;;) {
-    const size_t tab = line.find('\t', at);
-    fields_.push_back(line.substr(at, tab == absl::string_view::npos ? line.npos : tab - at));
-    if (tab == absl::string_view::npos) break;
-    at = tab + 1;
-  }
-  auto bad = [&](size_t field, absl::string_view why) {
-    std::string name = field == 0 ? "label"
-                       : field <= static_cast<size_t>(schema.num_dense)
-                           ? absl::StrCat("I", field)
-                           : schema.features[field - 1 - schema.num_dense].name;
-    return absl::InvalidArgumentError(absl::StrCat(path_, " line ", line_number_, ": field ",
-                                                   field + 1, " (", name, "): ", why));
-  };
+  SplitTabs(line, &fields_);
   const size_t expected = 1 + schema.num_dense + schema.features.size();
   if (fields_.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(path_, " line ", line_number_, ": ",
@@ -183,48 +234,16 @@ absl::Status CriteoTsvReader::ParseLine(absl::string_view line, CtrBatch* out) {
   } else if (fields_[0] == "1") {
     label = 1;
   } else {
-    return bad(0, absl::StrCat("label \"", fields_[0], "\" is not 0 or 1"));
+    return FieldError(0, absl::StrCat("label \"", fields_[0], "\" is not 0 or 1"));
   }
   // Parse into the batch's tails, then commit the example only when the whole line is good.
   const size_t dense_at = out->dense.size();
-  for (int d = 0; d < schema.num_dense; ++d) {
-    const absl::string_view text = fields_[1 + d];
-    int64_t x = 0;
-    if (!text.empty() && !absl::SimpleAtoi(text, &x)) {
-      out->dense.resize(dense_at);
-      return bad(1 + d, absl::StrCat("\"", text, "\" is not an integer"));
-    }
-    out->dense.push_back(CriteoDenseValue(x));
+  if (absl::Status status = ParseDense(out); !status.ok()) {
+    out->dense.resize(dense_at);
+    return status;
   }
   for (size_t f = 0; f < schema.features.size(); ++f) {
-    const size_t field = 1 + schema.num_dense + f;
-    absl::string_view text = fields_[field];
-    std::vector<int64_t>& ids = out->features[f].ids;
-    const size_t old = static_cast<size_t>(out->features[f].offsets.back());
-    absl::Status status;
-    while (!text.empty()) {
-      const size_t comma = text.find(',');
-      const absl::string_view hex = text.substr(0, comma);
-      int64_t id = 0;
-      if (!ParseHexId(hex, &id)) {
-        status = bad(field, absl::StrCat("\"", hex, "\" is not hex of 1 to 16 digits"));
-        break;
-      }
-      const int64_t vocab = schema.features[f].vocab_size;
-      if (vocab > 0 && (id < 0 || id >= vocab)) {
-        status = bad(field, absl::StrCat("id ", id, " outside [0, ", vocab, ")"));
-        break;
-      }
-      ids.push_back(id);
-      if (comma == absl::string_view::npos) break;
-      text.remove_prefix(comma + 1);
-      if (text.empty()) status = bad(field, "empty id after ','");
-    }
-    if (status.ok() && ids.size() - old > static_cast<size_t>(schema.features[f].max_hotness)) {
-      status = bad(field, absl::StrCat(ids.size() - old, " ids, max_hotness is ",
-                                       schema.features[f].max_hotness));
-    }
-    if (!status.ok()) {
+    if (absl::Status status = ParseIds(f, out); !status.ok()) {
       out->dense.resize(dense_at);
       for (size_t g = 0; g <= f; ++g) {
         out->features[g].ids.resize(static_cast<size_t>(out->features[g].offsets.back()));

@@ -67,7 +67,15 @@ class CriteoTsvReader {
   CriteoTsvReader() = default;
   // Next line without its terminator; false at the end of the file.
   absl::StatusOr<bool> NextLine(absl::string_view* line);
+  // Appends the example of `line` to *out; on error (INVALID_ARGUMENT naming the line and
+  // field) *out is left as it was.
   absl::Status ParseLine(absl::string_view line, CtrBatch* out);
+  // Steps of ParseLine over fields_: they append to *out's tails and, on error, leave what
+  // they appended for ParseLine to drop.
+  absl::Status ParseDense(CtrBatch* out) const;
+  absl::Status ParseIds(size_t feature, CtrBatch* out) const;
+  // INVALID_ARGUMENT naming the file, line and field (0 is the label).
+  absl::Status FieldError(size_t field, absl::string_view why) const;
 
   std::string path_;
   CriteoTsvOptions options_;
