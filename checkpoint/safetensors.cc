@@ -263,24 +263,46 @@ absl::Status ParseTensorEntry(const std::string& path, const std::string& name,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int DtypeSize(absl::string_view dtype) {
-  for (const DtypeEntry& e : kDtypes) {
-    if (dtype == e.name) return e.size;
+// Checks `t` (name, dtype, shape against its pieces' bytes) and adds it at `offset` of the
+// data section to `header` and to info's tensors. Returns its bytes; INVALID_ARGUMENT naming
+// `path` and the tensor.
+absl::StatusOr<int64_t> AddTensorToHeader(const std::string& path, const TensorToWrite& t,
+                                          int64_t offset, absl::flat_hash_set<std::string>* names,
+                                          nlohmann::ordered_json* header, DataFileInfo* info) {
+  const auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "': ", what));
+  };
+  if (t.name.empty() || t.name == "__metadata__") return bad("not a valid tensor name");
+  if (!names->insert(t.name).second) return bad("written twice");
+  const int size = DtypeSize(t.dtype);
+  if (size == 0) return bad(absl::StrCat("unknown dtype '", t.dtype, "'"));
+  const int64_t bytes = ShapeBytes(t.shape, size);
+  if (bytes < 0) return bad(absl::StrCat("invalid shape ", ShapeText(t.shape)));
+  int64_t given = 0;
+  for (absl::string_view piece : t.pieces) given += static_cast<int64_t>(piece.size());
+  if (given != bytes) {
+    return bad(absl::StrCat("shape ", ShapeText(t.shape), " of ", t.dtype, " is ", bytes,
+                            " bytes but its pieces hold ", given));
   }
-  return 0;
+  (*header)[t.name] = {{"dtype", t.dtype},
+                       {"shape", t.shape},
+                       {"data_offsets", {offset, offset + bytes}}};
+  TensorInfo* ti = info->add_tensors();
+  ti->set_name(t.name);
+  ti->set_dtype(t.dtype);
+  for (int64_t d : t.shape) ti->add_shape(d);
+  ti->set_data_begin(offset);
+  ti->set_data_end(offset + bytes);
+  return bytes;
 }
 
-absl::StatusOr<DataFileInfo> WriteSafetensors(const std::string& path,
-                                              std::vector<TensorToWrite> tensors,
-                                              const SafetensorsWriteOptions& options,
-                                              SafetensorsWriteStats* stats) {
-  const auto start = std::chrono::steady_clock::now();
-  DataFileInfo info;
-  info.set_file(BaseName(path));
-
-  // The header first: every offset follows from the shapes.
+// The file's first bytes: the 8-byte little-endian length and the JSON header (metadata,
+// then the tensors in order, padded with spaces so that the data section starts 8-aligned).
+// Adds the tensors to info (without CRCs) and sets its header_crc32c.
+absl::StatusOr<std::string> EncodeHeader(const std::string& path,
+                                         const std::vector<TensorToWrite>& tensors,
+                                         const SafetensorsWriteOptions& options,
+                                         DataFileInfo* info) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!options.metadata.empty()) {
     nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
@@ -290,30 +312,7 @@ absl::StatusOr<DataFileInfo> WriteSafetensors(const std::string& path,
   absl::flat_hash_set<std::string> names;
   int64_t offset = 0;
   for (const TensorToWrite& t : tensors) {
-    const auto bad = [&](absl::string_view what) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "': ", what));
-    };
-    if (t.name.empty() || t.name == "__metadata__") return bad("not a valid tensor name");
-    if (!names.insert(t.name).second) return bad("written twice");
-    const int size = DtypeSize(t.dtype);
-    if (size == 0) return bad(absl::StrCat("unknown dtype '", t.dtype, "'"));
-    const int64_t bytes = ShapeBytes(t.shape, size);
-    if (bytes < 0) return bad(absl::StrCat("invalid shape ", ShapeText(t.shape)));
-    int64_t given = 0;
-    for (absl::string_view piece : t.pieces) given += static_cast<int64_t>(piece.size());
-    if (given != bytes) {
-      return bad(absl::StrCat("shape ", ShapeText(t.shape), " of ", t.dtype, " is ", bytes,
-                              " bytes but its pieces hold ", given));
-    }
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    TensorInfo* ti = info.add_tensors();
-    ti->set_name(t.name);
-    ti->set_dtype(t.dtype);
-    for (int64_t d : t.shape) ti->add_shape(d);
-    ti->set_data_begin(offset);
-    ti->set_data_end(offset + bytes);
+    ASSIGN_OR_RETURN(const int64_t bytes, AddTensorToHeader(path, t, offset, &names, &header, info));
     offset += bytes;
   }
   std::string json;
@@ -329,100 +328,107 @@ absl::StatusOr<DataFileInfo> WriteSafetensors(const std::string& path,
   uint64_t n = json.size();
   for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   head += json;
-  const uint32_t header_crc = Crc32c(head);
-  info.set_header_crc32c(header_crc);
+  info->set_header_crc32c(Crc32c(head));
+  return head;
+}
 
-  TempFile temp(path + ".tmp");
-  RETURN_IF_ERROR(temp.Create());
-  BatchWriter writer(&temp);
-  writer.Add(head.data(), head.size());
+// Writes the tensors' bytes through `writer` (which holds the header), dropping each
+// tensor's pieces and holds once they are written. Sets each tensor's crc32c in *info and
+// returns the file's CRC-32C, extended from `header_crc`.
+absl::StatusOr<uint32_t> WriteTensorData(std::vector<TensorToWrite>* tensors, BatchWriter* writer,
+                                         uint32_t header_crc, DataFileInfo* info) {
   uint32_t file_crc = header_crc;
   size_t done = 0;  // tensors [0, done) are wholly written and their holds dropped
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    TensorToWrite& t = tensors[i];
+  auto drop_written = [&](size_t upto) {
+    for (; done < upto; ++done) {
+      (*tensors)[done].pieces.clear();
+      (*tensors)[done].holds.clear();
+    }
+  };
+  for (size_t i = 0; i < tensors->size(); ++i) {
     uint32_t crc = 0;
-    for (absl::string_view piece : t.pieces) {
+    for (absl::string_view piece : (*tensors)[i].pieces) {
       while (!piece.empty()) {
-        if (writer.full()) {
-          RETURN_IF_ERROR(writer.Flush());
-          for (; done < i; ++done) {
-            tensors[done].pieces.clear();
-            tensors[done].holds.clear();
-          }
+        if (writer->full()) {
+          RETURN_IF_ERROR(writer->Flush());
+          drop_written(i);
         }
-        const size_t take = std::min(piece.size(), writer.room());
+        const size_t take = std::min(piece.size(), writer->room());
         crc = Crc32cExtend(crc, piece.data(), take);
-        writer.Add(piece.data(), take);
+        writer->Add(piece.data(), take);
         piece.remove_prefix(take);
       }
     }
-    TensorInfo* ti = info.mutable_tensors(static_cast<int>(i));
+    TensorInfo* ti = info->mutable_tensors(static_cast<int>(i));
     ti->set_crc32c(crc);
     file_crc = Crc32cCombine(file_crc, crc, ti->data_end() - ti->data_begin());
   }
-  RETURN_IF_ERROR(writer.Flush());
-  for (; done < tensors.size(); ++done) {
-    tensors[done].pieces.clear();
-    tensors[done].holds.clear();
+  RETURN_IF_ERROR(writer->Flush());
+  drop_written(tensors->size());
+  return file_crc;
+}
+
+// Makes the written `temp` the file at `path`: fsync (when asked), close, rename, and fsync
+// of the directory, after whose failure `path` is removed (not durable, so not published).
+absl::Status Publish(TempFile* temp, const std::string& path, bool fsync) {
+  if (fsync && ::fdatasync(temp->fd()) != 0) {
+    return ErrnoError(errno, "fsync", temp->path());
   }
-  if (options.fsync && ::fdatasync(temp.fd()) != 0) {
-    return ErrnoError(errno, "fsync", temp.path());
+  RETURN_IF_ERROR(temp->Close());
+  if (::rename(temp->path().c_str(), path.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("rename ", temp->path(), " to"), path);
   }
-  RETURN_IF_ERROR(temp.Close());
-  if (::rename(temp.path().c_str(), path.c_str()) != 0) {
-    return ErrnoError(errno, absl::StrCat("rename ", temp.path(), " to"), path);
-  }
-  temp.Keep();
-  if (options.fsync) {
+  temp->Keep();
+  if (fsync) {
     absl::Status synced = FsyncDirectory(DirName(path));
     if (!synced.ok()) {
       ::unlink(path.c_str());  // not durable: leave nothing that looks published
       return absl::Status(synced.code(), absl::StrCat(path, ": ", synced.message()));
     }
   }
-  info.set_bytes(writer.written());
-  info.set_crc32c(file_crc);
-  if (stats != nullptr) {
-    stats->bytes = writer.written();
-    stats->seconds = SecondsSince(start);
-  }
-  return info;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile);
-  file->path_ = path;
-  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file->fd_ < 0) return ErrnoError(errno, "open", path);
+// The size of the regular file open as `fd` (FAILED_PRECONDITION for anything else).
+absl::StatusOr<int64_t> RegularFileBytes(int fd, const std::string& path) {
   struct stat st;
-  if (::fstat(file->fd_, &st) != 0) return ErrnoError(errno, "stat", path);
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, "stat", path);
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
-  file->file_bytes_ = st.st_size;
-  if (file->file_bytes_ < 8) {
-    return HeaderError(path, absl::StrCat("the file has ", file->file_bytes_,
+  return static_cast<int64_t>(st.st_size);
+}
+
+// Reads the 8-byte length and the header text it announces from the `file_bytes`-byte file
+// open as `fd`, and sets *crc to their CRC-32C. DATA_LOSS when the length does not fit.
+absl::StatusOr<std::string> ReadHeaderText(int fd, const std::string& path, int64_t file_bytes,
+                                           uint32_t* crc) {
+  if (file_bytes < 8) {
+    return HeaderError(path, absl::StrCat("the file has ", file_bytes,
                                           " bytes, fewer than the 8-byte header length"));
   }
   unsigned char len[8];
-  RETURN_IF_ERROR(PreadFully(file->fd_, len, 8, 0, path));
+  RETURN_IF_ERROR(PreadFully(fd, len, 8, 0, path));
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
-  if (n > static_cast<uint64_t>(file->file_bytes_ - 8)) {
+  if (n > static_cast<uint64_t>(file_bytes - 8)) {
     return HeaderError(path, absl::StrCat("header length ", n, " runs past the end of the file (",
-                                          file->file_bytes_, " bytes)"));
+                                          file_bytes, " bytes)"));
   }
   if (n > kMaxHeaderBytes) {
     return HeaderError(path, absl::StrCat("header length ", n, " is over the limit of ",
                                           kMaxHeaderBytes));
   }
   std::string text(n, '\0');
-  RETURN_IF_ERROR(PreadFully(file->fd_, text.data(), n, 8, path));
-  file->header_crc32c_ = Crc32cExtend(Crc32cExtend(0, len, 8), text.data(), text.size());
-  file->data_offset_ = 8 + static_cast<int64_t>(n);
-  if (text.empty() || text[0] != '{') return HeaderError(path, "does not start with '{'");
+  RETURN_IF_ERROR(PreadFully(fd, text.data(), n, 8, path));
+  *crc = Crc32cExtend(Crc32cExtend(0, len, 8), text.data(), text.size());
+  return text;
+}
 
-  // nlohmann keeps the last of duplicate keys; the parser callback sees every key.
+// Parses the header text as a JSON object; DATA_LOSS when it is not one or when an object
+// in it has a key twice (nlohmann would keep the last; the parser callback sees every key).
+absl::StatusOr<nlohmann::json> ParseHeaderJson(const std::string& path, const std::string& text) {
+  if (text.empty() || text[0] != '{') return HeaderError(path, "does not start with '{'");
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   nlohmann::json header;
@@ -448,7 +454,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   }
   if (!duplicate.empty()) return HeaderError(path, absl::StrCat("key '", duplicate, "' appears twice"));
   if (!header.is_object()) return HeaderError(path, "not a JSON object");
+  return header;
+}
 
+// The header's "__metadata__" (strings only) and tensor entries, in the JSON's key order.
+absl::Status ParseHeaderEntries(const std::string& path, const nlohmann::json& header,
+                                std::map<std::string, std::string>* metadata,
+                                std::vector<TensorInfo>* tensors) {
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (value.is_null()) continue;
@@ -457,24 +469,28 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
         if (!mvalue.is_string()) {
           return HeaderError(path, absl::StrCat("__metadata__.", mkey, " is not a string"));
         }
-        file->metadata_[mkey] = mvalue.get<std::string>();
+        (*metadata)[mkey] = mvalue.get<std::string>();
       }
       continue;
     }
     TensorInfo info;
     RETURN_IF_ERROR(ParseTensorEntry(path, key, value, &info));
-    file->tensors_.push_back(std::move(info));
+    tensors->push_back(std::move(info));
   }
-  // The data order is the offsets' order (the JSON's key order carries no meaning); the
-  // tensors must tile the data section exactly.
-  std::stable_sort(file->tensors_.begin(), file->tensors_.end(),
-                   [](const TensorInfo& a, const TensorInfo& b) {
-                     return std::make_pair(a.data_begin(), a.data_end()) <
-                            std::make_pair(b.data_begin(), b.data_end());
-                   });
+  return absl::OkStatus();
+}
+
+// Sorts the tensors into data order (the offsets' order: the JSON's key order carries no
+// meaning) and checks that they tile the `data_bytes` of the data section exactly.
+absl::Status CheckTiling(const std::string& path, int64_t data_bytes,
+                         std::vector<TensorInfo>* tensors) {
+  std::stable_sort(tensors->begin(), tensors->end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::make_pair(a.data_begin(), a.data_end()) <
+           std::make_pair(b.data_begin(), b.data_end());
+  });
   int64_t expected = 0;
   const TensorInfo* previous = nullptr;
-  for (const TensorInfo& t : file->tensors_) {
+  for (const TensorInfo& t : *tensors) {
     if (t.data_begin() < expected) {
       return TensorError(path, t.name(),
                          absl::StrCat("data_offsets [", t.data_begin(), ", ", t.data_end(),
@@ -489,7 +505,6 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     expected = t.data_end();
     previous = &t;
   }
-  const int64_t data_bytes = file->file_bytes_ - file->data_offset_;
   if (expected > data_bytes) {
     return HeaderError(path, absl::StrCat("truncated: the tensors need ", expected,
                                           " bytes of data, the file holds ", data_bytes));
@@ -498,6 +513,54 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     return HeaderError(path, absl::StrCat(data_bytes - expected,
                                           " bytes after the last tensor's data"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int DtypeSize(absl::string_view dtype) {
+  for (const DtypeEntry& e : kDtypes) {
+    if (dtype == e.name) return e.size;
+  }
+  return 0;
+}
+
+absl::StatusOr<DataFileInfo> WriteSafetensors(const std::string& path,
+                                              std::vector<TensorToWrite> tensors,
+                                              const SafetensorsWriteOptions& options,
+                                              SafetensorsWriteStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  DataFileInfo info;
+  info.set_file(BaseName(path));
+  ASSIGN_OR_RETURN(const std::string head, EncodeHeader(path, tensors, options, &info));
+  TempFile temp(path + ".tmp");
+  RETURN_IF_ERROR(temp.Create());
+  BatchWriter writer(&temp);
+  writer.Add(head.data(), head.size());
+  ASSIGN_OR_RETURN(const uint32_t file_crc,
+                   WriteTensorData(&tensors, &writer, info.header_crc32c(), &info));
+  RETURN_IF_ERROR(Publish(&temp, path, options.fsync));
+  info.set_bytes(writer.written());
+  info.set_crc32c(file_crc);
+  if (stats != nullptr) {
+    stats->bytes = writer.written();
+    stats->seconds = SecondsSince(start);
+  }
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile);
+  file->path_ = path;
+  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file->fd_ < 0) return ErrnoError(errno, "open", path);
+  ASSIGN_OR_RETURN(file->file_bytes_, RegularFileBytes(file->fd_, path));
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadHeaderText(file->fd_, path, file->file_bytes_, &file->header_crc32c_));
+  file->data_offset_ = 8 + static_cast<int64_t>(text.size());
+  ASSIGN_OR_RETURN(const nlohmann::json header, ParseHeaderJson(path, text));
+  RETURN_IF_ERROR(ParseHeaderEntries(path, header, &file->metadata_, &file->tensors_));
+  RETURN_IF_ERROR(CheckTiling(path, file->file_bytes_ - file->data_offset_, &file->tensors_));
   return file;
 }
 
