@@ -22,6 +22,8 @@ namespace {
 // the embedded job file keeps its own key order.
 using Json = nlohmann::ordered_json;
 
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
 // A proto as a JSON object: field names as in the .proto, every field present, enums by
 // name, 64-bit integers as strings (protobuf's JSON mapping); doubles round-trip exactly.
 Json ProtoToJson(const google::protobuf::Message& message) {
@@ -272,7 +274,6 @@ absl::Status ParseShard(const Reader& r, const Json& j, const std::string& field
   RETURN_IF_ERROR(r.Object(j, field, {"name", "part", "num_parts", "row_offset", "rows", "ps",
                                       "version", "file", "tensors", "buckets",
                                       "base_checkpoint"}));
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   RETURN_IF_ERROR(r.String(j, field, "name", false, &shard->name));
   RETURN_IF_ERROR(r.SmallInt(j, field, "num_parts", 1, kInt32Max, &shard->num_parts));
@@ -356,6 +357,7 @@ absl::Status ParseVariable(const Reader& r, const Json& j, const std::string& fi
 // Shards cover the variable's rows in order, each naming the parameters and every slot in a
 // listed file, with the shard's shape and the variable's dtype.
 using TensorIndex = absl::flat_hash_map<std::pair<std::string, std::string>, const TensorInfo*>;
+using FileIndex = absl::flat_hash_map<std::string, const DataFileInfo*>;
 
 absl::Status CheckDynamicShards(const Reader& r, const ManifestVariable& v,
                                 const std::string& field,
@@ -476,6 +478,107 @@ absl::Status CheckShards(const Reader& r, const ManifestVariable& v, const std::
   return absl::OkStatus();
 }
 
+// "format" and "format_version" (checked before the other keys, so that another format's
+// file is named as such), then the top-level keys.
+absl::Status ParseFormat(const Reader& r, const Json& j, Manifest* m) {
+  std::string format;
+  RETURN_IF_ERROR(r.String(j, "", "format", false, &format));
+  if (format != kManifestFormat) {
+    return r.Error("format", absl::StrCat("'", format, "', expected '", kManifestFormat, "'"));
+  }
+  int64_t version = 0;
+  RETURN_IF_ERROR(r.Int(j, "", "format_version", 0, std::numeric_limits<int32_t>::max(), &version));
+  if (version != kManifestFormatVersion) {
+    return r.Error("format_version", absl::StrCat(version, " is not supported (this build reads ",
+                                                  kManifestFormatVersion, ")"));
+  }
+  RETURN_IF_ERROR(r.Object(j, "", {"format", "format_version", "checkpoint_id", "job_id",
+                                   "generation", "unix_time", "final", "job", "progress",
+                                   "variables", "files", "eval"}));
+  m->format_version = static_cast<int>(version);
+  return absl::OkStatus();
+}
+
+// checkpoint_id, job_id, generation, unix_time, final and the optional job object.
+absl::Status ParseIdentity(const Reader& r, const Json& j, Manifest* m) {
+  RETURN_IF_ERROR(r.Int(j, "", "checkpoint_id", 0, kInt64Max, &m->checkpoint_id));
+  RETURN_IF_ERROR(r.String(j, "", "job_id", true, &m->job_id));
+  RETURN_IF_ERROR(r.Int(j, "", "generation", 0, kInt64Max, &m->generation));
+  RETURN_IF_ERROR(r.Double(j, "", "unix_time", &m->unix_time));
+  RETURN_IF_ERROR(r.Bool(j, "", "final", &m->final));
+  if (const auto job = j.find("job"); job != j.end()) {
+    if (!job->is_object()) return r.Error("job", absl::StrCat("not an object: ", Reader::Brief(*job)));
+    m->job_json = job->dump();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseProgress(const Reader& r, const Json& j, ManifestProgress* p) {
+  ASSIGN_OR_RETURN(const Json* progress, r.Member(j, "", "progress"));
+  RETURN_IF_ERROR(r.Object(*progress, "progress", {"steps_done", "total_steps",
+                                                   "steps_per_epoch", "epoch", "batch_index"}));
+  RETURN_IF_ERROR(r.Int(*progress, "progress", "steps_done", 0, kInt64Max, &p->steps_done));
+  RETURN_IF_ERROR(r.Int(*progress, "progress", "total_steps", 0, kInt64Max, &p->total_steps));
+  RETURN_IF_ERROR(r.Int(*progress, "progress", "steps_per_epoch", 0, kInt64Max,
+                        &p->steps_per_epoch));
+  RETURN_IF_ERROR(r.Int(*progress, "progress", "epoch", 0, kInt64Max, &p->epoch));
+  RETURN_IF_ERROR(r.Int(*progress, "progress", "batch_index", 0, kInt64Max, &p->batch_index));
+  return absl::OkStatus();
+}
+
+// "files" into m->files, each name once; indexes them by name and their tensors by
+// (file, tensor name), pointing into m->files.
+absl::Status ParseFiles(const Reader& r, const Json& j, Manifest* m, FileIndex* by_name,
+                        TensorIndex* tensors) {
+  const Json* files = nullptr;
+  RETURN_IF_ERROR(r.Array(j, "", "files", &files));
+  m->files.resize(files->size());
+  for (size_t i = 0; i < files->size(); ++i) {
+    const std::string field = Reader::Index("files", i);
+    RETURN_IF_ERROR(ParseFile(r, (*files)[i], field, &m->files[i]));
+    if (!by_name->emplace(m->files[i].file(), &m->files[i]).second) {
+      return r.Error(Reader::Join(field, "file"), absl::StrCat("'", m->files[i].file(), "' appears twice"));
+    }
+    for (const TensorInfo& t : m->files[i].tensors()) {
+      tensors->emplace(std::make_pair(m->files[i].file(), t.name()), &t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// "variables" into m->variables, each name once, each variable's shards checked against
+// the files (CheckShards) before the next variable is read.
+absl::Status ParseVariables(const Reader& r, const Json& j, const FileIndex& files,
+                            const TensorIndex& tensors, Manifest* m) {
+  const Json* variables = nullptr;
+  RETURN_IF_ERROR(r.Array(j, "", "variables", &variables));
+  m->variables.resize(variables->size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < variables->size(); ++i) {
+    const std::string field = Reader::Index("variables", i);
+    ManifestVariable& v = m->variables[i];
+    RETURN_IF_ERROR(ParseVariable(r, (*variables)[i], field, &v));
+    if (!names.insert(v.name).second) {
+      return r.Error(Reader::Join(field, "name"), absl::StrCat("'", v.name, "' appears twice"));
+    }
+    RETURN_IF_ERROR(CheckShards(r, v, field, files, tensors));
+  }
+  return absl::OkStatus();
+}
+
+// The optional "eval" object.
+absl::Status ParseEval(const Reader& r, const Json& j, Manifest* m) {
+  const auto eval = j.find("eval");
+  if (eval == j.end()) return absl::OkStatus();
+  RETURN_IF_ERROR(r.Object(*eval, "eval", {"accuracy", "loss", "step"}));
+  ManifestEval e;
+  RETURN_IF_ERROR(r.Double(*eval, "eval", "accuracy", &e.accuracy));
+  RETURN_IF_ERROR(r.Double(*eval, "eval", "loss", &e.loss));
+  RETURN_IF_ERROR(r.Int(*eval, "eval", "step", 0, kInt64Max, &e.step));
+  m->eval = e;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const ManifestVariable* Manifest::FindVariable(absl::string_view name) const {
@@ -576,78 +679,16 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view json, absl::string_view
     return absl::DataLossError(absl::StrCat(source, ": invalid JSON: ", e.what()));
   }
   if (!j.is_object()) return absl::DataLossError(absl::StrCat(source, ": not a JSON object"));
-  std::string format;
-  RETURN_IF_ERROR(r.String(j, "", "format", false, &format));
-  if (format != kManifestFormat) {
-    return r.Error("format", absl::StrCat("'", format, "', expected '", kManifestFormat, "'"));
-  }
   Manifest m;
-  int64_t version = 0;
-  RETURN_IF_ERROR(r.Int(j, "", "format_version", 0, std::numeric_limits<int32_t>::max(), &version));
-  if (version != kManifestFormatVersion) {
-    return r.Error("format_version", absl::StrCat(version, " is not supported (this build reads ",
-                                                  kManifestFormatVersion, ")"));
-  }
-  RETURN_IF_ERROR(r.Object(j, "", {"format", "format_version", "checkpoint_id", "job_id",
-                                   "generation", "unix_time", "final", "job", "progress",
-                                   "variables", "files", "eval"}));
-  m.format_version = static_cast<int>(version);
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-  RETURN_IF_ERROR(r.Int(j, "", "checkpoint_id", 0, kInt64Max, &m.checkpoint_id));
-  RETURN_IF_ERROR(r.String(j, "", "job_id", true, &m.job_id));
-  RETURN_IF_ERROR(r.Int(j, "", "generation", 0, kInt64Max, &m.generation));
-  RETURN_IF_ERROR(r.Double(j, "", "unix_time", &m.unix_time));
-  RETURN_IF_ERROR(r.Bool(j, "", "final", &m.final));
-  if (const auto job = j.find("job"); job != j.end()) {
-    if (!job->is_object()) return r.Error("job", absl::StrCat("not an object: ", Reader::Brief(*job)));
-    m.job_json = job->dump();
-  }
-  ASSIGN_OR_RETURN(const Json* progress, r.Member(j, "", "progress"));
-  RETURN_IF_ERROR(r.Object(*progress, "progress", {"steps_done", "total_steps",
-                                                   "steps_per_epoch", "epoch", "batch_index"}));
-  RETURN_IF_ERROR(r.Int(*progress, "progress", "steps_done", 0, kInt64Max, &m.progress.steps_done));
-  RETURN_IF_ERROR(r.Int(*progress, "progress", "total_steps", 0, kInt64Max, &m.progress.total_steps));
-  RETURN_IF_ERROR(r.Int(*progress, "progress", "steps_per_epoch", 0, kInt64Max,
-                        &m.progress.steps_per_epoch));
-  RETURN_IF_ERROR(r.Int(*progress, "progress", "epoch", 0, kInt64Max, &m.progress.epoch));
-  RETURN_IF_ERROR(r.Int(*progress, "progress", "batch_index", 0, kInt64Max, &m.progress.batch_index));
-
-  const Json* files = nullptr;
-  RETURN_IF_ERROR(r.Array(j, "", "files", &files));
-  absl::flat_hash_map<std::string, const DataFileInfo*> by_name;
+  RETURN_IF_ERROR(ParseFormat(r, j, &m));
+  RETURN_IF_ERROR(ParseIdentity(r, j, &m));
+  RETURN_IF_ERROR(ParseProgress(r, j, &m.progress));
+  // The file and tensor indexes point into m.files, which is not resized after ParseFiles.
+  FileIndex files;
   TensorIndex tensors;
-  m.files.resize(files->size());
-  for (size_t i = 0; i < files->size(); ++i) {
-    const std::string field = Reader::Index("files", i);
-    RETURN_IF_ERROR(ParseFile(r, (*files)[i], field, &m.files[i]));
-    if (!by_name.emplace(m.files[i].file(), &m.files[i]).second) {
-      return r.Error(Reader::Join(field, "file"), absl::StrCat("'", m.files[i].file(), "' appears twice"));
-    }
-    for (const TensorInfo& t : m.files[i].tensors()) {
-      tensors.emplace(std::make_pair(m.files[i].file(), t.name()), &t);
-    }
-  }
-  const Json* variables = nullptr;
-  RETURN_IF_ERROR(r.Array(j, "", "variables", &variables));
-  m.variables.resize(variables->size());
-  std::set<std::string> names;
-  for (size_t i = 0; i < variables->size(); ++i) {
-    const std::string field = Reader::Index("variables", i);
-    ManifestVariable& v = m.variables[i];
-    RETURN_IF_ERROR(ParseVariable(r, (*variables)[i], field, &v));
-    if (!names.insert(v.name).second) {
-      return r.Error(Reader::Join(field, "name"), absl::StrCat("'", v.name, "' appears twice"));
-    }
-    RETURN_IF_ERROR(CheckShards(r, v, field, by_name, tensors));
-  }
-  if (const auto eval = j.find("eval"); eval != j.end()) {
-    RETURN_IF_ERROR(r.Object(*eval, "eval", {"accuracy", "loss", "step"}));
-    ManifestEval e;
-    RETURN_IF_ERROR(r.Double(*eval, "eval", "accuracy", &e.accuracy));
-    RETURN_IF_ERROR(r.Double(*eval, "eval", "loss", &e.loss));
-    RETURN_IF_ERROR(r.Int(*eval, "eval", "step", 0, kInt64Max, &e.step));
-    m.eval = e;
-  }
+  RETURN_IF_ERROR(ParseFiles(r, j, &m, &files, &tensors));
+  RETURN_IF_ERROR(ParseVariables(r, j, files, tensors, &m));
+  RETURN_IF_ERROR(ParseEval(r, j, &m));
   return m;
 }
 
