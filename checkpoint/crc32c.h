@@ -1,6 +1,6 @@
 // CRC-32C (Castagnoli), the checksum of every checkpoint file and tensor: the SSE4.2 crc32
-// instruction where the CPU has it (every x86-64-v2 machine; several GB/s), a table
-// otherwise. Debian 12's abseil predates absl/crc.
+// instruction where the build targets it (x86-64-v2 and up), a table otherwise. Written
+// here because Debian 12's abseil predates absl/crc.
 //
 // Thread-safety: pure functions.
 #ifndef SHARDPS_CHECKPOINT_CRC32C_H_

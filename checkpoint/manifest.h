@@ -22,9 +22,9 @@
 //               "shape": [392, 256], "data_offsets": [0, 401408], "crc32c": 22136}]}],
 //    "eval": {"accuracy": 0.8812, "loss": 0.33, "step": 4200}}
 //
-// A dynamic table (issue 10) has "shape": [0, dim] and "dynamic": {"num_buckets": N}; each
-// of its shards "buckets": [begin, end) and "base_checkpoint" (the checkpoint its rows are
-// the changes since, 0 for all), its rows being those in its file, and tensors "keys",
+// A dynamic table has "shape": [0, dim] and "dynamic": {"num_buckets": N}; each of its
+// shards "buckets": [begin, end) and "base_checkpoint" (the checkpoint its rows are the
+// changes since, 0 for all), its rows being those in its file, and tensors "keys",
 // "last_steps" and "deleted_keys" beside the parameters and slots. An increment is read on
 // top of its base's manifest, down to a full one (checkpoint/dynamic_rows.h).
 //

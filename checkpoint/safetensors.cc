@@ -142,9 +142,8 @@ class BatchWriter {
 
 // Keeps the kernel reading a window ahead of a sequential reader (POSIX_FADV_WILLNEED starts
 // the reads and returns), so that the disk works while the reader checksums and copies what
-// it has: the kernel's own readahead only runs when the reader reads, and a restore spent
-// two thirds of its time waiting on the disk without this. Advisory: errors are ignored
-// (the reads that follow report any).
+// it has: the kernel's own readahead only runs when the reader reads. Advisory: errors are
+// ignored (the reads that follow report any).
 class ReadAhead {
  public:
   ReadAhead(int fd, int64_t end) : fd_(fd), end_(end) {}
@@ -165,10 +164,10 @@ class ReadAhead {
 
 // Faults in the pages of [data, data + n) writable before a read into them
 // (MADV_POPULATE_WRITE, Linux 5.14): the kernel then maps fresh pages in one pass instead of
-// taking a fault per 4 KiB page in the middle of the read's copy, which costs a fifth more
-// CPU. The range is widened to whole pages: each page it touches holds some of the caller's
-// bytes, so it is mapped, and populating a page changes no byte. Advisory: an older kernel
-// (EINVAL) or any error just leaves the faults to the read.
+// taking a fault per 4 KiB page in the middle of the read's copy. The range is widened to
+// whole pages: each page it touches holds some of the caller's bytes, so it is mapped, and
+// populating a page changes no byte. Advisory: an older kernel (EINVAL) or any error just
+// leaves the faults to the read.
 void Prefault(char* data, int64_t n) {
 #ifdef MADV_POPULATE_WRITE
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
