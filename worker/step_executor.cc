@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "common/error_detail.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "compute/compute_device.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -335,8 +335,8 @@ class StepExecutorImpl : public StepExecutor {
       if (own.ok()) {
         job->own = *std::move(own);
       } else {
-        std::cerr << "worker: " << what << ": not applying its own gradient locally: "
-                  << own.status().message() << "\n";
+        LogWarning() << what << ": not applying its own gradient locally: "
+                     << own.status().message();
       }
     }
 
@@ -528,9 +528,8 @@ class StepExecutorImpl : public StepExecutor {
     const BackendKind resolved = choice.kind;
     if (device_.has_value() && device_->kind() == resolved) return absl::OkStatus();
     if (!choice.fallback_reason.empty()) {
-      std::cerr << "worker: compute backend auto: using the CPU, the GPU backend is not "
-                   "available: "
-                << choice.fallback_reason << "\n";
+      LogInfo() << "compute backend auto: using the CPU, the GPU backend is not available: "
+                << choice.fallback_reason;
     }
     absl::StatusOr<ComputeDevice> device = ComputeDevice::Open(resolved, options_.num_threads);
     if (!device.ok()) return Annotate(device.status(), "creating the compute backend");
