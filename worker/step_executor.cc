@@ -232,6 +232,246 @@ bool AppliesOwnGradient(const JobSpec& spec) {
   return spec.own_gradient() == JobSpec::OWN_GRADIENT_APPLY;
 }
 
+// What StartJob checks of a request before it loads or connects anything: the batch size,
+// the dataset's name, the ps addresses and the backend text. Returns the backend kind the job
+// runs on: `override_kind` unless that is kAuto, else the job's own choice. `what` names the
+// job in the errors.
+absl::StatusOr<BackendKind> CheckStartRequest(const StartJobRequest& request,
+                                              BackendKind override_kind, const std::string& what) {
+  const JobSpec& spec = request.job();
+  if (spec.batch_size() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": batch_size must be positive, got ", spec.batch_size()));
+  }
+  RETURN_IF_ERROR(Annotate(CheckDatasetName(spec.dataset()), what));
+  if (request.ps_addresses().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no ps addresses"));
+  }
+  BackendKind kind = override_kind;
+  if (kind == BackendKind::kAuto && !spec.backend().empty()) {
+    absl::StatusOr<BackendKind> parsed = ParseBackendKind(spec.backend());
+    if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat(what, ": backend"));
+    kind = *parsed;
+  }
+  return kind;
+}
+
+// Fills job->variables with the ps names of the model's variables, after checking that the
+// ps tasks hold each with the model's shape (FAILED_PRECONDITION naming the variable).
+absl::Status CheckVariables(Job* job, const std::string& what) {
+  const JobSpec& spec = job->spec;
+  for (const VariableInfo& param : job->model->variables()) {
+    std::string name = absl::StrCat(spec.name(), "/", param.name);
+    absl::StatusOr<VariableLayout> layout = job->ps->GetLayout(name);
+    if (!layout.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": variable \"", name, "\" of model \"", spec.model(),
+          "\" is not on the ps tasks (the chief creates it before it starts the job)"));
+    }
+    if (layout->shape != param.shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": variable \"", name, "\" has shape ", ShapeString(layout->shape),
+          " on the ps tasks; model \"", spec.model(), "\" needs ", ShapeString(param.shape)));
+    }
+    job->variables.push_back(std::move(name));
+  }
+  return absl::OkStatus();
+}
+
+// The job's own-gradient state, or null when it goes without: AppliesOwnGradient says no, or
+// a variable is read by rows (each step's rows differ; see docs/embeddings.md), or the
+// optimizer spec cannot be created. The ps refuses the variables of such a spec and the step
+// then fails there; a spec without one (a client that leaves the optimizer to the ps's
+// variables) just goes without the worker's own update, which is logged.
+std::unique_ptr<OwnGradient> NewOwnGradient(const Job& job, const std::string& what) {
+  if (!AppliesOwnGradient(job.spec)) return nullptr;
+  std::vector<size_t> dense_sizes;
+  for (const VariableInfo& param : job.model->variables()) {
+    if (param.access != VariableAccess::kDense) return nullptr;
+    dense_sizes.push_back(static_cast<size_t>(param.num_elements()));
+  }
+  absl::StatusOr<std::unique_ptr<OwnGradient>> own =
+      OwnGradient::Create(job.spec.optimizer(), dense_sizes);
+  if (!own.ok()) {
+    LogWarning() << what << ": not applying its own gradient locally: " << own.status().message();
+    return nullptr;
+  }
+  return *std::move(own);
+}
+
+// "step 7 (epoch 0, batch 3)": how errors name a step.
+std::string StepName(const StepRequest& request) {
+  return absl::StrCat("step ", request.step_id(), " (epoch ", request.epoch(), ", batch ",
+                      request.batch_index(), ")");
+}
+
+// One run of a step of `job` in a slot its caller holds: the pull, the compute and the push,
+// called once each in that order (each only after the one before succeeded), while the
+// caller keeps the job, the request and the slot alive. Each returns its phase's error
+// annotated with the step, and adds the phase's figures to response().
+class StepRun {
+ public:
+  // `what` names the step in errors (StepName).
+  StepRun(Job* job, const StepRequest& request, std::string what, StepSlot* slot)
+      : job_(*job),
+        request_(request),
+        slot_(*slot),
+        what_(std::move(what)),
+        // A sync step (even of a job started as async) computes on exactly its version.
+        own_(request.sync() ? nullptr : job->own.get()) {}
+  StepRun(const StepRun&) = delete;
+  StepRun& operator=(const StepRun&) = delete;
+
+  StepResponse& response() { return response_; }
+
+  // Pulls every parameter into the slot and prepares the batch of `indices` there. The whole
+  // variables' pull goes out first and the batch is prepared while it is in flight; the rows
+  // the batch names are pulled once it is prepared. The pulls write into the slot: this waits
+  // for them in any case. Errors: the batch's, then the pull's.
+  absl::Status Pull(const std::vector<int64_t>& indices, absl::Duration wait_timeout) {
+    SizeDenseBuffers(job_.model->variables(), &slot_);
+    const absl::Time pull_start = absl::Now();
+    PullOptions pull_options;
+    pull_options.min_version = request_.min_version();
+    pull_options.wait_timeout = wait_timeout;
+    // A sync step computes on exactly its version, even when it is a re-run and some ps has
+    // applied the step meanwhile (the first run's pushes got there before it died): the run
+    // is then bit-identical to a run without the failure.
+    pull_options.exact_version = request_.sync();
+    CallGroup pulls(2);  // the dense variables, and the tables' rows
+    StartDensePull(pull_options, &pulls);
+    absl::Status prepared = job_.model->PrepareBatch(*job_.data, indices, &slot_);
+    StartRowsPull(pull_options, prepared.ok(), &pulls);
+    const absl::Status pull_status = pulls.Wait();
+    const absl::Time pull_end = absl::Now();
+    RETURN_IF_ERROR(Annotate(prepared, what_));
+    RETURN_IF_ERROR(Annotate(pull_status, absl::StrCat(what_, ": pull")));
+    versions_ = pulls.MergedVersions();
+    response_.set_version(versions_.min_version);
+    response_.set_pull_ms(absl::ToDoubleMilliseconds(pull_end - pull_start));
+    return absl::OkStatus();
+  }
+
+  // Forward and backward on `thread` (after the computes queued before it), into *result and
+  // the slot's gradients; with an OwnGradient, first adds the job's previous update when the
+  // pull lacked it. compute_ms is the compute alone, not the wait for another step's.
+  absl::Status Compute(ComputeThread* thread, StepResult* result) {
+    uint64_t seq = 0;  // this step's compute sequence number
+    absl::Status computed;
+    double compute_ms = 0;
+    bool own_applied = false;
+    thread->Run([&] {
+      const absl::Time start = absl::Now();
+      if (own_ != nullptr) {
+        seq = own_->BeginCompute();
+        own_applied = own_->ApplyBefore(seq, pull_mark_, absl::MakeSpan(slot_.values));
+      }
+      computed = job_.model->ForwardBackward(job_.compute.get(), &slot_, result);
+      if (own_ != nullptr) own_->EndCompute(seq, slot_.grads, computed.ok());
+      compute_ms = MillisSince(start);
+    });
+    response_.set_compute_ms(compute_ms);
+    response_.set_own_gradient_applied(own_applied);
+    own_push_.emplace(own_, seq);
+    return Annotate(computed, absl::StrCat(what_, ": compute"));
+  }
+
+  // Pushes every gradient (rows and whole variables at once) with the step's idempotency key,
+  // generation and pulled versions, and waits for both pushes.
+  absl::Status Push() {
+    const absl::Time start = absl::Now();
+    own_push_->Starting();
+    PushOptions push_options;
+    push_options.idempotency_key =
+        StepIdempotencyKey(request_.job_id(), request_.step_id(), request_.generation());
+    push_options.generation = request_.generation();
+    push_options.base_versions = &versions_;  // for the ps' staleness policy, if any
+    if (request_.sync()) {
+      push_options.has_sync = true;
+      push_options.sync.set_step(request_.sync_step());
+      push_options.sync.set_replica(request_.replica());
+    }
+    CallGroup pushes(2);
+    std::vector<PsClient::PushSource> sources;
+    std::vector<PsClient::RowsPushSource> row_sources;
+    const std::vector<VariableInfo>& vars = job_.model->variables();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access == VariableAccess::kRows) {
+        row_sources.push_back({job_.variables[i], slot_.ids[i], slot_.grads[i]});
+      } else {
+        sources.push_back({job_.variables[i], absl::MakeConstSpan(slot_.grads[i])});
+      }
+    }
+    auto done = [&pushes](const absl::Status& s) { pushes.Done(s); };
+    if (!row_sources.empty()) {
+      job_.ps->PushRowsManyAsync(std::move(row_sources), push_options, done);
+    } else {
+      pushes.Done(absl::OkStatus());
+    }
+    if (!sources.empty()) {
+      job_.ps->PushAsync(std::move(sources), push_options, done);
+    } else {
+      pushes.Done(absl::OkStatus());
+    }
+    RETURN_IF_ERROR(Annotate(pushes.Wait(), absl::StrCat(what_, ": push")));
+    response_.set_push_ms(MillisSince(start));
+    return absl::OkStatus();
+  }
+
+ private:
+  // The whole variables' pull, call 0 of `pulls` (done at once when there are none). With an
+  // OwnGradient, it marks which of the job's pushes the pull holds (worker/own_gradient.h); a
+  // pull that waits for a version is not kept apart from pushes. (A job with an OwnGradient
+  // reads every variable whole: its one pull is this one.)
+  void StartDensePull(const PullOptions& pull_options, CallGroup* pulls) {
+    const std::vector<VariableInfo>& vars = job_.model->variables();
+    std::vector<PsClient::PullTarget> targets;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access != VariableAccess::kDense) continue;
+      targets.push_back({job_.variables[i], absl::MakeSpan(slot_.values[i])});
+    }
+    if (targets.empty()) {
+      pulls->Done(absl::OkStatus());
+      return;
+    }
+    if (own_ != nullptr) pull_mark_ = own_->PullStarted(request_.min_version() == 0);
+    job_.ps->PullAsync(std::move(targets), pull_options, pulls->versions(0),
+                       [this, pulls](const absl::Status& s) {
+                         if (own_ != nullptr) own_->PullEnded(&pull_mark_);
+                         pulls->Done(s);
+                       });
+  }
+
+  // Every table's rows that the prepared batch names in one call (one batch per ps): call 1
+  // of `pulls` (done at once when there are none, or the batch was not `prepared`).
+  void StartRowsPull(const PullOptions& pull_options, bool prepared, CallGroup* pulls) {
+    const std::vector<VariableInfo>& vars = job_.model->variables();
+    std::vector<PsClient::RowsPullTarget> row_targets;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].access == VariableAccess::kRows && prepared) {
+        row_targets.push_back({job_.variables[i], slot_.ids[i], absl::MakeSpan(slot_.values[i])});
+      }
+    }
+    if (row_targets.empty()) {
+      pulls->Done(absl::OkStatus());
+      return;
+    }
+    job_.ps->PullRowsManyAsync(std::move(row_targets), pull_options, pulls->versions(1),
+                               [pulls](const absl::Status& s) { pulls->Done(s); });
+  }
+
+  Job& job_;
+  const StepRequest& request_;
+  StepSlot& slot_;
+  const std::string what_;
+  OwnGradient* const own_;  // null: the step goes without the job's own update
+  OwnGradient::PullMark pull_mark_;
+  PullVersions versions_;  // what the pull read, once it succeeded
+  // From the compute on: ends the step's part in the OwnGradient push ordering.
+  std::optional<OwnPushMark> own_push_;
+  StepResponse response_;
+};
+
 class StepExecutorImpl : public StepExecutor {
  public:
   explicit StepExecutorImpl(Options options) : options_(std::move(options)) {}
@@ -254,92 +494,14 @@ class StepExecutorImpl : public StepExecutor {
     StartJobResponse response;
     std::vector<std::string> addresses(request.ps_addresses().begin(),
                                        request.ps_addresses().end());
-    {
-      absl::MutexLock lock(&mu_);
-      // The same start again (a chief re-sending it) changes nothing. The same job with any
-      // other spec or ps list (a chief restarted with another partitioner, say) is started
-      // afresh: the shard layout it was discovered with may be stale.
-      if (job_ != nullptr && job_->ps_addresses == addresses &&
-          google::protobuf::util::MessageDifferencer::Equals(job_->spec, spec)) {
-        response.set_backend(job_->backend_name);
-        return response;
-      }
+    if (std::optional<std::string> backend = SameStartBackend(spec, addresses)) {
+      response.set_backend(*backend);
+      return response;
     }
     const std::string what = absl::StrCat("job \"", spec.job_id(), "\"");
-    if (spec.batch_size() <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": batch_size must be positive, got ", spec.batch_size()));
-    }
-    RETURN_IF_ERROR(Annotate(CheckDatasetName(spec.dataset()), what));
-    if (request.ps_addresses().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": no ps addresses"));
-    }
-    BackendKind kind = options_.backend_override;
-    if (kind == BackendKind::kAuto && !spec.backend().empty()) {
-      absl::StatusOr<BackendKind> parsed = ParseBackendKind(spec.backend());
-      if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat(what, ": backend"));
-      kind = *parsed;
-    }
-
-    auto job = std::make_shared<Job>();
-    job->spec = spec;
-    ASSIGN_OR_RETURN(job->data, LoadData(spec.dataset(), spec.data_dir()));
-    absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, job->data->info());
-    if (!model.ok()) return Annotate(model.status(), what);
-    job->model = *std::move(model);
-
-    RETURN_IF_ERROR(EnsureDevice(kind));
-    absl::StatusOr<std::unique_ptr<ModelCompute>> compute = job->model->NewCompute(*device_);
-    if (!compute.ok()) return Annotate(compute.status(), "creating the compute backend");
-    job->compute = *std::move(compute);
-    job->backend_name = job->compute->Name();
-
-    absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
-    if (!ps.ok()) {
-      return Annotate(ps.status(),
-                      absl::StrCat(what, ": connecting to ps ", absl::StrJoin(addresses, ",")));
-    }
-    job->ps = *std::move(ps);
-    job->ps_addresses = addresses;
-    RETURN_IF_ERROR(
-        Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
-
-    std::vector<size_t> dense_sizes;  // for OwnGradient, when every variable is read whole
-    bool all_dense = true;
-    for (const VariableInfo& param : job->model->variables()) {
-      std::string name = absl::StrCat(spec.name(), "/", param.name);
-      absl::StatusOr<VariableLayout> layout = job->ps->GetLayout(name);
-      if (!layout.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": variable \"", name, "\" of model \"", spec.model(),
-            "\" is not on the ps tasks (the chief creates it before it starts the job)"));
-      }
-      if (layout->shape != param.shape) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": variable \"", name, "\" has shape ", ShapeString(layout->shape),
-            " on the ps tasks; model \"", spec.model(), "\" needs ", ShapeString(param.shape)));
-      }
-      job->variables.push_back(std::move(name));
-      dense_sizes.push_back(static_cast<size_t>(param.num_elements()));
-      all_dense &= param.access == VariableAccess::kDense;
-    }
-    job->batcher = std::make_unique<Batcher>(job->data->info().num_examples, spec.seed());
-    // The worker's own update is kept for whole variables only: a model with variables read
-    // by rows trains without it (each step's rows differ; see docs/embeddings.md).
-    if (AppliesOwnGradient(spec) && all_dense) {
-      // The ps refuses the variables of an optimizer spec that cannot be created, and the
-      // step then fails there; a spec without one (a client that leaves the optimizer to the
-      // ps's variables) just goes without the worker's own update.
-      absl::StatusOr<std::unique_ptr<OwnGradient>> own =
-          OwnGradient::Create(spec.optimizer(), dense_sizes);
-      if (own.ok()) {
-        job->own = *std::move(own);
-      } else {
-        LogWarning() << what << ": not applying its own gradient locally: "
-                     << own.status().message();
-      }
-    }
-
+    ASSIGN_OR_RETURN(const BackendKind kind,
+                     CheckStartRequest(request, options_.backend_override, what));
+    ASSIGN_OR_RETURN(std::shared_ptr<Job> job, PrepareJob(spec, kind, addresses, what));
     response.set_backend(job->backend_name);
     absl::MutexLock lock(&mu_);
     job_ = std::move(job);
@@ -352,151 +514,22 @@ class StepExecutorImpl : public StepExecutor {
   // computes take turns (compute_thread_), so one step's pull and another's push overlap a
   // compute. A step returns once its push is done: the chief counts it only then.
   absl::StatusOr<StepResponse> RunStep(const StepRequest& request) override {
-    std::shared_ptr<Job> job;
-    {
-      absl::MutexLock lock(&mu_);
-      if (job_ == nullptr || job_->spec.job_id() != request.job_id()) {
-        return WithDetail(
-            absl::FailedPreconditionError(absl::StrCat(
-                "unknown job \"", request.job_id(), "\": this worker ",
-                job_ == nullptr ? "has no job"
-                                : absl::StrCat("runs job \"", job_->spec.job_id(), "\""),
-                "; send StartJob first")),
-            ErrorDetail::UNKNOWN_JOB);
-      }
-      job = job_;
-    }
-    const std::string what = absl::StrCat("step ", request.step_id(), " (epoch ", request.epoch(),
-                                          ", batch ", request.batch_index(), ")");
-
+    ASSIGN_OR_RETURN(std::shared_ptr<Job> job, CurrentJob(request.job_id()));
+    const std::string what = StepName(request);
     absl::StatusOr<std::vector<int64_t>> indices =
         job->batcher->BatchIndices(request.epoch(), request.batch_index(), job->spec.batch_size());
     if (!indices.ok()) return Annotate(indices.status(), what);
     const int batch = static_cast<int>(indices->size());
 
     SlotHold hold(job.get());
-    StepSlot& slot = hold.slot();
-    const std::vector<VariableInfo>& vars = job->model->variables();
-
-    // The whole variables' pull goes out first and the batch is prepared while it is in
-    // flight; the rows the batch names are pulled once it is prepared.
-    StepResponse response;
-    SizeDenseBuffers(vars, &slot);
-    const absl::Time pull_start = absl::Now();
-    PullOptions pull_options;
-    pull_options.min_version = request.min_version();
-    pull_options.wait_timeout = options_.pull_wait_timeout;
-    // A sync step computes on exactly its version, even when it is a re-run and some ps has
-    // applied the step meanwhile (the first run's pushes got there before it died): the run
-    // is then bit-identical to a run without the failure.
-    pull_options.exact_version = request.sync();
-    // Which of the job's pushes this pull holds: see worker/own_gradient.h. A pull that waits
-    // for a version is not kept apart from pushes. (A job with an OwnGradient reads every
-    // variable whole: its one pull is the dense one.)
-    // A sync step (even of a job started as async) computes on exactly its version.
-    OwnGradient* const own = request.sync() ? nullptr : job->own.get();
-    OwnGradient::PullMark pull_mark;
-    CallGroup pulls(2);  // the dense variables, and the tables' rows
-    std::vector<PsClient::PullTarget> targets;
-    for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i].access != VariableAccess::kDense) continue;
-      targets.push_back({job->variables[i], absl::MakeSpan(slot.values[i])});
-    }
-    if (!targets.empty()) {
-      if (own != nullptr) pull_mark = own->PullStarted(request.min_version() == 0);
-      job->ps->PullAsync(std::move(targets), pull_options, pulls.versions(0),
-                         [&, own](const absl::Status& s) {
-                           if (own != nullptr) own->PullEnded(&pull_mark);
-                           pulls.Done(s);
-                         });
-    } else {
-      pulls.Done(absl::OkStatus());
-    }
-    absl::Status prepared = job->model->PrepareBatch(*job->data, *indices, &slot);
-    // Every table's rows in one call: one batch per ps.
-    std::vector<PsClient::RowsPullTarget> row_targets;
-    for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i].access == VariableAccess::kRows && prepared.ok()) {
-        row_targets.push_back(
-            {job->variables[i], slot.ids[i], absl::MakeSpan(slot.values[i])});
-      }
-    }
-    if (!row_targets.empty()) {
-      job->ps->PullRowsManyAsync(std::move(row_targets), pull_options, pulls.versions(1),
-                                 [&pulls](const absl::Status& s) { pulls.Done(s); });
-    } else {
-      pulls.Done(absl::OkStatus());
-    }
-    // The pulls write into the slot: wait for them in any case.
-    const absl::Status pull_status = pulls.Wait();
-    const absl::Time pull_end = absl::Now();
-    RETURN_IF_ERROR(Annotate(prepared, what));
-    RETURN_IF_ERROR(Annotate(pull_status, absl::StrCat(what, ": pull")));
-    PullVersions versions = pulls.MergedVersions();
-    response.set_version(versions.min_version);
-    response.set_pull_ms(absl::ToDoubleMilliseconds(pull_end - pull_start));
-
+    StepRun run(job.get(), request, what, &hold.slot());
+    RETURN_IF_ERROR(run.Pull(*indices, options_.pull_wait_timeout));
     StepResult result;
-    uint64_t seq = 0;  // this step's compute sequence number
-    absl::Status computed;
-    {
-      // compute_ms is the compute alone, not the wait for another step's.
-      double compute_ms = 0;
-      bool own_applied = false;
-      compute_thread_.Run([&] {
-        const absl::Time start = absl::Now();
-        if (own != nullptr) {
-          seq = own->BeginCompute();
-          own_applied = own->ApplyBefore(seq, pull_mark, absl::MakeSpan(slot.values));
-        }
-        computed = job->model->ForwardBackward(job->compute.get(), &slot, &result);
-        if (own != nullptr) own->EndCompute(seq, slot.grads, computed.ok());
-        compute_ms = MillisSince(start);
-      });
-      response.set_compute_ms(compute_ms);
-      response.set_own_gradient_applied(own_applied);
-    }
-    OwnPushMark own_push(own, seq);
-    RETURN_IF_ERROR(Annotate(computed, absl::StrCat(what, ": compute")));
-
+    RETURN_IF_ERROR(run.Compute(&compute_thread_, &result));
     absl::SleepFor(options_.test_only_delay_before_push);  // zero but in tests
-    absl::Time start = absl::Now();
-    own_push.Starting();
-    PushOptions push_options;
-    push_options.idempotency_key =
-        StepIdempotencyKey(request.job_id(), request.step_id(), request.generation());
-    push_options.generation = request.generation();
-    push_options.base_versions = &versions;  // for the ps' staleness policy, if any
-    if (request.sync()) {
-      push_options.has_sync = true;
-      push_options.sync.set_step(request.sync_step());
-      push_options.sync.set_replica(request.replica());
-    }
-    CallGroup pushes(2);
-    std::vector<PsClient::PushSource> sources;
-    std::vector<PsClient::RowsPushSource> row_sources;
-    for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i].access == VariableAccess::kRows) {
-        row_sources.push_back({job->variables[i], slot.ids[i], slot.grads[i]});
-      } else {
-        sources.push_back({job->variables[i], absl::MakeConstSpan(slot.grads[i])});
-      }
-    }
-    if (!row_sources.empty()) {
-      job->ps->PushRowsManyAsync(std::move(row_sources), push_options,
-                                 [&pushes](const absl::Status& s) { pushes.Done(s); });
-    } else {
-      pushes.Done(absl::OkStatus());
-    }
-    if (!sources.empty()) {
-      job->ps->PushAsync(std::move(sources), push_options,
-                         [&pushes](const absl::Status& s) { pushes.Done(s); });
-    } else {
-      pushes.Done(absl::OkStatus());
-    }
-    RETURN_IF_ERROR(Annotate(pushes.Wait(), absl::StrCat(what, ": push")));
-    response.set_push_ms(MillisSince(start));
+    RETURN_IF_ERROR(run.Push());
 
+    StepResponse& response = run.response();
     response.set_loss(result.loss);
     response.set_correct(result.correct);
     response.set_examples(batch);
@@ -521,6 +554,74 @@ class StepExecutorImpl : public StepExecutor {
   }
 
  private:
+  // The current job's backend name when `spec` and `addresses` are those it was started with
+  // (a chief re-sending the start, which then changes nothing). The same job with any other
+  // spec or ps list (a chief restarted with another partitioner, say) is started afresh: the
+  // shard layout it was discovered with may be stale.
+  std::optional<std::string> SameStartBackend(const JobSpec& spec,
+                                              const std::vector<std::string>& addresses)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (job_ != nullptr && job_->ps_addresses == addresses &&
+        google::protobuf::util::MessageDifferencer::Equals(job_->spec, spec)) {
+      return job_->backend_name;
+    }
+    return std::nullopt;
+  }
+
+  // A job of `spec` ready to run its steps on a device of kind `kind`: its data, model and
+  // compute, a client to the ps tasks at `addresses` that holds every variable of the model,
+  // its batcher and its own-gradient state. `what` names the job in errors. REQUIRES:
+  // start_mu_ held.
+  absl::StatusOr<std::shared_ptr<Job>> PrepareJob(const JobSpec& spec, BackendKind kind,
+                                                  const std::vector<std::string>& addresses,
+                                                  const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
+    auto job = std::make_shared<Job>();
+    job->spec = spec;
+    ASSIGN_OR_RETURN(job->data, LoadData(spec.dataset(), spec.data_dir()));
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, job->data->info());
+    if (!model.ok()) return Annotate(model.status(), what);
+    job->model = *std::move(model);
+
+    RETURN_IF_ERROR(EnsureDevice(kind));
+    absl::StatusOr<std::unique_ptr<ModelCompute>> compute = job->model->NewCompute(*device_);
+    if (!compute.ok()) return Annotate(compute.status(), "creating the compute backend");
+    job->compute = *std::move(compute);
+    job->backend_name = job->compute->Name();
+
+    absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect(addresses);
+    if (!ps.ok()) {
+      return Annotate(ps.status(),
+                      absl::StrCat(what, ": connecting to ps ", absl::StrJoin(addresses, ",")));
+    }
+    job->ps = *std::move(ps);
+    job->ps_addresses = addresses;
+    RETURN_IF_ERROR(
+        Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
+    RETURN_IF_ERROR(CheckVariables(job.get(), what));
+    job->batcher = std::make_unique<Batcher>(job->data->info().num_examples, spec.seed());
+    job->own = NewOwnGradient(*job, what);
+    return job;
+  }
+
+  // The current job, when it is job `job_id`; else FAILED_PRECONDITION with ErrorDetail
+  // UNKNOWN_JOB.
+  absl::StatusOr<std::shared_ptr<Job>> CurrentJob(const std::string& job_id)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (job_ == nullptr || job_->spec.job_id() != job_id) {
+      return WithDetail(
+          absl::FailedPreconditionError(absl::StrCat(
+              "unknown job \"", job_id, "\": this worker ",
+              job_ == nullptr ? "has no job"
+                              : absl::StrCat("runs job \"", job_->spec.job_id(), "\""),
+              "; send StartJob first")),
+          ErrorDetail::UNKNOWN_JOB);
+    }
+    return job_;
+  }
+
   // Makes device_ one of kind `kind` (kAuto resolved), keeping the current one when it is of
   // that kind already. REQUIRES: start_mu_ held.
   absl::Status EnsureDevice(BackendKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
