@@ -346,7 +346,9 @@ TEST_F(StepExecutorTest, UnknownJobIsFailedPrecondition) {
 // yet ignores them, and the steps below run the same).
 void RaiseGeneration(PsClient* ps, int64_t generation) {
   absl::Status s = ps->SetGenerationAll(generation);
-  if (s.code() != absl::StatusCode::kUnimplemented) ASSERT_TRUE(s.ok()) << s;
+  if (s.code() != absl::StatusCode::kUnimplemented) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
 }
 
 TEST_F(StepExecutorTest, PushesCarryTheGenerationWhichIsPartOfTheirRequestIds) {
@@ -738,7 +740,9 @@ TEST_F(StepExecutorTest, ThirdStepWaitsForAFreeSlot) {
       request.set_min_version(2);
       auto step = worker->RunStep(request);
       EXPECT_TRUE(step.ok()) << step.status();
-      if (step.ok()) EXPECT_GE(step->version(), 2);
+      if (step.ok()) {
+        EXPECT_GE(step->version(), 2);
+      }
       ++done;
     });
   }
