@@ -62,9 +62,10 @@ class ChiefImpl : public Chief {
                                                std::move(dispatch));
   }
 
-  // The threads return once the chief is stopping; then every call to a worker is waited
-  // for (each has a deadline), so that no callback outlives what it touches; the monitor
-  // goes last, as callbacks ask it to probe.
+  // The threads return once the chief is stopping; then every call to a worker is cancelled
+  // and waited for (each comes back soon, its step unfinished as far as this chief knows),
+  // so that no callback outlives what it touches; the monitor goes last, as callbacks ask it
+  // to probe.
   ~ChiefImpl() override {
     {
       absl::MutexLock lock(&s_.mu);
@@ -72,6 +73,7 @@ class ChiefImpl : public Chief {
     }
     if (dispatch_thread_.joinable()) dispatch_thread_.join();
     if (control_thread_.joinable()) control_thread_.join();
+    dispatcher_->CancelCalls();
     dispatcher_->WaitForCalls();
     monitor_.reset();
   }

@@ -55,8 +55,9 @@ class Chief {
   };
 
   static absl::StatusOr<std::unique_ptr<Chief>> Create(Options options);
-  // Waits for every call to a worker still in flight (each ends by its deadline), so that no
-  // callback outlives the chief.
+  // Cancels every call to a worker still in flight (WorkerInterface::CancelAll) and waits
+  // for their callbacks, so that none outlives the chief. A step whose call is cancelled is
+  // not counted done: a restarted chief runs it again.
   virtual ~Chief() = default;
 
   // Validates and starts a job. INVALID_ARGUMENT names the job file's field at fault (the

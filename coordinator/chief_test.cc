@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/local_ps_interface.h"
 #include "coordinator/fake_worker.h"
 #include "client/ps_client.h"
@@ -539,11 +540,13 @@ TEST_F(ChiefTest, UnreadableDataDirIsInvalidArgument) {
 }
 
 // The chief is destroyed while a job runs with two calls in flight: the destructor returns
-// only once both callbacks have, so that neither reaches a destroyed chief.
+// only once both callbacks have, so that neither reaches a destroyed chief, even when the
+// calls it cancels come back only later.
 TEST_F(ChiefTest, DestructionWaitsForEveryCallInFlight) {
   StartChief(1);
   Submit(R"("mode": "async", "steps": 100, "steps_in_flight": 2)");
   FakeWorker* w = workers_[0];
+  w->set_answer_cancel(false);
   ASSERT_TRUE(w->WaitForPending(2));
   std::atomic<bool> destroyed{false};
   std::thread destroy([this, &destroyed] {
@@ -552,6 +555,7 @@ TEST_F(ChiefTest, DestructionWaitsForEveryCallInFlight) {
   });
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(destroyed);
+  EXPECT_EQ(w->cancels(), 1);
   EXPECT_GE(w->Finish(), 0);  // its callback finds the chief whole, and leases nothing more
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(destroyed);
@@ -561,6 +565,30 @@ TEST_F(ChiefTest, DestructionWaitsForEveryCallInFlight) {
   w->Finish(absl::UnavailableError("the chief is gone"));
   destroy.join();
   EXPECT_TRUE(destroyed);
+}
+
+// The chief is destroyed (SIGTERM's path) while two steps are in flight on workers that would
+// hold them for their whole deadline: it cancels them, their callbacks run, and it returns
+// at once.
+TEST_F(ChiefTest, DestructionCancelsTheCallsInFlightAndReturnsPromptly) {
+  StartChief(2);
+  Submit(R"("mode": "async", "steps": 100, "steps_in_flight": 1, "step_timeout_ms": 600000)");
+  for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
+  absl::Notification destroyed;
+  const absl::Time t0 = absl::Now();
+  std::thread destroy([this, &destroyed] {
+    chief_.reset();
+    destroyed.Notify();
+  });
+  const bool prompt = destroyed.WaitForNotificationWithTimeout(kWait);
+  EXPECT_TRUE(prompt) << "the destructor still waits for its calls";
+  if (!prompt) {
+    // The workers live until the destructor returns, and it waits for these.
+    for (FakeWorker* w : workers_) w->Finish(absl::UnavailableError("the test gives up"));
+  }
+  destroy.join();
+  workers_.clear();  // destroyed with the chief
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
 }
 
 // A submission right after a job ended waits for that job's calls to drain, then starts.

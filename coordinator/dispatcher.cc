@@ -376,6 +376,11 @@ void Dispatcher::OnStepFailedLocked(int i, const StepRequest& request, const abs
   }
 }
 
+void Dispatcher::CancelCalls() {
+  // Without the mutex: a cancelled call's callback, which takes it, may run inside CancelAll.
+  for (WorkerInterface* worker : workers_) worker->CancelAll();
+}
+
 void Dispatcher::WaitForCalls() {
   absl::MutexLock lock(&s_->mu);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return calls_in_flight_ == 0; };

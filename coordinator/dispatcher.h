@@ -13,9 +13,10 @@
 // worker probe, idle-worker ping or final-evaluation timeout. It never polls.
 //
 // Every call to a worker is counted until its callback has returned: WaitForCalls lets the
-// chief outlive them all.
+// chief outlive them all, and CancelCalls before it makes that wait short.
 //
-// Thread-safety: every method but WaitForCalls REQUIRES the chief's mutex (ChiefState::mu);
+// Thread-safety: every method but CancelCalls and WaitForCalls REQUIRES the chief's mutex
+// (ChiefState::mu);
 // Run takes it itself. Callbacks take it on the worker interface's threads.
 #ifndef SHARDPS_COORDINATOR_DISPATCHER_H_
 #define SHARDPS_COORDINATOR_DISPATCHER_H_
@@ -63,6 +64,10 @@ class Dispatcher {
   // The dispatcher's thread: returns when the job has ended (phase kEnded) or the chief
   // stops (ChiefState::stopping).
   void Run() ABSL_LOCKS_EXCLUDED(s_->mu);
+
+  // Cancels every call to a worker in flight: each callback still runs, soon, most with
+  // CANCELLED. REQUIRES: no new call can start (ChiefState::stopping set, Run returned).
+  void CancelCalls() ABSL_LOCKS_EXCLUDED(s_->mu);
 
   // Blocks until every call to a worker has returned (callbacks included). REQUIRES: no new
   // call can start (ChiefState::stopping set, Run returned).

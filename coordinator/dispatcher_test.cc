@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
@@ -267,6 +268,41 @@ TEST_F(DispatcherTest, WaitForCallsReturnsOnlyOnceEveryCallbackHas) {
   EXPECT_TRUE(returned);
   // Stopping, the dispatcher leased nothing more.
   EXPECT_EQ(w->steps_received(), 2);
+}
+
+// Stopping with calls in flight that would never come back on their own: CancelCalls
+// cancels them, each callback runs (with CANCELLED), and WaitForCalls returns at once.
+TEST_F(DispatcherTest, CancelCallsBringsBackEveryCallSoWaitForCallsReturnsPromptly) {
+  Start(2, 8, 2, absl::Seconds(60), Dispatcher::Options());
+  for (auto& w : workers_) ASSERT_TRUE(w->WaitForPending(2));
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.stopping = true;
+  }
+  thread_.join();
+  const absl::Time t0 = absl::Now();
+  dispatcher_->CancelCalls();
+  absl::Notification returned;
+  std::thread waiter([this, &returned] {
+    dispatcher_->WaitForCalls();
+    returned.Notify();
+  });
+  const bool prompt = returned.WaitForNotificationWithTimeout(kWait);
+  EXPECT_TRUE(prompt) << "WaitForCalls still waits after CancelCalls";
+  if (!prompt) {
+    for (auto& w : workers_) {
+      while (w->Finish(absl::UnavailableError("the test gives up")) >= 0) {
+      }
+    }
+  }
+  waiter.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  for (auto& w : workers_) {
+    EXPECT_EQ(w->cancels(), 1) << w->address();
+    EXPECT_TRUE(w->Pending().empty()) << w->address();  // each callback was called
+    EXPECT_EQ(w->steps_received(), 2) << w->address();  // and leased nothing more
+  }
+  EXPECT_EQ(Status().steps_done(), 0);  // a cancelled step is not done
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // FakeWorker: a WorkerInterface for the chief's tests whose StartJob succeeds at once (or
 // answers the error a test sets), whose Status succeeds at once, and whose RunStep calls
-// stay pending until the test finishes them (with any status).
+// stay pending until the test finishes them (with any status) or CancelAll answers them
+// CANCELLED (unless the test turned that off).
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_COORDINATOR_FAKE_WORKER_H_
@@ -72,6 +73,27 @@ class FakeWorker : public WorkerInterface {
     done(absl::OkStatus());
   }
 
+  // Counts the request and, unless set_answer_cancel(false), finishes every pending call
+  // with CANCELLED, on the calling thread.
+  void CancelAll() override {
+    std::vector<Call> cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      ++cancels_;
+      if (!answer_cancel_) return;
+      cancelled = std::move(pending_);
+      pending_.clear();
+    }
+    for (Call& call : cancelled) call.done(absl::CancelledError("cancelled by the chief"));
+  }
+
+  // Whether CancelAll answers the pending calls (true at first). With false they stay
+  // pending after a CancelAll, as calls whose answer is already on its way would.
+  void set_answer_cancel(bool answer) {
+    absl::MutexLock lock(&mu_);
+    answer_cancel_ = answer;
+  }
+
   // Waits until `n` steps are pending; returns false after kFakeWorkerWait.
   bool WaitForPending(int n) {
     absl::MutexLock lock(&mu_);
@@ -124,6 +146,10 @@ class FakeWorker : public WorkerInterface {
     absl::MutexLock lock(&mu_);
     return starts_;
   }
+  int cancels() {
+    absl::MutexLock lock(&mu_);
+    return cancels_;
+  }
 
  private:
   const std::string address_;
@@ -133,6 +159,8 @@ class FakeWorker : public WorkerInterface {
   int steps_received_ ABSL_GUARDED_BY(mu_) = 0;
   int max_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int starts_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancels_ ABSL_GUARDED_BY(mu_) = 0;
+  bool answer_cancel_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,13 @@
 #include "coordinator/rpc/grpc_worker_interface.h"
 
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/client_context.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
@@ -7,6 +15,37 @@
 
 namespace shardps {
 namespace {
+
+using ContextPtr = std::shared_ptr<grpc::ClientContext>;
+
+// The contexts of the calls in flight, so that CancelAll can reach them. Shared by the
+// interface and each call's completion: a completion never touches the interface itself.
+class CallsInFlight {
+ public:
+  void Add(const ContextPtr& ctx) {
+    absl::MutexLock lock(&mu_);
+    calls_.insert(ctx);
+  }
+  void Remove(const ContextPtr& ctx) {
+    absl::MutexLock lock(&mu_);
+    calls_.erase(ctx);
+  }
+  void CancelAll() {
+    std::vector<ContextPtr> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      calls.assign(calls_.begin(), calls_.end());
+    }
+    // Outside the lock: a cancelled call's completion (which calls Remove) may run on this
+    // thread, inside TryCancel. The copies keep each context alive until it is cancelled,
+    // even if its call completes meanwhile; TryCancel of a completed call does nothing.
+    for (const ContextPtr& ctx : calls) ctx->TryCancel();
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_set<ContextPtr> calls_ ABSL_GUARDED_BY(mu_);
+};
 
 class GrpcWorkerInterface : public WorkerInterface {
  public:
@@ -17,43 +56,54 @@ class GrpcWorkerInterface : public WorkerInterface {
 
   void StartJobAsync(const StartJobRequest* request, StartJobResponse* response,
                      absl::Time deadline, StatusCallback done) override {
-    auto* ctx = NewContext(deadline);
-    stub_->async()->StartJob(ctx, request, response, Finisher(ctx, std::move(done)));
+    Call(deadline, std::move(done), [&](grpc::ClientContext* ctx, Completion completion) {
+      stub_->async()->StartJob(ctx, request, response, std::move(completion));
+    });
   }
   void RunStepAsync(const StepRequest* request, StepResponse* response, absl::Time deadline,
                     StatusCallback done) override {
-    auto* ctx = NewContext(deadline);
-    stub_->async()->RunStep(ctx, request, response, Finisher(ctx, std::move(done)));
+    Call(deadline, std::move(done), [&](grpc::ClientContext* ctx, Completion completion) {
+      stub_->async()->RunStep(ctx, request, response, std::move(completion));
+    });
   }
   void StatusAsync(const WorkerStatusRequest* request, WorkerStatusResponse* response,
                    absl::Time deadline, StatusCallback done) override {
-    auto* ctx = NewContext(deadline);
-    stub_->async()->Status(ctx, request, response, Finisher(ctx, std::move(done)));
+    Call(deadline, std::move(done), [&](grpc::ClientContext* ctx, Completion completion) {
+      stub_->async()->Status(ctx, request, response, std::move(completion));
+    });
   }
   void ShutdownAsync(const WorkerShutdownRequest* request, WorkerShutdownResponse* response,
                      absl::Time deadline, StatusCallback done) override {
-    auto* ctx = NewContext(deadline);
-    stub_->async()->Shutdown(ctx, request, response, Finisher(ctx, std::move(done)));
+    Call(deadline, std::move(done), [&](grpc::ClientContext* ctx, Completion completion) {
+      stub_->async()->Shutdown(ctx, request, response, std::move(completion));
+    });
   }
 
+  void CancelAll() override { calls_->CancelAll(); }
+
  private:
-  // The context is owned by the call and deleted when it completes.
-  static grpc::ClientContext* NewContext(absl::Time deadline) {
-    auto* ctx = new grpc::ClientContext;
-    AttachProtocolVersion(ctx);
+  using Completion = std::function<void(grpc::Status)>;
+
+  // Starts one call through `start` (which hands the context and the completion to the
+  // stub). The context is registered before the call starts (a cancel that comes first
+  // cancels the call as it starts) and goes when the call completes, before `done` runs.
+  template <typename Start>
+  void Call(absl::Time deadline, StatusCallback done, Start start) {
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    AttachProtocolVersion(ctx.get());
     ctx->set_deadline(absl::ToChronoTime(deadline));
-    return ctx;
-  }
-  static std::function<void(grpc::Status)> Finisher(grpc::ClientContext* ctx,
-                                                    StatusCallback done) {
-    return [ctx, done = std::move(done)](grpc::Status s) {
-      delete ctx;
-      done(FromGrpcStatus(s));
-    };
+    calls_->Add(ctx);
+    start(ctx.get(),
+          [calls = calls_, ctx, done = std::move(done)](grpc::Status s) mutable {
+            calls->Remove(ctx);
+            ctx.reset();
+            done(FromGrpcStatus(s));
+          });
   }
 
   const std::string address_;
   std::unique_ptr<WorkerService::Stub> stub_;
+  const std::shared_ptr<CallsInFlight> calls_ = std::make_shared<CallsInFlight>();
 };
 
 }  // namespace

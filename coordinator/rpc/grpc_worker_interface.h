@@ -1,4 +1,5 @@
-// WorkerInterface over gRPC (WorkerService).
+// WorkerInterface over gRPC (WorkerService). CancelAll cancels the ClientContext of every call
+// in flight; the worker sees each call cancelled.
 #ifndef SHARDPS_COORDINATOR_RPC_GRPC_WORKER_INTERFACE_H_
 #define SHARDPS_COORDINATOR_RPC_GRPC_WORKER_INTERFACE_H_
 
