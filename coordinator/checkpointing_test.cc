@@ -265,6 +265,32 @@ TEST_F(CheckpointDriverTest, TheFinalCheckpointEndsTraining) {
   EXPECT_TRUE(state_.store->ReadState()->finished);
 }
 
+// Ps 1 is behind the job's generation (it restarted and missed the move, as a ps killed
+// while it writes the final checkpoint and started again is): its snapshot fails with
+// PS_STATE_LOST, so the job rolls back instead of ending without its final checkpoint.
+TEST_F(CheckpointDriverTest, AFinalCheckpointOnAPsBehindTheJobsGenerationRollsTheJobBack) {
+  SetGenerationRequest raise;
+  raise.set_generation(2);
+  SetGenerationResponse raised;
+  ASSERT_TRUE(stores_[0]->SetGeneration(raise, &raised).ok());
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.generation = 2;
+  }
+  Complete(kSteps);
+  EXPECT_EQ(Due(), "final");
+  Run("final");
+  EXPECT_TRUE(Committed().empty());
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_NE(state_.phase.kind(), Kind::kTrainingDone);
+  EXPECT_FALSE(state_.store_state.finished);
+  recovery_->mu().AssertHeld();
+  ASSERT_TRUE(recovery_->pending());
+  EXPECT_TRUE(absl::StartsWith(recovery_->cause(), "ps 1 lost the job's shards (during the final "
+                                                   "checkpoint: "))
+      << recovery_->cause();
+}
+
 // A cut that cannot come (a step below the barrier is still out) is abandoned when a
 // rollback becomes due; leasing resumes.
 TEST_F(CheckpointDriverTest, ACutIsAbandonedWhenARollbackIsDue) {

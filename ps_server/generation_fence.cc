@@ -57,9 +57,19 @@ absl::Status GenerationFence::Stale(absl::string_view what, int64_t generation,
 
 absl::Status GenerationFence::Ahead(absl::string_view what, int64_t generation,
                                     int64_t current) const {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, ": it belongs to generation ", generation, ", ahead of ps task ",
-                   task_index_, "'s generation ", current, "; set the generation first"));
+  // The caller's generation was set on every ps, this one included, unless it restarted
+  // since (back at 0, its shards re-created empty or not at all) or missed the move: either
+  // way it does not hold the job's state, as a restarted ps that answers NOT_FOUND does not.
+  ErrorDetail detail;
+  detail.set_kind(ErrorDetail::PS_STATE_LOST);
+  detail.set_ps_task(task_index_);
+  detail.set_ps_incarnation(incarnation_);
+  detail.set_generation(current);
+  return WithDetail(
+      absl::FailedPreconditionError(
+          absl::StrCat(what, ": it belongs to generation ", generation, ", ahead of ps task ",
+                       task_index_, "'s generation ", current, "; set the generation first")),
+      detail);
 }
 
 }  // namespace shardps

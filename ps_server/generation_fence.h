@@ -4,9 +4,10 @@
 // lands before the shard is replaced or is refused, never on the restored state.
 //
 // A lower generation is a request from the timeline a rollback left: ABORTED with
-// ErrorDetail STALE_GENERATION; a higher one means this ps missed a SetGeneration:
-// FAILED_PRECONDITION. Raising the generation fails the pulls then waiting for a version
-// (they belong to steps of the timeline being left) with that same ABORTED.
+// ErrorDetail STALE_GENERATION; a higher one means this ps missed a SetGeneration (it
+// restarted, say) and so lacks the job's state: FAILED_PRECONDITION with ErrorDetail
+// PS_STATE_LOST. Raising the generation fails the pulls then waiting for a version (they
+// belong to steps of the timeline being left) with that same ABORTED.
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_PS_SERVER_GENERATION_FENCE_H_

@@ -68,6 +68,27 @@ TEST_F(GenerationFenceTest, SnapshotsBelongToTheGenerationExactly) {
   EXPECT_EQ(fence_.CheckSnapshot(2, "snapshot 5").code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A request of a generation this ps never reached (it restarted, or missed the move) finds a
+// ps without the job's state, and says so in its detail, as a ps missing the shard does.
+TEST_F(GenerationFenceTest, AnUpdateOrSnapshotAheadOfThePsFindsItsStateLost) {
+  fence_.Raise(1);
+  const absl::Status update = CheckUpdate(3);
+  EXPECT_EQ(update.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(update.message(),
+            "push to shard 'w': it belongs to generation 3, ahead of ps task 2's generation 1; "
+            "set the generation first");
+  const absl::Status snapshot = fence_.CheckSnapshot(2, "snapshot 5");
+  EXPECT_EQ(snapshot.code(), absl::StatusCode::kFailedPrecondition);
+  for (const absl::Status& ahead : {update, snapshot}) {
+    const auto detail = GetDetail(ahead);
+    ASSERT_TRUE(detail.has_value()) << ahead;
+    EXPECT_EQ(detail->kind(), ErrorDetail::PS_STATE_LOST) << ahead;
+    EXPECT_EQ(detail->ps_task(), 2);
+    EXPECT_EQ(detail->ps_incarnation(), 77u);
+    EXPECT_EQ(detail->generation(), 1);
+  }
+}
+
 TEST_F(GenerationFenceTest, RaisingFailsThePullsWaiting) {
   absl::Status status;
   bool finished = false;
