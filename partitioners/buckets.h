@@ -1,4 +1,4 @@
-// Virtual buckets of a dynamic table (issue 10 §3): a 64-bit key belongs to one of a fixed
+// Virtual buckets of a dynamic table: a 64-bit key belongs to one of a fixed
 // number of buckets (thousands), and whole buckets, not keys, are placed on ps tasks, so that
 // re-sharding moves buckets and never rehashes keys. The ps (ps_server/dynamic_table.h) and
 // every client (client/ps_client.h) route a key by the same function.

@@ -1,3 +1,14 @@
+// Layout. Rows live in per-stripe chunks of 4096 rows mapped with mmap (params, each slot,
+// last-push step and change epoch as arrays; 8 bytes of metadata per row), never moved, freed
+// rows reused from a free list: no per-row heap allocation. Each stripe's index is open
+// addressing with linear probing, an 8-byte key and a 4-byte row number per slot (0 = empty,
+// so fresh pages need no fill), grown by 1.5x at load 0.85; growth rehashes one stripe's
+// index, never the rows. Each stripe has a reader-writer mutex: pulls take it shared, pushes
+// exclusive, so pushes to different stripes and pulls run in parallel.
+//
+// Admission sketch: conservative update, every counter halved after 8 x width increments so
+// that old counts fade. Budget eviction takes a stripe down to its share less 1/256, dropping
+// the rows whose last push is below a quantile of sampled last-push steps (approximate LRU).
 #include "ps_server/dynamic_table.h"
 
 #include <sys/mman.h>
@@ -20,7 +31,7 @@ namespace shardps {
 namespace {
 
 constexpr uint64_t kIndexSalt = 0x9E3779B97F4A7C15ULL;
-// Salts the admission sketch apart from the index (the value once shared with BucketOf).
+// Salts the admission sketch apart from the index (BucketOf uses the same value).
 constexpr uint64_t kSketchSalt = 0x2545F4914F6CDD1DULL;
 constexpr uint64_t kStripeSalt = 0xD1B54A32D192ED03ULL;
 constexpr int kChunkShift = 12;  // 4096 rows a chunk

@@ -1,56 +1,14 @@
 // DynamicTable: an embedding table keyed by 64-bit (hashed) ids rather than row indices, as a
-// ps task holds it (issue 10 §3). Each row is `dim` floats of parameters plus the optimizer's
-// slots (num_slots x dim floats).
+// ps task holds it. Each row is `dim` floats of parameters plus the optimizer's slots
+// (num_slots x dim floats). A push creates the rows it touches (after admission); a pull never
+// creates one: a missing key reads as its initial value, which depends only on (initializer
+// incl. seed, table name, key), so every ps and every bucket split gives a key the same row.
+// The table holds a set of buckets (partitioners/buckets.h: BucketOf); a key in a bucket it
+// does not hold is refused (FAILED_PRECONDITION), so a bucket cannot be written in two places.
 //
-// Rows:
-// - A row is created by the first push that touches it (after admission, below), with
-//   parameters from KeyedRowInitializer (math/initializer.h): they depend only on
-//   (initializer incl. seed, table name, key), so every ps and every re-sharding computes the
-//   same row. Slots start at Optimizer::initial_slot_value.
-// - A pull never creates a row: a missing key reads as its initial value, so evaluation and
-//   retried pulls change nothing.
-// - Push sums duplicate keys (in order of appearance), then applies the optimizer's row-sparse
-//   rule (Optimizer::ApplyRowsScaled) to each distinct row once.
-// - Admission (admit_after = K > 1): a key becomes a row on its K-th push; the K-1 pushes
-//   before are counted in a count-min sketch of 4 x uint8 saturating counters per stripe
-//   (conservative update, all counters halved after 8 x width increments so that old counts
-//   fade), and their gradients dropped. A sketch over-counts, never under-counts: a key may
-//   be admitted early when it collides with hot keys, never late.
-// - Eviction: with ttl_steps T, rows whose last push was more than T steps before the
-//   newest step a stripe has seen are evicted (a stripe sweeps itself every T/4 steps, so a
-//   row lives between T and 1.25 T steps untouched; EvictExpired sweeps all now). With
-//   max_rows, each stripe keeps to its share of it (max_rows x its held buckets / all held
-//   buckets): a push that takes a stripe over evicts the stripe's rows pushed least recently
-//   (approximate LRU: a quantile of sampled last-push steps), down to its share less 1/256;
-//   rows this push touched are never evicted by it. So the table may pass max_rows by the
-//   rows of one push per stripe, and by the rounding of the shares.
-//
-// Buckets: key -> bucket = BucketOf(key, num_buckets), fixed (below). The table holds a set
-// of buckets; a key in a bucket it does not hold is refused (FAILED_PRECONDITION), so a
-// re-sharded bucket cannot be written in two places. ExportBuckets / ImportBuckets /
-// DropBuckets move whole buckets (re-sharding, replication).
-//
-// Incremental checkpoints (Check-N-Run): every change to a row (push, import, upsert) stamps
-// it with the current epoch (from 1). AdvanceEpoch closes the epoch and returns it; a
-// checkpoint then writes ForEachChangedBatch(since = the epoch its predecessor closed) and
-// DeletedSince(same), and restore applies deletions first, then rows. A full checkpoint is
-// since = 0. Deleted keys (eviction, DropBuckets, EraseKeys) are logged with their epoch up
-// to max_logged_deletions; past that the log is dropped and DeletedSince(E) for an older E
-// answers FAILED_PRECONDITION (take a full checkpoint). ForgetDeletionsThrough trims it.
-//
-// Memory (per row, dim 16 with one slot: 128 bytes of floats): rows live in per-stripe
-// chunks of 4096 rows mapped with mmap (params, each slot, last-push step and change epoch as
-// arrays; 8 bytes of metadata per row), never moved, freed rows reused from a free list. The
-// index is open addressing with linear probing: an 8-byte key and a 4-byte row number per slot
-// (0 = empty, so fresh pages need no fill), grown by 1.5x at load 0.85 (load 0.57..0.85:
-// 14..21 bytes a row); growth rehashes one stripe's index, never the rows. No per-row heap
-// allocation.
-//
-// Thread-safety: all methods are thread-safe. Keys map to stripes (num_stripes) by bucket;
-// each stripe has a reader-writer mutex: pulls take it shared, pushes exclusive, so pushes to
-// different stripes and pulls run in parallel. A push or pull locks one stripe at a time, so
-// it is atomic per stripe, not across stripes. A push racing DropBuckets skips the keys of a
-// bucket dropped meanwhile (counted in PushResult::not_held).
+// Thread-safety: all methods are thread-safe. Keys map to stripes by bucket; a push or pull is
+// atomic per stripe, not across stripes. A push racing DropBuckets skips the keys of a bucket
+// dropped meanwhile (counted in DynamicPushResult::not_held).
 #ifndef SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
 #define SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
 
@@ -80,11 +38,19 @@ struct DynamicTableOptions {
   bool all_buckets = true;
   std::vector<int32_t> buckets;
   int32_t num_stripes = 64;
-  // Admission: a key becomes a row on its admit_after-th push (0 or 1: on the first).
-  // At most 255.
+  // Admission: a key becomes a row on its admit_after-th push (0 or 1: on the first), at
+  // most 255; the gradients of the pushes before are dropped. They are counted in a
+  // count-min sketch (4 x uint8 saturating counters per stripe, halved as they age), which may
+  // over-count, never under-count: a key may be admitted early when it collides with hot
+  // keys, never late.
   int32_t admit_after = 0;
   int64_t admission_sketch_bytes = int64_t{4} << 20;
-  // Eviction: rows not pushed for ttl_steps steps (0: never); a row budget (0: none).
+  // Eviction: rows not pushed for ttl_steps steps (0: never) before the newest step their
+  // stripe has seen; a stripe sweeps itself every ttl_steps/4 steps, so a row lives between
+  // ttl_steps and 1.25 ttl_steps steps untouched. A row budget (0: none): each stripe keeps to
+  // its share (max_rows x its held buckets / all held buckets) by evicting its least recently
+  // pushed rows (approximately) on the push that takes it over, never a row that push touched;
+  // so the table may pass max_rows by one push's rows per stripe and the shares' rounding.
   int64_t ttl_steps = 0;
   int64_t max_rows = 0;
   // Deleted keys kept for incremental checkpoints, at most (over all stripes).
@@ -138,6 +104,9 @@ class DynamicTable {
 
   // Applies grads (keys.size() x dim) as one update at `step` (>= 1, the shard's update count:
   // Adam's t, and the clock of eviction) with the learning rate scaled by lr_scale > 0.
+  // Gradients of a repeated key are summed in order of appearance and each distinct row is
+  // updated once (Optimizer::ApplyRowsScaled); a new row's slots start at
+  // Optimizer::initial_slot_value.
   // REQUIRES: `optimizer` is the one the table was created with (its num_slots is checked).
   // Bad input (size, non-finite gradient, bucket not held, step, scale) changes nothing and
   // names the key and its position. `evicted`, when given, gets the rows this push evicts
@@ -152,7 +121,7 @@ class DynamicTable {
   // without a ttl). Returns how many.
   int64_t EvictExpired(int64_t now_step);
 
-  // Buckets.
+  // Buckets: moved whole (re-sharding, replication), never rehashed.
   bool HoldsBucket(int32_t bucket) const;
   std::vector<int32_t> HeldBuckets() const;
   // The rows of whole held buckets (FAILED_PRECONDITION naming one not held).
@@ -165,7 +134,10 @@ class DynamicTable {
   // bucket not held; nothing changes then.
   absl::Status DropBuckets(absl::Span<const int32_t> buckets);
 
-  // Checkpoints. See the header comment.
+  // Incremental checkpoints: every change to a row (push, import, upsert) stamps it with the
+  // current epoch (from 1). AdvanceEpoch closes the epoch and returns it; a checkpoint writes
+  // the rows changed and the keys deleted since the epoch its predecessor closed (0: a full
+  // checkpoint), and a restore applies the deletions first, then the rows.
   uint32_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   uint32_t AdvanceEpoch() { return epoch_.fetch_add(1, std::memory_order_acq_rel); }
   // Calls `sink` with the rows changed after epoch `since` (0: every row), a stripe at a time
@@ -182,8 +154,9 @@ class DynamicTable {
   void ForEachChangedRow(
       uint32_t since,
       const std::function<void(int64_t, uint32_t, const float* const*)>& visit) const;
-  // Keys deleted after epoch `since`, in no particular order (a key may repeat).
-  // FAILED_PRECONDITION when the log has dropped deletions of a later epoch.
+  // Keys deleted (eviction, DropBuckets, EraseKeys) after epoch `since`, in no particular
+  // order (a key may repeat). FAILED_PRECONDITION when the log has dropped deletions of a later
+  // epoch (it keeps at most max_logged_deletions): take a full checkpoint.
   absl::StatusOr<std::vector<int64_t>> DeletedSince(uint32_t since) const;
   void ForgetDeletionsThrough(uint32_t epoch);
   // Restore: writes rows (created or overwritten, stamped with the current epoch) and erases

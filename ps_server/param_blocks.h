@@ -1,14 +1,10 @@
 // ParamBlocks: a shard's parameters (rows x width float32, row-major) in blocks of whole rows,
 // each block reference-counted, so that a pull can send parameters from where they lie. Each
 // optimizer slot of a shard is a ParamBlocks of the same geometry (so the same blocks hold
-// the same rows), and a snapshot takes references to parameters and slots alike.
-//
-// A pull takes references to the blocks it sends (Share) under the shard's lock and gRPC
-// sends straight from them; a writer first makes every block it is about to change its own
-// (Writable): a block that some pull still holds is copied and the copy replaces it, so the
-// pull keeps sending the bytes it took, before the update, and never half of one. Without a
-// pull in flight nothing is copied. Before this, every pull copied its rows into a response
-// buffer under the lock (a twentieth of the CPU of a bulk pull, and lock time).
+// the same rows), and a snapshot takes references to parameters and slots alike. A pull takes
+// references to the blocks it sends (Share) under the shard's lock; a writer first makes every
+// block it is about to change its own (Writable), copying a block that a pull still holds, so
+// the pull sends the bytes it took, before the update, and never half of one.
 //
 // Thread-safety: not thread-safe; guarded by the shard's mutex. References handed out by
 // Share may be dropped on any thread. The one exception: blocks not yet shared with anyone

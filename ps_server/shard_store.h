@@ -1,22 +1,14 @@
 // ShardStore: the parameter-server domain. Holds float32 shards of variables with their
 // optimizer slots, applies pushed gradients (async, or summed per step in SYNC mode),
-// deduplicates retried requests, and answers pulls, possibly after waiting for a version.
+// deduplicates retried requests, answers pulls (possibly after waiting for a version), and
+// snapshots and restores its shards. It knows nothing of gRPC: requests and responses are the
+// plain messages of proto/ps.proto, so the store is unit-tested in-process.
 //
-// Knows nothing of gRPC: requests and responses are the plain protobuf messages of
-// proto/ps.proto, so the gRPC service (ps_server/rpc/) stays a thin adapter and the store is
-// unit-tested in-process.
-//
-// Thread-safety: every method may be called concurrently from any thread. Each shard has its
-// own mutex, so requests on different shards proceed in parallel; a pull takes its bytes under
-// the shard's lock (a copy, or references to the parameter blocks that updates then copy
-// before writing), so it sees the shard before or after an update, never half of one.
-// A bad request returns a non-OK status naming the shard, field or shape at fault and changes
-// nothing; a request that would need more memory than the ps has fails with
-// RESOURCE_EXHAUSTED (std::bad_alloc never escapes a call).
-//
-// Durable state: every update is fenced by a recovery generation (SetGeneration), checked
-// under the shard's lock; Snapshot cuts every shard by reference and writes the file off the
-// serving threads; Restore reads a checkpoint by rows, whatever partitioning wrote it.
+// Thread-safety: every method may be called concurrently from any thread. Requests on
+// different shards proceed in parallel; a pull sees a shard before or after an update, never
+// half of one. A bad request returns a non-OK status naming the shard, field or shape at
+// fault and changes nothing; a request that would need more memory than the ps has fails
+// with RESOURCE_EXHAUSTED (std::bad_alloc never escapes a call).
 #ifndef SHARDPS_PS_SERVER_SHARD_STORE_H_
 #define SHARDPS_PS_SERVER_SHARD_STORE_H_
 

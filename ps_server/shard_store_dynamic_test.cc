@@ -1,4 +1,4 @@
-// Dynamic tables served by the store (ShardSpec.dynamic; issue 10 §3): rows keyed by 64-bit
+// Dynamic tables served by the store (ShardSpec.dynamic): rows keyed by 64-bit
 // keys, made by the first push, read as their initial value before; identical initial rows
 // whatever the shard; keys outside the shard's buckets and row ranges refused with nothing
 // changed; SYNC steps bit-reproducible and re-runnable; admission and eviction through the

@@ -1710,7 +1710,7 @@ TEST(ShardStoreTest, PullsPastTheReplyBoundFailAtOnce) {
   // 1 MiB rows (262144 floats), 3 of them.
   ASSERT_TRUE(Create(*store, {Spec("e", {3, 262144}, Sgd(), Constant(0))}).ok());
   // 40,000 ids of 1 MiB rows ask for a ~40 GiB reply: refused before anything is allocated
-  // (this used to abort the ps on std::bad_alloc).
+  // (the ps must not abort on std::bad_alloc).
   PullRowsRequest rows;
   rows.set_shard("e");
   for (int i = 0; i < 40000; ++i) rows.add_ids(i % 3);

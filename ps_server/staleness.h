@@ -2,35 +2,16 @@
 // shard (ps_server/shard.h) uses to apply a push whose gradient was computed on parameters
 // older than the shard's current ones.
 //
-// A push names its base version, the shard version its gradient was computed at
-// (PushRequest.base_version; 0: unknown, no policy). Its staleness is the number of updates
-// applied to the shard after the base version that touched any of its rows (UpdateHistory).
-// When every update covers the whole shard, as when a variable's shard fits in one request,
-// that is the version difference. It is not the difference when a client splits a large
-// shard's push into row chunks, each an update of its own: chunk 2 of a step then comes two
-// versions after chunk 0 of the same step without being stale at all, and dividing its
-// learning rate by 2 would be wrong. Counting only updates that overlap the push's rows
-// gives each chunk the staleness in steps that the other workers' pushes caused.
-//
-// Two policies, either or both:
-//  - staleness_lr INVERSE (Zhang, Gupta, Lian, Liu 2016, "Staleness-aware Async-SGD"): the
-//    update's learning rate (after decay; Adam's lr_t) is divided by max(1, staleness). The
-//    paper divides by the staleness; a fresh push (staleness 0) keeps the rate as is.
-//  - delay_compensation lambda (Zheng et al. 2017, "Asynchronous SGD with Delay
-//    Compensation", DC-ASGD): the optimizer applies g + lambda * g * g * (w_now - w_bak)
-//    elementwise, w_bak the parameters at the base version, a first-order correction of the
-//    gradient towards w_now with g * g standing in for the Hessian's diagonal. Applied to
-//    dense pushes and, row by row, to row pushes. The shard keeps the parameters of its last
-//    K versions (RetainedVersions): views that share the copy-on-write blocks, so an update
-//    copies a block only while an older version still holds it. Memory: up to K more copies
-//    of the parameters, for a dense shard whose every update rewrites it (K copies of its
-//    bytes per K updates); for a large table updated at a few rows per push, a whole block
-//    (up to 1 MiB) is copied per block touched, so prefer it for dense variables. A push
-//    based on a version older than those kept is compensated against the oldest kept (the
-//    part of the drift since then), which is closer to w_bak than w_now is.
-//    With delay_compensation_adaptive (the paper's DC-ASGD-a), lambda_t = lambda /
-//    (sqrt(mean_square) + 1e-7) per element, mean_square <- 0.95 mean_square + 0.05 g * g
-//    updated by every push before it is used (one more copy of the parameters).
+// A push names its base version (PushRequest.base_version; 0: unknown, no policy). Its
+// staleness is the number of updates after the base version that touched any of its rows
+// (UpdateHistory), not the version difference: a large shard's push split into row chunks is
+// one update per chunk, and a chunk is not made stale by the chunks of its own step.
+//  - staleness_lr INVERSE (Zhang et al. 2016, "Staleness-aware Async-SGD"): the update's
+//    learning rate (after decay; Adam's lr_t) is divided by max(1, staleness).
+//  - delay_compensation lambda (Zheng et al. 2017, DC-ASGD): the optimizer applies
+//    g + lambda * g * g * (w_now - w_bak) elementwise, w_bak the parameters at the base
+//    version (RetainedVersions; the oldest kept when the base is older), to dense pushes and,
+//    row by row, to row pushes. Adaptive (DC-ASGD-a): see DelayCompensate.
 // When both are on, the compensated gradient is applied with the scaled learning rate.
 //
 // Thread-safety: UpdateHistory and RetainedVersions are not thread-safe (a shard's own,
@@ -107,7 +88,10 @@ class UpdateHistory {
   size_t count_ = 0;  // entries held
 };
 
-// Views of a shard's parameters at its last few versions (delay compensation's w_bak).
+// Views of a shard's parameters at its last few versions (delay compensation's w_bak). They
+// share the copy-on-write blocks, so an update copies a block only while an older version
+// still holds it: up to K more copies of a dense shard that every update rewrites, and for a
+// large table updated at a few rows per push a whole block (up to 1 MiB) per block touched.
 class RetainedVersions {
  public:
   explicit RetainedVersions(int capacity) : capacity_(capacity) {}

@@ -1,20 +1,11 @@
 // SyncAccumulator: the SYNC step in progress on one shard. Each replica contributes either
-// dense pushes (row-range chunks that together cover the shard) or exactly one PushRows;
-// rows a replica already sent for the step are not added again (another worker re-running
-// the step). Once every replica is complete, Sum() adds their gradients in replica order
-// 0..n-1, a fixed order, so that the step's result does not depend on arrival order and a
-// run is reproducible bit for bit.
-//
-// Backup workers (replicas_to_aggregate k < n, opt-in): the step is complete as soon as k
-// replicas are; Sum() then adds those k, still in replica order, and scales the sum by n / k
-// (n times their mean: the scale of a full step, so the learning rate means the same). The
-// other replicas' rows, even those that had partly arrived, are left out, and a replica that
-// pushes after that is told its push is dropped. Which k replicas make up a step depends on
-// arrival order, so these steps are not reproducible bit for bit; each shard's accumulator
-// chooses its own k, as the accumulators of TensorFlow's SyncReplicasOptimizer do (see
-// docs/design.md#backup-workers).
-//
-// The accumulator only gathers and sums; the shard applies the sum with its optimizer.
+// dense pushes (row-range chunks that together cover the shard) or exactly one PushRows; rows
+// a replica already sent for the step are not added again (another worker re-running the
+// step). Sum() adds the complete replicas' gradients in replica order 0..n-1, whatever the
+// order they arrived in, so a run is reproducible bit for bit. With backup workers
+// (replicas_to_aggregate k < n, opt-in) the step is complete once k replicas are, and which
+// k depends on arrival order (docs/design.md#backup-workers). It only gathers and sums; the
+// shard applies the sum with its optimizer.
 //
 // Thread-safety: not thread-safe; guarded by the shard's mutex.
 #ifndef SHARDPS_PS_SERVER_SYNC_ACCUMULATOR_H_
@@ -78,9 +69,11 @@ class SyncAccumulator {
   // Every complete replica sent rows (PushRows), none dense chunks.
   bool rows_only() const;
 
-  // The step's gradient: the complete replicas' gradients summed in replica order (scaled
-  // by n / k when k < n). May move buffers out of the accumulator (call Clear() after
-  // applying). May throw std::bad_alloc, before changing anything.
+  // The step's gradient: the complete replicas' gradients summed in replica order, scaled by
+  // n / k when k < n (n times their mean, the scale of a full step, so the learning rate means
+  // the same; the other replicas' rows, even those partly arrived, are left out). May move
+  // buffers out of the accumulator (call Clear() after applying). May throw std::bad_alloc,
+  // before changing anything.
   // REQUIRES: complete().
   StepGradient Sum();
 

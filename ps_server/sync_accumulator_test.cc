@@ -175,7 +175,7 @@ TEST(SyncAccumulatorTest, RowsOfABackupStepAreOnlyThoseOfTheReplicasUsed) {
   EXPECT_EQ(sum.values, (std::vector<float>{4 * 1.5f, (6.0f + 2) * 1.5f}));
 }
 
-// k = n (or 0) is today's step: all replicas, no scaling, the same bits.
+// k = n (or 0) is the plain sync step: all replicas, no scaling, the same bits.
 TEST(SyncAccumulatorTest, AggregatingEveryReplicaIsTheDefault) {
   const std::vector<std::vector<float>> grads = {{1e8f, 1.0f}, {-1e8f, 3.0f}, {1.0f, 1e-8f}};
   std::vector<float> sums[2];
