@@ -1,18 +1,9 @@
 // The chief's side of a checkpoint: turning the ps tasks' snapshots into a committed
-// checkpoint, on a schedule, and choosing what to restore after a failure.
-//
-// A checkpoint is taken at a barrier (coordinator/scheduler.h): once steps [0, b) are done
-// and no later step has run, the chief asks every ps to snapshot (PsClient::SnapshotAll) and
-// lifts the barrier as soon as they answer, so training stalls only for the cut; each ps then
-// writes its file on its own. The chief waits for every file (SnapshotStatus), writes the
-// manifest (checkpoint/manifest.h) and commits it (CheckpointDir::Commit), then prunes.
-//
-// CheckpointDriver runs that protocol for the current job on the chief's control thread: it
-// says when a checkpoint is due (an interrupt, on demand, the final one, every_steps,
-// every_seconds), holds the job at the barrier (phase kCheckpointCut), and records the
-// outcome: the committed checkpoint in the job's status, or the error; the final one ends
-// training (kTrainingDone) unless a ps lost its state or cannot be reached, which rolls the
-// job back or pauses it, after which the final checkpoint is taken again.
+// checkpoint, on a schedule, and choosing what to restore after a failure. A checkpoint is cut
+// at a barrier (coordinator/scheduler.h): once steps [0, b) are done and no later step has
+// run, every ps snapshots (PsClient::SnapshotAll) and training resumes as soon as they answer;
+// each ps then writes its file on its own, and the chief waits for every file, writes the
+// manifest (checkpoint/manifest.h), commits it (CheckpointDir::Commit) and prunes.
 //
 // Thread-safety: the functions block on the ps and the disk, and are called holding no lock.
 // CheckpointDriver's methods REQUIRE the chief's mutex (ChiefState::mu); RunLocked releases
@@ -92,6 +83,11 @@ absl::StatusOr<CheckpointInfo> CommitCheckpoint(PsClient& ps, const CheckpointDi
                                                 const std::vector<std::string>& variables,
                                                 const CommitOptions& options);
 
+// Runs the checkpoint protocol for the current job on the chief's control thread: says when a
+// checkpoint is due, holds the job at the barrier (phase kCheckpointCut), and records the
+// outcome (the committed checkpoint in the job's status, or the error). The final checkpoint
+// ends training (kTrainingDone), unless a ps lost its state or cannot be reached: the job is
+// then rolled back or paused, and the final checkpoint is taken again.
 class CheckpointDriver {
  public:
   using Done = std::function<void(absl::StatusOr<CheckpointInfo>)>;

@@ -1,4 +1,4 @@
-// Dynamic tables through a checkpoint's whole path (issue 10 §3): ps snapshots (full, then
+// Dynamic tables through a checkpoint's whole path: ps snapshots (full, then
 // increments on the previous checkpoint: only the rows changed and the keys evicted since),
 // the chief's manifest (BuildManifest), a restore into another number of ps (another bucket
 // split) that reads the chain down to the full checkpoint, pruning that keeps the chain, and

@@ -1,23 +1,16 @@
 // Dispatcher: the chief's side of the steps. Its thread (Run) keeps each worker that runs the
-// job leased up to StepsInFlight(job) steps (Scheduler), each with its own deadline; sends
-// StartJob to workers that do not run it (probing failed ones every probe_interval); expires
-// leases, marking their workers failed; pings idle workers; decides that a job whose steps
-// are done, whose final checkpoint is committed and whose final evaluation is in (or timed
-// out) succeeded; and ends a job whose state is final once no call to any worker is in flight
-// (phase kEnding -> kEnded). A step's result is taken in its call's callback (OnStepDone):
-// counted exactly once, journalled, or classified (step_failure.h) and acted on; the same
-// callback leases the worker's next step.
-//
-// The thread sleeps until an event (ChiefState::dispatch_wake: a callback, a phase change,
-// steps added, a final evaluation) or its next timer: the earliest lease deadline, failed
-// worker probe, idle-worker ping or final-evaluation timeout. It never polls.
-//
-// Every call to a worker is counted until its callback has returned: WaitForCalls lets the
-// chief outlive them all, and CancelCalls before it makes that wait short.
+// job leased up to StepsInFlight(job) steps (Scheduler), starts the job on workers that do not
+// run it (probing failed ones), expires leases (marking their workers failed), pings idle
+// workers, decides that a job succeeded (steps done, final checkpoint committed, final
+// evaluation in or timed out), and ends a job whose state is final once no call to a worker
+// is in flight. A step's result is taken in its call's callback: counted exactly once,
+// journalled, or classified (step_failure.h) and acted on. The thread sleeps until an event
+// (ChiefState::dispatch_wake) or its next timer; it never polls. Every call to a worker is
+// counted until its callback has returned: WaitForCalls lets the chief outlive them all, and
+// CancelCalls before it makes that wait short.
 //
 // Thread-safety: every method but CancelCalls and WaitForCalls REQUIRES the chief's mutex
-// (ChiefState::mu);
-// Run takes it itself. Callbacks take it on the worker interface's threads.
+// (ChiefState::mu); Run takes it itself. Callbacks take it on the worker interface's threads.
 #ifndef SHARDPS_COORDINATOR_DISPATCHER_H_
 #define SHARDPS_COORDINATOR_DISPATCHER_H_
 

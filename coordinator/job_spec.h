@@ -6,13 +6,8 @@
 //    "optimizer": {"type": "adam", "learning_rate": 0.001},
 //    "mode": "sync", "partitioner": "min_size:262144:4", "placement": "by_bytes", "seed": 42}
 //
-// Every field but "model" is optional; ParseJobSpec fills the defaults, so the JobSpec it
-// returns is complete and its consumers never apply defaults of their own. Unknown keys are
-// rejected (a misspelt "epoch" must not silently train with the default), and every error is
-// one line naming the JSON field at fault, so that the chief can hand it back to shardctl.
-//
-// The chief calls ParseJobSpec on the text of SubmitJob; shardctl calls it for `validate` and
-// before submitting. The parser reads no files and no environment.
+// ParseJobSpec fills every default, so its consumers never apply defaults of their own. It
+// reads no files and no environment.
 //
 // Thread-safety: pure functions.
 #ifndef SHARDPS_COORDINATOR_JOB_SPEC_H_

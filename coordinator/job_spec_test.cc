@@ -877,7 +877,7 @@ TEST(JobSpecWarmStartTest, RejectsBadFields) {
 }
 
 TEST(JobSpecBoundsTest, EpochsAndSteps) {
-  // A 0 alone used to train one epoch silently.
+  // A 0 alone is an error, not one epoch trained silently.
   EXPECT_EQ(Error(Job(R"("epochs": 0)")), R"(job: "epochs": must be >= 1, got 0)");
   EXPECT_EQ(Error(Job(R"("steps": 0)")), R"(job: "steps": must be >= 1, got 0)");
   EXPECT_EQ(Error(Job(R"("epochs": 0, "steps": 0)")), R"(job: "epochs": must be >= 1, got 0)");

@@ -1,37 +1,11 @@
 // Scheduler: the chief's step queue. Pure bookkeeping, no I/O and no clock of its own (times
-// are passed in), so every rule below is unit-tested without a network.
-//
-// A job is a sequence of tasks ("steps" in progress reports), each one batch on one worker,
-// identified by a step id 0, 1, 2, ... Step s reads global batch s (epoch s / steps_per_epoch,
-// batch s % steps_per_epoch).
-// - ASYNC: any ready step may run at once.
-// - SYNC with R replicas: steps g*R .. g*R+R-1 form sync step g; their gradients are summed
-//   on the ps and applied once, so step of sync step g needs parameter version g. The total is
-//   rounded up to a multiple of R so that the last sync step completes.
-//   With backup workers (Plan::replicas_to_aggregate k < R, opt-in) sync step g is done as
-//   soon as k of its R steps are: the ps applies it with the first k gradients to arrive,
-//   so the others are superseded, counted done without running (or while still running on
-//   a straggler, whose late gradients the ps drops). Their leases stay until their calls
-//   return (or expire), so a straggler that hangs is still noticed.
-// - STALE with bound k: step s needs parameter version s - k (at most k steps unapplied).
-// A step is leased only when the version it needs is known to be reached (all steps that make
-// it up are complete), so a worker never waits on the ps for a step that cannot finish: a
-// re-queued step of a failed worker is never stuck behind steps that wait for it.
-//
-// A worker may hold several leases at once (the chief keeps up to JobSpec.steps_in_flight
-// steps leased per worker); each lease is its own, so a worker's failure re-queues every step
-// it held (RequeueWorker, or ExpireLeases for each expired one).
-//
-// A leased step that fails, or whose lease expires, goes back to the front of the queue. A
-// step is counted done exactly once: completions after the first (a slow worker finishing a
-// step that was re-leased) are reported as duplicates and ignored.
-//
-// Checkpoints are cut at a barrier: SetBarrier(b) stops leasing steps >= b (b = NextNew(),
-// rounded up to a whole sync step, so no step >= b was ever leased) while steps below it,
-// re-queued ones included, still run; once DonePrefix() >= b, steps [0, b) are wholly applied
-// and no later step is applied anywhere: a consistent cut. Restore puts the queue back to
-// such a cut (a rollback to a checkpoint), or to a cut plus steps known done after it (a
-// chief that resumes from live ps state and its journal).
+// are passed in). Step s, one batch on one worker, reads global batch s (epoch
+// s / steps_per_epoch, batch s % steps_per_epoch). It guarantees:
+// - a step is leased only when the parameter version it needs (Plan) is known to be reached,
+//   so a worker never waits on the ps for a step that cannot finish: a re-queued step of a
+//   failed worker is never stuck behind steps that wait for it;
+// - a leased step that fails, or whose lease expires, goes back to the front of the queue;
+// - a step is counted done exactly once: later completions are duplicates, ignored.
 //
 // Thread-safety: not thread-safe; the chief guards it with its own mutex.
 #ifndef SHARDPS_COORDINATOR_SCHEDULER_H_
@@ -62,6 +36,15 @@ struct StepTask {
 class Scheduler {
  public:
   enum class Mode { kAsync, kSync, kStale };
+  // The parameter version a step needs:
+  // - ASYNC: none; any ready step may run at once.
+  // - SYNC with R replicas: steps g*R .. g*R+R-1 form sync step g, whose gradients the ps
+  //   sums and applies once, so each needs version g. The total is rounded up to a multiple
+  //   of R. With backup workers (replicas_to_aggregate k < R) sync step g is done once k of
+  //   its steps are; the others are superseded, counted done without running or while a
+  //   straggler still runs them (their leases stay until the calls return or expire, so a
+  //   straggler that hangs is still noticed).
+  // - STALE with bound k: step s needs version s - k.
   struct Plan {
     Mode mode = Mode::kAsync;
     int num_replicas = 1;   // SYNC
@@ -74,7 +57,8 @@ class Scheduler {
 
   static absl::StatusOr<Scheduler> Create(const Plan& plan);
 
-  // The next step for `worker`, leased until `deadline`; nullopt when no step is ready.
+  // The next step for `worker`, leased until `deadline`; nullopt when no step is ready. A
+  // worker may hold several leases (the chief's steps_in_flight), each its own.
   std::optional<StepTask> Lease(int worker, absl::Time deadline);
 
   // Returns true if this completion counts (the first for this step), false for a duplicate or
@@ -105,17 +89,21 @@ class Scheduler {
   // `steps` rounded up to a whole number of sync steps (itself outside SYNC mode).
   int64_t RoundUp(int64_t steps) const;
   // Steps >= barrier are not leased until ClearBarrier (re-queued ones below it still are).
+  // A checkpoint's cut: with barrier b = RoundUp(NextNew()) no step >= b was ever leased, so
+  // once DonePrefix() >= b steps [0, b) are wholly applied and no later step anywhere.
   void SetBarrier(int64_t barrier) { barrier_ = barrier; }
   void ClearBarrier() { barrier_ = -1; }
   // Steps 0 .. DonePrefix()-1 are all done.
   int64_t DonePrefix() const { return done_prefix_; }
 
-  // Resets the queue: steps [0, done_prefix) and `also_done` are done (with backup workers,
-  // so is every step of a sync step of which `also_done` holds k), every lease is
-  // forgotten (completions of calls still in flight then count only if the chief passes them
-  // on, which it does not across a rollback), nothing is re-queued, the barrier is cleared,
-  // and the total becomes `total_steps` (rounded up). INVALID_ARGUMENT when done_prefix or an
-  // id is outside [0, total].
+  // Resets the queue to a cut (a rollback to a checkpoint), or to a cut plus the steps known
+  // done after it (a chief that resumes from live ps state and its journal): steps
+  // [0, done_prefix) and `also_done` are done (with backup workers, so is every step of a
+  // sync step of which `also_done` holds k), every lease is forgotten (completions of calls
+  // still in flight then count only if the chief passes them on, which it does not across a
+  // rollback), nothing is re-queued, the barrier is cleared, and the total becomes
+  // `total_steps` (rounded up). INVALID_ARGUMENT when done_prefix or an id is outside
+  // [0, total].
   absl::Status Restore(int64_t done_prefix, const std::vector<int64_t>& also_done,
                        int64_t total_steps);
   // Drops every step not yet leased; leased ones may still complete.
