@@ -52,6 +52,8 @@ uint64_t OwnGradient::BeginCompute() { return ++computes_; }
 
 bool OwnGradient::ApplyBefore(uint64_t seq, const PullMark& mark,
                               absl::Span<std::vector<float>> params) {
+  // Only the previous compute's update is ever added: with two step slots, every earlier
+  // step's push was done before this step's pull began.
   const uint64_t last = seq - 1;
   if (last == 0 || delta_seq_ != last) return false;
   // The pull began after `last`'s push was done, or ended after it began: for a gated pull
@@ -74,6 +76,8 @@ void OwnGradient::EndCompute(uint64_t seq, absl::Span<const std::vector<float>> 
   }
   ++updates_;
   for (size_t i = 0; i < grads.size() && i < delta_.size(); ++i) {
+    // Every rule the ps implements (math/optimizer.h) makes an update that does not depend on
+    // the parameters, so the update is the rule applied to zeros.
     std::vector<float>& delta = delta_[i];
     std::fill(delta.begin(), delta.end(), 0.0f);
     std::vector<float*> slots;

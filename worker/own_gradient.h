@@ -1,31 +1,18 @@
 // OwnGradient: a worker's own last update, for a step whose parameters were pulled without it.
 //
-// With two steps in flight (JobSpec.steps_in_flight), a worker pulls step B's parameters
-// while it computes step A, so B computes on parameters that lack A's update: every gradient
-// is at least one of the worker's own updates stale, and in async mode that costs accuracy
-// (issue 9 measured a 1-worker job's loss ~30% above the same job's in sync mode). This class
-// gives B that update: after A computes, it runs the job's optimizer rule on A's gradient
-// with slots of its own (which see this worker's gradients only) and keeps the update that
-// the rule makes; before B computes, it adds that update to B's parameters when B's pull
-// surely lacked it. The ps still applies A's gradient once, as pushed. With one worker the
-// local slots are the ps's slots, so B computes on exactly what a run with one step in flight
-// would; with several workers it is an estimate of the ps's update for A (the others'
-// updates are missing either way).
+// With two steps in flight (JobSpec.steps_in_flight) a worker pulls step B's parameters while
+// it computes step A, so B's pull may lack A's update. After A computes, this class runs the
+// job's optimizer rule on A's gradient with slots of its own (which see this worker's
+// gradients only; Adam's t and the learning rate decay count them too) and keeps the update;
+// before B computes, it adds that update to B's parameters when B's pull surely lacked it.
+// The ps still applies A's gradient once, as pushed. With one worker B then computes on
+// exactly what a run with one step in flight would; with several it is an estimate.
 //
-// Whether B's pull lacked A's update is known exactly because pulls and pushes of the job
-// are kept apart: a pull that does not wait for a version ("gated") waits for the job's
-// pushes in flight to finish before it goes out, and a push waits for gated pulls in flight
-// to finish. So either B's pull ended before A's push began (B lacks A: add the update) or
-// it began after A's push was done (B holds A: add nothing). A pull that waits for a version
-// (stale mode's min_version) is not gated, since a push waiting for it could wait for
-// itself; a step on such a pull gets the update only when A's push had not begun by the
-// time the pull ended. Only the update of the compute just before B's is ever added: with
-// two step slots, every earlier step's push was done before B's pull began.
-//
-// Every rule the ps implements (math/optimizer.h) makes an update that does not depend
-// on the parameters, so the update is the rule applied to zeros. Adam's t and the learning
-// rate decay count this worker's gradients (for a worker that joins a long-running job, its
-// first updates are estimates with Adam's early-step size).
+// B's pull is known to lack A's update because a gated pull (one that waits for no version)
+// waits for the job's pushes in flight before it goes out, and a push waits for the gated
+// pulls in flight (PullStarted, PushStarting). A pull that waits for a version (stale mode's
+// min_version) is not gated, since a push waiting for it could wait for itself; its step gets
+// the update only when A's push had not begun by the time the pull ended.
 //
 // Thread-safety: PullStarted, PullEnded, PushStarting, PushEnded and Skip may be called from
 // any thread. BeginCompute, ApplyBefore and EndCompute run on the worker's compute thread

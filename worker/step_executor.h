@@ -1,23 +1,9 @@
 // StepExecutor: the worker's domain. It accepts a job from the chief (loads the training set,
 // builds the model and its compute backend, connects to the ps tasks and checks that they
 // hold every parameter), then runs the steps it is given: gather the named batch, pull every
-// parameter, forward and backward, push every gradient, report loss and timings.
-//
-// A step is named by (epoch, batch index) and its pushes carry an idempotency key derived
-// from (job id, step id, generation), so any worker can run any step and a re-run of a step
-// the ps has already applied is not applied twice. The generation is the job's recovery
-// generation when the step was leased: the pushes carry it too (a ps rolled back since
-// refuses them), and a step re-run after a rollback gets new request ids, so the ps applies
-// it to the restored state instead of taking it for a duplicate.
-//
-// Knows nothing of gRPC (worker/rpc/ adapts it to WorkerService); the ps is reached through
-// the `connect` function, so tests run it against in-process ps tasks.
-//
-// Steps overlap: up to two steps of a job run at once, each with its own parameter, gradient
-// and batch buffers, and only their computes take turns. So while one step computes, the
-// next one pulls its parameters and the last one pushes its gradients (the chief keeps
-// JobSpec.steps_in_flight steps leased per worker for that). A third step waits for a
-// step's buffers to be free. Each step still returns only after its own push has completed.
+// parameter, forward and backward, push every gradient, report loss and timings. It knows
+// nothing of gRPC (worker/rpc/ adapts it); the ps is reached through `connect`, so tests run
+// it against in-process ps tasks.
 //
 // Thread-safety: thread-safe. StartJob calls run one at a time; steps of the job being
 // replaced finish on that job's buffers and client; Status never waits for either.
@@ -76,13 +62,18 @@ class StepExecutor {
   virtual absl::StatusOr<StartJobResponse> StartJob(const StartJobRequest& request) = 0;
 
   // Runs one step of the current job, concurrently with at most one other (a third call
-  // waits), and returns once its gradients are pushed. pull_ms and push_ms are the wall time
-  // of its pull and push, compute_ms that of its compute alone (not the wait for another
-  // step's). FAILED_PRECONDITION with ErrorDetail UNKNOWN_JOB when request.job_id() is not
-  // the current job (say, this worker restarted): the chief then sends StartJob again.
-  // Otherwise the batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad epoch or batch
-  // index), or the pull's, compute's or push's, annotated with the step and keeping its
-  // ErrorDetail (PS_UNAVAILABLE, PS_STATE_LOST, STALE_GENERATION...: client/ps_client.h).
+  // waits), and returns once its gradients are pushed. The two have their own parameter,
+  // gradient and batch buffers and only their computes take turns: while one step computes,
+  // the other pulls or pushes (the chief keeps JobSpec.steps_in_flight steps leased per
+  // worker for that). Any worker may run any step: its pushes carry StepIdempotencyKey, so a
+  // re-run of a step the ps has applied is not applied twice. pull_ms and push_ms are the wall
+  // time of its pull and push, compute_ms that of its compute alone (not the wait for another
+  // step's).
+  // FAILED_PRECONDITION with ErrorDetail UNKNOWN_JOB when request.job_id() is not the current
+  // job (say, this worker restarted): the chief then sends StartJob again. Otherwise the
+  // batch's error (INVALID_ARGUMENT / OUT_OF_RANGE for a bad epoch or batch index), or the
+  // pull's, compute's or push's, annotated with the step and keeping its ErrorDetail
+  // (PS_UNAVAILABLE, PS_STATE_LOST, STALE_GENERATION...: client/ps_client.h).
   virtual absl::StatusOr<StepResponse> RunStep(const StepRequest& request) = 0;
 
   // Task index, backend name, current job id and the steps it has completed here.
@@ -93,7 +84,10 @@ class StepExecutor {
 };
 
 // The idempotency key of step `step_id`'s pushes in job `job_id` at recovery generation
-// `generation`: a stable hash (the same in every process and build), never zero.
+// `generation`: a stable hash (the same in every process and build), never zero. The
+// generation is the job's when the step was leased: a ps rolled back since refuses the
+// pushes, and a step re-run after a rollback gets new request ids, so the ps applies it
+// instead of taking it for a duplicate.
 uint64_t StepIdempotencyKey(const std::string& job_id, int64_t step_id, int64_t generation);
 
 }  // namespace shardps
