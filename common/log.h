@@ -1,19 +1,10 @@
-// Log: the one way a daemon writes to its log (stderr), one line per record:
-//
-//   2026-11-05T12:34:56.789Z chief: job fm-1 started, 4690 steps
-//   2026-11-05T12:34:57.012Z chief: warning: ps 1 unreachable: ...
-//   2026-11-05T12:34:58.345Z chief: error: ps:0 (...): incompatible shardps protocol ...
-//
-// The time is UTC with milliseconds; the daemon ("ps", "worker", "chief", "evaluator") is set
-// once per process (SetLogDaemon; left out until then); the severity is named after the
-// daemon, as a compiler names it after a file, except for info. So every line ends in
-// "daemon: message" (info) or "daemon: error: message", and a record's text can be matched
-// as a substring of the log. A record is one line: newlines in a message become spaces. A
-// command-line error before a daemon exits 2 is no record: it stays a plain "error: ..." line
-// (common/flags.h HandleParseResult, rpc/daemon.h ExitBadConfig).
+// Log: the one way a daemon writes to its log (stderr), one line per record (FormatLogLine).
 //
 //   LogInfo() << "serving on " << address;   // written when the statement ends
 //   LogError() << status;
+//
+// A command-line error before a daemon exits 2 is no record: it stays a plain "error: ..."
+// line (common/flags.h HandleParseResult, rpc/daemon.h ExitBadConfig).
 //
 // Thread-safety: any thread may log at any time; each record is written whole, in one write,
 // so records of concurrent threads never interleave. SetLogDaemon is meant for main(), before
@@ -35,7 +26,13 @@ enum class LogSeverity { kInfo, kWarning, kError };
 void SetLogDaemon(absl::string_view daemon);
 std::string LogDaemon();
 
-// The line a record becomes, without its newline.
+// The line a record becomes, without its newline:
+//   2026-11-05T12:34:56.789Z chief: job fm-1 started, 4690 steps
+//   2026-11-05T12:34:57.012Z chief: warning: ps 1 unreachable: ...
+//   2026-11-05T12:34:58.345Z chief: error: ps:0 (...): incompatible shardps protocol ...
+// The time is UTC with milliseconds; the daemon is left out until SetLogDaemon; the severity
+// is named after the daemon (none for info), so a record's text can be matched as a substring
+// of the log. Newlines in a message become spaces.
 std::string FormatLogLine(absl::Time time, absl::string_view daemon, LogSeverity severity,
                           absl::string_view message);
 

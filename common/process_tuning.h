@@ -5,8 +5,8 @@
 // parsed; pulls and pushes of multi-MiB tensors do the same with their chunks. With glibc's
 // defaults, blocks of a few MiB are mapped and unmapped (or trimmed from the heap) each time,
 // so every 4 KiB page of every transfer costs a page fault and the kernel's zeroing of the
-// page: measured at about a tenth of a bulk transfer's CPU time. Raising the mmap and trim
-// thresholds keeps that memory in the heap, where the next transfer reuses it.
+// page. Raising the mmap and trim thresholds keeps that memory in the heap, where the next
+// transfer reuses it.
 //
 // Thread-safety: call once, early in main(), before other threads start.
 #ifndef SHARDPS_COMMON_MALLOC_TUNING_H_

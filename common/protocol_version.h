@@ -1,16 +1,12 @@
 // The version of shardps' wire protocol (the services and messages in proto/), which every
 // RPC between shardps processes carries, so that a daemon talking to one from an
 // incompatible release fails at once with an error naming both versions, never by misreading
-// a message.
-//
-// A build speaks a range of versions, [min, current]: `current` is what it sends and what its
-// messages mean; `min` the oldest peer it still serves and understands (fields added since
-// are optional, and a newer build keeps answering requests of versions back to `min`). Two
-// processes can talk when their ranges overlap. A rolling upgrade from release A to B works
-// when B's min <= A's current, which is what bumping the version keeps in mind: a change
-// that older peers can still parse (a new optional field, a new RPC that older builds never
-// receive) raises `current` and leaves `min`; a change they cannot raises `min` too, and the
-// docs/deploying.md#rolling-upgrades says the cluster then needs a full restart.
+// a message. A build speaks a range of versions, [min, current]: `current` is what it sends
+// and what its messages mean, `min` the oldest peer it still serves and understands; two
+// processes can talk when their ranges overlap. A change that older peers can still parse (a
+// new optional field, a new RPC they never receive) raises `current` only; one they cannot
+// raises `min` too, and the cluster then needs a full restart
+// (docs/deploying.md#rolling-upgrades).
 //
 // Thread-safety: LocalProtocol is thread-safe; SetLocalProtocolForTesting is meant for
 // main() before any RPC.
@@ -25,8 +21,8 @@
 
 namespace shardps {
 
-// Version 1: the protocol of the first multi-host release (issue 8).
-// Version 2 (issue 9), optional fields only: PushRequest / PushRowsRequest.base_version,
+// Version 1: the protocol of the first multi-host release.
+// Version 2, optional fields only: PushRequest / PushRowsRequest.base_version,
 // UpdateSpec staleness_lr, delay_compensation(_adaptive), retained_versions and
 // replicas_to_aggregate, PushResponse.dropped, StepResponse.own_gradient_applied, JobSpec
 // own_gradient, staleness options and sync_backup_workers. A version-1 ps ignores the

@@ -1,36 +1,15 @@
-// Daemon: what every shardps daemon (ps, worker, chief, evaluator) does the same way —
-// the common flags, loading and checking TF_CONFIG, serving gRPC services on the task's
-// address, stopping on SIGINT/SIGTERM, on request (a Shutdown RPC) or when the chief has been
-// gone too long, and the exit code each of those ends with (one table for every daemon,
-// below; docs/exit-codes.md says what a supervisor should do with each).
-//
-// Common flags: --tf_config, --validate_config, --long_lived, --version (the wire protocol,
-// common/protocol_version.h) and the test aid --test_protocol_version; a daemon that serves has
-// --bind_host and --max_request_bytes; one that follows a chief (every type but "chief") has
-// --orphan_timeout_s.
+// Daemon: what every shardps daemon (ps, worker, chief, evaluator) does the same way: the
+// common flags (--tf_config, --validate_config, --long_lived, --version, the test aid
+// --test_protocol_version; --bind_host and --max_request_bytes for a daemon that serves;
+// --orphan_timeout_s for one that follows a chief), TF_CONFIG, serving gRPC on the task's
+// address, stopping (SIGINT/SIGTERM, a Shutdown RPC, or the chief gone too long) and the exit
+// code of each stop (below; docs/exit-codes.md says what a supervisor should do with each).
 //
 // Usage, in main():
 //   Daemon::BlockTerminationSignals();     // first, before any thread starts
 //   FlagParser flags(...); Daemon daemon("ps", &flags); ...add own flags...
 //   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
 //   ... return RunDaemon(daemon, body);    // rpc/daemon_run.h: serve, wait, shut down
-//
-// Orphans. A ps, worker or evaluator serves one chief's job. When that chief is gone for
-// good (its job deleted, its node lost with no restart), nothing would ever stop them; so
-// each notes every contact from the chief (NoteChiefContact: the chief's RPCs to a worker,
-// its Health probes to a ps, the status it answers the evaluator) and the daemon stops with
-// kExitOrphaned after --orphan_timeout_s without one, counting from its start until the first
-// contact. The default, an hour, rides out every way a chief comes back (a restart that
-// resumes the job, a pod rescheduled to another node and its image pulled, a pending pod
-// waiting for room, a long checkpoint restore) with a wide margin over the chief's pings
-// every few seconds, and still hands an abandoned cluster's machines back the same hour.
-// 0 (or --long_lived, whose daemons outlive jobs and chiefs by design) turns it off.
-//
-// Request sizes. Serve caps the largest request message a daemon accepts
-// (--max_request_bytes; the default is the daemon's: 16 MiB for the ps, which takes the
-// client library's 4 MiB chunks with room for their framing, 4 MiB for the others, whose
-// requests are small). gRPC refuses a larger message with RESOURCE_EXHAUSTED ("Received
-// message larger than max (N vs. LIMIT)") from its length, before the service sees it.
 //
 // Thread-safety: Init, Serve and the setters are called from main() before the daemon is
 // shared; RequestStop, NoteChiefContact, the Wait* methods and the stop accessors may be
@@ -123,8 +102,10 @@ class Daemon {
   static void ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes);
 
   // Builds and starts a gRPC server with `services` on this task's port, requests capped at
-  // max_request_bytes(). Logs the error and returns null when the address is bad or the
-  // port is taken (exit kExitError).
+  // max_request_bytes() (by default 16 MiB for the ps, 4 MiB for the others): gRPC refuses a
+  // larger message from its length with RESOURCE_EXHAUSTED ("Received message larger than max
+  // (N vs. LIMIT)"), before the service sees it. Logs the error and returns null when the
+  // address is bad or the port is taken (exit kExitError).
   std::unique_ptr<grpc::Server> Serve(const std::vector<grpc::Service*>& services);
   // The same on `address` ("host:port", read as a TF_CONFIG address is: see ListenAddress)
   // instead of this task's TF_CONFIG address. Every server answers gRPC's standard health
@@ -145,7 +126,10 @@ class Daemon {
   void set_idle_check(std::function<bool()> idle) { idle_check_ = std::move(idle); }
 
   // Notes contact from the chief: the orphan clock starts over. Lock-free; call it on every
-  // RPC from the chief.
+  // contact (the chief's RPCs to a worker, its Health probes to a ps, the status it answers
+  // the evaluator). A ps, worker or evaluator stops with kExitOrphaned after
+  // --orphan_timeout_s (an hour by default) without one, counted from its start until the
+  // first contact; 0 or --long_lived turns the watch off.
   void NoteChiefContact();
 
   // Asks the daemon to stop (cause kRequest). A request from a Shutdown RPC (`from_rpc`) is
@@ -158,8 +142,8 @@ class Daemon {
   StopCause stop_cause() const;
   // The exit code of the stop: kRequest (or not stopped) kExitDone, kSignal kExitInterrupted
   // (kExitDone for an idle --long_lived daemon: set_idle_check), kOrphaned kExitOrphaned.
-  // Call it right after the stop, before the daemon tears down what the idle check reads. A chief or evaluator that knows its job's outcome returns that
-  // instead (kExitJobFailed).
+  // Call it right after the stop, before the daemon tears down what the idle check reads. A
+  // chief or evaluator that knows its job's outcome returns that instead (kExitJobFailed).
   int StopExitCode() const;
 
  private:

@@ -1,20 +1,12 @@
-// RunDaemon: a daemon's life after Daemon::Init, the same for every daemon. It serves the
-// daemon's services, logs where ("<task> serving on <address><Describe()>"), runs the
-// daemon's work until the job ends or the daemon stops (a signal, a Shutdown RPC, the orphan
-// timeout), then shuts down in one order:
-//   1. BeginShutdown: the work fails what a call in flight may wait on (a ps's waiting pulls);
-//   2. the server takes no new calls and drains those in flight (2 s, then cancels them);
-//   3. FinishShutdown: the work finishes what the calls scheduled (an executor's queue);
-//   4. a last log line: "stopped (<cause>), exit code N".
-// With a shutdown grace, a shutdown that takes longer (a step stuck on a ps that is gone) is
-// cut short: the process exits at once with the exit code.
+// RunDaemon: a daemon's life after Daemon::Init, the same for every daemon: serve, run the
+// daemon's work (a DaemonBody) until the job ends or the daemon stops, shut down in one order.
 //
 // Usage, in main() after Daemon::Init:
 //   PsDaemonBody body(...);            // a DaemonBody: owns what the services use
 //   return RunDaemon(daemon, body);
 //
 // Thread-safety: RunDaemon runs on main()'s thread; the body's methods are called on it, one
-// at a time, in the order above.
+// at a time, in the order RunDaemon states.
 #ifndef SHARDPS_RPC_DAEMON_RUN_H_
 #define SHARDPS_RPC_DAEMON_RUN_H_
 
@@ -58,7 +50,16 @@ struct RunOptions {
   absl::Duration shutdown_grace = absl::InfiniteDuration();
 };
 
-// Returns the daemon's exit code: Run's, or kExitError when it cannot listen (logged).
+// Serves the body's services, logs where ("<task> serving on <address><Describe()>"), calls
+// body.Run until the job ends or the daemon stops (a signal, a Shutdown RPC, the orphan
+// timeout), then shuts down in this order:
+//   1. BeginShutdown: the work fails what a call in flight may wait on (a ps's waiting pulls);
+//   2. the server takes no new calls and drains those in flight (2 s, then cancels them);
+//   3. FinishShutdown: the work finishes what the calls scheduled (an executor's queue);
+//   4. a last log line: "stopped (<cause>), exit code N".
+// Past options.shutdown_grace (a step stuck on a ps that is gone, say) the process exits at
+// once with the exit code. Returns the daemon's exit code: Run's, or kExitError when it cannot
+// listen (logged).
 int RunDaemon(Daemon& daemon, DaemonBody& body, const RunOptions& options = {});
 
 }  // namespace shardps

@@ -1,21 +1,8 @@
 // The wire protocol's version on every RPC (common/protocol_version.h says what it means).
-//
-// Clients: every call's context gets AttachProtocolVersion, which adds this process's range as
-// the gRPC metadata kProtocolMetadataKey (the client library, the chief's worker and ps
-// calls, the evaluator's and shardctl's calls all do). A call without it is refused, loudly,
-// so a forgotten one shows at once. (A client interceptor on NewChannel's channels would do
-// it for every call by itself, but gRPC's interception machinery cost about 30 us per call
-// here: a 4-byte pull went from 1.08x to 1.24x a bare gRPC echo.)
-//
-// Services: every handler of a shardps service starts with
-//
-//   if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
-//
-// which finishes the call with FAILED_PRECONDITION (detail PROTOCOL_MISMATCH) naming both
-// versions and the caller's address when the caller's range does not overlap this process's,
-// or when the call carries no version (not a shardps client, or one from before versions);
-// the handler then touches no state. gRPC's standard health service is not checked: the
-// kubelet's probes carry no version.
+// Every shardps client call carries this process's range (AttachProtocolVersion), and every
+// handler of a shardps service first refuses a caller whose range does not overlap, or that
+// sends none (RejectIncompatibleClient); the handler then touches no state. gRPC's standard
+// health service is not checked: the kubelet's probes carry no version.
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_RPC_PROTOCOL_H_
@@ -43,7 +30,10 @@ inline constexpr char kRowIdsBytesMetadataKey[] = "shardps-row-ids-bytes";
 // sends one call per item to a ps of an earlier release.
 inline constexpr char kRowBatchesMetadataKey[] = "shardps-row-batches";
 
-// Adds kProtocolMetadataKey: LocalProtocol() to the call's initial metadata. Before the call.
+// Adds kProtocolMetadataKey: LocalProtocol() to the call's initial metadata. Before the call;
+// every call's context needs it (the client library, the chief's worker and ps calls, the
+// evaluator's and shardctl's calls), and a call without it is refused, so a forgotten one
+// shows at once. (A client interceptor would attach it by itself, at a cost on every call.)
 void AttachProtocolVersion(grpc::ClientContext* ctx);
 
 // OK when the call's client speaks a protocol compatible with this process's; else
@@ -52,7 +42,8 @@ void AttachProtocolVersion(grpc::ClientContext* ctx);
 absl::Status CheckClientProtocol(const grpc::CallbackServerContext& ctx, absl::string_view daemon);
 
 // Null when CheckClientProtocol is OK; else ctx's default reactor, finished with that error,
-// for the handler to return.
+// for the handler to return. Every handler of a shardps service starts with
+//   if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
 grpc::ServerUnaryReactor* RejectIncompatibleClient(grpc::CallbackServerContext* ctx,
                                                    absl::string_view daemon);
 
