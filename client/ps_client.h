@@ -1,22 +1,16 @@
 // PsClient: the one library through which any process (worker, chief, evaluator, tests,
-// users' own C++) talks to the ps tasks. It knows the shard layout of every variable: it
-// partitions and places new variables (partitioners/), or rebuilds the layout from what the
-// ps tasks hold (Discover). Whole-variable pulls and pushes fan out to every shard on every ps
-// in parallel, split into chunks of at most `max_chunk_bytes` so that no message approaches
-// gRPC's or protobuf's size limits and large transfers are pipelined; row ids are routed to
-// their shards and results are stitched back in request order.
+// users' own C++) talks to the ps tasks. It knows every variable's shard layout: it partitions
+// and places new variables (partitioners/), or rebuilds the layout from what the ps tasks hold
+// (Discover). Pulls and pushes fan out to every shard on every ps in parallel, in chunks of at
+// most `max_chunk_bytes`; row ids are routed to their shards and results are stitched back in
+// request order.
 //
 // Every call has an asynchronous form (returns at once, `done` runs exactly once on some
-// thread) and a blocking wrapper. Calls that fail with UNAVAILABLE are retried with
-// exponential backoff, carrying the same request id, so a retried push is applied once.
-// Row calls are cut into requests of at most `max_chunk_bytes` of rows as well.
-//
-// Errors from a ps name it ("ps:1 (host:2223): ...") and carry a typed ErrorDetail
-// (client/ps_call_error.h) that survives the join of a call's parts: PS_UNAVAILABLE with the
-// ps's task when it could not be reached (after the retries), PS_STATE_LOST when it no longer
-// holds a shard the layout places there (it restarted), or the detail the ps attached (say,
-// STALE_GENERATION). The control plane (HealthEach, SetGenerationAll, ...) is the chief's:
-// one call to every ps at once, telling which ps failed.
+// thread) and a blocking wrapper. UNAVAILABLE is retried with exponential backoff under the
+// same request id, so a retried push is applied once. Errors from a ps name it
+// ("ps:1 (host:2223): ...") and carry a typed ErrorDetail (client/ps_call_error.h):
+// PS_UNAVAILABLE after the retries, PS_STATE_LOST when a ps no longer holds a shard the layout
+// places there (it restarted), or the detail the ps attached (say, STALE_GENERATION).
 //
 // Thread-safety: thread-safe. Layout changes (CreateVariables, Discover) may run
 // concurrently with data calls on other variables.

@@ -1,20 +1,8 @@
 // Loads the CUDA plugin, libshardps_cuda.so (cuda_plugin_abi.h), at run time, so that binaries
 // start without any CUDA library installed (a CPU-only container image) and load cudart and
-// cuBLAS only when a job asks for the GPU.
-//
-// Where the plugin is looked for (CudaPluginSearchPath), in this order:
-//   1. $SHARDPS_CUDA_PLUGIN, when set and not empty: that path and no other, so that a wrong
-//      path is reported rather than another plugin silently used;
-//   2. beside the executable: <dir of /proc/self/exe>/libshardps_cuda.so;
-//   3. the lib dir next to it: <dir of /proc/self/exe>/../lib/shardps/libshardps_cuda.so (the
-//      container image: /usr/local/bin/worker and /usr/local/lib/shardps/);
-//   4. Bazel's runfiles (`bazel run`, `bazel test`, and daemons those start):
-//      <root>/shardps/model/cuda_plugin/libshardps_cuda.so for each root of $RUNFILES_DIR,
-//      $TEST_SRCDIR and <executable>.runfiles.
-// The first candidate that exists is loaded; a later one is tried only when no earlier file
-// exists. The plugin is dlopen'ed RTLD_NOW | RTLD_LOCAL and never unloaded (the computes it
-// makes live on); loading the same path again reuses the loaded copy, so a Load is cheap
-// after the first and keeps no state here.
+// cuBLAS only when a job asks for the GPU. The plugin is dlopen'ed RTLD_NOW | RTLD_LOCAL and
+// never unloaded (the computes it makes live on); loading the same path again reuses the
+// loaded copy, so a Load is cheap after the first and keeps no state here.
 //
 // Thread safety: every function is safe to call from any thread.
 #ifndef SHARDPS_COMPUTE_CUDA_PLUGIN_LOADER_H_
@@ -34,17 +22,25 @@ namespace shardps {
 // The environment variable naming the plugin's path (search step 1).
 inline constexpr char kCudaPluginEnv[] = "SHARDPS_CUDA_PLUGIN";
 
-// The candidate paths, in the order above, without duplicates.
+// The candidate paths, in this order, without duplicates:
+//   1. $SHARDPS_CUDA_PLUGIN, when set and not empty: that path and no other, so that a wrong
+//      path is reported rather than another plugin silently used;
+//   2. beside the executable: <dir of /proc/self/exe>/libshardps_cuda.so;
+//   3. the lib dir next to it: <dir of /proc/self/exe>/../lib/shardps/libshardps_cuda.so (the
+//      container image: /usr/local/bin/worker and /usr/local/lib/shardps/);
+//   4. Bazel's runfiles (`bazel run`, `bazel test`, and daemons those start):
+//      <root>/shardps/model/cuda_plugin/libshardps_cuda.so for each root of $RUNFILES_DIR,
+//      $TEST_SRCDIR and <executable>.runfiles.
 std::vector<std::string> CudaPluginSearchPath();
 
 // A loaded plugin: its path and its entry points. Cheap to copy.
 class CudaPlugin {
  public:
-  // Loads the first of `paths` that exists (see above). FAILED_PRECONDITION, naming the paths
-  // tried and dlerror() for each, when none exists or `paths` is empty; FAILED_PRECONDITION
-  // naming the path and dlerror() when the first that exists cannot be loaded (not a shared
-  // object, or the CUDA libraries it links are missing), lacks one of the symbols, or was
-  // built for another kCudaPluginAbiVersion.
+  // Loads the first of `paths` that exists; a later one is tried only when no earlier file
+  // exists. FAILED_PRECONDITION, naming the paths tried and dlerror() for each, when none
+  // exists or `paths` is empty; FAILED_PRECONDITION naming the path and dlerror() when the
+  // first that exists cannot be loaded (not a shared object, or the CUDA libraries it links are
+  // missing), lacks one of the symbols, or was built for another kCudaPluginAbiVersion.
   static absl::StatusOr<CudaPlugin> Load(const std::vector<std::string>& paths);
 
   const std::string& path() const { return path_; }

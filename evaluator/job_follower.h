@@ -1,23 +1,7 @@
 // The evaluator's ps mode: follows the chief's job. While the job trains it evaluates a
 // consistent snapshot of the live parameters (every eval_every_steps steps, or as often as it
 // can), and once training is done, the final model; each result goes to the metrics file
-// and to the chief (ReportEval; `shardctl status` shows it, and the chief waits for the final
-// one before it ends the job).
-//
-// What it does with each state of the followed job:
-//   RUNNING with a phase ("paused: ...", "recovering: ..."): nothing; it waits. The
-//     parameters may be mid-rollback, and the job resumes.
-//   RUNNING, training done: the final evaluation, reported with final = true; then
-//     kSucceeded (with long_lived: it waits for the next job).
-//   SUCCEEDED (the final report was not needed, or came too late): one final evaluation if
-//     none was made (the ps may be gone: logged), then kSucceeded.
-//   FAILED or CANCELLED: kJobFailed, without a final evaluation.
-// It follows the first job it sees RUNNING, and a later one that replaces it; a job that had
-// ended before it was first seen is not followed. While the chief is unreachable (a chief
-// restarting resumes its job) it retries with backoff, logging once when the chief goes and
-// once when it is back; its daemon's orphan clock (hooks.on_contact, on every answer) bounds
-// the wait. Failed evaluations (a ps restarting, the layout changed) are logged once per
-// distinct error and retried with backoff, re-discovering the layout.
+// and to the chief (ReportEval; the chief waits for the final one before it ends the job).
 //
 // Thread-safety: FollowChiefJobs runs on the calling thread; the options' objects must
 // outlive it.
@@ -54,7 +38,19 @@ struct JobFollowerOptions {
 };
 
 // Runs until the followed job ends (kSucceeded, kJobFailed) or hooks.sleep says the daemon is
-// stopping (kStopped).
+// stopping (kStopped). It follows the first job it sees RUNNING, and a later one that replaces
+// it (never one that had ended before it was first seen), and by the job's state:
+//   RUNNING with a phase ("paused: ...", "recovering: ..."): waits (the parameters may be
+//     mid-rollback, and the job resumes).
+//   RUNNING, training done: the final evaluation, reported with final = true; kSucceeded.
+//   SUCCEEDED (the final report was not needed, or came too late): one final evaluation if
+//     none was made (the ps may be gone: logged); kSucceeded.
+//   FAILED or CANCELLED: kJobFailed, without a final evaluation.
+// With long_lived it waits for the next job instead of returning kSucceeded. An unreachable
+// chief (a chief restarting resumes its job) and failed evaluations (a ps restarting, the
+// layout changed) are retried with backoff, each logged once (per distinct error), the latter
+// re-discovering the layout; hooks.on_contact, on every answer of the chief, keeps the
+// daemon's orphan clock from ending the wait.
 EvalOutcome FollowChiefJobs(const JobFollowerOptions& options, const EvalLoopHooks& hooks);
 
 }  // namespace shardps

@@ -1,21 +1,9 @@
 // The evaluator's sidecar mode (TensorFlow's SidecarEvaluator): watches a job's checkpoint
 // directory and evaluates each committed checkpoint once, oldest first, from the files alone
-// (no ps needed): the manifest's "job" object is the job file (model, data), the parameters
-// are read by rows whatever the sharding, and the same Evaluator as the ps mode turns them
-// into metrics. Each result goes to the metrics file (with the checkpoint's id and steps)
-// and, when a chief is configured and reachable, to the chief (ReportEval with
-// EvalMetrics.checkpoint_id and steps_done; final = the manifest's "final").
-//
-// What it never does: evaluate a directory without a manifest (an interrupted checkpoint does
-// not exist), or die of a bad one. A checkpoint whose manifest does not parse, whose files
-// fail their checksums, or that lacks the model's variables is logged (naming the file) and
-// skipped; one pruned while it is read is logged and skipped. Each is tried once.
-//
-// It ends (kSucceeded) after evaluating a checkpoint marked "final": true, unless long_lived.
-// With a chief: when the chief reports the directory's job FAILED or CANCELLED, it evaluates
-// what is committed and returns kJobFailed; SUCCEEDED without a final checkpoint, kSucceeded.
-// Without one, only its daemon's orphan clock ends a wait that never sees a final
-// checkpoint: every new checkpoint and every answer of the chief counts as contact.
+// (no ps needed), with the same Evaluator as the ps mode. Each result goes to the metrics file
+// (with the checkpoint's id and steps) and, when a chief is configured and reachable, to the
+// chief (ReportEval with EvalMetrics.checkpoint_id and steps_done; final = the manifest's
+// "final").
 //
 // Thread-safety: RunSidecar runs on the calling thread; the options' objects must outlive it.
 #ifndef SHARDPS_EVALUATOR_SIDECAR_H_
@@ -44,6 +32,15 @@ struct SidecarOptions {
   std::function<void(const CommittedCheckpoint&)> before_read;
 };
 
+// Never evaluates a directory without a manifest (an interrupted checkpoint does not exist),
+// and never dies of a bad checkpoint: one whose manifest does not parse, whose files fail
+// their checksums, that lacks the model's variables, or that is pruned while it is read is
+// logged (naming the file) and skipped. Each checkpoint is tried once.
+// Ends (kSucceeded) after evaluating a checkpoint marked "final": true, unless long_lived.
+// With a chief: when the chief reports the directory's job FAILED or CANCELLED, it evaluates
+// what is committed and returns kJobFailed; SUCCEEDED without a final checkpoint, kSucceeded.
+// Without one, only the daemon's orphan clock ends a wait that never sees a final checkpoint:
+// every new checkpoint and every answer of the chief counts as contact (hooks.on_contact).
 EvalOutcome RunSidecar(const SidecarOptions& options, const EvalLoopHooks& hooks);
 
 }  // namespace shardps

@@ -1,15 +1,10 @@
 // Models as the worker, the chief and the evaluator see them. A model declares its variables
 // (name, shape, initial value, and how a step reads and updates each: whole, or by rows) and
-// runs a step's compute on buffers the caller filled from the ps. Before a step pulls,
-// PrepareBatch reads the step's examples and names, for each variable read by rows, the
-// distinct ids the batch needs, so that the worker pulls and pushes those rows only: the
-// access pattern of an embedding table, whose batches touch a few thousand of its rows.
-//
-// The chief creates a model from the data's description alone (data/dataset.h's
-// DescribeDataset), never loading an example: it needs only the variables.
-//
-// A model computes on the device the process chose (compute/compute_device.h) with a compute
-// it makes itself (NewCompute), so that its callers need not know which kernels it runs.
+// runs a step's compute (NewCompute, made for the device the process chose) on buffers the
+// caller filled from the ps. Before a step pulls, PrepareBatch names, for each variable read by
+// rows, the distinct ids the batch needs, so that the worker pulls and pushes those rows only.
+// The chief creates a model from the data's description alone (DescribeDataset), never
+// loading an example.
 //
 // Thread safety: a Model is immutable after Create; its methods may be called from many
 // threads, each with its own StepBuffers. A ModelCompute runs one call at a time (callers

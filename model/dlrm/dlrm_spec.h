@@ -1,30 +1,9 @@
 // DlrmSpec: the shape of a DLRM-style CTR model (Naumov et al., 2019), as a job file names it,
-// and the list of its dense parameters.
-//
-// The model: one embedding table per categorical feature, whose rows an example's ids select
-// and pool (sum or mean; an example without ids pools to zeros); a bottom MLP (ReLU on every
-// layer, the last included, as in DLRM) over the num_dense dense features; an interaction of
-// the bottom output with the pooled embeddings; a top MLP (ReLU on the hidden layers) ending in
-// one logit; sigmoid; mean binary log loss.
-//
-// Interactions, over the "vectors" [bottom output, pooled table 0, ..., pooled table T-1] (the
-// bottom output is absent when num_dense == 0):
-//   concat  the vectors concatenated;
-//   dot     the bottom output, then the dot products of every pair of distinct vectors
-//           (i, j), i < j, in row-major order of the upper triangle; every vector must then
-//           have one dimension.
-//
-// Text form (job files), "dlrm:" then ';'-separated key=value pairs, every key optional:
-//   bottom=64,16          bottom MLP widths; empty or absent: none (the dense features go to
-//                         the interaction as they are; with num_dense == 0 it must be empty)
-//   top=64,32             top MLP hidden widths; the final layer of width 1 is implicit
-//   interaction=concat    concat (default) or dot
-//   pooling=sum           sum (default) or mean, for every table
-//   dim=16                embedding dimension for every table (default 16)
-//   dim.<table>=8         one table's dimension, overriding dim
-//   pooling.<table>=mean  one table's pooling, overriding pooling
-// The tables themselves (count, names, vocabulary sizes) come from the data's schema, which
-// the caller passes to ParseDlrmSpec.
+// and the list of its dense parameters. The model: one embedding table per categorical
+// feature, whose rows an example's ids select and pool (an example without ids pools to
+// zeros); a bottom MLP (ReLU on every layer, the last included, as in DLRM) over the
+// num_dense dense features; an interaction of the bottom output with the pooled embeddings; a
+// top MLP (ReLU on the hidden layers) ending in one logit; sigmoid; mean binary log loss.
 //
 // Thread safety: plain values and pure functions.
 #ifndef SHARDPS_MODEL_DLRM_DLRM_SPEC_H_
@@ -42,6 +21,12 @@
 namespace shardps {
 
 enum class DlrmPooling { kSum, kMean };
+// Over the "vectors" [bottom output, pooled table 0, ..., pooled table T-1] (the bottom output
+// is absent when num_dense == 0):
+//   kConcat  the vectors concatenated;
+//   kDot     the bottom output, then the dot products of every pair of distinct vectors
+//            (i, j), i < j, in row-major order of the upper triangle; every vector must then
+//            have one dimension.
 enum class DlrmInteraction { kConcat, kDot };
 
 // Limits that keep a spec's buffers within reason; a spec beyond them is INVALID_ARGUMENT.
@@ -91,9 +76,19 @@ struct DlrmSpec {
   int TableColumn(int t) const;
 };
 
-// Parses the text form above for the given dense feature count and tables. INVALID_ARGUMENT
-// naming the key (and value) for an unknown key or table, a malformed or out-of-range value, a
-// repeated key, and for whatever ValidateDlrmSpec refuses.
+// Parses the text form of a job file, "dlrm:" then ';'-separated key=value pairs, every key
+// optional:
+//   bottom=64,16          bottom MLP widths; empty or absent: none (the dense features go to
+//                         the interaction as they are; with num_dense == 0 it must be empty)
+//   top=64,32             top MLP hidden widths; the final layer of width 1 is implicit
+//   interaction=concat    concat (default) or dot
+//   pooling=sum           sum (default) or mean, for every table
+//   dim=16                embedding dimension for every table (default 16)
+//   dim.<table>=8         one table's dimension, overriding dim
+//   pooling.<table>=mean  one table's pooling, overriding pooling
+// The tables themselves (count, names, vocabulary sizes) are `tables`, from the data's schema.
+// INVALID_ARGUMENT naming the key (and value) for an unknown key or table, a malformed or
+// out-of-range value, a repeated key, and for whatever ValidateDlrmSpec refuses.
 absl::StatusOr<DlrmSpec> ParseDlrmSpec(absl::string_view text, int num_dense,
                                        absl::Span<const DlrmTableSchema> tables);
 
