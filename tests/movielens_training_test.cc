@@ -1,5 +1,5 @@
-// MovieLens-100k trained in shardps against the single-process reference of the same model
-// (issue 10 §1): embeddings of dimension 16 for the 8 categorical features (user, item,
+// MovieLens-100k trained in shardps against the single-process reference of the same model:
+// embeddings of dimension 16 for the 8 categorical features (user, item,
 // genres multi-hot with sum pooling, ...), the 2 dense inputs, one hidden layer of 64 ReLU
 // units, sigmoid; Adagrad (learning rate 0.2, initial accumulator 0.1) for every variable,
 // batches of 256, 5 epochs; rating >= 4 is a click. data/movielens/reference.py trains it in

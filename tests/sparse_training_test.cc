@@ -1,4 +1,4 @@
-// End-to-end training of the sparse click model (issue 10 §5) on a real local cluster (chief,
+// End-to-end training of the sparse click model on a real local cluster (chief,
 // 2 ps, 2 workers, evaluator as processes): a DLRM-style model whose embedding tables are
 // pulled and pushed by rows, on synthetic click logs drawn from a planted model, so the best
 // AUC a model can reach on the held-out examples is known (the planted probabilities' AUC).
@@ -50,7 +50,7 @@ std::string HashedJob(const std::string& name, const std::string& mode, const st
   return job.replace(at, std::string(kDataset).size(), kHashedDataset);
 }
 
-// `min_lift`: the issue's 0.9 for the job above. The same job on hashed ids in dynamic tables
+// `min_lift`: 0.9 for the job above. The same job on hashed ids in dynamic tables
 // starts from other initial rows (keyed by hash, not by row), and the lift of a 3-epoch run
 // moves with the initial rows: measured 0.880-0.897 at seed 5 and 0.926 at seed 6 (the fixed
 // tables: 0.925-0.929 and 0.941), so that run is held to 0.85, below that spread.

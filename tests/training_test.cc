@@ -26,10 +26,10 @@ std::string Job(const std::string& name, const std::string& mode, const std::str
 }
 
 // The learning rate halves every 1500 updates of a shard (an async step updates each shard
-// once, a sync step of 2 replicas too). Before issue 9, async workers kept two steps in
-// flight each, so a step computed on parameters ~1.4 updates old on average, and with a
-// constant rate the final accuracy scattered by about +-0.01 around 0.855; with the decay it
-// settled near 0.87 in every mode. (Two workers now keep one step each by default.)
+// once, a sync step of 2 replicas too), so the final accuracy settles near 0.87 in every
+// mode. With a constant rate and two steps in flight per async worker (a step then computes
+// on parameters ~1.4 updates old on average) it scatters by about +-0.01 around 0.855. Two
+// workers keep one step each by default.
 void TrainToAccuracy(const std::string& mode) {
   std::string job = WriteTempFile(
       mode + ".json",
