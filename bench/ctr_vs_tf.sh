@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The click model: shardps against TensorFlow's ParameterServerStrategy (issue 10 §6), on the
-# same generated data and the same model, 2 ps, 1 and 2 async workers each: training
+# The click model: shardps against TensorFlow's ParameterServerStrategy, on the same
+# generated data and the same model, 2 ps, 1 and 2 async workers each: training
 # examples/s, the held-out AUC at the end beside the planted model's (the ceiling), and the
 # time each system takes to reach a given AUC. The tables go to stdout.
 #

@@ -1,5 +1,5 @@
 // durability_bench: what checkpoints and recovery cost, each figure against a baseline
-// measured in the same run (issue 7, section 5).
+// measured in the same run.
 //
 //   bazel run -c opt //bench:durability_bench -- [--quick] [--json=FILE] [--dir=D]
 //                                                [--cache=cold|warm|both]

@@ -2,8 +2,8 @@
 //
 // Inserts --rows rows (default 10^7) of --dim floats (16) with Adagrad (one slot) through
 // pushes, and prints the process RSS before and after, the bytes per row, and the ratio of
-// RSS to the rows' floats (rows x (dim + slot floats) x 4 bytes), which issue 10 wants at most
-// 1.3 at 10^7 rows of dim 16. Then pull and push rows/s with keys drawn from a power law
+// RSS to the rows' floats (rows x (dim + slot floats) x 4 bytes), whose target is at most 1.3
+// at 10^7 rows of dim 16. Then pull and push rows/s with keys drawn from a power law
 // (Zipf exponent --zipf, 1.1 by default) over the inserted keys, deduplicated per batch as a
 // worker does, on 1 and --threads threads.
 //

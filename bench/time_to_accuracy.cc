@@ -21,10 +21,10 @@
 //   async-sif1:N  shardps async, steps_in_flight 1
 //   sync:N        shardps sync (num_replicas = N)
 //   stale:N       shardps bounded staleness, the default bound (2)
-//   async-old:N   shardps async as its defaults were before issue 9: 2 steps in flight,
-//                 without the worker's own last update
+//   async-old:N   shardps async with the old defaults: 2 steps in flight, without the
+//                 worker's own last update
 //   async-own-off:N, async-slr:N, async-dc:N, async-sif1-slr:N, async-sif1-dc:N
-//                 shardps async with one of issue 9's update options changed from the
+//                 shardps async with one of the async update options changed from the
 //                 default: apply_own_gradient off, staleness_lr inverse, delay_compensation
 //                 0.04; the last two with 1 step in flight. Not part of "all": name them.
 //   single        shardps' model, data and ps optimizer in this process, 1 thread
@@ -179,7 +179,7 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
     all.push_back({absl::StrCat("stale:", w),
                    absl::StrCat("shardps stale (bound 2), ", workers_text(w)), System::kShardps,
                    w, "stale", 0, 1});
-    // The async update options of issue 9, each alone on top of the default (not in "all").
+    // The async update options, each alone on top of the default (not in "all").
     const std::pair<const char*, const char*> variants[] = {
         {"async-old", R"({"steps_in_flight": 2, "apply_own_gradient": false})"},
         {"async-own-off", R"({"apply_own_gradient": false})"},
