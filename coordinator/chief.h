@@ -1,7 +1,7 @@
 // Chief: the coordinator of one training job at a time. It validates a submitted job, creates
 // the model's variables on the ps tasks through the partitioner, then runs the step queue
 // (Scheduler): each started worker is kept leased up to JobSpec.steps_in_flight steps (2 by
-// default in async and stale mode, so that the worker overlaps one step's pulls and pushes
+// default for a lone async or stale worker, so that it overlaps one step's pulls and pushes
 // with another's compute), each with its own deadline; when a worker fails or a lease times
 // out, every step it held goes back to the queue for another worker; each step is counted
 // exactly once, and a job ends only once no call to any worker is in flight.

@@ -65,10 +65,10 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //   seed             42;  kernel_initializer  glorot_uniform seeded with the job's seed
 //   eval_every_steps 0..kMaxJobSteps (0)
 //   step_timeout_ms  1000..3600000 (60000)
-//   steps_in_flight  0..2, 0 meaning the default: 2 (async, stale) or 1 (sync): how many
-//                    steps the chief keeps leased to each worker at once; with 2, a worker
-//                    pulls the next step's parameters and pushes the last step's gradients
-//                    while it computes
+//   steps_in_flight  0..2, 0 meaning the default: 2 in async or stale mode with one worker
+//                    (or num_workers unknown), else 1: how many steps the chief keeps
+//                    leased to each worker at once; with 2, a worker pulls the next step's
+//                    parameters and pushes the last step's gradients while it computes
 //   backend          auto (cpu, gpu)
 //   staleness_lr     "none" ("inverse": the ps divides a push's learning rate by its
 //                    staleness); async and stale mode only
