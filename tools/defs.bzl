@@ -85,3 +85,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps = [], visibility = 
         visibility = visibility,
         alwayslink = True,
     )
+
+def vectorize_copts():
+    """gcc's cost model for loops of unknown trip count; clang's vectorizer needs no flag."""
+    return select({
+        "//tools:clang": [],
+        "//conditions:default": ["-fvect-cost-model=dynamic"],
+    })
