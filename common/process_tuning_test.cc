@@ -20,6 +20,13 @@ long MinorFaults() {
 // The pattern of a bulk transfer: blocks of a few MiB allocated, written and freed, over and
 // over. Once tuned, the second round onwards reuses memory that is already faulted in.
 TEST(MallocTuningTest, RepeatedLargeBlocksAreReusedWithoutPageFaults) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "built with AddressSanitizer, whose allocator takes no mallopt tuning";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "built with AddressSanitizer, whose allocator takes no mallopt tuning";
+#endif
+#endif
   ASSERT_TRUE(TuneMallocForBulkTransfers());
   const std::vector<size_t> sizes = {4 << 20, 1 << 20, 8 << 20, 3 << 20, 16 << 20};
   auto round = [&] {

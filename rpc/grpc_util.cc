@@ -372,7 +372,7 @@ absl::StatusOr<int64_t> ParseWithBytesInto(const grpc::ByteBuffer& buffer, int f
         while (fits && n > 0) {
           absl::Span<char> out = outs[index];
           const size_t run = std::min(n, out.size() - offset);
-          std::memcpy(out.data() + offset, p, run);
+          if (run > 0) std::memcpy(out.data() + offset, p, run);  // an empty out may be null
           p += run;
           n -= run;
           offset += run;
