@@ -48,7 +48,7 @@ for want in '"batch_size": 128' '"steps_in_flight": 2' '"partitioner": "fixed:1"
   grep -qF "$want" "$job" || fail "shape flags: $job lacks $want: $(cat "$job")"
 done
 run=$(dirname "$job")/shardps-2
-[ -f "$run/ps-0.log" ] && [ ! -e "$run/ps-1.log" ] || fail "shape flags: not one ps in $run"
+if [ ! -f "$run/ps-0.log" ] || [ -e "$run/ps-1.log" ]; then fail "shape flags: not one ps in $run"; fi
 grep -qE "^shardps +2 " "$out2/table.txt" || fail "shape flags: no table row"
 for bad in --ps=0 --steps_in_flight=3 --bottom=64,x --backend=tpu --batch=-1; do
   bench/ctr_vs_tf.sh --no_tf "$bad" >/dev/null 2>"$out2/bad.txt"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell pieces shared by the launchers deploy/run_local.sh and deploy/run_netns.sh (sourced,
 # never run): the build, the per-daemon supervisor, stopping the supervisors, and following
 # the job with shardctl. A launcher sets LAUNCHER (its name in messages), RUN_DIR and BIN, and
@@ -14,6 +15,7 @@ shardps_build() {
   echo "building shardps (the first build takes a few minutes)..." >&2
   bazel build //ps_server:ps //worker:worker //coordinator:chief //evaluator:evaluator \
     //coordinator/cli:shardctl >&2 || return 1
+  # shellcheck disable=SC2034  # BIN is read by the launcher that sources this file
   BIN=bazel-bin
 }
 
@@ -108,5 +110,6 @@ follow_job() {
   wait "$chief_supervisor" 2>/dev/null
   chief_rc=$?
   if [ "$rc" -eq 0 ] && [ "$chief_rc" -ne 0 ]; then rc=$chief_rc; fi
+  # shellcheck disable=SC2034  # JOB_RC is read by the launcher that sources this file
   JOB_RC=$rc
 }

@@ -11,7 +11,7 @@
 #
 # Each daemon's pid is in RUN_DIR/pids/<type>-<index>.pid (try: kill -9 "$(cat .../ps-1.pid)").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 LAUNCHER=run_local
 source deploy/lib.sh
 
@@ -61,6 +61,7 @@ CHIEF_ADDRESS=$(addr 1)
 CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], \"evaluator\": [\"$(addr 2)\"], \"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
+# shellcheck disable=SC2317  # reached through the traps below
 cleanup() {
   trap - EXIT INT TERM
   stop_supervisors

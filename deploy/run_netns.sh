@@ -18,7 +18,7 @@
 #   --cleanup   only remove what a run with this prefix left behind
 #   SHARDPS_BIN=DIR deploy/run_netns.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 LAUNCHER=run_netns
 source deploy/lib.sh
 
@@ -118,6 +118,7 @@ RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
 RUN_DIR="$(cd "$RUN_DIR" && pwd -P)"
 
+# shellcheck disable=SC2317  # reached through the traps below
 cleanup() {
   trap - EXIT INT TERM
   stop_supervisors

@@ -16,7 +16,7 @@
 # as failed, and so does a Bazel run that failed before any test ran. Exits non-zero when
 # anything failed. Extra arguments go to `bazel test`.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 deploy/setup.sh || exit 1
 
 # Debian's python3 makes a virtualenv only with python3-venv (ensurepip), which setup.sh does

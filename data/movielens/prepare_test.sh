@@ -88,7 +88,7 @@ PY
 head -c 4096 "$SHARDPS_CACHE/wheels/$wheel_name" >"$TEST_TMPDIR/part"
 cp "$TEST_TMPDIR/part" "$SHARDPS_CACHE/wheels/$wheel_name"
 rm "$out/schema.json"
-PIP_INDEX_URL=http://127.0.0.1:9/simple PIP_FIND_LINKS= PIP_NO_CACHE_DIR=1 PIP_RETRIES=0 \
+PIP_INDEX_URL=http://127.0.0.1:9/simple PIP_FIND_LINKS='' PIP_NO_CACHE_DIR=1 PIP_RETRIES=0 \
   "$here/prepare.sh" >"$TEST_TMPDIR/redo.out" 2>"$TEST_TMPDIR/redo.err"
 rc=$?
 [ "$rc" -eq 2 ] || die "prepare.sh over a corrupt wheel, offline, exited $rc, not 2: \

@@ -98,8 +98,9 @@ else
   count() {  # count VAR MIN WHAT: the variable's value, checked to be an integer >= MIN
     local name="$1" min="$2" value="${!1:-}"
     [ -n "$value" ] || die "$name is not set (the number of $3 tasks)"
-    [[ "$value" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$value" -ge "$min" ] ||
+    if ! [[ "$value" =~ ^[1-9][0-9]{0,3}$ ]] || [ "$value" -lt "$min" ]; then
       die "$name=\"$value\": must be an integer $min..9999"
+    fi
     echo "$value"
   }
   num_ps=$(count SHARDPS_NUM_PS 1 ps) || exit 2
@@ -112,8 +113,9 @@ else
   namespace="${POD_NAMESPACE:-default}"
   is_label "$namespace" || die "POD_NAMESPACE=\"$namespace\": must be a DNS label (a namespace)"
   port="${SHARDPS_PORT:-2222}"
-  [[ "$port" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$port" -le 65535 ] ||
+  if ! [[ "$port" =~ ^[1-9][0-9]{0,4}$ ]] || [ "$port" -gt 65535 ]; then
     die "SHARDPS_PORT=\"$port\": must be 1..65535"
+  fi
   subdomain="${SHARDPS_SUBDOMAIN:-$jobset}"
   if [ -n "$jobset" ] && ! is_label "$subdomain"; then
     die "SHARDPS_SUBDOMAIN=\"$subdomain\": must be a DNS label"

@@ -29,6 +29,7 @@ needed=$(readelf -d "$plugin" | grep -E '\(NEEDED\)')
 for lib in libcudart.so libcublas.so; do
   grep -q "\[$lib" <<<"$needed" || fail "the plugin does not need $lib: $needed"
 done
+# shellcheck disable=SC2016  # $ORIGIN is the literal text readelf prints, not a variable
 grep -q 'Library runpath: \[\$ORIGIN' < <(readelf -d "$plugin") ||
   fail "the plugin's RUNPATH does not start with \$ORIGIN: $(readelf -d "$plugin" | grep RUNPATH)"
 exported=$(nm -D --defined-only "$plugin" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort | tr '\n' ' ')
