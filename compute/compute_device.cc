@@ -1,11 +1,11 @@
 #include "compute/compute_device.h"
 
 #include <algorithm>
-#include <iostream>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace shardps {
 
@@ -28,8 +28,8 @@ absl::StatusOr<ComputeDevice> ComputeDevice::Open(
   if (kind == BackendKind::kAuto) {
     const BackendChoice choice = ResolveBackendKind(kind, cuda_plugin_paths);
     if (!choice.fallback_reason.empty()) {
-      std::cerr << "compute backend auto: using the CPU, the GPU backend is not available: "
-                << choice.fallback_reason << "\n";
+      LogWarning() << "compute backend auto: using the CPU, the GPU backend is not available: "
+                   << choice.fallback_reason;
     }
     kind = choice.kind;
   }

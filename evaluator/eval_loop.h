@@ -7,10 +7,10 @@
 #define SHARDPS_EVALUATOR_EVAL_LOOP_H_
 
 #include <functional>
-#include <iostream>
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/log.h"
 #include "evaluator/metrics_file.h"
 
 namespace shardps {
@@ -30,14 +30,14 @@ struct EvalLoopHooks {
   std::function<void()> on_contact;
   // Each evaluation, in order (the metrics file). Optional.
   std::function<void(const EvalRecord&)> on_eval;
-  // One line of the daemon's log, without a newline. Default: stderr.
+  // One line of the daemon's log, without a newline. Default: an info record (common/log).
   std::function<void(const std::string&)> log;
 
   void Log(const std::string& line) const {
     if (log) {
       log(line);
     } else {
-      std::cerr << line << "\n";
+      LogInfo() << line;
     }
   }
 };

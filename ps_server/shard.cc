@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 #include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "math/initializer.h"
 #include "partitioners/buckets.h"
@@ -543,7 +543,7 @@ void Shard::FinishStep() {
     }
     // Every key was checked when it was pushed, every gradient is finite: a failure here is
     // a bug, and the step is applied as far as the table took it.
-    if (!status.ok()) std::cerr << QuotedShard(name()) << ": sync step " << step << ": " << status << "\n";
+    if (!status.ok()) LogError() << QuotedShard(name()) << ": sync step " << step << ": " << status;
     prev_keys_ = std::move(sum.ids);
     prev_rows_ = std::move(before);
     if (!evicted.keys.empty()) KeepEvictedRows(evicted);
