@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
 # Runs every test (README command two): installs what is missing, creates the Python
 # virtualenv of the interoperability tests (deploy/python_env.sh, from PyPI on first use),
-# builds everything, runs all tests but the GPU ones (tag `gpu`; run those with
-# --test_tag_filters=gpu on a machine with a GPU), and ends with the lines
+# then runs two stages:
+#
+#   gcc         builds everything and runs all tests but the GPU ones (tag `gpu`; run those
+#               with --test_tag_filters=gpu on a machine with a GPU);
+#   clang-asan  builds everything again with clang 14 (--config=clang-asan: its thread-safety
+#               analysis as errors, AddressSanitizer + UndefinedBehaviorSanitizer) in an
+#               output base of its own, and runs the C++ unit tests (every cc_test outside
+#               tests/ and bench/) under the sanitizers. SHARDPS_TEST_CLANG=0 leaves it out.
+#
+# and ends with the lines
 #
 #   N skipped
 #   N passed, N failed
 #
-# counted by test target (the last line is the one CI reads; skipped targets are in neither
-# of its counts). A target is skipped when every test case it ran was skipped
+# counted by test target over both stages (the last line is the one CI reads; skipped targets
+# are in neither of its counts). A target is skipped when every test case it ran was skipped
 # (GTEST_SKIP: a test that cannot run here and says why), as its test.xml shows: Bazel itself
 # reports such a target PASSED. A target with some cases skipped and the rest passed counts
 # as passed, and is listed by name above the last line with how many of its cases were
 # skipped. A target that failed to build, failed, timed out, was flaky or has no status counts
-# as failed, and so does a Bazel run that failed before any test ran. Exits non-zero when
-# anything failed. Extra arguments go to `bazel test`.
+# as failed, and so does a stage whose Bazel run failed before any test ran. Exits non-zero
+# when anything failed. Extra arguments go to the gcc stage's `bazel test`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 deploy/setup.sh || exit 1
 
-# Debian's python3 makes a virtualenv only with python3-venv (ensurepip), which setup.sh does
-# not install; without it the Python tests would be skipped on every clean machine.
-if command -v apt-get >/dev/null &&
-   ! dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "install ok installed"; then
-  echo "test: installing python3 python3-venv" >&2
+# What only the tests need, beyond setup.sh: python3-venv (Debian's python3 makes a virtualenv
+# only with it; without it the Python tests would be skipped on every clean machine), clang 14
+# with its sanitizer runtimes (the clang-asan stage) and shellcheck (//tools:shellcheck_test).
+TEST_PACKAGES=(python3 python3-venv clang-14 libclang-rt-14-dev shellcheck)
+missing=()
+for p in "${TEST_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+  echo "test: installing ${missing[*]}" >&2
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   { $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
-      --no-install-recommends python3 python3-venv; } >&2 ||
-    echo "test: could not install python3-venv" >&2
+      --no-install-recommends "${missing[@]}"; } >&2 ||
+    echo "test: could not install ${missing[*]}" >&2
 fi
 
 # The container tools tests/image_test checks and runs the images with (skopeo, umoci, podman,
@@ -60,11 +75,6 @@ if [ -z "$venv_error" ] && ml_dir=$(data/movielens/prepare.sh); then
 else
   echo "test: MovieLens-100k could not be prepared: tests/movielens_training_test skips" >&2
 fi
-
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-bazel test //... "${venv_args[@]}" "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
 
 # Cases in a gtest test.xml and how many of them were skipped, as "CASES SKIPPED". GoogleTest
 # 1.12 writes each case's start tag on one line: `<testcase name=... status="run"
@@ -99,39 +109,74 @@ skip_reason() {
     cut -c1-240
 }
 
-passed=0 failed=0 skipped=0
+passed=0 failed=0 skipped=0 rc=0
 notes=()
-# Bazel's summary: one line per test target, "//pkg:name   (cached) PASSED in 1.2s" (also
-# FAILED, TIMEOUT, "FLAKY, failed in 1 out of 2", INCOMPLETE, REMOTE FAILURE, FAILED TO BUILD,
-# BUILD HALTED, NO STATUS, and SKIPPED for an incompatible target).
-while read -r label state; do
-  case "$state" in
-    PASSED*)
-      dir="bazel-testlogs/$(echo "${label#//}" | tr ':' '/')"
-      # One test.xml per shard and per run (shard_1_of_2/, run_1_of_3/).
-      mapfile -t xmls < <(find "$dir" -name test.xml 2>/dev/null | sort)
-      cases=0 skipped_cases=0
-      if [ ${#xmls[@]} -gt 0 ]; then read -r cases skipped_cases < <(count_cases "${xmls[@]}"); fi
-      if [ "$cases" -gt 0 ] && [ "$skipped_cases" -eq "$cases" ]; then
-        skipped=$((skipped + 1))
-        notes+=("SKIPPED: $label: $(skip_reason "${xmls[@]}")")
-      else
-        passed=$((passed + 1))
-        if [ "$skipped_cases" -gt 0 ]; then
-          notes+=("partly skipped (counted as passed): $label: $skipped_cases of $cases cases\
- skipped: $(skip_reason "${xmls[@]}")")
-        fi
-      fi
-      ;;
-    SKIPPED*) skipped=$((skipped + 1)); notes+=("SKIPPED: $label: skipped by Bazel") ;;
-    *) failed=$((failed + 1)) ;;
-  esac
-done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|SKIPPED|FAILED|TIMEOUT|FLAKY|INCOMPLETE|REMOTE FAILURE|BUILD HALTED|NO STATUS)' "$log" |
-           sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?/\1 /')
 
-# A build failure before any test ran still counts as a failure.
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-if [ "$failed" -gt 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
+# Adds one stage's results to the counts: count_stage STAGE LOG TESTLOGS BAZEL_RC, where LOG
+# is the output of its `bazel test` and TESTLOGS its bazel-testlogs directory.
+count_stage() {
+  local stage=$1 log=$2 testlogs=$3 bazel_rc=$4
+  local label state dir cases skipped_cases note stage_failed=0
+  local -a xmls
+  # Bazel's summary: one line per test target, "//pkg:name   (cached) PASSED in 1.2s" (also
+  # FAILED, TIMEOUT, "FLAKY, failed in 1 out of 2", INCOMPLETE, REMOTE FAILURE, FAILED TO BUILD,
+  # BUILD HALTED, NO STATUS, and SKIPPED for an incompatible target).
+  while read -r label state; do
+    case "$state" in
+      PASSED*)
+        dir="$testlogs/$(echo "${label#//}" | tr ':' '/')"
+        # One test.xml per shard and per run (shard_1_of_2/, run_1_of_3/).
+        mapfile -t xmls < <(find "$dir" -name test.xml 2>/dev/null | sort)
+        cases=0 skipped_cases=0
+        if [ ${#xmls[@]} -gt 0 ]; then read -r cases skipped_cases < <(count_cases "${xmls[@]}"); fi
+        if [ "$cases" -gt 0 ] && [ "$skipped_cases" -eq "$cases" ]; then
+          skipped=$((skipped + 1))
+          notes+=("SKIPPED: $stage $label: $(skip_reason "${xmls[@]}")")
+        else
+          passed=$((passed + 1))
+          if [ "$skipped_cases" -gt 0 ]; then
+            note="partly skipped (counted as passed): $stage $label: $skipped_cases of $cases"
+            notes+=("$note cases skipped: $(skip_reason "${xmls[@]}")")
+          fi
+        fi
+        ;;
+      SKIPPED*) skipped=$((skipped + 1)); notes+=("SKIPPED: $stage $label: skipped by Bazel") ;;
+      *) failed=$((failed + 1)); stage_failed=$((stage_failed + 1)) ;;
+    esac
+  done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|SKIPPED|FAILED|TIMEOUT|FLAKY|INCOMPLETE|REMOTE FAILURE|BUILD HALTED|NO STATUS)' "$log" |
+             sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?/\1 /')
+  # A build failure before any test ran still counts as a failure.
+  if [ "$bazel_rc" -ne 0 ] && [ "$stage_failed" -eq 0 ]; then
+    failed=$((failed + 1))
+    notes+=("FAILED: $stage: bazel exited $bazel_rc before any test failed (see above)")
+  fi
+  if [ "$bazel_rc" -ne 0 ] || [ "$stage_failed" -gt 0 ]; then rc=1; fi
+}
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "test: stage gcc" >&2
+bazel test //... "${venv_args[@]}" "$@" 2>&1 | tee "$log"
+count_stage gcc "$log" bazel-testlogs "${PIPESTATUS[0]}"
+
+if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
+  echo "test: stage clang-asan" >&2
+  clang_bazel=(bazel "--output_base=${HOME}/.cache/shardps/bazel-clang")
+  clang_flags=(--config=clang-asan --symlink_prefix=bazel-clang-)
+  # Everything compiles under the thread-safety analysis; the unit tests run.
+  "${clang_bazel[@]}" build "${clang_flags[@]}" //... 2>&1 | tee "$log"
+  clang_rc=${PIPESTATUS[0]}
+  if [ "$clang_rc" -eq 0 ]; then
+    mapfile -t units < <("${clang_bazel[@]}" query --noshow_progress \
+        'kind(cc_test, tests(//...)) except tests(//tests/...) except tests(//bench/...)
+         except attr(tags, gpu, tests(//...))' 2>/dev/null)
+    "${clang_bazel[@]}" test "${clang_flags[@]}" "${units[@]}" 2>&1 | tee "$log"
+    clang_rc=${PIPESTATUS[0]}
+  fi
+  count_stage clang-asan "$log" bazel-clang-testlogs "$clang_rc"
+fi
+
 echo
 for note in "${notes[@]}"; do echo "$note"; done
 if [ -n "$venv_error" ]; then echo "test: $venv_error"; fi
