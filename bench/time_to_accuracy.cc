@@ -509,10 +509,10 @@ Spread FinalSpread(const ConfigResults& c) {
 }
 
 // "12.3 (10.1–14.0)", "never", "12.3 (10.1–never)", "-" without runs.
-std::string Cell(const Spread& s, const char* fmt) {
+std::string Cell(const Spread& s, int decimals) {
   if (s.runs == 0) return "-";
   auto value = [&](const std::optional<double>& v) {
-    return v.has_value() ? absl::StrFormat(fmt, *v) : std::string("never");
+    return v.has_value() ? absl::StrFormat("%.*f", decimals, *v) : std::string("never");
   };
   if (s.runs == 1) return value(s.median);
   if (!s.min.has_value()) return "never";
@@ -581,12 +581,12 @@ void PrintTable(std::ostream& out, const Options& options,
             : absl::StrCat(completed, "/", c.runs.size());
     const double speedup = SpeedupOverTf(results, c, kHeadlineTarget);
     out << absl::StrFormat("%-46s %4s %-19s %-19s %-19s %-22s %-20s %-16s %s\n", c.config.label,
-                           runs, Cell(TimeSpread(c, kTargets[0]), "%.1f"),
-                           Cell(TimeSpread(c, kTargets[1]), "%.1f"),
-                           Cell(TimeSpread(c, kTargets[2]), "%.1f"),
-                           Cell(FinalSpread(c), "%.4f"),
-                           Cell(ValueSpread(c, &RunResult::examples_per_s), "%.0f"),
-                           Cell(ValueSpread(c, &RunResult::first_step_s), "%.1f"),
+                           runs, Cell(TimeSpread(c, kTargets[0]), 1),
+                           Cell(TimeSpread(c, kTargets[1]), 1),
+                           Cell(TimeSpread(c, kTargets[2]), 1),
+                           Cell(FinalSpread(c), 4),
+                           Cell(ValueSpread(c, &RunResult::examples_per_s), 0),
+                           Cell(ValueSpread(c, &RunResult::first_step_s), 1),
                            std::isnan(speedup) ? "-" : absl::StrFormat("%.2fx", speedup));
   }
   // Where a shardps step's time goes.
@@ -596,10 +596,10 @@ void PrintTable(std::ostream& out, const Options& options,
   for (const ConfigResults& c : results) {
     if (c.config.system != System::kShardps) continue;
     out << absl::StrFormat("  %-46s loss %s  pull %s  compute %s  push %s\n", c.config.label,
-                           Cell(ValueSpread(c, &RunResult::train_loss), "%.4f"),
-                           Cell(ValueSpread(c, &RunResult::pull_ms), "%.2f"),
-                           Cell(ValueSpread(c, &RunResult::compute_ms), "%.2f"),
-                           Cell(ValueSpread(c, &RunResult::push_ms), "%.2f"));
+                           Cell(ValueSpread(c, &RunResult::train_loss), 4),
+                           Cell(ValueSpread(c, &RunResult::pull_ms), 2),
+                           Cell(ValueSpread(c, &RunResult::compute_ms), 2),
+                           Cell(ValueSpread(c, &RunResult::push_ms), 2));
   }
   out << "\nnever: the run's evaluations did not reach it; a median is \"never\" when half or "
          "more of the runs did not. examples/s: "

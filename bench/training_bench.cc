@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <iostream>
@@ -413,7 +414,11 @@ absl::StatusOr<Result> MeasureCluster(const Config& config, const std::string& m
 
 std::string Num(double v, const char* fmt) {
   if (std::isnan(v)) return "-";
-  return absl::StrFormat(fmt, v);
+  // printf, not absl::StrFormat: the format is chosen at run time, which clang's
+  // absl::StrFormat refuses (it checks formats at compile time).
+  char text[64];
+  std::snprintf(text, sizeof(text), fmt, v);
+  return text;
 }
 
 const Result* Find(const std::vector<Result>& results, const std::string& key) {

@@ -184,7 +184,11 @@ double Gbps(double bytes_per_s) { return bytes_per_s * 8 / 1e9; }
 
 std::string Num(double v, const char* fmt = "%.3g") {
   if (std::isnan(v)) return "-";
-  return absl::StrFormat(fmt, v);
+  // printf, not absl::StrFormat: the format is chosen at run time, which clang's
+  // absl::StrFormat refuses (it checks formats at compile time).
+  char text[64];
+  std::snprintf(text, sizeof(text), fmt, v);
+  return text;
 }
 
 void PrintTable(std::ostream& out, const std::vector<Figure>& figures, const Config& config) {

@@ -132,16 +132,16 @@ struct DynamicTable::Stripe {
   int64_t denied ABSL_GUARDED_BY(mu) = 0;
   int64_t dropped ABSL_GUARDED_BY(mu) = 0;
 
-  int64_t* Keys() const { return index_keys.as<int64_t>(); }
-  uint32_t* Rows() const { return index_rows.as<uint32_t>(); }
-  uint64_t Home(int64_t key) const {
+  int64_t* Keys() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return index_keys.as<int64_t>(); }
+  uint32_t* Rows() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return index_rows.as<uint32_t>(); }
+  uint64_t Home(int64_t key) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     const uint64_t h = Mix64(static_cast<uint64_t>(key) + kIndexSalt);
     return static_cast<uint64_t>((static_cast<unsigned __int128>(h) * capacity) >> 64);
   }
-  uint64_t Next(uint64_t i) const { return i + 1 == capacity ? 0 : i + 1; }
+  uint64_t Next(uint64_t i) const ABSL_SHARED_LOCKS_REQUIRED(mu) { return i + 1 == capacity ? 0 : i + 1; }
 
   // The row of `key`, or -1.
-  int64_t Find(int64_t key) const {
+  int64_t Find(int64_t key) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     if (capacity == 0) return -1;
     const int64_t* keys = Keys();
     const uint32_t* rows = Rows();
@@ -151,7 +151,7 @@ struct DynamicTable::Stripe {
     }
   }
 
-  void InsertNoGrow(int64_t key, uint32_t row) {
+  void InsertNoGrow(int64_t key, uint32_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t* keys = Keys();
     uint32_t* rows = Rows();
     uint64_t i = Home(key);
@@ -161,7 +161,7 @@ struct DynamicTable::Stripe {
   }
 
   // Adds key -> row (the key is absent). Grows the index (only) by 1.5x past kMaxLoad.
-  void Insert(int64_t key, uint32_t row) {
+  void Insert(int64_t key, uint32_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (static_cast<double>(size + 1) > kMaxLoad * static_cast<double>(capacity)) {
       const uint64_t new_capacity = std::max<uint64_t>(kMinIndexCapacity, capacity + capacity / 2);
       Mapped old_keys = std::move(index_keys);
@@ -181,7 +181,7 @@ struct DynamicTable::Stripe {
   }
 
   // Removes `key` (present), shifting later entries of its probe run back (no tombstones).
-  void Erase(int64_t key) {
+  void Erase(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t* keys = Keys();
     uint32_t* rows = Rows();
     uint64_t hole = Home(key);
@@ -201,7 +201,7 @@ struct DynamicTable::Stripe {
   }
 
   template <typename Fn>  // fn(int64_t key, uint32_t row)
-  void ForEach(Fn fn) const {
+  void ForEach(Fn fn) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     const int64_t* keys = Keys();
     const uint32_t* rows = Rows();
     for (uint64_t i = 0; i < capacity; ++i) {
@@ -209,14 +209,14 @@ struct DynamicTable::Stripe {
     }
   }
 
-  float* Param(uint32_t r, int64_t dim) const {
+  float* Param(uint32_t r, int64_t dim) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     return param_blocks[r >> kChunkShift] + (r & (kChunkRows - 1)) * dim;
   }
-  float* Slot(int s, uint32_t r, int64_t dim) const {
+  float* Slot(int s, uint32_t r, int64_t dim) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     return slot_blocks[s][r >> kChunkShift] + (r & (kChunkRows - 1)) * dim;
   }
-  uint32_t& Step(uint32_t r) const { return step_blocks[r >> kChunkShift][r & (kChunkRows - 1)]; }
-  uint32_t& Epoch(uint32_t r) const {
+  uint32_t& Step(uint32_t r) const ABSL_SHARED_LOCKS_REQUIRED(mu) { return step_blocks[r >> kChunkShift][r & (kChunkRows - 1)]; }
+  uint32_t& Epoch(uint32_t r) const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     return epoch_blocks[r >> kChunkShift][r & (kChunkRows - 1)];
   }
 };
@@ -370,6 +370,7 @@ absl::Status DynamicTable::Pull(absl::Span<const int64_t> keys, absl::Span<float
 }
 
 uint32_t DynamicTable::NewRow(Stripe& s, int64_t key, uint32_t last_step) {
+  s.mu.AssertHeld();
   uint32_t row;
   if (!s.free_rows.empty()) {
     row = s.free_rows.back();
@@ -404,6 +405,7 @@ uint32_t DynamicTable::NewRow(Stripe& s, int64_t key, uint32_t last_step) {
 }
 
 void DynamicTable::LogDeletion(Stripe& s, int64_t key) {
+  s.mu.AssertHeld();
   if (static_cast<int64_t>(s.deletions.size()) >= max_deletions_per_stripe_) {
     s.deletions.clear();
     s.deletions.shrink_to_fit();
@@ -413,6 +415,7 @@ void DynamicTable::LogDeletion(Stripe& s, int64_t key) {
 }
 
 void DynamicTable::RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* counter) {
+  s.mu.AssertHeld();
   s.Erase(key);
   s.free_rows.push_back(row);
   LogDeletion(s, key);
@@ -423,8 +426,10 @@ void DynamicTable::RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* coun
 // Evicts up to `limit` rows whose last push is before `threshold`.
 int64_t DynamicTable::EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limit,
                                      int64_t* counter, RowBatch* evicted) {
+  s.mu.AssertHeld();
   std::vector<std::pair<int64_t, uint32_t>> victims;
   s.ForEach([&](int64_t key, uint32_t row) {
+    s.mu.AssertReaderHeld();  // ForEach calls back under the lock the analysis cannot follow
     if (static_cast<int64_t>(victims.size()) < limit && s.Step(row) < threshold) {
       victims.push_back({key, row});
     }
@@ -437,6 +442,7 @@ int64_t DynamicTable::EvictOlderThan(Stripe& s, uint32_t threshold, int64_t limi
 }
 
 void DynamicTable::EvictForBudget(Stripe& s, uint32_t now, RowBatch* evicted) {
+  s.mu.AssertHeld();
   if (max_rows_ == 0 || s.size == 0) return;
   // Each stripe keeps to its share of max_rows (by the buckets it holds: keys hash uniformly
   // into buckets), down to its share less a batch, so that sweeps are amortized over many
@@ -470,6 +476,7 @@ void DynamicTable::EvictForBudget(Stripe& s, uint32_t now, RowBatch* evicted) {
 }
 
 bool DynamicTable::Admit(Stripe& s, int64_t key) {
+  s.mu.AssertHeld();
   if (admit_after_ <= 1) return true;
   const uint64_t h = Mix64(static_cast<uint64_t>(key) ^ kIndexSalt ^ kSketchSalt);
   const uint64_t h1 = h & 0xFFFFFFFFu, h2 = (h >> 32) | 1;
@@ -607,6 +614,7 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
 void DynamicTable::ApplyToRows(Stripe& s, const std::vector<int64_t>& rows,
                                const std::vector<float>& grad_rows, const Optimizer& optimizer,
                                int64_t step, double lr_scale, uint32_t now) {
+  s.mu.AssertHeld();
   const RowBlocks params{s.param_blocks.data(), kChunkShift, dim_};
   RowBlocks slots[Optimizer::kMaxSlots] = {};
   for (int j = 0; j < num_slots_; ++j) slots[j] = {s.slot_blocks[j].data(), kChunkShift, dim_};
@@ -620,6 +628,7 @@ void DynamicTable::ApplyToRows(Stripe& s, const std::vector<int64_t>& rows,
 }
 
 void DynamicTable::EvictAfterPush(Stripe& s, uint32_t now, RowBatch* evicted) {
+  s.mu.AssertHeld();
   s.newest_step = std::max(s.newest_step, now);
   if (ttl_steps_ > 0 && s.newest_step > ttl_steps_ &&
       s.newest_step - s.last_ttl_sweep >= std::max<int64_t>(1, ttl_steps_ / 4)) {
@@ -656,6 +665,7 @@ std::vector<int32_t> DynamicTable::HeldBuckets() const {
 }
 
 void DynamicTable::CopyRow(const Stripe& s, int64_t key, uint32_t row, RowBatch* out) const {
+  s.mu.AssertReaderHeld();
   out->keys.push_back(key);
   out->last_steps.push_back(s.Step(row));
   const float* p = s.Param(row, dim_);
@@ -715,6 +725,7 @@ absl::Status DynamicTable::CheckBatch(const RowBatch& rows) const {
 }
 
 void DynamicTable::WriteRow(Stripe& s, int64_t key, const float* values, uint32_t last_step) {
+  s.mu.AssertHeld();
   int64_t row = s.Find(key);
   if (row < 0) {
     row = NewRow(s, key, last_step);
@@ -808,6 +819,7 @@ absl::Status DynamicTable::ForEachChangedBatch(
       const Stripe& s = stripes_[i];
       absl::ReaderMutexLock lock(&s.mu);
       s.ForEach([&](int64_t key, uint32_t row) {
+        s.mu.AssertReaderHeld();
         if (s.Epoch(row) > since) CopyRow(s, key, row, &batch);
       });
     }
@@ -821,7 +833,10 @@ int64_t DynamicTable::CountChanged(uint32_t since) const {
   for (int32_t i = 0; i < num_stripes_; ++i) {
     const Stripe& s = stripes_[i];
     absl::ReaderMutexLock lock(&s.mu);
-    s.ForEach([&](int64_t, uint32_t row) { n += s.Epoch(row) > since ? 1 : 0; });
+    s.ForEach([&](int64_t, uint32_t row) {
+      s.mu.AssertReaderHeld();
+      n += s.Epoch(row) > since ? 1 : 0;
+    });
   }
   return n;
 }
@@ -834,6 +849,7 @@ void DynamicTable::ForEachChangedRow(
     const Stripe& s = stripes_[i];
     absl::ReaderMutexLock lock(&s.mu);
     s.ForEach([&](int64_t key, uint32_t row) {
+      s.mu.AssertReaderHeld();
       if (s.Epoch(row) <= since) return;
       values[0] = s.Param(row, dim_);
       for (int j = 0; j < num_slots_; ++j) values[1 + j] = s.Slot(j, row, dim_);

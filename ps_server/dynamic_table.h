@@ -184,7 +184,9 @@ class DynamicTable {
   // Push's arguments: sizes, slots, step, scale, finite gradients.
   absl::Status CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
                          const Optimizer& optimizer, int64_t step, double lr_scale) const;
-  // Stripe helpers; REQUIRE the stripe's lock held exclusively.
+  // Stripe helpers: each REQUIRES the stripe's lock held exclusively (CopyRow: shared) and
+  // asserts it, which is what lets the thread-safety analysis check their bodies (Stripe is
+  // defined in the .cc, so an annotation here cannot name its mutex).
   uint32_t NewRow(Stripe& s, int64_t key, uint32_t last_step);
   void RemoveRow(Stripe& s, int64_t key, uint32_t row, int64_t* counter);
   // Both append the rows they evict to `evicted` when it is not null.

@@ -379,6 +379,8 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
     const ParamBlocks& now = params_;
     const ParamBlocks* bak = policy.bak;
     float* mean_square = mean_square_.empty() ? nullptr : mean_square_.data();
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
     parallel->Run(n, kParallelGrain, /*align=*/16,
                   [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                     grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t m) {
@@ -407,6 +409,8 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
   BeforeAsyncUpdate();
   const WritableState state = MakeWritable(range.begin, range.end);
   const double lr_scale = policy.lr_scale;
+  // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+  // analysis cannot follow the lock across threads.
   parallel->Run(n, kParallelGrain, /*align=*/16,
                 [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                   applied->ForEachRun(begin, end,
@@ -454,6 +458,8 @@ void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, Parallel
     float* out = compensated.get();
     const ParamBlocks* bak = policy.bak;
     float* mean_square = mean_square_.empty() ? nullptr : mean_square_.data();
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
     parallel->Run(static_cast<int64_t>(ids.size()), grain, /*align=*/1,
                   [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                     for (int64_t k = begin; k < end; ++k) {
@@ -471,6 +477,8 @@ void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, Parallel
   BeforeAsyncUpdate();
   const WritableState state = MakeWritableRows(ids);
   const double lr_scale = policy.lr_scale;
+  // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+  // analysis cannot follow the lock across threads.
   parallel->Run(static_cast<int64_t>(ids.size()), grain,
                 /*align=*/1, [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                   optimizer_->ApplyRowsScaled(step, lr_scale, ids.subspan(begin, end - begin),

@@ -272,6 +272,8 @@ absl::Status ShardPulls::StartPull(const PullRequest& request, PullResponse* res
   RETURN_IF_ERROR(CheckReplyBytes(range.size(), shard->width(), what));
   Shard* s = shard.get();
   const PullSource source{request.exact_version(), request.min_version()};
+  // The fills run under the shard's lock, taken by whoever completes the wait (FillOrWait):
+  // the analysis cannot follow it into a std::function.
   if (in_place != nullptr) {
     auto share = [s, range, source, response, in_place]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return ShareRange(*s, range, source, in_place, response);
@@ -308,6 +310,7 @@ absl::Status ShardPulls::StartPullRows(const PullRowsRequest& request, PullRowsR
   const PullSource source{request.exact_version(), request.min_version()};
   const size_t bytes = ids.size() * static_cast<size_t>(s->width()) * sizeof(float);
   std::string data = TakeBuffer(response->mutable_data(), bytes);
+  // As StartPull's fills: run under the shard's lock, where the analysis cannot follow.
   return waits_->FillOrWait(
       std::move(shard), request.min_version(), request.wait_timeout_ms(),
       [s, ids, source, response, &data]()
