@@ -110,7 +110,9 @@ TEST(GradientBytesTest, FindsNonFiniteValuesAcrossPieces) {
       EXPECT_EQ(g.FirstNonFinite(), static_cast<int64_t>(where)) << value << " at " << where;
       const float got = g.At(static_cast<int64_t>(where));
       EXPECT_EQ(std::isnan(got), std::isnan(value));
-      if (!std::isnan(value)) EXPECT_EQ(got, value);
+      if (!std::isnan(value)) {
+        EXPECT_EQ(got, value);
+      }
     }
   }
 }

@@ -65,7 +65,9 @@ TEST(RecentRequestIdsTest, KeepsOrderThroughGrowthAndWrapAround) {
     const uint64_t oldest = id > 100 ? id - 99 : 1;
     ASSERT_TRUE(ids.Contains(oldest)) << id;
     ASSERT_TRUE(ids.Contains(id));
-    if (oldest > 1) ASSERT_FALSE(ids.Contains(oldest - 1)) << id;
+    if (oldest > 1) {
+      ASSERT_FALSE(ids.Contains(oldest - 1)) << id;
+    }
   }
 }
 
