@@ -164,13 +164,20 @@ if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
   echo "test: stage clang-asan" >&2
   clang_bazel=(bazel "--output_base=${HOME}/.cache/shardps/bazel-clang")
   clang_flags=(--config=clang-asan --symlink_prefix=bazel-clang-)
+  # Every top-level folder with a package, by name: under another symlink prefix, //... would
+  # also walk into the gcc stage's convenience links (bazel-bin, bazel-<folder>, ...).
+  mapfile -t roots < <(find . -path './.*' -prune -o \( -name BUILD.bazel -o -name BUILD \) -print |
+                         sed -E 's|^\./||; s|/?BUILD(\.bazel)?$||' | cut -d/ -f1 | sort -u |
+                         sed -E 's|^$|//:all|; s|^([^/].*)$|//\1/...|')
   # Everything compiles under the thread-safety analysis; the unit tests run.
-  "${clang_bazel[@]}" build "${clang_flags[@]}" //... 2>&1 | tee "$log"
+  "${clang_bazel[@]}" build "${clang_flags[@]}" "${roots[@]}" 2>&1 | tee "$log"
   clang_rc=${PIPESTATUS[0]}
   if [ "$clang_rc" -eq 0 ]; then
+    all=$(printf ' + %s' "${roots[@]}")
+    all="(${all# + })"
     mapfile -t units < <("${clang_bazel[@]}" query --noshow_progress \
-        'kind(cc_test, tests(//...)) except tests(//tests/...) except tests(//bench/...)
-         except attr(tags, gpu, tests(//...))' 2>/dev/null)
+        "kind(cc_test, tests($all)) except tests(//tests/...) except tests(//bench/...)
+         except attr(tags, gpu, tests($all))" 2>/dev/null)
     "${clang_bazel[@]}" test "${clang_flags[@]}" "${units[@]}" 2>&1 | tee "$log"
     clang_rc=${PIPESTATUS[0]}
   fi
