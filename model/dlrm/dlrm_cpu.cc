@@ -210,7 +210,9 @@ class DlrmCpuCompute final : public DlrmCompute {
       for (size_t i = 0; i < params.size(); ++i) out->dense_grads[i].resize(params[i].size());
     }
 
-    parallel_.ForEach(num_slices, [&](int64_t s) {
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
+    parallel_.ForEach(num_slices, [&](int64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       Slice& slice = slices_[s];
       std::vector<float*> grads;
       if (backward) {
@@ -268,7 +270,9 @@ class DlrmCpuCompute final : public DlrmCompute {
   // thread over its own range of elements. REQUIRES: mu_ held.
   void SumPartials(const Shape& shape, int num_slices, DlrmStepOutput* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    parallel_.ForEach(num_threads_, [&](int64_t t) {
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
+    parallel_.ForEach(num_threads_, [&](int64_t t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       int64_t offset = 0;
       for (size_t i = 0; i < shape.param_sizes.size(); ++i) {
         const int64_t size = shape.param_sizes[i];
@@ -293,7 +297,9 @@ class DlrmCpuCompute final : public DlrmCompute {
       out->row_grads[t].assign(batch.tables[t].rows.size(), 0.0f);
     }
     const int workers = std::max(1, std::min(num_threads_, num_tables));
-    parallel_.ForEach(workers, [&](int64_t w) {
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
+    parallel_.ForEach(workers, [&](int64_t w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       for (int t = static_cast<int>(w); t < num_tables; t += workers) {
         ScatterRowGrads(spec, shape, batch, t, out);
       }

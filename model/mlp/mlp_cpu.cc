@@ -102,7 +102,9 @@ class MlpCpuCompute final : public MlpCompute {
       }
     }
 
-    parallel_.ForEach(num_slices, [&](int64_t s) {
+    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+    // analysis cannot follow the lock across threads.
+    parallel_.ForEach(num_slices, [&](int64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       Slice& slice = slices_[s];
       std::vector<float*> slice_grads;
       if (backward) {
@@ -121,7 +123,9 @@ class MlpCpuCompute final : public MlpCompute {
 
     if (backward && num_slices > 1) {
       // Sum the partials in slice order, each thread over its own range of elements.
-      parallel_.ForEach(num_threads_, [&](int64_t t) {
+      // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+      // analysis cannot follow the lock across threads.
+      parallel_.ForEach(num_threads_, [&](int64_t t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         int64_t offset = 0;
         for (size_t i = 0; i < grads.size(); ++i) {
           const size_t l = i / 2;
