@@ -383,7 +383,9 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
     // analysis cannot follow the lock across threads.
     parallel->Run(n, kParallelGrain, /*align=*/16,
                   [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    grad.ForEachRun(begin, end, [&](int64_t first, const float* g, int64_t m) {
+                    grad.ForEachRun(begin, end,
+                                    [&](int64_t first, const float* g, int64_t m)
+                                        ABSL_NO_THREAD_SAFETY_ANALYSIS {
                       now.ForEachRun(offset + first, offset + first + m,
                                      [&](int64_t e, const float* w, int64_t k) {
                                        // Runs lie in one block; the same block in both
