@@ -171,8 +171,7 @@ class SlotHold {
 
 // Runs every step's compute on one thread of its own, one at a time: the forward and backward
 // pass then always finds its thread's caches, allocator arenas and core warm, whichever RPC
-// thread carries the step (measured: the same compute took ~25% longer when it hopped
-// between the RPC threads of concurrent steps).
+// thread carries the step.
 class ComputeThread {
  public:
   ComputeThread() : thread_([this] { Loop(); }) {}
