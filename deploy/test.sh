@@ -156,19 +156,22 @@ count_stage() {
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+# Every top-level folder with a package, by name, in place of //...: that pattern would also
+# walk into convenience links Bazel did not make in this run (bazel-bin of another output
+# base or symlink prefix).
+mapfile -t roots < <(find . -path './.*' -prune -o \( -name BUILD.bazel -o -name BUILD \) -print |
+                       sed -E 's|^\./||; s|/?BUILD(\.bazel)?$||' | cut -d/ -f1 | sort -u |
+                       sed -E 's|^$|//:all|; s|^([^/].*)$|//\1/...|')
+
 echo "test: stage gcc" >&2
-bazel test //... "${venv_args[@]}" "$@" 2>&1 | tee "$log"
+bazel test "${roots[@]}" "${venv_args[@]}" "$@" 2>&1 | tee "$log"
 count_stage gcc "$log" bazel-testlogs "${PIPESTATUS[0]}"
 
 if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
   echo "test: stage clang-asan" >&2
   clang_bazel=(bazel "--output_base=${HOME}/.cache/shardps/bazel-clang")
-  clang_flags=(--config=clang-asan --symlink_prefix=bazel-clang-)
-  # Every top-level folder with a package, by name: under another symlink prefix, //... would
-  # also walk into the gcc stage's convenience links (bazel-bin, bazel-<folder>, ...).
-  mapfile -t roots < <(find . -path './.*' -prune -o \( -name BUILD.bazel -o -name BUILD \) -print |
-                         sed -E 's|^\./||; s|/?BUILD(\.bazel)?$||' | cut -d/ -f1 | sort -u |
-                         sed -E 's|^$|//:all|; s|^([^/].*)$|//\1/...|')
+  # No convenience links (--symlink_prefix=/): the gcc stage's bazel-* stay its own.
+  clang_flags=(--config=clang-asan --symlink_prefix=/)
   # Everything compiles under the thread-safety analysis; the unit tests run.
   "${clang_bazel[@]}" build "${clang_flags[@]}" "${roots[@]}" 2>&1 | tee "$log"
   clang_rc=${PIPESTATUS[0]}
@@ -181,7 +184,8 @@ if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
     "${clang_bazel[@]}" test "${clang_flags[@]}" "${units[@]}" 2>&1 | tee "$log"
     clang_rc=${PIPESTATUS[0]}
   fi
-  count_stage clang-asan "$log" bazel-clang-testlogs "$clang_rc"
+  count_stage clang-asan "$log" \
+    "$("${clang_bazel[@]}" info "${clang_flags[@]}" bazel-testlogs 2>/dev/null)" "$clang_rc"
 fi
 
 echo
