@@ -1,10 +1,8 @@
-// CUDA + cuBLAS forward and backward of the DLRM model (see dlrm_cuda_internal.h). Plain C++
-// and CUDA only: nvcc compiles this file with its own host compiler, and absl stays out.
+// CUDA + cuBLAS forward and backward of the DLRM model (see dlrm_cuda_internal.h): its bottom
+// and top MLPs are model/dense_layers_cuda.h's. Plain C++ and CUDA only: nvcc compiles this
+// file with its own host compiler, and absl stays out.
 //
-// Layout: every matrix is row-major, as the ps stores it and dlrm_cpu.cc reads it. cuBLAS is
-// column-major, and a row-major R x C matrix is the column-major C x R matrix of its
-// transpose, so each product C = A * B is computed as C^T = B^T * A^T with the operands
-// swapped.
+// Layout: every matrix is row-major, as the ps stores it and dlrm_cpu.cc reads it.
 //
 // Kernels: pooling (gather the unique rows into per-example sums or means, one warp per
 // example and table), the dot interaction and its backward (one block per example), and the
@@ -12,7 +10,6 @@
 // with atomicAdd. The atomics make the row gradients' last bits depend on the order the
 // hardware applies them in: they are not bit-reproducible from run to run (everything else
 // is), which the GPU test tolerates by comparing with the CPU within 1e-4 relative.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,7 +17,9 @@
 #include <utility>
 
 #include "compute/cuda_check.h"
+#include "compute/cuda_kernels.h"
 #include "compute/device_buffer.h"
+#include "model/dense_layers_cuda.h"
 #include "model/dlrm/dlrm_cuda_internal.h"
 
 namespace shardps {
@@ -29,12 +28,8 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = cuda::kThreadsPerBlock;  // and cuda::GridFor's
 constexpr int kWarpsPerBlock = kThreads / 32;
-
-int GridFor(int64_t n) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 8192)));
-}
 
 // Per table, in device memory: where its data lies in the packed buffers.
 struct TableMeta {
@@ -46,24 +41,6 @@ struct TableMeta {
   int64_t off_base;  // into the packed offsets
 };
 
-// z[r, c] = act(z[r, c] + b[c]) with act = ReLU or the identity.
-__global__ void BiasActivationKernel(float* z, const float* b, int rows, int cols, bool relu) {
-  const int64_t n = static_cast<int64_t>(rows) * cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const float v = z[i] + b[i % cols];
-    z[i] = relu ? fmaxf(v, 0.0f) : v;
-  }
-}
-
-// da = da where the ReLU output a was positive, else 0.
-__global__ void ReluGradKernel(float* da, const float* a, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    if (!(a[i] > 0.0f)) da[i] = 0.0f;
-  }
-}
-
 // out[r, c] = src[r, c] (row stride src_stride) where mask[r, c] > 0, else 0: the gradient of
 // the bottom output, taken out of the vectors' gradient through the last ReLU.
 __global__ void MaskedStridedCopyKernel(float* out, const float* src, int src_stride,
@@ -73,26 +50,6 @@ __global__ void MaskedStridedCopyKernel(float* out, const float* src, int src_st
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const int64_t r = i / cols, c = i % cols;
     out[i] = mask[i] > 0.0f ? src[r * src_stride + c] : 0.0f;
-  }
-}
-
-// out[c] = sum over rows of m[r, c] (a bias gradient). Block (32, 8): 32 columns, each summed
-// by 8 row-strided threads and then combined in a fixed order.
-constexpr int kColTile = 32;
-constexpr int kRowLanes = 8;
-__global__ void ColumnSumsKernel(const float* m, int rows, int cols, float* out) {
-  __shared__ float part[kRowLanes][kColTile + 1];
-  const int col = blockIdx.x * kColTile + threadIdx.x;
-  float s = 0.0f;
-  if (col < cols) {
-    for (int r = threadIdx.y; r < rows; r += kRowLanes) s += m[static_cast<int64_t>(r) * cols + col];
-  }
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float t = 0.0f;
-    for (int k = 0; k < kRowLanes; ++k) t += part[k][threadIdx.x];
-    out[col] = t;
   }
 }
 
@@ -281,14 +238,10 @@ struct Runner::Impl {
   // Copies the gradients (when backward), the logits and the loss back, and waits.
   std::string Download(Step* s, const Plan& p, const float* logits);
 
-  // act[l] = act(in * W_l + b_l) for the layers of dims, params from index `first` of the
-  // packed parameters, into consecutive batch x dims[l+1] blocks of acts.
-  std::string MlpForward(const float* in, int batch, const std::vector<int>& dims, size_t first,
-                         bool relu_last, float* acts);
-  // Backward of MlpForward, dz[0] holding the gradient of the last pre-activation. Gradients
-  // into grads_d from index `first`; the input's gradient into din when set.
-  std::string MlpBackward(const float* in, int batch, const std::vector<int>& dims,
-                          size_t first, const float* acts, float* dz[2], float* din);
+  // The dense layers from index `first` of the packed parameters (and gradients).
+  cuda::DenseParams Dense(size_t first) const {
+    return {params_d.get(), grads_d.get(), offset.data() + first};
+  }
 
   cudaError_t CopyToDevice(void* dst, const void* src, size_t bytes) {
     return bytes == 0 ? cudaSuccess
@@ -310,62 +263,6 @@ struct Runner::Impl {
   DeviceBuffer<TableMeta> meta_d;
   DeviceBuffer<double> sum_d;
 };
-
-std::string Runner::Impl::MlpForward(const float* in, int batch, const std::vector<int>& dims,
-                                     size_t first, bool relu_last, float* acts) {
-  const float one = 1.0f, zero = 0.0f;
-  const int layers = static_cast<int>(dims.size()) - 1;
-  for (int l = 0; l < layers; ++l) {
-    const int k = dims[l], out = dims[l + 1];
-    const float* w = params_d.get() + offset[first + 2 * l];
-    const float* b = params_d.get() + offset[first + 2 * l + 1];
-    CUBLAS_RETURN_IF_ERROR("sgemm (forward)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, out, batch,
-                                       k, &one, w, out, in, k, &zero, acts, out));
-    BiasActivationKernel<<<GridFor(int64_t{batch} * out), kThreads, 0, context->stream()>>>(
-        acts, b, batch, out, relu_last || l + 1 < layers);
-    in = acts;
-    acts += static_cast<int64_t>(batch) * out;
-  }
-  return "";
-}
-
-std::string Runner::Impl::MlpBackward(const float* in, int batch, const std::vector<int>& dims,
-                                      size_t first, const float* acts, float* dz[2],
-                                      float* din) {
-  const float one = 1.0f, zero = 0.0f;
-  const int layers = static_cast<int>(dims.size()) - 1;
-  cudaStream_t stream = context->stream();
-  std::vector<const float*> act(layers);
-  for (int l = 0; l < layers; ++l) {
-    act[l] = acts;
-    acts += static_cast<int64_t>(batch) * dims[l + 1];
-  }
-  int cur = 0;
-  for (int l = layers - 1; l >= 0; --l) {
-    const int k = dims[l], out = dims[l + 1];
-    const float* a = l == 0 ? in : act[l - 1];
-    const float* w = params_d.get() + offset[first + 2 * l];
-    // dW = A^T dZ ([k, out]): dW^T = dZ^T A column-major.
-    CUBLAS_RETURN_IF_ERROR("sgemm (weight gradient)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_T, out, k,
-                                       batch, &one, dz[cur], out, a, k, &zero,
-                                       grads_d.get() + offset[first + 2 * l], out));
-    ColumnSumsKernel<<<(out + kColTile - 1) / kColTile, dim3(kColTile, kRowLanes), 0, stream>>>(
-        dz[cur], batch, out, grads_d.get() + offset[first + 2 * l + 1]);
-    float* da = l == 0 ? din : dz[1 - cur];
-    if (da == nullptr) break;
-    // dA = dZ W^T ([batch, k]): dA^T = W dZ^T column-major.
-    CUBLAS_RETURN_IF_ERROR("sgemm (input gradient)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, k, batch,
-                                       out, &one, w, out, dz[cur], out, &zero, da, k));
-    if (l == 0) break;
-    ReluGradKernel<<<GridFor(int64_t{batch} * k), kThreads, 0, stream>>>(da, act[l - 1],
-                                                                          int64_t{batch} * k);
-    cur = 1 - cur;
-  }
-  return "";
-}
 
 std::string Runner::Impl::Reserve(const Step& s, const Plan& p) {
   const size_t b = p.b;
@@ -433,7 +330,7 @@ std::string Runner::Impl::Forward(const Step& s, const Plan& p, const float** fe
   if (p.num_dense > 0) {
     const float* src = dense_d.get();
     if (p.nb > 0) {
-      RETURN_IF_MESSAGE(MlpForward(dense_d.get(), batch, s.bottom_dims, 0, true,
+      RETURN_IF_MESSAGE(cuda::DenseForward(*context, Dense(0), dense_d.get(), batch, s.bottom_dims, true,
                                    bottom_acts_d.get()));
       *bottom_last = bottom_acts_d.get() + p.b * (SumWidths(s.bottom_dims) - s.bottom_out);
       src = *bottom_last;
@@ -460,7 +357,8 @@ std::string Runner::Impl::Forward(const Step& s, const Plan& p, const float** fe
   // Top MLP, loss.
   const size_t top_first = 2 * static_cast<size_t>(p.nb);
   RETURN_IF_MESSAGE(
-      MlpForward(*features, batch, s.top_dims, top_first, false, top_acts_d.get()));
+      cuda::DenseForward(*context, Dense(top_first), *features, batch, s.top_dims, false,
+                         top_acts_d.get()));
   *logits = top_acts_d.get() + p.b * (SumWidths(s.top_dims) - 1);
   LogLossKernel<<<(batch + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       *logits, labels_d.get(), batch, 1.0f / batch, row_loss_d.get(),
@@ -477,16 +375,18 @@ std::string Runner::Impl::Backward(const Step& s, const Plan& p, const float* fe
   float* dfeatures = s.dot ? dfeatures_d.get() : dvectors_d.get();
   const size_t top_first = 2 * static_cast<size_t>(p.nb);
   RETURN_IF_MESSAGE(
-      MlpBackward(features, batch, s.top_dims, top_first, top_acts_d.get(), dz, dfeatures));
+      cuda::DenseBackward(*context, Dense(top_first), features, batch, s.top_dims,
+                          top_acts_d.get(), dz, dfeatures));
   if (s.dot) {
     DotBackwardKernel<<<batch, 128, 0, stream>>>(vectors_d.get(), dfeatures_d.get(), s.n, s.d,
                                                  s.bottom_out, p.fw, dvectors_d.get());
   }
   if (p.nb > 0) {
-    MaskedStridedCopyKernel<<<GridFor(int64_t{batch} * s.bottom_out), kThreads, 0, stream>>>(
+    MaskedStridedCopyKernel<<<cuda::GridFor(int64_t{batch} * s.bottom_out), kThreads, 0, stream>>>(
         dz[0], dvectors_d.get(), p.vw, bottom_last, batch, s.bottom_out);
     RETURN_IF_MESSAGE(
-        MlpBackward(dense_d.get(), batch, s.bottom_dims, 0, bottom_acts_d.get(), dz, nullptr));
+        cuda::DenseBackward(*context, Dense(0), dense_d.get(), batch, s.bottom_dims,
+                            bottom_acts_d.get(), dz, nullptr));
   }
   if (p.num_tables > 0) {
     CUDA_RETURN_IF_ERROR(

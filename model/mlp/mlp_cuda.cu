@@ -1,10 +1,8 @@
-// CUDA + cuBLAS forward and backward of an MLP (see mlp_cuda_internal.h). Plain C++ and CUDA
-// only: nvcc compiles this file with its own host compiler, and absl stays out.
+// CUDA + cuBLAS forward and backward of an MLP (see mlp_cuda_internal.h): its layers are
+// model/dense_layers_cuda.h's, the softmax cross-entropy is here. Plain C++ and CUDA only: nvcc
+// compiles this file with its own host compiler, and absl stays out.
 //
-// Layout: every matrix is row-major, as the ps stores it. cuBLAS is column-major, and a
-// row-major R x C matrix is the column-major C x R matrix of its transpose, so each product
-// C = A * B is computed as C^T = B^T * A^T with the operands swapped.
-#include <cublas_v2.h>
+// Layout: every matrix is row-major, as the ps stores it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 
 #include "compute/cuda_check.h"
 #include "compute/device_buffer.h"
+#include "model/dense_layers_cuda.h"
 #include "model/mlp/mlp_cuda_internal.h"
 
 namespace shardps {
@@ -24,28 +23,6 @@ using cuda::DeviceBuffer;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-
-int GridFor(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 8192));
-}
-
-// z[r, c] = act(z[r, c] + b[c]) with act = ReLU or the identity.
-__global__ void BiasActivationKernel(float* z, const float* b, int rows, int cols, bool relu) {
-  const int64_t n = static_cast<int64_t>(rows) * cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const float v = z[i] + b[i % cols];
-    z[i] = relu ? fmaxf(v, 0.0f) : v;
-  }
-}
-
-// da = da where the ReLU output a was positive, else 0.
-__global__ void ReluGradKernel(float* da, const float* a, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    if (!(a[i] > 0.0f)) da[i] = 0.0f;
-  }
-}
 
 // One warp per row: the stable softmax cross-entropy of the row, whether its arg-max (the
 // first on ties, as on the CPU) is the label, and, when dlogits is set, the gradient of the
@@ -120,26 +97,6 @@ __global__ void SumRowsKernel(const float* row_loss, const int* row_correct, int
   }
 }
 
-// out[c] = sum over rows of m[r, c] (the bias gradient). Block (32, 8): 32 columns, each
-// summed by 8 row-strided threads and then combined in a fixed order.
-constexpr int kColTile = 32;
-constexpr int kRowLanes = 8;
-__global__ void ColumnSumsKernel(const float* m, int rows, int cols, float* out) {
-  __shared__ float part[kRowLanes][kColTile + 1];
-  const int col = blockIdx.x * kColTile + threadIdx.x;
-  float s = 0.0f;
-  if (col < cols) {
-    for (int r = threadIdx.y; r < rows; r += kRowLanes) s += m[static_cast<int64_t>(r) * cols + col];
-  }
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float t = 0.0f;
-    for (int k = 0; k < kRowLanes; ++k) t += part[k][threadIdx.x];
-    out[col] = t;
-  }
-}
-
 // Where each parameter lies in the packed parameter (and gradient) buffer, and the widths the
 // step's scratch buffers need.
 struct Layout {
@@ -186,8 +143,10 @@ struct Runner::Impl {
   std::string Download(const Layout& layout, int num_params, float* const* grads,
                        double sums[2]);
 
-  float* weight(const Layout& layout, int l) { return params_d.get() + layout.offset[2 * l]; }
-  float* bias(const Layout& layout, int l) { return params_d.get() + layout.offset[2 * l + 1]; }
+  // The layers' parameters and gradients in params_d and grads_d.
+  cuda::DenseParams Params(const Layout& layout) const {
+    return {params_d.get(), grads_d.get(), layout.offset.data()};
+  }
 
   const std::unique_ptr<cuda::Context> context;
   DeviceBuffer<float> params_d, grads_d, features_d, acts_d, dz_d[2], row_loss_d;
@@ -239,18 +198,8 @@ std::string Runner::Impl::Forward(const std::vector<int>& dims, const Layout& la
                                   const std::vector<float*>& act, bool backward) {
   const int num_layers = static_cast<int>(dims.size()) - 1;
   cudaStream_t stream = context->stream();
-  const float one = 1.0f, zero = 0.0f;
-  // act[l] = A * W (row-major [batch, out]) is act[l]^T = W^T * A^T column-major.
-  for (int l = 0; l < num_layers; ++l) {
-    const int in = dims[l], out = dims[l + 1];
-    const float* a = l == 0 ? features_d.get() : act[l - 1];
-    CUBLAS_RETURN_IF_ERROR("sgemm (forward)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, out, batch,
-                                       in, &one, weight(layout, l), out, a, in, &zero, act[l],
-                                       out));
-    BiasActivationKernel<<<GridFor(int64_t{batch} * out), kThreads, 0, stream>>>(
-        act[l], bias(layout, l), batch, out, l + 1 < num_layers);
-  }
+  RETURN_IF_MESSAGE(cuda::DenseForward(*context, Params(layout), features_d.get(), batch, dims,
+                                       /*relu_last=*/false, act[0]));
   const int classes = dims.back();
   SoftmaxCrossEntropyKernel<<<(batch + kWarpsPerBlock - 1) / kWarpsPerBlock, kThreads, 0,
                               stream>>>(act[num_layers - 1], labels_d.get(), batch, classes,
@@ -263,33 +212,9 @@ std::string Runner::Impl::Forward(const std::vector<int>& dims, const Layout& la
 
 std::string Runner::Impl::Backward(const std::vector<int>& dims, const Layout& layout, int batch,
                                    const std::vector<float*>& act) {
-  const int num_layers = static_cast<int>(dims.size()) - 1;
-  cudaStream_t stream = context->stream();
-  const float one = 1.0f, zero = 0.0f;
-  int cur = 0;
-  for (int l = num_layers - 1; l >= 0; --l) {
-    const int in = dims[l], out = dims[l + 1];
-    const float* a = l == 0 ? features_d.get() : act[l - 1];
-    const float* dz = dz_d[cur].get();
-    // dW = A^T * dZ ([in, out]): dW^T = dZ^T * A column-major.
-    CUBLAS_RETURN_IF_ERROR("sgemm (weight gradient)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_N, CUBLAS_OP_T, out, in,
-                                       batch, &one, dz, out, a, in, &zero,
-                                       grads_d.get() + layout.offset[2 * l], out));
-    ColumnSumsKernel<<<(out + kColTile - 1) / kColTile, dim3(kColTile, kRowLanes), 0,
-                       stream>>>(dz, batch, out, grads_d.get() + layout.offset[2 * l + 1]);
-    if (l == 0) break;
-    // dA = dZ * W^T ([batch, in]): dA^T = W * dZ^T column-major.
-    float* da = dz_d[1 - cur].get();
-    CUBLAS_RETURN_IF_ERROR("sgemm (input gradient)",
-                           cublasSgemm(context->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, in, batch,
-                                       out, &one, weight(layout, l), out, dz, out, &zero, da,
-                                       in));
-    ReluGradKernel<<<GridFor(int64_t{batch} * in), kThreads, 0, stream>>>(
-        da, act[l - 1], int64_t{batch} * in);
-    cur = 1 - cur;
-  }
-  return "";
+  float* const dz[2] = {dz_d[0].get(), dz_d[1].get()};
+  return cuda::DenseBackward(*context, Params(layout), features_d.get(), batch, dims, act[0], dz,
+                             /*din=*/nullptr);
 }
 
 std::string Runner::Impl::Download(const Layout& layout, int num_params, float* const* grads,
