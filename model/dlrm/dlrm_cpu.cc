@@ -12,6 +12,8 @@
 #include "common/status_macros.h"
 #include "compute/compute_device.h"
 #include "compute/parallel_for.h"
+#include "model/batch_slices.h"
+#include "model/dense_layers_cpu.h"
 
 namespace shardps {
 namespace {
@@ -20,7 +22,6 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 using MatrixMap = Eigen::Map<RowMatrix>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
 // A row of a wider matrix: `cols` floats with `stride` between rows.
 using StridedMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 using ConstStridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
@@ -66,68 +67,6 @@ int64_t SumWidths(const std::vector<int>& dims) {
   int64_t w = 0;
   for (size_t l = 1; l < dims.size(); ++l) w += dims[l];
   return w;
-}
-
-// out[c] = sum over rows of m[r, c], adding rows in order (Eigen's colwise().sum() groups the
-// additions by the buffer's alignment, which would make two runs differ in the last bits).
-void ColumnSums(const float* m, int rows, int cols, float* out) {
-  std::fill(out, out + cols, 0.0f);
-  for (int r = 0; r < rows; ++r) {
-    const float* row = m + static_cast<int64_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) out[c] += row[c];
-  }
-}
-
-// act[l] = act(in_l * W_l + b_l) for each layer l of dims, into consecutive rows x dims[l+1]
-// blocks of acts; ReLU on every layer when relu_last, else on all but the last.
-void MlpForward(const float* in, int rows, const std::vector<int>& dims,
-                const float* const* params, bool relu_last, float* acts) {
-  const int layers = static_cast<int>(dims.size()) - 1;
-  for (int l = 0; l < layers; ++l) {
-    ConstMatrixMap a(in, rows, dims[l]);
-    ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
-    ConstRowVectorMap b(params[2 * l + 1], dims[l + 1]);
-    MatrixMap z(acts, rows, dims[l + 1]);
-    z.noalias() = a * w;
-    z.rowwise() += b;
-    if (relu_last || l + 1 < layers) z = z.cwiseMax(0.0f);
-    in = acts;
-    acts += static_cast<int64_t>(rows) * dims[l + 1];
-  }
-}
-
-// Backward of MlpForward. dz[0] holds the gradient w.r.t. the last layer's pre-activation
-// (rows x dims.back()); dz[0] and dz[1] are scratch of rows x max width. Writes each layer's
-// kernel and bias gradient into grads, and, when din is set, the gradient w.r.t. the input.
-void MlpBackward(const float* in, int rows, const std::vector<int>& dims,
-                 const float* const* params, const float* acts, float* const dz[2],
-                 float* const* grads, float* din) {
-  const int layers = static_cast<int>(dims.size()) - 1;
-  std::vector<const float*> act(layers);
-  for (int l = 0; l < layers; ++l) {
-    act[l] = acts;
-    acts += static_cast<int64_t>(rows) * dims[l + 1];
-  }
-  int cur = 0;
-  for (int l = layers - 1; l >= 0; --l) {
-    ConstMatrixMap a(l == 0 ? in : act[l - 1], rows, dims[l]);
-    ConstMatrixMap g(dz[cur], rows, dims[l + 1]);
-    MatrixMap dw(grads[2 * l], dims[l], dims[l + 1]);
-    dw.noalias() = a.transpose() * g;
-    ColumnSums(dz[cur], rows, dims[l + 1], grads[2 * l + 1]);
-    ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
-    if (l == 0) {
-      if (din != nullptr) {
-        MatrixMap da(din, rows, dims[0]);
-        da.noalias() = g * w.transpose();
-      }
-      break;
-    }
-    MatrixMap da(dz[1 - cur], rows, dims[l]);
-    da.noalias() = g * w.transpose();
-    da.array() = (a.array() > 0.0f).select(da.array(), 0.0f);
-    cur = 1 - cur;
-  }
 }
 
 // Binary log loss of logit z for label y, -y log s(z) - (1 - y) log(1 - s(z)), in a form that
@@ -237,16 +176,16 @@ class DlrmCpuCompute final : public DlrmCompute {
   // Splits a batch of b examples into slices of at least kMinRowsPerSlice (at most one per
   // thread) and sizes their scratch; returns how many. REQUIRES: mu_ held.
   int SizeSlices(const Shape& shape, int b, bool backward) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int num_slices =
-        std::max(1, std::min(num_threads_, (b + kMinRowsPerSlice - 1) / kMinRowsPerSlice));
+    const int num_slices = NumSlices(b, num_threads_, kMinRowsPerSlice);
     int max_width = std::max(shape.vectors, shape.features);
     for (int w : shape.bottom_dims) max_width = std::max(max_width, w);
     for (int w : shape.top_dims) max_width = std::max(max_width, w);
     slices_.resize(num_slices);
     for (int s = 0; s < num_slices; ++s) {
       Slice& slice = slices_[s];
-      slice.begin = static_cast<int>(int64_t{b} * s / num_slices);
-      slice.rows = static_cast<int>(int64_t{b} * (s + 1) / num_slices) - slice.begin;
+      const BatchSlice bounds = SliceOfBatch(b, num_slices, s);
+      slice.begin = bounds.begin;
+      slice.rows = bounds.rows;
       const int64_t rows = slice.rows;
       slice.bottom_acts.resize(rows * SumWidths(shape.bottom_dims));
       slice.vectors.resize(rows * shape.vectors);
@@ -270,21 +209,11 @@ class DlrmCpuCompute final : public DlrmCompute {
   // thread over its own range of elements. REQUIRES: mu_ held.
   void SumPartials(const Shape& shape, int num_slices, DlrmStepOutput* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
-    // analysis cannot follow the lock across threads.
-    parallel_.ForEach(num_threads_, [&](int64_t t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      int64_t offset = 0;
-      for (size_t i = 0; i < shape.param_sizes.size(); ++i) {
-        const int64_t size = shape.param_sizes[i];
-        const int64_t lo = size * t / num_threads_, hi = size * (t + 1) / num_threads_;
-        float* g = out->dense_grads[i].data();
-        for (int s = 1; s < num_slices; ++s) {
-          const float* part = slices_[s].grads.data() + offset;
-          for (int64_t k = lo; k < hi; ++k) g[k] += part[k];
-        }
-        offset += size;
-      }
-    });
+    std::vector<float*> dst;
+    for (std::vector<float>& g : out->dense_grads) dst.push_back(g.data());
+    std::vector<const float*> partials;
+    for (int s = 1; s < num_slices; ++s) partials.push_back(slices_[s].grads.data());
+    AddPartials(parallel_, num_threads_, shape.param_sizes, dst, partials);
   }
 
   // Row gradients: each table on one thread, examples in order, so that the sums do not
@@ -344,8 +273,8 @@ class DlrmCpuCompute final : public DlrmCompute {
     const float* features = Interact(shape, slice);
 
     // Top MLP and the loss.
-    MlpForward(features, rows, shape.top_dims, top_params, /*relu_last=*/false,
-               slice->top_acts.data());
+    DenseForward(features, rows, shape.top_dims, top_params, /*relu_last=*/false,
+                 slice->top_acts.data());
     const float* logits =
         slice->top_acts.data() + int64_t{rows} * (SumWidths(shape.top_dims) - 1);
     const float inv_batch = 1.0f / batch.batch;
@@ -361,8 +290,8 @@ class DlrmCpuCompute final : public DlrmCompute {
     // Backward through the top MLP, into the features' gradient.
     float* const dz[2] = {slice->dz[0].data(), slice->dz[1].data()};
     float* dfeatures = shape.dot ? slice->dfeatures.data() : slice->dvectors.data();
-    MlpBackward(features, rows, shape.top_dims, top_params, slice->top_acts.data(), dz,
-                grads + 2 * nb, dfeatures);
+    DenseBackward(features, rows, shape.top_dims, top_params, slice->top_acts.data(), dz,
+                  grads + 2 * nb, dfeatures);
     if (shape.dot) InteractBackward(shape, slice);
 
     // Backward through the bottom MLP (its last layer has a ReLU too).
@@ -374,8 +303,8 @@ class DlrmCpuCompute final : public DlrmCompute {
                               Eigen::OuterStride<>(shape.vectors));
       g0.array() = (ConstMatrixMap(last, rows, shape.bottom_out).array() > 0.0f)
                        .select(dbottom.array(), 0.0f);
-      MlpBackward(dense, rows, shape.bottom_dims, params, slice->bottom_acts.data(), dz, grads,
-                  nullptr);
+      DenseBackward(dense, rows, shape.bottom_dims, params, slice->bottom_acts.data(), dz,
+                    grads, nullptr);
     }
   }
 
@@ -389,8 +318,8 @@ class DlrmCpuCompute final : public DlrmCompute {
                           Eigen::OuterStride<>(shape.vectors));
     if (spec.num_dense == 0) return;
     if (nb > 0) {
-      MlpForward(dense, rows, shape.bottom_dims, params, /*relu_last=*/true,
-                 slice->bottom_acts.data());
+      DenseForward(dense, rows, shape.bottom_dims, params, /*relu_last=*/true,
+                   slice->bottom_acts.data());
       const float* last = slice->bottom_acts.data() +
                           int64_t{rows} * (SumWidths(shape.bottom_dims) - shape.bottom_out);
       bottom_out = ConstMatrixMap(last, rows, shape.bottom_out);

@@ -12,17 +12,14 @@
 #include "common/status_macros.h"
 #include "compute/compute_device.h"
 #include "compute/parallel_for.h"
+#include "model/batch_slices.h"
+#include "model/dense_layers_cpu.h"
 #include "model/mlp/mlp_checks.h"
 
 namespace shardps {
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
 
 // Below this many rows a slice's matrix products get too thin to pay for a thread.
 constexpr int kMinRowsPerSlice = 32;
@@ -81,19 +78,22 @@ class MlpCpuCompute final : public MlpCompute {
            int64_t* correct) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::vector<int> dims = spec.LayerDims();
     const bool backward = !grads.empty();
-    const int num_slices =
-        std::max(1, std::min(num_threads_, (batch + kMinRowsPerSlice - 1) / kMinRowsPerSlice));
+    const int num_slices = NumSlices(batch, num_threads_, kMinRowsPerSlice);
     int64_t act_width = 0, max_width = 0, num_params = 0;
+    std::vector<int64_t> param_sizes;  // kernel, bias per layer
     for (size_t l = 1; l < dims.size(); ++l) {
       act_width += dims[l];
       max_width = std::max<int64_t>(max_width, dims[l]);
       num_params += int64_t{dims[l - 1]} * dims[l] + dims[l];
+      param_sizes.push_back(int64_t{dims[l - 1]} * dims[l]);
+      param_sizes.push_back(dims[l]);
     }
     slices_.resize(num_slices);
     for (int s = 0; s < num_slices; ++s) {
       Slice& slice = slices_[s];
-      slice.begin = static_cast<int>(int64_t{batch} * s / num_slices);
-      slice.rows = static_cast<int>(int64_t{batch} * (s + 1) / num_slices) - slice.begin;
+      const BatchSlice bounds = SliceOfBatch(batch, num_slices, s);
+      slice.begin = bounds.begin;
+      slice.rows = bounds.rows;
       slice.acts.resize(slice.rows * act_width);
       if (backward) {
         slice.dz[0].resize(slice.rows * max_width);
@@ -111,10 +111,8 @@ class MlpCpuCompute final : public MlpCompute {
         // Slice 0 writes straight into the caller's buffers; the others into their partials.
         float* p = slice.grads.data();
         for (size_t i = 0; i < grads.size(); ++i) {
-          const size_t l = i / 2;
-          const int64_t size = i % 2 == 0 ? int64_t{dims[l]} * dims[l + 1] : dims[l + 1];
           slice_grads.push_back(s == 0 ? grads[i] : p);
-          if (s > 0) p += size;
+          if (s > 0) p += param_sizes[i];
         }
       }
       RunSlice(dims, params, features, labels, batch, &slice,
@@ -122,23 +120,9 @@ class MlpCpuCompute final : public MlpCompute {
     });
 
     if (backward && num_slices > 1) {
-      // Sum the partials in slice order, each thread over its own range of elements.
-      // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
-      // analysis cannot follow the lock across threads.
-      parallel_.ForEach(num_threads_, [&](int64_t t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        int64_t offset = 0;
-        for (size_t i = 0; i < grads.size(); ++i) {
-          const size_t l = i / 2;
-          const int64_t size = i % 2 == 0 ? int64_t{dims[l]} * dims[l + 1] : dims[l + 1];
-          const int64_t lo = size * t / num_threads_, hi = size * (t + 1) / num_threads_;
-          float* g = grads[i];
-          for (int s = 1; s < num_slices; ++s) {
-            const float* part = slices_[s].grads.data() + offset;
-            for (int64_t k = lo; k < hi; ++k) g[k] += part[k];
-          }
-          offset += size;
-        }
-      });
+      std::vector<const float*> partials;
+      for (int s = 1; s < num_slices; ++s) partials.push_back(slices_[s].grads.data());
+      AddPartials(parallel_, num_threads_, param_sizes, grads, partials);
     }
     for (int s = 0; s < num_slices; ++s) {
       *loss_sum += slices_[s].loss_sum;
@@ -150,27 +134,16 @@ class MlpCpuCompute final : public MlpCompute {
   static void RunSlice(const std::vector<int>& dims, absl::Span<const float* const> params,
                        const float* features, const int32_t* labels, int batch, Slice* slice,
                        float* const* grads) {
-    const int num_layers = static_cast<int>(dims.size()) - 1;
     const int rows = slice->rows;
     const float* x = features + int64_t{slice->begin} * dims[0];
     labels += slice->begin;
 
-    // Forward: act[l] = relu(act[l-1] * W_l + b_l); no ReLU on the last layer (logits).
-    std::vector<float*> act(num_layers);
-    float* next = slice->acts.data();
-    const float* in = x;
-    for (int l = 0; l < num_layers; ++l) {
-      act[l] = next;
-      next += int64_t{rows} * dims[l + 1];
-      ConstMatrixMap a(in, rows, dims[l]);
-      ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
-      ConstRowVectorMap b(params[2 * l + 1], dims[l + 1]);
-      MatrixMap z(act[l], rows, dims[l + 1]);
-      z.noalias() = a * w;
-      z.rowwise() += b;
-      if (l + 1 < num_layers) z = z.cwiseMax(0.0f);
-      in = act[l];
-    }
+    // Forward: act[l] = relu(act[l-1] * W_l + b_l); no ReLU on the last layer (logits, the
+    // last block of acts).
+    DenseForward(x, rows, dims, params.data(), /*relu_last=*/false, slice->acts.data());
+    int64_t hidden_width = 0;
+    for (size_t l = 1; l + 1 < dims.size(); ++l) hidden_width += dims[l];
+    const float* logits = slice->acts.data() + int64_t{rows} * hidden_width;
 
     // Softmax cross-entropy, stable by subtracting the row max; d(mean loss)/d(logits).
     const int classes = dims.back();
@@ -179,7 +152,7 @@ class MlpCpuCompute final : public MlpCompute {
     slice->loss_sum = 0;
     slice->correct = 0;
     for (int i = 0; i < rows; ++i) {
-      const float* z = act[num_layers - 1] + int64_t{i} * classes;
+      const float* z = logits + int64_t{i} * classes;
       int arg_max = 0;
       for (int j = 1; j < classes; ++j) {
         if (z[j] > z[arg_max]) arg_max = j;
@@ -199,35 +172,9 @@ class MlpCpuCompute final : public MlpCompute {
     }
     if (grads == nullptr) return;
 
-    // Backward: dW_l = act[l-1]^T dz, db_l = column sums of dz, and
-    // dz_{l-1} = (dz W_l^T) masked where the ReLU was off.
-    int cur = 0;
-    for (int l = num_layers - 1; l >= 0; --l) {
-      const float* a_prev = l == 0 ? x : act[l - 1];
-      ConstMatrixMap a(a_prev, rows, dims[l]);
-      ConstMatrixMap dz(slice->dz[cur].data(), rows, dims[l + 1]);
-      MatrixMap dw(grads[2 * l], dims[l], dims[l + 1]);
-      dw.noalias() = a.transpose() * dz;
-      // Column sums row by row, in a fixed order: Eigen's colwise().sum() groups the
-      // additions by the output buffer's alignment, which made sync runs differ in the last
-      // bits. This loop vectorizes across columns and adds rows in order.
-      {
-        float* out = grads[2 * l + 1];
-        const int width = dims[l + 1];
-        const float* dzp = slice->dz[cur].data();
-        std::fill(out, out + width, 0.0f);
-        for (int r = 0; r < rows; ++r) {
-          const float* row = dzp + static_cast<int64_t>(r) * width;
-          for (int c = 0; c < width; ++c) out[c] += row[c];
-        }
-      }
-      if (l == 0) break;
-      ConstMatrixMap w(params[2 * l], dims[l], dims[l + 1]);
-      MatrixMap da(slice->dz[1 - cur].data(), rows, dims[l]);
-      da.noalias() = dz * w.transpose();
-      da.array() = (a.array() > 0.0f).select(da.array(), 0.0f);
-      cur = 1 - cur;
-    }
+    // Backward from the logits' gradient in dz[0].
+    float* const dz[2] = {slice->dz[0].data(), slice->dz[1].data()};
+    DenseBackward(x, rows, dims, params.data(), slice->acts.data(), dz, grads, /*din=*/nullptr);
   }
 
   const int num_threads_;
