@@ -14,6 +14,7 @@
 #include "model/dlrm/dlrm_batch.h"
 #include "model/dlrm/dlrm_compute.h"
 #include "model/dlrm/dlrm_spec.h"
+#include "model/model_support.h"
 
 namespace shardps {
 namespace {
@@ -28,31 +29,13 @@ struct DlrmModelBatch : public ModelBatch {
 };
 
 // The compute a DlrmModel makes: the DLRM compute on the device.
-class DlrmModelCompute final : public ModelCompute {
- public:
-  explicit DlrmModelCompute(std::unique_ptr<DlrmCompute> compute)
-      : compute_(std::move(compute)) {}
-
-  std::string Name() const override { return compute_->Name(); }
-  DlrmCompute* compute() const { return compute_.get(); }
-
- private:
-  const std::unique_ptr<DlrmCompute> compute_;
-};
+using DlrmModelCompute = OwnedModelCompute<DlrmCompute>;
 
 class DlrmModel : public Model {
  public:
   DlrmModel(DlrmSpec spec, const JobSpec& job) : spec_(std::move(spec)) {
     for (DlrmParamInfo& param : DlrmDenseParams(spec_)) {
-      VariableInfo v;
-      v.name = std::move(param.name);
-      v.shape = std::move(param.shape);
-      if (v.shape.size() == 2) {
-        v.initializer = job.kernel_initializer();
-      } else {
-        v.initializer.set_type(InitializerSpec::ZEROS);
-      }
-      variables_.push_back(std::move(v));
+      variables_.push_back(DenseLayerVariable(std::move(param.name), std::move(param.shape), job));
     }
     num_dense_params_ = variables_.size();
     for (const DlrmTableSpec& table : spec_.tables) {
@@ -125,10 +108,10 @@ class DlrmModel : public Model {
 
   absl::Status ForwardBackward(ModelCompute* compute, StepBuffers* step,
                                StepResult* out) const override {
-    auto* batch = Prepared(*step);
-    if (batch == nullptr) return NotPrepared();
-    DlrmCompute* const dlrm = Mine(compute);
-    if (dlrm == nullptr) return NotMine(compute);
+    auto* batch = PreparedBatch<DlrmModelBatch>(variables_, *step);
+    if (batch == nullptr) return BatchNotPrepared();
+    DlrmCompute* const dlrm = DlrmModelCompute::Of(compute);
+    if (dlrm == nullptr) return ComputeNotMine(ToString(), compute);
     std::vector<absl::Span<const float>> params;
     DlrmBatch view;
     MakeView(*step, *batch, &params, &view);
@@ -148,10 +131,10 @@ class DlrmModel : public Model {
 
   absl::Status Evaluate(ModelCompute* compute, const StepBuffers& step,
                         BatchEval* out) const override {
-    const DlrmModelBatch* batch = Prepared(step);
-    if (batch == nullptr) return NotPrepared();
-    DlrmCompute* const dlrm = Mine(compute);
-    if (dlrm == nullptr) return NotMine(compute);
+    const DlrmModelBatch* batch = PreparedBatch<DlrmModelBatch>(variables_, step);
+    if (batch == nullptr) return BatchNotPrepared();
+    DlrmCompute* const dlrm = DlrmModelCompute::Of(compute);
+    if (dlrm == nullptr) return ComputeNotMine(ToString(), compute);
     std::vector<absl::Span<const float>> params;
     DlrmBatch view;
     MakeView(step, *batch, &params, &view);
@@ -169,17 +152,6 @@ class DlrmModel : public Model {
   }
 
  private:
-  // The batch PrepareBatch made for this model, with buffers for every variable; else null.
-  const DlrmModelBatch* Prepared(const StepBuffers& step) const {
-    if (step.values.size() != variables_.size() || step.grads.size() != variables_.size()) {
-      return nullptr;
-    }
-    return dynamic_cast<const DlrmModelBatch*>(step.batch.get());
-  }
-  DlrmModelBatch* Prepared(StepBuffers& step) const {
-    return const_cast<DlrmModelBatch*>(Prepared(static_cast<const StepBuffers&>(step)));
-  }
-
   void MakeView(const StepBuffers& step, const DlrmModelBatch& batch,
                 std::vector<absl::Span<const float>>* params, DlrmBatch* view) const {
     for (size_t i = 0; i < num_dense_params_; ++i) params->emplace_back(step.values[i]);
@@ -190,20 +162,6 @@ class DlrmModel : public Model {
     for (size_t t = 0; t < spec_.tables.size(); ++t) {
       view->tables.push_back(TableBatchView(batch.tables[t], step.values[num_dense_params_ + t]));
     }
-  }
-
-  // The DLRM compute inside `compute`, when a DLRM model made it; else null.
-  static DlrmCompute* Mine(ModelCompute* compute) {
-    auto* mine = dynamic_cast<DlrmModelCompute*>(compute);
-    return mine != nullptr ? mine->compute() : nullptr;
-  }
-  absl::Status NotMine(const ModelCompute* compute) const {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model \"", ToString(), "\" needs a compute made by its NewCompute; got ",
-        compute != nullptr ? absl::StrCat("\"", compute->Name(), "\"") : "none"));
-  }
-  static absl::Status NotPrepared() {
-    return absl::FailedPreconditionError("the step's batch was not prepared for this model");
   }
 
   const DlrmSpec spec_;

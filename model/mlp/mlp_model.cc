@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "data/batcher.h"
 #include "model/mlp/mlp_compute.h"
+#include "model/model_support.h"
 
 namespace shardps {
 namespace {
@@ -19,33 +20,13 @@ struct MlpBatch : public ModelBatch {
 };
 
 // The compute an MlpModel makes: the MLP's compute on the device.
-class MlpModelCompute final : public ModelCompute {
- public:
-  explicit MlpModelCompute(std::unique_ptr<MlpCompute> compute) : compute_(std::move(compute)) {}
-
-  std::string Name() const override { return compute_->Name(); }
-  MlpCompute* compute() const { return compute_.get(); }
-
- private:
-  const std::unique_ptr<MlpCompute> compute_;
-};
+using MlpModelCompute = OwnedModelCompute<MlpCompute>;
 
 class MlpModel : public Model {
  public:
   MlpModel(MlpSpec spec, const JobSpec& job) : spec_(std::move(spec)) {
     for (ParamInfo& param : Params(spec_)) {
-      VariableInfo v;
-      v.name = std::move(param.name);
-      v.shape = std::move(param.shape);
-      v.access = VariableAccess::kDense;
-      // Keras' Dense: kernels from the job's initializer (glorot_uniform unless it says),
-      // biases zeros.
-      if (v.shape.size() == 2) {
-        v.initializer = job.kernel_initializer();
-      } else {
-        v.initializer.set_type(InitializerSpec::ZEROS);
-      }
-      variables_.push_back(std::move(v));
+      variables_.push_back(DenseLayerVariable(std::move(param.name), std::move(param.shape), job));
     }
   }
 
@@ -85,10 +66,10 @@ class MlpModel : public Model {
 
   absl::Status ForwardBackward(ModelCompute* compute, StepBuffers* step,
                                StepResult* out) const override {
-    const MlpBatch* batch = Batch(*step);
-    if (batch == nullptr) return NotPrepared();
-    MlpCompute* const mlp = Mine(compute);
-    if (mlp == nullptr) return NotMine(compute);
+    const MlpBatch* batch = PreparedBatch<MlpBatch>(variables_, *step);
+    if (batch == nullptr) return BatchNotPrepared();
+    MlpCompute* const mlp = MlpModelCompute::Of(compute);
+    if (mlp == nullptr) return ComputeNotMine(ToString(), compute);
     std::vector<const float*> params;
     std::vector<float*> grads;
     for (size_t i = 0; i < variables_.size(); ++i) {
@@ -101,10 +82,10 @@ class MlpModel : public Model {
 
   absl::Status Evaluate(ModelCompute* compute, const StepBuffers& step,
                         BatchEval* out) const override {
-    const MlpBatch* batch = Batch(step);
-    if (batch == nullptr) return NotPrepared();
-    MlpCompute* const mlp = Mine(compute);
-    if (mlp == nullptr) return NotMine(compute);
+    const MlpBatch* batch = PreparedBatch<MlpBatch>(variables_, step);
+    if (batch == nullptr) return BatchNotPrepared();
+    MlpCompute* const mlp = MlpModelCompute::Of(compute);
+    if (mlp == nullptr) return ComputeNotMine(ToString(), compute);
     out->scores.clear();
     out->labels.clear();
     std::vector<const float*> params;
@@ -114,27 +95,6 @@ class MlpModel : public Model {
   }
 
  private:
-  // The batch PrepareBatch made, with buffers for every variable; null otherwise.
-  const MlpBatch* Batch(const StepBuffers& step) const {
-    if (step.values.size() != variables_.size() || step.grads.size() != variables_.size()) {
-      return nullptr;
-    }
-    return dynamic_cast<const MlpBatch*>(step.batch.get());
-  }
-  // The MLP's compute inside `compute`, when an MLP model made it; else null.
-  static MlpCompute* Mine(ModelCompute* compute) {
-    auto* mine = dynamic_cast<MlpModelCompute*>(compute);
-    return mine != nullptr ? mine->compute() : nullptr;
-  }
-  absl::Status NotMine(const ModelCompute* compute) const {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model \"", ToString(), "\" needs a compute made by its NewCompute; got ",
-        compute != nullptr ? absl::StrCat("\"", compute->Name(), "\"") : "none"));
-  }
-  static absl::Status NotPrepared() {
-    return absl::FailedPreconditionError("the step's batch was not prepared for this model");
-  }
-
   const MlpSpec spec_;
   std::vector<VariableInfo> variables_;
 };
