@@ -8,10 +8,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_dir.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "common/test_files.h"
 #include "coordinator/chief_state.h"
+#include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_store.h"
@@ -115,18 +115,12 @@ class CheckpointDriverTest : public ::testing::Test {
   using Kind = JobPhase::Kind;
 
   void SetUp() override {
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    for (int k = 0; k < 2; ++k) {
-      ShardStore::Options o;
-      o.task_index = k;
-      stores_.push_back(*ShardStore::Create(o));
-      ps.push_back(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
-    }
-    client_ = *PsClient::Create(std::move(ps), PsClient::Options());
-    monitor_ = std::make_unique<PsMonitor>(client_.get(), PsMonitor::Options(), [] {});
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_.get(),
+    tasks_ = *InProcessPs::Create(InProcessPs::Options());
+    client_ = tasks_->client();
+    monitor_ = std::make_unique<PsMonitor>(client_, PsMonitor::Options(), [] {});
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_,
                                            std::vector<std::string>{"ps0", "ps1"});
-    driver_ = std::make_unique<CheckpointDriver>(&state_, recovery_.get(), client_.get());
+    driver_ = std::make_unique<CheckpointDriver>(&state_, recovery_.get(), client_);
     dir_ = FreshTestDir("checkpoint_driver");
 
     JobSpec job = *ParseJobSpec(
@@ -161,7 +155,7 @@ class CheckpointDriverTest : public ::testing::Test {
     driver_.reset();
     recovery_.reset();
     monitor_.reset();
-    for (auto& s : stores_) s->Shutdown();
+    tasks_->Shutdown();
   }
 
   // Completes the next n steps.
@@ -189,8 +183,8 @@ class CheckpointDriverTest : public ::testing::Test {
     return *CheckpointDir::Open(dir_, /*create=*/false)->List();
   }
 
-  std::vector<std::unique_ptr<ShardStore>> stores_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<InProcessPs> tasks_;
+  PsClient* client_ = nullptr;  // tasks_'s
   ChiefState state_;
   std::unique_ptr<PsMonitor> monitor_;
   std::unique_ptr<Recovery> recovery_;
@@ -272,7 +266,7 @@ TEST_F(CheckpointDriverTest, AFinalCheckpointOnAPsBehindTheJobsGenerationRollsTh
   SetGenerationRequest raise;
   raise.set_generation(2);
   SetGenerationResponse raised;
-  ASSERT_TRUE(stores_[0]->SetGeneration(raise, &raised).ok());
+  ASSERT_TRUE(tasks_->store(0)->SetGeneration(raise, &raised).ok());
   {
     absl::MutexLock lock(&state_.mu);
     state_.generation = 2;

@@ -15,12 +15,13 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "client/intercepting_ps_interface.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "coordinator/chief.h"
 #include "coordinator/fake_worker.h"
+#include "coordinator/in_process_ps.h"
 #include "gtest/gtest.h"
 #include "ps_server/shard_store.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace {
@@ -37,42 +38,30 @@ std::string FreshDir(const std::string& name) {
 class ChiefDurableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    for (int k = 0; k < 2; ++k) {
-      stores_.push_back(NewStore(k, 1000 + k));
-      auto ic = std::make_unique<InterceptingPsInterface>(
-          absl::StrCat("ps", k), NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
-      ps_.push_back(ic.get());
-      ps.push_back(std::move(ic));
-    }
-    PsClient::Options options;
-    options.max_attempts = 2;
-    options.initial_backoff = absl::Milliseconds(5);
-    client_ = *PsClient::Create(std::move(ps), options);
+    InProcessPs::Options options;
+    options.first_incarnation = 1000;
+    options.intercept = true;
+    options.client.max_attempts = 2;
+    options.client.initial_backoff = absl::Milliseconds(5);
+    tasks_ = *InProcessPs::Create(options);
+    client_ = tasks_->client();
   }
 
   void TearDown() override {
     chief_.reset();
-    for (auto& s : stores_) s->Shutdown();
-  }
-
-  static std::unique_ptr<ShardStore> NewStore(int task, uint64_t incarnation) {
-    ShardStore::Options o;
-    o.task_index = task;
-    o.incarnation = incarnation;
-    return *ShardStore::Create(o);
+    tasks_->Shutdown();
   }
 
   // ps k restarts: a new incarnation holding nothing.
   void RestartPs(int k, uint64_t incarnation) {
-    stores_.push_back(NewStore(k, incarnation));
-    ps_[k]->SetInner(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
+    ASSERT_TRUE(tasks_->Restart(k, incarnation).ok());
   }
+  InterceptingPsInterface* ps(int k) { return tasks_->interceptor(k); }
 
   void StartChief(int n) {
     Chief::Options options;
     options.ps_addresses = {"ps0", "ps1"};
-    options.ps = client_.get();
+    options.ps = client_;
     options.probe_interval = absl::Hours(1);
     options.probe_interval_ps = absl::Milliseconds(20);
     options.ps_unreachable_after = absl::Milliseconds(200);
@@ -93,12 +82,8 @@ class ChiefDurableTest : public ::testing::Test {
 
   template <typename Pred>
   bool WaitForStatus(Pred pred) {
-    absl::Time deadline = absl::Now() + kWait;
-    while (absl::Now() < deadline) {
-      if (pred(chief_->Status())) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+    return testing::PollUntil([&] { return pred(chief_->Status()); }, absl::Now() + kWait,
+                              absl::Milliseconds(5));
   }
 
   // The chief "dies": the calls it has in flight fail (a dead process's calls go nowhere;
@@ -134,9 +119,8 @@ class ChiefDurableTest : public ::testing::Test {
     return true;
   }
 
-  std::vector<std::unique_ptr<ShardStore>> stores_;
-  std::vector<InterceptingPsInterface*> ps_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<InProcessPs> tasks_;
+  PsClient* client_ = nullptr;  // tasks_'s
   std::vector<FakeWorker*> workers_;
   std::unique_ptr<Chief> chief_;
 };
@@ -227,7 +211,7 @@ TEST_F(ChiefDurableTest, APsRestartRollsEveryPsBackToTheNewestCheckpoint) {
   EXPECT_EQ(chief_->Status().steps_done(), cut);
   // The restarted ps holds the job's shards again, restored, at the new generation.
   HealthResponse health;
-  stores_.back()->Health(&health);
+  tasks_->store(1)->Health(&health);
   EXPECT_GT(health.num_shards(), 0);
   EXPECT_EQ(health.generation(), status.generation());
   ASSERT_TRUE(RunUntil(200)) << chief_->Status().DebugString();
@@ -321,7 +305,7 @@ TEST_F(ChiefDurableTest, AFailedCheckpointIsRetriedAnIntervalLaterNotAtTheNextSt
   const std::string dir = FreshDir("failing");
   // ps 1 cannot write its files (a full disk): every snapshot of it fails.
   std::atomic<int> snapshots{0};
-  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+  ps(1)->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
                              google::protobuf::Message* response,
                              absl::Time) -> std::optional<absl::Status> {
     if (method == "Snapshot") ++snapshots;
@@ -356,7 +340,7 @@ TEST_F(ChiefDurableTest, ASubmitRightAfterThePsCameUpRidesOutARefusedFirstProbe)
   // connection still backing off from before the ps was up (the monitor's are answered).
   const std::thread::id submitter = std::this_thread::get_id();
   std::atomic<int> refused{0};
-  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+  ps(1)->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
                              google::protobuf::Message*,
                              absl::Time) -> std::optional<absl::Status> {
     if (method == "Health" && std::this_thread::get_id() == submitter && refused < 2) {
@@ -380,7 +364,7 @@ TEST_F(ChiefDurableTest, APsTheMonitorNeverSawUpPausesTheJobWhileItIsDown) {
   // when ps 1 came up while the monitor's probes were backing off, and went down again
   // before its next one.
   const std::thread::id submitter = std::this_thread::get_id();
-  ps_[1]->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
+  ps(1)->SetInterceptor([&](absl::string_view method, const google::protobuf::Message&,
                              google::protobuf::Message*,
                              absl::Time) -> std::optional<absl::Status> {
     if (method == "Health" && std::this_thread::get_id() != submitter) {
@@ -397,7 +381,7 @@ TEST_F(ChiefDurableTest, APsTheMonitorNeverSawUpPausesTheJobWhileItIsDown) {
     return s.phase().find("paused: ps 1") != std::string::npos &&
            s.phase().find("unreachable") != std::string::npos;
   })) << chief_->Status().DebugString();
-  ps_[1]->SetInterceptor(nullptr);
+  ps(1)->SetInterceptor(nullptr);
   ASSERT_TRUE(chief_->Cancel("").ok());
   while (workers_[0]->Finish() >= 0) {
   }
@@ -437,19 +421,12 @@ namespace {
 // The chief checks the model's size against what the ps tasks can hold before anything is
 // allocated: a model too large fails at submit, naming the bytes, and no shard is created.
 TEST(ChiefLimitsTest, AModelLargerThanThePsBudgetsFailsAtSubmit) {
-  std::vector<std::unique_ptr<ShardStore>> stores;
-  std::vector<std::unique_ptr<PsInterface>> ps;
-  for (int k = 0; k < 2; ++k) {
-    ShardStore::Options o;
-    o.task_index = k;
-    o.memory_budget_bytes = 4 << 20;  // 4 MiB each, half of it for snapshot copies
-    stores.push_back(*ShardStore::Create(o));
-    ps.push_back(NewLocalPsInterface(absl::StrCat("ps", k), stores.back().get()));
-  }
-  auto client = *PsClient::Create(std::move(ps), PsClient::Options());
+  InProcessPs::Options o;
+  o.store.memory_budget_bytes = 4 << 20;  // 4 MiB each, half of it for snapshot copies
+  std::unique_ptr<InProcessPs> tasks = *InProcessPs::Create(o);
   Chief::Options options;
   options.ps_addresses = {"ps0", "ps1"};
-  options.ps = client.get();
+  options.ps = tasks->client();
   options.workers.push_back(std::make_unique<FakeWorker>("worker0"));
   auto chief = *Chief::Create(std::move(options));
   // 784x1024 + 1024x10 floats with Adam: about 9.7 MiB of parameters and slots.
@@ -460,13 +437,13 @@ TEST(ChiefLimitsTest, AModelLargerThanThePsBudgetsFailsAtSubmit) {
   EXPECT_NE(submitted.status().message().find("\"model\""), std::string::npos)
       << submitted.status();
   EXPECT_NE(submitted.status().message().find("bytes"), std::string::npos) << submitted.status();
-  for (auto& store : stores) {
+  for (int k = 0; k < 2; ++k) {
     HealthResponse health;
-    store->Health(&health);
+    tasks->store(k)->Health(&health);
     EXPECT_EQ(health.num_shards(), 0);
   }
   chief.reset();
-  for (auto& store : stores) store->Shutdown();
+  tasks->Shutdown();
 }
 
 }  // namespace

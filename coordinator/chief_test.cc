@@ -13,12 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "client/local_ps_interface.h"
-#include "coordinator/fake_worker.h"
 #include "client/ps_client.h"
 #include "common/error_detail.h"
+#include "coordinator/fake_worker.h"
+#include "coordinator/in_process_ps.h"
 #include "gtest/gtest.h"
 #include "ps_server/shard_store.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace {
@@ -28,19 +29,17 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 class ChiefTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = ShardStore::Create(ShardStore::Options());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    ps.push_back(NewLocalPsInterface("ps0", store_.get()));
-    auto client = PsClient::Create(std::move(ps), PsClient::Options());
-    ASSERT_TRUE(client.ok()) << client.status();
-    ps_ = *std::move(client);
+    InProcessPs::Options options;
+    options.num_tasks = 1;
+    auto tasks = InProcessPs::Create(options);
+    ASSERT_TRUE(tasks.ok()) << tasks.status();
+    tasks_ = *std::move(tasks);
+    store_ = tasks_->store(0);
   }
 
   void TearDown() override {
     chief_.reset();
-    store_->Shutdown();
+    tasks_->Shutdown();
   }
 
   // A chief over `n` fake workers; probes of failed workers wait an hour (never, in a test).
@@ -49,7 +48,7 @@ class ChiefTest : public ::testing::Test {
     Chief::Options options;
     options.has_evaluator = has_evaluator;
     options.ps_addresses = {"ps0"};
-    options.ps = ps_.get();
+    options.ps = tasks_->client();
     options.probe_interval = probe_interval;
     for (int i = 0; i < n; ++i) {
       auto worker = std::make_unique<FakeWorker>(absl::StrCat("worker", i));
@@ -70,16 +69,12 @@ class ChiefTest : public ::testing::Test {
   // Waits until the chief's status satisfies `pred`.
   template <typename Pred>
   bool WaitForStatus(Pred pred) {
-    absl::Time deadline = absl::Now() + kWait;
-    while (absl::Now() < deadline) {
-      if (pred(chief_->Status())) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+    return testing::PollUntil([&] { return pred(chief_->Status()); }, absl::Now() + kWait,
+                              absl::Milliseconds(5));
   }
 
-  std::unique_ptr<ShardStore> store_;
-  std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<InProcessPs> tasks_;
+  ShardStore* store_ = nullptr;  // tasks_'s one
   std::vector<FakeWorker*> workers_;  // owned by the chief
   std::unique_ptr<Chief> chief_;
 };

@@ -10,17 +10,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
 #include "coordinator/fake_worker.h"
+#include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/ps_monitor.h"
 #include "coordinator/recovery.h"
 #include "coordinator/scheduler.h"
 #include "gtest/gtest.h"
-#include "ps_server/shard_store.h"
 
 namespace shardps {
 namespace {
@@ -31,12 +30,11 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 class DispatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = *ShardStore::Create(ShardStore::Options());
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    ps.push_back(NewLocalPsInterface("ps0", store_.get()));
-    client_ = *PsClient::Create(std::move(ps), PsClient::Options());
-    monitor_ = std::make_unique<PsMonitor>(client_.get(), PsMonitor::Options(), [] {});
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_.get(),
+    InProcessPs::Options options;
+    options.num_tasks = 1;
+    tasks_ = *InProcessPs::Create(options);
+    monitor_ = std::make_unique<PsMonitor>(tasks_->client(), PsMonitor::Options(), [] {});
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), tasks_->client(),
                                            std::vector<std::string>{"ps0"});
   }
 
@@ -55,7 +53,7 @@ class DispatcherTest : public ::testing::Test {
     workers_.clear();
     recovery_.reset();
     monitor_.reset();
-    store_->Shutdown();
+    tasks_->Shutdown();
   }
 
   // A job of `steps` async steps (`in_flight` leased per worker, each for `step_timeout`)
@@ -117,8 +115,7 @@ class DispatcherTest : public ::testing::Test {
     return false;
   }
 
-  std::unique_ptr<ShardStore> store_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<InProcessPs> tasks_;
   ChiefState state_;
   std::unique_ptr<PsMonitor> monitor_;
   std::unique_ptr<Recovery> recovery_;

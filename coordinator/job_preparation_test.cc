@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "common/test_files.h"
+#include "coordinator/in_process_ps.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_store.h"
 #include "gtest/gtest.h"
@@ -22,13 +22,13 @@ namespace {
 class JobPreparationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = *ShardStore::Create(ShardStore::Options());
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    ps.push_back(NewLocalPsInterface("ps0", store_.get()));
-    ps_ = *PsClient::Create(std::move(ps), PsClient::Options());
-    options_.ps = ps_.get();
+    InProcessPs::Options options;
+    options.num_tasks = 1;
+    tasks_ = *InProcessPs::Create(options);
+    ps_ = tasks_->client();
+    options_.ps = ps_;
   }
-  void TearDown() override { store_->Shutdown(); }
+  void TearDown() override { tasks_->Shutdown(); }
 
   static JobSpec Job(const std::string& extra) {
     absl::StatusOr<JobSpec> job = ParseJobSpec(
@@ -41,12 +41,12 @@ class JobPreparationTest : public ::testing::Test {
 
   int64_t PsGeneration() {
     HealthResponse health;
-    store_->Health(&health);
+    tasks_->store(0)->Health(&health);
     return health.generation();
   }
 
-  std::unique_ptr<ShardStore> store_;
-  std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<InProcessPs> tasks_;
+  PsClient* ps_ = nullptr;  // tasks_'s
   PrepareOptions options_;
 };
 

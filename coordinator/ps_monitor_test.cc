@@ -3,53 +3,27 @@
 #include <atomic>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
-#include "client/intercepting_ps_interface.h"
-#include "client/local_ps_interface.h"
-#include "client/ps_client.h"
+#include "coordinator/in_process_ps.h"
 #include "gtest/gtest.h"
-#include "ps_server/shard_store.h"
 
 namespace shardps {
 namespace {
 
 // Two in-process ps behind interceptors: ps 1 can be taken down and restarted.
-struct Cluster {
-  Cluster() {
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    for (int k = 0; k < 2; ++k) {
-      ShardStore::Options o;
-      o.task_index = k;
-      o.incarnation = 100 + k;
-      stores.push_back(*ShardStore::Create(o));
-      auto ic = std::make_unique<InterceptingPsInterface>(
-          absl::StrCat("ps:", k), NewLocalPsInterface(absl::StrCat("ps:", k), stores.back().get()));
-      interceptors.push_back(ic.get());
-      ps.push_back(std::move(ic));
-    }
-    PsClient::Options options;
-    options.max_attempts = 1;
-    client = *PsClient::Create(std::move(ps), options);
-  }
-  void Down(int k) {
-    interceptors[k]->SetInterceptor(
-        [](absl::string_view, const google::protobuf::Message&, google::protobuf::Message*,
-           absl::Time) -> std::optional<absl::Status> {
-          return absl::UnavailableError("connection refused");
-        });
-  }
-  void Restart(int k, uint64_t incarnation) {
-    ShardStore::Options o;
-    o.task_index = k;
-    o.incarnation = incarnation;
-    stores.push_back(*ShardStore::Create(o));
-    interceptors[k]->SetInner(NewLocalPsInterface(absl::StrCat("ps:", k), stores.back().get()));
-    interceptors[k]->SetInterceptor(nullptr);
-  }
-  std::vector<std::unique_ptr<ShardStore>> stores;
-  std::vector<InterceptingPsInterface*> interceptors;
-  std::unique_ptr<PsClient> client;
-};
+std::unique_ptr<InProcessPs> TwoPs() {
+  InProcessPs::Options o;
+  o.name_prefix = "ps:";
+  o.first_incarnation = 100;
+  o.intercept = true;
+  o.client.max_attempts = 1;
+  return *InProcessPs::Create(o);
+}
+
+// Task k restarts as `incarnation` and answers again.
+void Restart(InProcessPs& ps, int k, uint64_t incarnation) {
+  ASSERT_TRUE(ps.Restart(k, incarnation).ok());
+  ps.Up(k);
+}
 
 PsMonitor::Options Fast() {
   PsMonitor::Options o;
@@ -72,9 +46,9 @@ bool Eventually(PsMonitor& m, Pred pred) {
 }
 
 TEST(PsMonitorTest, SeesEveryPsUpWithItsIncarnation) {
-  Cluster c;
+  std::unique_ptr<InProcessPs> c = TwoPs();
   std::atomic<int> changes{0};
-  PsMonitor m(c.client.get(), Fast(), [&] { ++changes; });
+  PsMonitor m(c->client(), Fast(), [&] { ++changes; });
   ASSERT_TRUE(Eventually(m, [](const std::vector<PsMonitor::PsView>& v) {
     return v.size() == 2 && v[0].up && v[1].up;
   }));
@@ -85,12 +59,12 @@ TEST(PsMonitorTest, SeesEveryPsUpWithItsIncarnation) {
 }
 
 TEST(PsMonitorTest, UnreachableOnlyAfterTheGracePeriodThenBackWithNewIncarnation) {
-  Cluster c;
+  std::unique_ptr<InProcessPs> c = TwoPs();
   PsMonitor::Options o = Fast();
   o.unreachable_after = absl::Milliseconds(300);
-  PsMonitor m(c.client.get(), o, nullptr);
+  PsMonitor m(c->client(), o, nullptr);
   ASSERT_TRUE(Eventually(m, [](const auto& v) { return v[1].up; }));
-  c.Down(1);
+  c->Down(1);
   const absl::Time down = absl::Now();
   ASSERT_TRUE(Eventually(m, [](const auto& v) { return !v[1].up; }));
   EXPECT_GE(absl::Now() - down, absl::Milliseconds(250));
@@ -98,18 +72,18 @@ TEST(PsMonitorTest, UnreachableOnlyAfterTheGracePeriodThenBackWithNewIncarnation
   EXPECT_TRUE(v[0].up);
   EXPECT_NE(v[1].error.find("connection refused"), std::string::npos) << v[1].error;
   EXPECT_EQ(v[1].incarnation, 101u);  // the last one seen
-  c.Restart(1, 555);
+  Restart(*c, 1, 555);
   ASSERT_TRUE(Eventually(m, [](const auto& v) { return v[1].up && v[1].incarnation == 555; }));
 }
 
 TEST(PsMonitorTest, ProbeNowProbesWithoutWaitingForTheInterval) {
-  Cluster c;
+  std::unique_ptr<InProcessPs> c = TwoPs();
   PsMonitor::Options o = Fast();
   o.interval = absl::Seconds(30);
   o.max_interval = absl::Seconds(30);
-  PsMonitor m(c.client.get(), o, nullptr);
+  PsMonitor m(c->client(), o, nullptr);
   ASSERT_TRUE(Eventually(m, [](const auto& v) { return v[1].up; }));
-  c.Restart(1, 777);
+  Restart(*c, 1, 777);
   m.ProbeNow();
   ASSERT_TRUE(Eventually(m, [](const auto& v) { return v[1].incarnation == 777; }));
 }

@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "client/intercepting_ps_interface.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
+#include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/ps_monitor.h"
@@ -28,17 +26,12 @@ constexpr int kSteps = 20;
 class RecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    for (int k = 0; k < 2; ++k) {
-      stores_.push_back(NewStore(k, 100 + k));
-      auto ic = std::make_unique<InterceptingPsInterface>(
-          absl::StrCat("ps", k), NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
-      interceptors_.push_back(ic.get());
-      ps.push_back(std::move(ic));
-    }
-    PsClient::Options options;
-    options.max_attempts = 1;
-    client_ = *PsClient::Create(std::move(ps), options);
+    InProcessPs::Options options;
+    options.first_incarnation = 100;
+    options.intercept = true;
+    options.client.max_attempts = 1;
+    tasks_ = *InProcessPs::Create(options);
+    client_ = tasks_->client();
 
     JobSpec job =
         *ParseJobSpec(R"({"name": "t", "model": "softmax", "partitioner": "fixed:2"})", 2);
@@ -68,11 +61,11 @@ class RecoveryTest : public ::testing::Test {
     m.probe_timeout = absl::Seconds(1);
     m.unreachable_after = absl::Milliseconds(100);
     m.max_interval = absl::Milliseconds(80);
-    monitor_ = std::make_unique<PsMonitor>(client_.get(), m, [this] {
+    monitor_ = std::make_unique<PsMonitor>(client_, m, [this] {
       absl::MutexLock lock(&state_.mu);
       state_.control_wake = true;
     });
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_.get(),
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_,
                                            std::vector<std::string>{"ps0", "ps1"});
     // As the chief starts a job once the monitor has seen every ps up (RefreshPsViews).
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -89,28 +82,12 @@ class RecoveryTest : public ::testing::Test {
   void TearDown() override {
     recovery_.reset();
     monitor_.reset();
-    for (auto& s : stores_) s->Shutdown();
+    tasks_->Shutdown();
   }
 
-  static std::unique_ptr<ShardStore> NewStore(int task, uint64_t incarnation) {
-    ShardStore::Options o;
-    o.task_index = task;
-    o.incarnation = incarnation;
-    return *ShardStore::Create(o);
-  }
-
-  void Down(int k) {
-    interceptors_[k]->SetInterceptor(
-        [](absl::string_view, const google::protobuf::Message&, google::protobuf::Message*,
-           absl::Time) -> std::optional<absl::Status> {
-          return absl::UnavailableError("connection refused");
-        });
-  }
-  void Up(int k) { interceptors_[k]->SetInterceptor(nullptr); }
-  void Restart(int k, uint64_t incarnation) {
-    stores_.push_back(NewStore(k, incarnation));
-    interceptors_[k]->SetInner(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
-  }
+  void Down(int k) { tasks_->Down(k); }
+  void Up(int k) { tasks_->Up(k); }
+  void Restart(int k, uint64_t incarnation) { ASSERT_TRUE(tasks_->Restart(k, incarnation).ok()); }
 
   // Runs UpdatePsPhaseLocked until `pred` (called holding the chief's mutex) holds, for up
   // to 10 s.
@@ -137,9 +114,8 @@ class RecoveryTest : public ::testing::Test {
     }
   }
 
-  std::vector<std::unique_ptr<ShardStore>> stores_;
-  std::vector<InterceptingPsInterface*> interceptors_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<InProcessPs> tasks_;
+  PsClient* client_ = nullptr;  // tasks_'s
   ChiefState state_;
   std::unique_ptr<PsMonitor> monitor_;
   std::unique_ptr<Recovery> recovery_;
@@ -200,7 +176,7 @@ TEST_F(RecoveryTest, ARestartedPsIsRolledBackIntoANewGeneration) {
   EXPECT_EQ(s.status.steps_lost(), 5);
   // The restarted ps holds the job's shards again, at the new generation.
   HealthResponse health;
-  stores_.back()->Health(&health);
+  tasks_->store(1)->Health(&health);
   EXPECT_GT(health.num_shards(), 0);
   EXPECT_EQ(health.generation(), 2);
 }

@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "checkpoint/checkpoint_dir.h"
-#include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "common/test_files.h"
 #include "coordinator/checkpointing.h"
+#include "coordinator/in_process_ps.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_store.h"
 #include "gtest/gtest.h"
@@ -26,14 +26,8 @@ constexpr int kDim = 4;
 class RollbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::unique_ptr<PsInterface>> ps;
-    for (int k = 0; k < 2; ++k) {
-      ShardStore::Options o;
-      o.task_index = k;
-      stores_.push_back(*ShardStore::Create(o));
-      ps.push_back(NewLocalPsInterface(absl::StrCat("ps", k), stores_.back().get()));
-    }
-    ps_ = *PsClient::Create(std::move(ps), PsClient::Options());
+    tasks_ = *InProcessPs::Create(InProcessPs::Options());
+    ps_ = tasks_->client();
     job_ = *ParseJobSpec(R"({"name": "j", "model": "softmax", "partitioner": "fixed:2"})", 1);
     job_.set_job_id("j-1");
     VariableDef def;
@@ -47,7 +41,7 @@ class RollbackTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (auto& s : stores_) s->Shutdown();
+    tasks_->Shutdown();
   }
 
   std::vector<float> Values() {
@@ -82,12 +76,12 @@ class RollbackTest : public ::testing::Test {
 
   int64_t Generation(int k) {
     HealthResponse health;
-    stores_[k]->Health(&health);
+    tasks_->store(k)->Health(&health);
     return health.generation();
   }
 
-  std::vector<std::unique_ptr<ShardStore>> stores_;
-  std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<InProcessPs> tasks_;
+  PsClient* ps_ = nullptr;  // tasks_'s
   JobSpec job_;
   std::vector<VariableDef> defs_;
 };
