@@ -31,6 +31,13 @@ const std::string* NewMethodName(const char* method) {
 // Set while a raw call's completion callback runs on this thread (see RawCall::Release).
 thread_local bool in_raw_completion = false;
 
+// The bytes a pull into `outs` must fill.
+int64_t TotalBytes(absl::Span<const absl::Span<char>> outs) {
+  int64_t total = 0;
+  for (absl::Span<char> out : outs) total += static_cast<int64_t>(out.size());
+  return total;
+}
+
 class GrpcPsInterface : public PsInterface {
  public:
   GrpcPsInterface(const std::string& name, const std::string& address, int num_connections)
@@ -73,12 +80,9 @@ class GrpcPsInterface : public PsInterface {
                      absl::Time deadline, StatusCallback done) override {               \
     if (request->data().size() >= kZeroCopyBytes) {                                     \
       static const std::string* const method = NewMethodName(#Method);                   \
-      RawCall::Start(                                                                    \
-          &releases_, NextStub().generic.get(), *method,                                 \
-          [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {  \
-            return SerializeZeroCopy(*request, std::move(keep_alive), buffer);           \
-          },                                                                             \
-          RawCall::ParseAs(response), deadline, std::move(done));                        \
+      RawCall::Start(&releases_, NextStub().generic.get(), *method,                      \
+                     ZeroCopySerializer(request), RawCall::ParseAs(response), deadline,  \
+                     std::move(done));                                                   \
       return;                                                                            \
     }                                                                                    \
     auto* ctx = NewContext(deadline);                                                    \
@@ -112,8 +116,7 @@ class GrpcPsInterface : public PsInterface {
     RawCall::Start(
         &releases_, NextStub().generic.get(), *method, RowRequestSerializer(request),
         [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
-          int64_t expected = 0;
-          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          const int64_t expected = TotalBytes(outs);
           absl::StatusOr<int64_t> got =
               ParseWithBytesInto(*buffer, PullRowsResponse::kDataFieldNumber, outs, response);
           if (!got.ok()) return got.status();
@@ -145,13 +148,9 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PullRowsBatch");
     RawCall::Start(
-        &releases_, NextStub().generic.get(), *method,
-        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
-          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
-        },
+        &releases_, NextStub().generic.get(), *method, ZeroCopySerializer(request),
         [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
-          int64_t expected = 0;
-          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          const int64_t expected = TotalBytes(outs);
           absl::StatusOr<int64_t> got = ParseWithBytesInto(
               *buffer, PullRowsBatchResponse::kDataFieldNumber, outs, response);
           if (!got.ok()) return got.status();
@@ -173,10 +172,7 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PushRowsBatch");
     RawCall::Start(
-        &releases_, NextStub().generic.get(), *method,
-        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
-          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
-        },
+        &releases_, NextStub().generic.get(), *method, ZeroCopySerializer(request),
         RawCall::ParseAs(response), deadline, std::move(done), LearnRowIdsBytes());
   }
 
@@ -191,13 +187,9 @@ class GrpcPsInterface : public PsInterface {
     }
     static const std::string* const method = NewMethodName("PullBatch");
     RawCall::Start(
-        &releases_, NextStub().generic.get(), *method,
-        [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
-          return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
-        },
+        &releases_, NextStub().generic.get(), *method, ZeroCopySerializer(request),
         [request, response, outs](grpc::ByteBuffer* buffer) -> absl::Status {
-          int64_t expected = 0;
-          for (absl::Span<char> out : outs) expected += static_cast<int64_t>(out.size());
+          const int64_t expected = TotalBytes(outs);
           absl::StatusOr<int64_t> got = ParseWithBytesInto(
               *buffer, PullBatchResponse::kDataFieldNumber, outs, response);
           if (!got.ok()) return got.status();
@@ -364,6 +356,14 @@ class GrpcPsInterface : public PsInterface {
     absl::Status status_;
     StatusCallback done_;
   };
+
+  // Serializes `request` as it is, its large bytes fields sent from where they lie.
+  template <typename Request>
+  static RawCall::Serializer ZeroCopySerializer(const Request* request) {
+    return [request](std::shared_ptr<const void> keep_alive, grpc::ByteBuffer* buffer) {
+      return SerializeZeroCopy(*request, std::move(keep_alive), buffer);
+    };
+  }
 
   // Serializes a row request as the ps reads it: as it is when the ps reads ids_bytes (or
   // the request has none), else with ids_bytes turned into the packed `ids` field (the row

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "absl/base/config.h"
@@ -31,6 +32,31 @@ int64_t BaseVersion(const PushOptions& options, const std::string& shard) {
   if (options.base_versions == nullptr) return 0;
   auto it = options.base_versions->shards.find(shard);
   return it == options.base_versions->shards.end() ? 0 : it->second;
+}
+
+// A pull's fan-out over `count` batch calls: once all are done, fills *versions (when set)
+// with what they saw, then calls `done`.
+std::shared_ptr<Fanout> PullFanout(size_t count, std::shared_ptr<VersionsSeen> seen,
+                                   PullVersions* versions, StatusCallback done) {
+  return Fanout::Make(count, [versions, seen, done](const absl::Status& s) {
+    if (s.ok() && versions != nullptr) seen->Fill(versions);
+    done(s);
+  });
+}
+
+// A pull batch's completion: the version each of its items read goes to `seen` (when the
+// caller asked for versions). Batch: a request and response of repeated `pulls`.
+template <typename Batch>
+std::function<absl::Status(Batch*, const absl::Status&)> RecordVersions(
+    std::shared_ptr<VersionsSeen> seen, PullVersions* versions) {
+  return [seen, versions](Batch* batch, const absl::Status& s) {
+    if (!s.ok() || versions == nullptr) return s;
+    const int n = std::min(batch->request.pulls_size(), batch->response.pulls_size());
+    for (int i = 0; i < n; ++i) {
+      seen->Add(batch->request.pulls(i).shard(), batch->response.pulls(i).version());
+    }
+    return s;
+  };
 }
 
 }  // namespace
@@ -64,10 +90,7 @@ void PsDataPath::PullAsync(std::vector<PullTarget> targets, const PullOptions& o
                  });
   }
   auto seen = std::make_shared<VersionsSeen>();
-  auto fan = Fanout::Make(batches.size(), [versions, seen, done](const absl::Status& s) {
-    if (s.ok() && versions != nullptr) seen->Fill(versions);
-    done(s);
-  });
+  auto fan = PullFanout(batches.size(), seen, versions, std::move(done));
   calls_->IssueParts<Batch>(
       batches.Take(), calls_->options().calls_in_flight_per_ps,
       calls_->Deadline() + options.wait_timeout,
@@ -75,14 +98,7 @@ void PsDataPath::PullAsync(std::vector<PullTarget> targets, const PullOptions& o
         target->PullBatchAsync(&batch->request, &batch->response, batch->outs, deadline,
                                std::move(done));
       },
-      [seen, versions](Batch* batch, const absl::Status& s) {
-        if (!s.ok() || versions == nullptr) return s;
-        const int n = std::min(batch->request.pulls_size(), batch->response.pulls_size());
-        for (int i = 0; i < n; ++i) {
-          seen->Add(batch->request.pulls(i).shard(), batch->response.pulls(i).version());
-        }
-        return s;
-      },
+      RecordVersions<Batch>(seen, versions),
       std::move(fan));
 }
 
@@ -174,10 +190,7 @@ void PsDataPath::PullRowsManyAsync(std::vector<RowsPullTarget> targets, const Pu
     if (!routed.ok()) return done(routed);
   }
   auto seen = std::make_shared<VersionsSeen>();
-  auto fan = Fanout::Make(batches.size(), [versions, seen, done](const absl::Status& s) {
-    if (s.ok() && versions != nullptr) seen->Fill(versions);
-    done(s);
-  });
+  auto fan = PullFanout(batches.size(), seen, versions, std::move(done));
   // All at once: a step's row batches are one per ps (and max_chunk_bytes), and small.
   calls_->IssueParts<Batch>(
       batches.Take(), /*window_size=*/0, calls_->Deadline() + options.wait_timeout,
@@ -191,14 +204,7 @@ void PsDataPath::PullRowsManyAsync(std::vector<RowsPullTarget> targets, const Pu
         target->PullRowsBatchIntoAsync(&batch->request, &batch->response, batch->outs, deadline,
                                        std::move(done));
       },
-      [seen, versions](Batch* batch, const absl::Status& s) {
-        if (!s.ok() || versions == nullptr) return s;
-        const int n = std::min(batch->request.pulls_size(), batch->response.pulls_size());
-        for (int i = 0; i < n; ++i) {
-          seen->Add(batch->request.pulls(i).shard(), batch->response.pulls(i).version());
-        }
-        return s;
-      },
+      RecordVersions<Batch>(seen, versions),
       std::move(fan));
 }
 
