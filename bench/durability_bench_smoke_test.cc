@@ -1,24 +1,16 @@
 // Runs durability_bench --quick with tiny sizes and checks that every figure is measured.
 // Speed is never asserted: the figures only have to be there (and be numbers).
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/process.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(DurabilityBenchSmokeTest, QuickRunPrintsEveryFigure) {
   const std::string binary = testing::BinaryPath("bench/durability_bench");
@@ -38,7 +30,7 @@ TEST(DurabilityBenchSmokeTest, QuickRunPrintsEveryFigure) {
   EXPECT_TRUE(std::filesystem::is_empty(base)) << base << " still holds files";
 
   nlohmann::json json;
-  ASSERT_NO_THROW(json = nlohmann::json::parse(ReadFile(json_path))) << out;
+  ASSERT_NO_THROW(json = nlohmann::json::parse(testing::ReadWholeFile(json_path))) << out;
   const nlohmann::json& figures = json.at("figures");
   for (const char* key :
        {"disk_write_bytes_per_s", "checkpoint_bytes_per_s", "checkpoint_cut_ms",

@@ -6,24 +6,16 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/process.h"
+#include "tests/wait.h"
 
 namespace shardps {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs the benchmark on `configs` for one epoch and returns its JSON.
 nlohmann::json RunOneEpoch(const std::string& configs, const std::vector<std::string>& extra,
@@ -36,7 +28,7 @@ nlohmann::json RunOneEpoch(const std::string& configs, const std::vector<std::st
                                                  args, {}, table, absl::Minutes(4));
   EXPECT_TRUE(code.ok()) << code.status() << "\n" << *table;
   EXPECT_EQ(code.value_or(-1), 0) << *table;
-  nlohmann::json json = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
+  nlohmann::json json = nlohmann::json::parse(testing::ReadWholeFile(json_path), nullptr, false);
   EXPECT_TRUE(json.is_object()) << *table;
   return json;
 }
