@@ -4,26 +4,19 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "model/dense_layers_cpu.h"
+#include "model/dense_layers_test_util.h"
 
 namespace shardps {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = uniform(gen);
-  return v;
-}
 
 class DenseLayersCudaTest : public ::testing::Test {
  protected:
@@ -70,60 +63,42 @@ class DenseLayersCudaTest : public ::testing::Test {
 // Two layers and a ReLU on the last (a DLRM bottom MLP), then their backward with the input's
 // gradient (a top MLP's): every output against the CPU's.
 TEST_F(DenseLayersCudaTest, ForwardAndBackwardAgreeWithTheCpu) {
-  const std::vector<int> dims = {13, 40, 7};
+  DenseProblem p({13, 40, 7});
   const int rows = 70, widest = 40, act_width = 40 + 7;
-  // The packed parameters: W0, b0, W1, b1.
-  std::vector<size_t> offsets = {0};
-  std::vector<float> packed;
-  std::vector<std::vector<float>> params;
-  for (size_t l = 0; l + 1 < dims.size(); ++l) {
-    for (size_t n : {static_cast<size_t>(dims[l]) * dims[l + 1], static_cast<size_t>(dims[l + 1])}) {
-      params.push_back(Random(n, 10 + params.size()));
-      packed.insert(packed.end(), params.back().begin(), params.back().end());
-      offsets.push_back(packed.size());
-    }
-  }
-  std::vector<const float*> param_ptrs;
-  for (const std::vector<float>& p : params) param_ptrs.push_back(p.data());
-  const std::vector<float> x = Random(rows * dims[0], 1);
-  const std::vector<float> dlast = Random(rows * dims.back(), 2);
+  const std::vector<size_t> offsets = p.Offsets();
+  const std::vector<float> x = RandomFloats(rows * p.dims[0], 1);
+  std::vector<float> dz0 = RandomFloats(rows * p.dims.back(), 2);
+  dz0.resize(rows * widest);  // the last layer's gradient first, the rest scratch
 
   // CPU.
   std::vector<float> acts(rows * act_width);
-  DenseForward(x.data(), rows, dims, param_ptrs.data(), /*relu_last=*/true, acts.data());
-  std::vector<float> dz0 = dlast, dz1(rows * widest);
-  dz0.resize(rows * widest);
-  float* const dz[2] = {dz0.data(), dz1.data()};
-  std::vector<std::vector<float>> grads;
-  std::vector<float*> grad_ptrs;
-  for (const std::vector<float>& p : params) grads.emplace_back(p.size());
-  for (std::vector<float>& g : grads) grad_ptrs.push_back(g.data());
-  std::vector<float> din(rows * dims[0]);
+  DenseForward(x.data(), rows, p.dims, p.ParamPtrs().data(), /*relu_last=*/true, acts.data());
+  std::vector<float> dz0_cpu = dz0, dz1_cpu(rows * widest);
+  float* const dz[2] = {dz0_cpu.data(), dz1_cpu.data()};
+  std::vector<float> din(rows * p.dims[0]);
   // Backward as if the last layer had no ReLU: its given gradient is the pre-activation's.
-  DenseBackward(x.data(), rows, dims, param_ptrs.data(), acts.data(), dz, grad_ptrs.data(),
-                din.data());
+  DenseBackward(x.data(), rows, p.dims, p.ParamPtrs().data(), acts.data(), dz,
+                p.GradPtrs().data(), din.data());
 
   // GPU.
-  cuda::DenseParams p;
-  p.params = ToDevice(packed);
-  float* grads_d = ToDevice(std::vector<float>(packed.size()));
-  p.grads = grads_d;
-  p.offsets = offsets.data();
+  cuda::DenseParams d;
+  d.params = ToDevice(p.Packed());
+  float* grads_d = ToDevice(std::vector<float>(offsets.back()));
+  d.grads = grads_d;
+  d.offsets = offsets.data();
   float* x_d = ToDevice(x);
   float* acts_d = ToDevice(std::vector<float>(rows * act_width));
-  std::vector<float> dz0_d_host = dlast;
-  dz0_d_host.resize(rows * widest);
-  float* const dz_d[2] = {ToDevice(dz0_d_host), ToDevice(std::vector<float>(rows * widest))};
-  float* din_d = ToDevice(std::vector<float>(rows * dims[0]));
-  ASSERT_EQ(cuda::DenseForward(*context_, p, x_d, rows, dims, /*relu_last=*/true, acts_d), "");
-  ASSERT_EQ(cuda::DenseBackward(*context_, p, x_d, rows, dims, acts_d, dz_d, din_d), "");
+  float* const dz_d[2] = {ToDevice(dz0), ToDevice(std::vector<float>(rows * widest))};
+  float* din_d = ToDevice(std::vector<float>(din.size()));
+  ASSERT_EQ(cuda::DenseForward(*context_, d, x_d, rows, p.dims, /*relu_last=*/true, acts_d), "");
+  ASSERT_EQ(cuda::DenseBackward(*context_, d, x_d, rows, p.dims, acts_d, dz_d, din_d), "");
 
   ExpectNear(ToHost(acts_d, acts.size()), acts, "activations");
-  const std::vector<float> grads_got = ToHost(grads_d, packed.size());
-  for (size_t i = 0; i < grads.size(); ++i) {
+  const std::vector<float> grads_got = ToHost(grads_d, offsets.back());
+  for (size_t i = 0; i < p.grads.size(); ++i) {
     ExpectNear(std::vector<float>(grads_got.begin() + offsets[i],
                                   grads_got.begin() + offsets[i + 1]),
-               grads[i], "gradient " + std::to_string(i));
+               p.grads[i], "gradient " + std::to_string(i));
   }
   ExpectNear(ToHost(din_d, din.size()), din, "input gradient");
 }
