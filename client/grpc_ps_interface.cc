@@ -51,15 +51,20 @@ class GrpcPsInterface : public PsInterface {
 
   const std::string& name() const override { return name_; }
 
+  // The typed stub's call of Method, in a Method##Async body: the context lives until the
+  // call completes, and `done` gets its status.
+#define SHARDPS_GRPC_TYPED_CALL(Method)                                                  \
+  auto* ctx = NewContext(deadline);                                                      \
+  NextStub().typed->async()->Method(ctx, request, response,                              \
+                                    [ctx, done = std::move(done)](grpc::Status s) {      \
+                                      delete ctx;                                        \
+                                      done(FromGrpcStatus(s));                           \
+                                    });
+
 #define SHARDPS_GRPC_METHOD(Method)                                                      \
   void Method##Async(const Method##Request* request, Method##Response* response,        \
                      absl::Time deadline, StatusCallback done) override {               \
-    auto* ctx = NewContext(deadline);                                                    \
-    NextStub().typed->async()->Method(ctx, request, response,                            \
-                                      [ctx, done = std::move(done)](grpc::Status s) {    \
-                                        delete ctx;                                      \
-                                        done(FromGrpcStatus(s));                         \
-                                      });                                                \
+    SHARDPS_GRPC_TYPED_CALL(Method)                                                      \
   }
 
   SHARDPS_GRPC_METHOD(CreateShards)
@@ -85,17 +90,13 @@ class GrpcPsInterface : public PsInterface {
                      std::move(done));                                                   \
       return;                                                                            \
     }                                                                                    \
-    auto* ctx = NewContext(deadline);                                                    \
-    NextStub().typed->async()->Method(ctx, request, response,                            \
-                                      [ctx, done = std::move(done)](grpc::Status s) {    \
-                                        delete ctx;                                      \
-                                        done(FromGrpcStatus(s));                         \
-                                      });                                                \
+    SHARDPS_GRPC_TYPED_CALL(Method)                                                      \
   }
 
   SHARDPS_GRPC_ZERO_COPY_METHOD(Push)
   SHARDPS_GRPC_ZERO_COPY_METHOD(Assign)
 #undef SHARDPS_GRPC_ZERO_COPY_METHOD
+#undef SHARDPS_GRPC_TYPED_CALL
 
   // Row calls carry their ids raw (ids_bytes) only once the ps has said that it reads them
   // (rpc/protocol.h, kRowIdsBytesMetadataKey); until then, and for a ps of an earlier release,
