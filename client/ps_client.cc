@@ -43,21 +43,9 @@ class PsClientImpl : public PsClient {
                            : PlaceDense(def, partitioner, placer, num_ps(), &requests));
       layouts.push_back(std::move(layout));
     }
+    for (CreateShardsRequest& request : requests) request.set_request_id(ids_.Next());
     std::vector<CreateShardsResponse> responses(static_cast<size_t>(num_ps()));
-    absl::Notification done;
-    absl::Status result;
-    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
-      result = s;
-      done.Notify();
-    });
-    for (int p = 0; p < num_ps(); ++p) {
-      requests[p].set_request_id(ids_.Next());
-      calls_.Call<CreateShardsRequest, CreateShardsResponse>(
-          p, PsCalls::Addresses::kPs, &PsInterface::CreateShardsAsync, &requests[p], &responses[p],
-          calls_.Deadline(), [fan](const absl::Status& s) { fan->Finish(s); });
-    }
-    done.WaitForNotification();
-    RETURN_IF_ERROR(result);
+    RETURN_IF_ERROR(CallEveryPs(&PsInterface::CreateShardsAsync, requests, &responses));
     layouts_.Put(std::move(layouts));
     return absl::OkStatus();
   }
@@ -65,19 +53,7 @@ class PsClientImpl : public PsClient {
   absl::Status Discover() override {
     std::vector<ListShardsRequest> requests(static_cast<size_t>(num_ps()));
     std::vector<ListShardsResponse> responses(static_cast<size_t>(num_ps()));
-    absl::Notification done;
-    absl::Status result;
-    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
-      result = s;
-      done.Notify();
-    });
-    for (int p = 0; p < num_ps(); ++p) {
-      calls_.Call<ListShardsRequest, ListShardsResponse>(
-          p, PsCalls::Addresses::kPs, &PsInterface::ListShardsAsync, &requests[p], &responses[p],
-          calls_.Deadline(), [fan](const absl::Status& s) { fan->Finish(s); });
-    }
-    done.WaitForNotification();
-    RETURN_IF_ERROR(result);
+    RETURN_IF_ERROR(CallEveryPs(&PsInterface::ListShardsAsync, requests, &responses));
     ASSIGN_OR_RETURN(auto found, LayoutsFromShards(responses));
     std::vector<VariableLayout> layouts;
     for (auto& [name, layout] : found) layouts.push_back(std::move(layout));
@@ -154,6 +130,25 @@ class PsClientImpl : public PsClient {
   }
 
  private:
+  // Calls `method` on every ps at once, requests[k] to ps k (with retries), and waits: OK, or
+  // the failure the fan-out reports.
+  template <typename Req, typename Resp>
+  absl::Status CallEveryPs(PsCalls::Method<Req, Resp> method, const std::vector<Req>& requests,
+                           std::vector<Resp>* responses) {
+    absl::Notification done;
+    absl::Status result;
+    auto fan = Fanout::Make(num_ps(), [&](const absl::Status& s) {
+      result = s;
+      done.Notify();
+    });
+    for (int p = 0; p < num_ps(); ++p) {
+      calls_.Call<Req, Resp>(p, PsCalls::Addresses::kPs, method, &requests[p], &(*responses)[p],
+                             calls_.Deadline(), [fan](const absl::Status& s) { fan->Finish(s); });
+    }
+    done.WaitForNotification();
+    return result;
+  }
+
   LayoutMap layouts_;
   RequestIds ids_;
   PsDataPath data_;
