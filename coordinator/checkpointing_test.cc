@@ -11,6 +11,7 @@
 #include "client/ps_client.h"
 #include "common/test_files.h"
 #include "coordinator/chief_state.h"
+#include "coordinator/chief_test_util.h"
 #include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
@@ -135,18 +136,9 @@ class CheckpointDriverTest : public ::testing::Test {
     def.optimizer.set_learning_rate(0.001);
     ASSERT_TRUE(CreateJobVariables(*client_, job, {def}).ok());
     ASSERT_TRUE(client_->SetGenerationAll(1).ok());
-    Scheduler::Plan plan;
-    plan.total_steps = kSteps;
     absl::MutexLock lock(&state_.mu);
-    state_.job = job;
-    state_.defs = {def};
-    state_.scheduler = std::make_unique<Scheduler>(*Scheduler::Create(plan));
+    ASSERT_TRUE(StartTrainingLocked(&state_, job, {def}, kSteps).ok());
     state_.store = *JobStore::Open(dir_);
-    state_.generation = 1;
-    state_.status.set_state(JobStatus::RUNNING);
-    state_.status.set_job_id("j-1");
-    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kStarting));
-    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kTraining));
     driver_->mu().AssertHeld();
     driver_->StartJobLocked();
   }

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
+#include "coordinator/chief_test_util.h"
 #include "coordinator/fake_worker.h"
 #include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
@@ -74,17 +75,9 @@ class DispatcherTest : public ::testing::Test {
     job.set_batch_size(64);
     job.set_steps_in_flight(in_flight);
     job.set_step_timeout_ms(absl::ToInt64Milliseconds(step_timeout));
-    Scheduler::Plan plan;
-    plan.total_steps = steps;
     absl::MutexLock lock(&state_.mu);
-    state_.job = job;
-    state_.scheduler = std::make_unique<Scheduler>(*Scheduler::Create(plan));
-    state_.generation = 1;
-    state_.status.set_state(JobStatus::RUNNING);
-    state_.status.set_job_id("t-1");
     state_.start = absl::Now();
-    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kStarting));
-    ASSERT_TRUE(state_.SetPhaseLocked(Kind::kTraining));
+    ASSERT_TRUE(StartTrainingLocked(&state_, job, {}, steps).ok());
     dispatcher_->mu().AssertHeld();
     dispatcher_->StartJobLocked();
     thread_ = std::thread([this] { dispatcher_->Run(); });

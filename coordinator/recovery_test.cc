@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
+#include "coordinator/chief_test_util.h"
 #include "coordinator/in_process_ps.h"
 #include "coordinator/job_phase.h"
 #include "coordinator/job_spec.h"
@@ -42,18 +43,9 @@ class RecoveryTest : public ::testing::Test {
     def.optimizer.set_type(OptimizerSpec::SGD);
     def.optimizer.set_learning_rate(0.1);
     ASSERT_TRUE(client_->SetGenerationAll(1).ok());
-    Scheduler::Plan plan;
-    plan.total_steps = kSteps;
     {
       absl::MutexLock lock(&state_.mu);
-      state_.job = job;
-      state_.defs = {def};
-      state_.scheduler = std::make_unique<Scheduler>(*Scheduler::Create(plan));
-      state_.generation = 1;
-      state_.status.set_state(JobStatus::RUNNING);
-      state_.status.set_job_id("t-1");
-      ASSERT_TRUE(state_.SetPhaseLocked(Kind::kStarting));
-      ASSERT_TRUE(state_.SetPhaseLocked(Kind::kTraining));
+      ASSERT_TRUE(StartTrainingLocked(&state_, job, {def}, kSteps).ok());
     }
 
     PsMonitor::Options m;
