@@ -181,7 +181,7 @@ if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
     mapfile -t units < <("${clang_bazel[@]}" query --noshow_progress \
         "kind(cc_test, tests($all)) except tests(//tests/...) except tests(//bench/...)
          except attr(tags, gpu, tests($all))" 2>/dev/null)
-    "${clang_bazel[@]}" test "${clang_flags[@]}" "${units[@]}" 2>&1 | tee "$log"
+    "${clang_bazel[@]}" test "${clang_flags[@]}" "${venv_args[@]}" "${units[@]}" 2>&1 | tee "$log"
     clang_rc=${PIPESTATUS[0]}
   fi
   count_stage clang-asan "$log" \
