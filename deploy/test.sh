@@ -169,7 +169,9 @@ count_stage gcc "$log" bazel-testlogs "${PIPESTATUS[0]}"
 
 if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
   echo "test: stage clang-asan" >&2
-  clang_bazel=(bazel "--output_base=${HOME}/.cache/shardps/bazel-clang")
+  # Its output base sits beside the gcc stage's, so each checkout has its own (two checkouts
+  # sharing one would wait on each other's lock and rebuild what the other changed).
+  clang_bazel=(bazel "--output_base=$(bazel info output_base)-clang")
   # No convenience links (--symlink_prefix=/): the gcc stage's bazel-* stay its own.
   clang_flags=(--config=clang-asan --symlink_prefix=/)
   # Everything compiles under the thread-safety analysis; the unit tests run.
