@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -541,10 +542,12 @@ absl::Status ParseOptimizer(const Json* value, OptimizerSpec* optimizer,
   return ParseOptimizerFtrl(f, optimizer);
 }
 
-absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerSpec* init) {
+// `field`: "kernel_initializer", as messages name it.
+absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerSpec* init,
+                              absl::string_view field = "kernel_initializer") {
   Json object;
-  RETURN_IF_ERROR(ObjectOrTypeName(value, "kernel_initializer", kInitializerKeys, &object));
-  Fields f(object, "kernel_initializer");
+  RETURN_IF_ERROR(ObjectOrTypeName(value, field, kInitializerKeys, &object));
+  Fields f(object, std::string(field));
   InitializerSpec::Type type = InitializerSpec::GLOROT_UNIFORM;
   RETURN_IF_ERROR(f.Enum("type", kInitializers, &type));
   init->set_type(type);
@@ -565,7 +568,7 @@ absl::Status ParseInitializer(const Json* value, uint64_t job_seed, InitializerS
   RETURN_IF_ERROR(float_field("maxval", &maxval));
   // Both 0 means the Keras default range [-0.05, 0.05).
   if (!(minval == 0 && maxval == 0) && minval >= maxval) {
-    return FieldError("kernel_initializer.maxval",
+    return FieldError(Path(field, "maxval"),
                       absl::StrCat("must be > minval (", minval, "), got ", maxval));
   }
   init->set_minval(minval);
@@ -1145,6 +1148,44 @@ std::string WithoutExceptionId(const char* what) {
 }
 
 }  // namespace
+
+namespace {
+
+// Parses `json` (null: absent) and runs `parse` on it, as ParseJobSpec would on a field of a
+// job file, its messages without the "job: " of a job file's.
+absl::Status ParseField(absl::string_view json, absl::string_view field,
+                        const std::function<absl::Status(const Json*)>& parse) {
+  Json value;
+  try {
+    value = Json::parse(json.begin(), json.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(
+        OneLine(absl::StrCat(field, ": invalid JSON: ", WithoutExceptionId(e.what()))));
+  }
+  absl::Status status = parse(value.is_null() ? nullptr : &value);
+  if (status.ok() || !absl::StartsWith(status.message(), "job: ")) return status;
+  return absl::Status(status.code(), status.message().substr(5));
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerSpec> ParseOptimizerField(absl::string_view json,
+                                                  absl::string_view field) {
+  OptimizerSpec optimizer;
+  RETURN_IF_ERROR(ParseField(json, field, [&](const Json* value) {
+    return ParseOptimizer(value, &optimizer, field);
+  }));
+  return optimizer;
+}
+
+absl::StatusOr<InitializerSpec> ParseInitializerField(absl::string_view json,
+                                                      absl::string_view field, uint64_t seed) {
+  InitializerSpec initializer;
+  RETURN_IF_ERROR(ParseField(json, field, [&](const Json* value) {
+    return ParseInitializer(value, seed, &initializer, field);
+  }));
+  return initializer;
+}
 
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers) {
   Json root;

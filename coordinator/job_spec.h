@@ -96,6 +96,15 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //   job: unknown field "epoch" (did you mean "epochs"?)
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json, int num_workers);
 
+// One field of a job file, parsed as ParseJobSpec parses "optimizer" and "kernel_initializer"
+// (defaults filled, every value checked), for callers that declare variables themselves (the
+// Python package): `json` is the field's value (an object, a bare type name as a JSON string,
+// or null for the defaults), `field` its name in messages ("optimizer.learning_rate": must
+// be > 0, got 0), which lack the "job: " of a job file's. `seed`: the initializer's default.
+absl::StatusOr<OptimizerSpec> ParseOptimizerField(absl::string_view json, absl::string_view field);
+absl::StatusOr<InitializerSpec> ParseInitializerField(absl::string_view json,
+                                                      absl::string_view field, uint64_t seed);
+
 // num_workers for ParseJobSpec of a job file that JobSpecToJson wrote (a job's stored identity,
 // a checkpoint's manifest): such a file states every field, so the worker count only matters
 // to the checks against the cluster (num_replicas <= workers), done when it was submitted.

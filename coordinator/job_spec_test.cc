@@ -496,6 +496,36 @@ TEST(JobSpecTest, RejectsBadOptimizer) {
               HasSubstr(R"(job: "optimizer.type": unknown "adamw")"));
 }
 
+// The fields a caller parses on its own (the Python package's variables) get a job file's
+// defaults and checks, named by the caller's field, without the "job: " prefix.
+TEST(JobSpecTest, OptimizerAndInitializerFieldsAlone) {
+  absl::StatusOr<OptimizerSpec> adam = ParseOptimizerField("null", "optimizer");
+  ASSERT_TRUE(adam.ok()) << adam.status();
+  EXPECT_EQ(adam->type(), OptimizerSpec::ADAM);
+  EXPECT_DOUBLE_EQ(adam->learning_rate(), 0.001);
+  EXPECT_DOUBLE_EQ(adam->beta2(), 0.999);
+  absl::StatusOr<OptimizerSpec> adagrad = ParseOptimizerField(R"("adagrad")", "opt");
+  ASSERT_TRUE(adagrad.ok()) << adagrad.status();
+  EXPECT_EQ(adagrad->type(), OptimizerSpec::ADAGRAD);
+  EXPECT_DOUBLE_EQ(adagrad->initial_accumulator_value(), 0.1);
+  EXPECT_EQ(ParseOptimizerField(R"({"learning_rate": 0})", "opt").status().message(),
+            R"("opt.learning_rate": must be > 0, got 0)");
+  EXPECT_EQ(ParseOptimizerField(R"({"learning_rat": 1})", "opt").status().message(),
+            R"(unknown field "opt.learning_rat" (did you mean "opt.learning_rate"?))");
+  EXPECT_THAT(std::string(ParseOptimizerField("{", "opt").status().message()),
+              HasSubstr("opt: invalid JSON"));
+
+  absl::StatusOr<InitializerSpec> glorot = ParseInitializerField("null", "init", 7);
+  ASSERT_TRUE(glorot.ok()) << glorot.status();
+  EXPECT_EQ(glorot->type(), InitializerSpec::GLOROT_UNIFORM);
+  EXPECT_EQ(glorot->seed(), 7u);
+  EXPECT_EQ(ParseInitializerField(R"({"type": "random_uniform", "minval": 1, "maxval": 0})",
+                                  "init", 7)
+                .status()
+                .message(),
+            R"("init.maxval": must be > minval (1), got 0)");
+}
+
 TEST(JobSpecTest, FtrlOptimizer) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(JobWith(R"("optimizer": "ftrl")"), 1);
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -9,9 +9,24 @@
 #
 #   bazel test //checkpoint:safetensors_python_test --test_env=SHARDPS_VENV=$(deploy/python_env.sh)
 #
+# With --shardps it also builds shardps' Python package (//python:wheel, for Python 3.11) and
+# installs it, so that `import shardps` works in the venv (docs/python.md):
+#
+#   . "$(deploy/python_env.sh --shardps)/bin/activate" && python -c 'import shardps'
+#
+# The wheel is reinstalled only when it changed.
 # Where: ${SHARDPS_VENV:-$HOME/.cache/shardps/venv}. Which Python: ${PYTHON:-python3}.
 # Progress goes to stderr; stdout is only the path.
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+with_shardps=0
+for arg in "$@"; do
+  case "$arg" in
+    --shardps) with_shardps=1 ;;
+    *) echo "python_env: unknown argument $arg (usage: python_env.sh [--shardps])" >&2; exit 2 ;;
+  esac
+done
 
 venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
 python="${PYTHON:-python3}"
@@ -55,5 +70,20 @@ if ! pinned_present; then
   echo "python_env: installing ${requirements[*]} into $venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
   pinned_present || { echo "python_env: ${requirements[*]} did not install" >&2; exit 1; }
+fi
+
+if [ "$with_shardps" = 1 ]; then
+  "$root/deploy/setup.sh"
+  (cd "$root" && bazel build //python:wheel >&2)
+  wheel=$(cd "$root" && ls "$(bazel info bazel-bin 2>/dev/null)"/python/shardps-*.whl)
+  sum=$(sha256sum "$wheel" | cut -d' ' -f1)
+  if [ "$(cat "$venv/.shardps-wheel.sha256" 2>/dev/null)" != "$sum" ]; then
+    echo "python_env: installing $(basename "$wheel") into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+      --no-deps "$wheel" >&2
+    echo "$sum" > "$venv/.shardps-wheel.sha256"
+  fi
+  "$venv/bin/python" -c 'import shardps' ||
+    { echo "python_env: shardps does not import in $venv" >&2; exit 1; }
 fi
 echo "$venv"

@@ -8,6 +8,7 @@ PACKAGES=(
   g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
   iperf3 dataset-fashion-mnist
+  python3-dev pybind11-dev
 )
 
 missing=()
