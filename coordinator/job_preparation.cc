@@ -15,6 +15,7 @@
 #include "coordinator/job_spec.h"
 #include "coordinator/rollback.h"
 #include "data/dataset.h"
+#include "model/external/external_model.h"
 
 namespace shardps {
 namespace {
@@ -41,7 +42,11 @@ int ReplicasToAggregate(const JobSpec& job) {
 // headers, not its examples), which also rejects a job whose data is missing before any
 // worker starts.
 absl::Status PlanJob(const JobSpec& job, PreparedJob* out) {
-  absl::StatusOr<DatasetInfo> train = DescribeDataset(job.dataset(), job.data_dir(), Split::kTrain);
+  // An external model's data is with the user's code: the job file says how much there is.
+  absl::StatusOr<DatasetInfo> train =
+      job.model() == kExternalModel
+          ? ExternalDatasetInfo(job)
+          : DescribeDataset(job.dataset(), job.data_dir(), Split::kTrain);
   if (!train.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job: \"data_dir\": cannot load ", job.dataset(), " from \"", job.data_dir(),

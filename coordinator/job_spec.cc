@@ -24,6 +24,7 @@
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
 #include "model/dlrm/dlrm_model.h"
+#include "model/external/external_model.h"
 #include "model/mlp/mlp_spec.h"
 #include "model/model.h"
 
@@ -75,7 +76,8 @@ constexpr absl::string_view kJobKeys[] = {
     "kernel_initializer", "eval_every_steps", "step_timeout_ms", "steps_in_flight",
     "apply_own_gradient", "backend", "checkpoint", "warm_start", "staleness_lr",
     "delay_compensation", "delay_compensation_adaptive", "embedding_optimizer",
-    "dynamic_tables"};
+    "dynamic_tables", "variables", "examples_per_epoch"};
+constexpr absl::string_view kExternalVariableKeys[] = {"name", "shape", "access", "initializer"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
     "epsilon", "decay_rate", "decay_steps", "staircase", "learning_rate_power", "l1", "l2",
@@ -840,6 +842,14 @@ absl::Status ParseName(const Fields& f, JobSpec* spec) {
 absl::Status ParseData(const Fields& f, JobSpec* spec) {
   std::string dataset(kFashionMnist);
   RETURN_IF_ERROR(f.String("dataset", &dataset));
+  if (dataset == kExternalDataset) {
+    // The user's code holds the data: there are no files to name.
+    if (f.Has("data_dir")) {
+      return FieldError("data_dir", "dataset \"external\" has no files (the user's code holds them)");
+    }
+    spec->set_dataset(dataset);
+    return absl::OkStatus();
+  }
   if (absl::Status s = CheckDatasetName(dataset); !s.ok()) return FieldError("dataset", s.message());
   spec->set_dataset(dataset);
 
@@ -870,6 +880,19 @@ absl::Status ParseModelOf(const Fields& f, JobSpec* spec, std::vector<std::strin
   const std::string& name = spec->name();
   const std::string& dataset = spec->dataset();
   *variables_known = true;
+  if ((model == kExternalModel) != (dataset == kExternalDataset)) {
+    return model == kExternalModel
+               ? FieldError("dataset", absl::StrCat("model \"external\" takes dataset \"external\" "
+                                                    "(the user's code holds the data), not ",
+                                                    Quote(dataset)))
+               : FieldError("model", absl::StrCat("dataset \"external\" takes model \"external\" "
+                                                  "(the user's code computes it), not ",
+                                                  Quote(model)));
+  }
+  if (model == kExternalModel) {
+    spec->set_model(model);  // its variables: ParseExternal, once the seed is known
+    return absl::OkStatus();
+  }
   if (dataset == kFashionMnist) {
     ASSIGN_OR_RETURN(MlpSpec model_spec, ParseModel(model));
     spec->set_model(MlpSpecToString(model_spec));
@@ -1111,6 +1134,157 @@ absl::Status ParseDurability(const Fields& f, const std::vector<std::string>* va
   return absl::OkStatus();
 }
 
+// Rows of a variable of an external model, and elements, at most (what one ps shard can
+// address; the ps' memory budget is checked when the variables are created).
+constexpr int64_t kMaxExternalElements = int64_t{1} << 40;
+constexpr size_t kMaxExternalVariables = 4096;
+constexpr int64_t kMaxExamplesPerEpoch = int64_t{1} << 40;
+
+// "name": what the ps holds under "{job name}/{name}", so a path of letters, digits and
+// "_-.", parts joined by "/".
+absl::Status CheckVariableName(const std::string& name, const std::string& path) {
+  if (name.empty() || name.size() > 200) {
+    return FieldError(path, absl::StrCat("must be 1..200 characters, got ", Quote(name)));
+  }
+  const bool chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+           c == '.' || c == '/';
+  });
+  if (!chars_ok || name.front() == '/' || name.back() == '/' ||
+      absl::StrContains(name, "//") || absl::StrContains(name, "/part_")) {
+    return FieldError(path, absl::StrCat("must be parts of A-Z a-z 0-9 _ - . joined by \"/\" "
+                                         "(not \"part_N\", the ps' shard suffix), got ",
+                                         Quote(name)));
+  }
+  return absl::OkStatus();
+}
+
+// "shape": positive dimensions, the first null for a dynamic table ([null, dim]).
+absl::Status ParseExternalShape(const Fields& f, ExternalVariable* var, bool* dynamic) {
+  const Json* shape = f.Find("shape");
+  const std::string path = f.PathOf("shape");
+  if (shape == nullptr || !shape->is_array() || shape->empty() || shape->size() > 8) {
+    return FieldError(path, absl::StrCat("expected a list of 1..8 dimensions, e.g. [784, 10] or "
+                                         "[null, 16] (a dynamic table), got ",
+                                         shape == nullptr ? "nothing" : Described(*shape)));
+  }
+  *dynamic = (*shape)[0].is_null();
+  if (*dynamic && shape->size() != 2) {
+    return FieldError(path, absl::StrCat("a dynamic table is [null, dim], got ", Described(*shape)));
+  }
+  int64_t elements = 1;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    const Json& dim = (*shape)[d];
+    if (d == 0 && *dynamic) {
+      var->add_shape(0);
+      continue;
+    }
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 1 ||
+        dim.get<int64_t>() > kMaxExternalElements) {
+      return FieldError(absl::StrCat(path, "[", d, "]"),
+                        absl::StrCat("must be an integer in 1..2^40, got ", Described(dim)));
+    }
+    elements *= dim.get<int64_t>();
+    if (elements > kMaxExternalElements) {
+      return FieldError(path, absl::StrCat("more than 2^40 elements: ", Described(*shape)));
+    }
+    var->add_shape(dim.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
+// One entry of "variables". Its initializer defaults by role: an embedding table's (read by
+// rows) random_uniform in [-0.05, 0.05) as Keras' Embedding, a kernel's (2 or more
+// dimensions) the job's "kernel_initializer", a bias's zeros.
+absl::Status ParseExternalVariable(const Json& value, const std::string& path,
+                                   const JobSpec& spec, ExternalVariable* var) {
+  if (!value.is_object()) {
+    return FieldError(path, absl::StrCat("expected an object with \"name\" and \"shape\", got ",
+                                         Described(value)));
+  }
+  RETURN_IF_ERROR(CheckKeys(value, path, kExternalVariableKeys));
+  Fields f(value, path);
+  std::string name;
+  RETURN_IF_ERROR(f.String("name", &name));
+  RETURN_IF_ERROR(CheckVariableName(name, f.PathOf("name")));
+  var->set_name(name);
+  bool dynamic = false;
+  RETURN_IF_ERROR(ParseExternalShape(f, var, &dynamic));
+  std::string access = dynamic ? "rows" : "dense";
+  RETURN_IF_ERROR(f.String("access", &access));
+  if (access != "dense" && access != "rows") {
+    return f.RangeError("access", "must be \"dense\" (whole) or \"rows\" (by rows)");
+  }
+  if (dynamic && access != "rows") {
+    return f.RangeError("access", "must be \"rows\" for a dynamic table ([null, dim])");
+  }
+  var->set_rows(access == "rows");
+  if (f.Has("initializer")) {
+    return ParseInitializer(f.Find("initializer"), spec.seed(), var->mutable_initializer(),
+                            f.PathOf("initializer"));
+  }
+  InitializerSpec* init = var->mutable_initializer();
+  if (var->rows()) {
+    init->set_type(InitializerSpec::RANDOM_UNIFORM);
+    init->set_minval(-0.05);
+    init->set_maxval(0.05);
+    init->set_seed(spec.seed());
+  } else if (var->shape_size() >= 2) {
+    *init = spec.kernel_initializer();
+  } else {
+    init->set_type(InitializerSpec::ZEROS);
+    init->set_seed(spec.seed());
+  }
+  return absl::OkStatus();
+}
+
+// "examples_per_epoch" and "variables", of model "external" only. Appends the variables'
+// names on the ps to *variables.
+absl::Status ParseExternal(const Fields& f, JobSpec* spec, std::vector<std::string>* variables,
+                           bool* variables_known) {
+  if (spec->model() != kExternalModel) {
+    for (absl::string_view key : {"variables", "examples_per_epoch"}) {
+      if (f.Has(key)) {
+        return FieldError(key, absl::StrCat("is for model \"external\" only (",
+                                            Quote(spec->model()), " has its own)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (!f.Has("examples_per_epoch")) {
+    return FieldError("examples_per_epoch",
+                      "is required for model \"external\": the examples of one epoch");
+  }
+  int64_t examples = 0;
+  RETURN_IF_ERROR(f.Int("examples_per_epoch", &examples));
+  if (examples < 1 || examples > kMaxExamplesPerEpoch) {
+    return f.RangeError("examples_per_epoch", "must be in 1..2^40");
+  }
+  spec->set_examples_per_epoch(examples);
+  const Json* list = f.Find("variables");
+  if (list == nullptr || !list->is_array() || list->empty() ||
+      list->size() > kMaxExternalVariables) {
+    return FieldError("variables",
+                      absl::StrCat("model \"external\" needs a list of 1..4096 variables, e.g. "
+                                   "[{\"name\": \"dense/kernel\", \"shape\": [784, 10]}], got ",
+                                   list == nullptr ? "nothing" : Described(*list)));
+  }
+  variables->clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string path = absl::StrCat("variables[", i, "]");
+    ExternalVariable* var = spec->add_variables();
+    RETURN_IF_ERROR(ParseExternalVariable((*list)[i], path, *spec, var));
+    const std::string full = absl::StrCat(spec->name(), "/", var->name());
+    if (std::find(variables->begin(), variables->end(), full) != variables->end()) {
+      return FieldError(absl::StrCat(path, ".name"),
+                        absl::StrCat(Quote(var->name()), " is declared twice"));
+    }
+    variables->push_back(full);
+  }
+  *variables_known = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
@@ -1129,6 +1303,7 @@ absl::StatusOr<JobSpec> ParseObject(const Json& root, int num_workers) {
   RETURN_IF_ERROR(ParseMode(f, &spec));
   RETURN_IF_ERROR(ParseReplicas(f, num_workers, &spec));
   RETURN_IF_ERROR(ParseLayout(f, &spec));
+  RETURN_IF_ERROR(ParseExternal(f, &spec, &variables, &variables_known));
   RETURN_IF_ERROR(ParseRunning(f, num_workers, &spec));
   RETURN_IF_ERROR(ParseStalenessPolicy(f, &spec));
   RETURN_IF_ERROR(ParseOwnGradient(f, &spec));
@@ -1319,6 +1494,27 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
     out["delay_compensation_adaptive"] = spec.delay_compensation_adaptive();
   }
 
+  if (spec.model() == kExternalModel) {
+    out["examples_per_epoch"] = spec.examples_per_epoch();
+    OrderedJson variables = OrderedJson::array();
+    for (const ExternalVariable& v : spec.variables()) {
+      OrderedJson var;
+      var["name"] = v.name();
+      OrderedJson shape = OrderedJson::array();
+      for (int d = 0; d < v.shape_size(); ++d) {
+        if (d == 0 && v.rows() && v.shape(0) == 0) {
+          shape.push_back(nullptr);
+        } else {
+          shape.push_back(v.shape(d));
+        }
+      }
+      var["shape"] = shape;
+      var["access"] = v.rows() ? "rows" : "dense";
+      var["initializer"] = InitializerToJson(v.initializer());
+      variables.push_back(var);
+    }
+    out["variables"] = variables;
+  }
   if (spec.has_checkpoint()) out["checkpoint"] = CheckpointToJson(spec.checkpoint());
   if (!spec.warm_start().from().empty()) out["warm_start"] = WarmStartToJson(spec.warm_start());
   return out.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);

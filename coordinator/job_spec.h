@@ -86,6 +86,14 @@ inline constexpr int64_t kMaxJobEpochs = 100000;
 //                    "with_slots": B}, or just "/abs/ckpt" (WarmStartSpec). from: required,
 //                    absolute; the keys of variables must be variables of this job, the
 //                    names non-empty; with_slots false. Absent: the spec's warm_start is unset.
+//   model "external", dataset "external": a model the user's code computes (shardps'
+//                    Python package), with "examples_per_epoch" 1..2^40 (required) and
+//                    "variables" (required, 1..4096): [{"name": "conv/kernel", "shape": [3, 3,
+//                    1, 8], "access": "dense"|"rows", "initializer": ...}], names of A-Z a-z
+//                    0-9 _ - . joined by "/", dimensions 1..2^40 ([null, dim]: a dynamic table,
+//                    read by rows), access dense (rows for a dynamic table), initializer by
+//                    role (rows: random_uniform [-0.05, 0.05); 2 or more dimensions:
+//                    kernel_initializer; else zeros). Both fields are errors for another model.
 // "optimizer" and "kernel_initializer" may also be given as a bare type name ("adam"). A
 // JSON null counts as an absent field. The model text is stored normalized ("mlp:256,128").
 // Integers may be written as integral floats (1e4), never as fractions.

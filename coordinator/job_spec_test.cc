@@ -1097,3 +1097,91 @@ TEST(JobSpecDeployTest, ShippedJobFilesAreValid) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+constexpr char kExternalJob[] = R"({
+  "name": "cnn", "model": "external", "dataset": "external", "examples_per_epoch": 60000,
+  "batch_size": 64, "epochs": 2, "mode": "sync", "seed": 5,
+  "variables": [
+    {"name": "conv1/kernel", "shape": [3, 3, 1, 32]},
+    {"name": "conv1/bias", "shape": [32]},
+    {"name": "users", "shape": [943, 16], "access": "rows"},
+    {"name": "tags", "shape": [null, 8]},
+    {"name": "out/kernel", "shape": [32, 10], "initializer": {"type": "zeros"}}
+  ]
+})";
+
+TEST(JobSpecExternalTest, ParsesVariablesWithDefaultsByRole) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kExternalJob, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model(), "external");
+  EXPECT_EQ(spec->dataset(), "external");
+  EXPECT_EQ(spec->data_dir(), "");
+  EXPECT_EQ(spec->examples_per_epoch(), 60000);
+  ASSERT_EQ(spec->variables_size(), 5);
+  const ExternalVariable& kernel = spec->variables(0);
+  EXPECT_EQ(kernel.name(), "conv1/kernel");
+  EXPECT_THAT(kernel.shape(), ::testing::ElementsAre(3, 3, 1, 32));
+  EXPECT_FALSE(kernel.rows());
+  EXPECT_EQ(kernel.initializer().type(), InitializerSpec::GLOROT_UNIFORM);  // the job's
+  EXPECT_EQ(kernel.initializer().seed(), 5u);
+  EXPECT_EQ(spec->variables(1).initializer().type(), InitializerSpec::ZEROS);  // a bias
+  EXPECT_TRUE(spec->variables(2).rows());
+  EXPECT_EQ(spec->variables(2).initializer().type(), InitializerSpec::RANDOM_UNIFORM);
+  EXPECT_TRUE(spec->variables(3).rows());  // [null, 8]: a dynamic table, read by rows
+  EXPECT_THAT(spec->variables(3).shape(), ::testing::ElementsAre(0, 8));
+  EXPECT_EQ(spec->variables(4).initializer().type(), InitializerSpec::ZEROS);
+
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec), 0);
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToJson(*spec);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, *again))
+      << JobSpecToJson(*spec);
+}
+
+std::string ExternalWith(const std::string& variables, const std::string& extra = "") {
+  return absl::StrCat(R"({"model": "external", "dataset": "external", )",
+                      R"("examples_per_epoch": 100, "variables": )", variables, extra, "}");
+}
+
+TEST(JobSpecExternalTest, RefusesBadDeclarations) {
+  EXPECT_EQ(ErrorOf(R"({"model": "external", "dataset": "external", "variables": [
+                      {"name": "w", "shape": [2]}]})"),
+            R"(job: "examples_per_epoch": is required for model "external": the examples of one epoch)");
+  EXPECT_THAT(ErrorOf(ExternalWith("[]")),
+              HasSubstr(R"(job: "variables": model "external" needs a list of 1..4096 variables)"));
+  EXPECT_EQ(ErrorOf(ExternalWith(R"([{"name": "w", "shap": [2]}])")),
+            R"(job: unknown field "variables[0].shap" (did you mean "variables[0].shape"?))");
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "w/part_0", "shape": [2]}])")),
+              HasSubstr(R"(job: "variables[0].name": must be parts of)"));
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "a b", "shape": [2]}])")),
+              HasSubstr(R"("variables[0].name")"));
+  EXPECT_EQ(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [2, 0]}])")),
+            R"(job: "variables[0].shape[1]": must be an integer in 1..2^40, got number 0)");
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [null, 2, 3]}])")),
+              HasSubstr(R"(job: "variables[0].shape": a dynamic table is [null, dim])"));
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [null, 2], "access": "dense"}])")),
+              HasSubstr(R"(job: "variables[0].access": must be "rows" for a dynamic table)"));
+  EXPECT_EQ(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [2]}, {"name": "w", "shape": [3]}])")),
+            R"(job: "variables[1].name": "w" is declared twice)");
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [2], "initializer": "ones"}])")),
+              HasSubstr(R"(job: "variables[0].initializer.type": unknown "ones")"));
+  EXPECT_THAT(ErrorOf(ExternalWith(R"([{"name": "w", "shape": [2]}])", R"(, "data_dir": "/d")")),
+              HasSubstr(R"(job: "data_dir": dataset "external" has no files)"));
+}
+
+TEST(JobSpecExternalTest, ModelAndDatasetGoTogether) {
+  EXPECT_THAT(ErrorOf(R"({"model": "external", "examples_per_epoch": 1,
+                          "variables": [{"name": "w", "shape": [2]}]})"),
+              HasSubstr(R"(job: "dataset": model "external" takes dataset "external")"));
+  EXPECT_THAT(ErrorOf(R"({"model": "mlp:32", "dataset": "external"})"),
+              HasSubstr(R"(job: "model": dataset "external" takes model "external")"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("variables": [{"name": "w", "shape": [2]}])")),
+              HasSubstr(R"(job: "variables": is for model "external" only)"));
+  EXPECT_THAT(ErrorOf(JobWith(R"("examples_per_epoch": 10)")),
+              HasSubstr(R"(job: "examples_per_epoch": is for model "external" only)"));
+}
+
+}  // namespace
+}  // namespace shardps

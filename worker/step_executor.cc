@@ -23,6 +23,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
+#include "model/external/external_model.h"
 #include "model/model.h"
 #include "worker/own_gradient.h"
 
@@ -242,7 +243,9 @@ absl::StatusOr<BackendKind> CheckStartRequest(const StartJobRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": batch_size must be positive, got ", spec.batch_size()));
   }
-  RETURN_IF_ERROR(Annotate(CheckDatasetName(spec.dataset()), what));
+  if (spec.model() != kExternalModel) {  // an external model's data is the user's
+    RETURN_IF_ERROR(Annotate(CheckDatasetName(spec.dataset()), what));
+  }
   if (request.ps_addresses().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": no ps addresses"));
   }
@@ -578,6 +581,12 @@ class StepExecutorImpl : public StepExecutor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
     auto job = std::make_shared<Job>();
     job->spec = spec;
+    if (spec.model() == kExternalModel) {
+      // Its data and compute are the user's: the model says who runs it.
+      absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, ExternalDatasetInfo(spec));
+      if (!model.ok()) return Annotate(model.status(), what);
+      return Annotate((*model)->NewCompute(ComputeDevice::Cpu(1)).status(), what);
+    }
     ASSIGN_OR_RETURN(job->data, LoadData(spec.dataset(), spec.data_dir()));
     absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, job->data->info());
     if (!model.ok()) return Annotate(model.status(), what);

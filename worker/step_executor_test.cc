@@ -455,6 +455,23 @@ TEST_F(StepExecutorTest, MissingDataDirIsFailedPreconditionNamingTheDir) {
   EXPECT_EQ(worker->Status().job_id(), "");
 }
 
+// A job whose model the user's code computes is refused, saying so, and starts nothing.
+TEST_F(StepExecutorTest, ExternalModelIsFailedPreconditionNamingWhoRunsIt) {
+  auto worker = NewExecutor();
+  ASSERT_NE(worker, nullptr);
+  StartJobRequest request = Start("job-1");
+  request.mutable_job()->set_model("external");
+  request.mutable_job()->set_dataset("external");
+  request.mutable_job()->set_examples_per_epoch(100);
+  ExternalVariable* var = request.mutable_job()->add_variables();
+  var->set_name("w");
+  var->add_shape(2);
+  auto started = worker->StartJob(request);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "shardps.Worker")) << started.status();
+  EXPECT_EQ(worker->Status().job_id(), "");
+}
+
 TEST_F(StepExecutorTest, MissingVariableIsFailedPreconditionNamingIt) {
   CreateVariables("fm");
   auto worker = NewExecutor();
