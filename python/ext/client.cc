@@ -165,6 +165,9 @@ class Client {
     client_ = ValueOrThrow(NewGrpcPsClient(ps, options, connections_per_ps));
   }
 
+  // Over a client someone else made (a Worker's job's), which this one shares.
+  explicit Client(std::shared_ptr<PsClient> client) : client_(std::move(client)) {}
+
   ~Client() {
     // Interrupted calls still use the client and the parked arrays: wait for them (they end
     // by their deadlines).
@@ -397,13 +400,17 @@ class Client {
     return results;
   }
 
-  std::unique_ptr<PsClient> client_;
+  std::shared_ptr<PsClient> client_;
   Parking parking_;
   // Declared after client_: destroyed first, its closures (which use client_) run to the end.
   std::unique_ptr<SerialExecutor> control_;
 };
 
 }  // namespace
+
+py::object WrapClient(std::shared_ptr<PsClient> client) {
+  return py::cast(std::make_unique<Client>(std::move(client)));
+}
 
 void DefineClient(py::module_& m) {
   py::class_<PullVersions>(m, "Versions",

@@ -10,11 +10,19 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+
+#include "client/ps_client.h"
+
 namespace shardps {
 namespace python {
 
 // Adds the Client and Versions classes to `module`.
 void DefineClient(pybind11::module_& module);
+
+// A _core._Client over `client` (shared: a Worker's job keeps it too). REQUIRES: the GIL,
+// DefineClient done.
+pybind11::object WrapClient(std::shared_ptr<PsClient> client);
 
 }  // namespace python
 }  // namespace shardps

@@ -159,6 +159,13 @@ class Client:
         self._c = _core._Client(list(ps), float(rpc_timeout), int(max_attempts),
                                 int(max_chunk_bytes), int(connections_per_ps))
 
+    @classmethod
+    def _wrap(cls, core_client):
+        """A Client over the extension's client (a Worker's job's)."""
+        client = cls.__new__(cls)
+        client._c = core_client
+        return client
+
     def close(self):
         """Waits for interrupted calls (at most 30 s) and closes the connections."""
         self._c.close()

@@ -1,0 +1,68 @@
+"""A shardps.Worker computing softmax regression with numpy on planted synthetic data, for
+worker_test.py. usage: numpy_worker.py LOG [--fail_step N] [--die_after N]
+
+Writes one line per step to LOG: "<min_version> <sha256 of the pulled parameters>", so that
+two runs of a sync job can be compared version by version whichever worker ran a step.
+--fail_step N raises in step N's first attempt (a marker file beside LOG remembers it);
+--die_after N kills this process (SIGKILL) after N steps.
+"""
+
+import argparse
+import hashlib
+import os
+import signal
+
+import numpy as np
+
+import shardps
+
+EXAMPLES, DIM, CLASSES = 512, 8, 2
+
+
+def data():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(EXAMPLES, DIM)).astype(np.float32)
+    planted = rng.normal(size=(DIM, CLASSES)).astype(np.float32)
+    y = np.argmax(x @ planted, axis=1)
+    return x, y
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("log")
+    parser.add_argument("--fail_step", type=int, default=-1)
+    parser.add_argument("--die_after", type=int, default=-1)
+    args = parser.parse_args()
+    x, y = data()
+    done = 0
+    with shardps.Worker() as worker, open(args.log, "a") as log:
+        for step in worker.steps():
+            with step:
+                marker = f"{args.log}.failed-{step.step_id}"
+                if step.step_id == args.fail_step and not os.path.exists(marker):
+                    open(marker, "w").close()
+                    raise RuntimeError(f"planned failure of step {step.step_id}")
+                p = step.pull()
+                digest = hashlib.sha256(p["w"].tobytes() + p["b"].tobytes()).hexdigest()
+                log.write(f"{step.min_version} {digest}\n")
+                log.flush()
+                xb, yb = x[step.indices], y[step.indices]
+                logits = xb @ p["w"] + p["b"]
+                logits -= logits.max(axis=1, keepdims=True)
+                prob = np.exp(logits)
+                prob /= prob.sum(axis=1, keepdims=True)
+                loss = float(-np.log(prob[np.arange(len(yb)), yb]).mean())
+                d = prob
+                d[np.arange(len(yb)), yb] -= 1
+                d /= len(yb)
+                step.push({"w": (xb.T @ d).astype(np.float32),
+                           "b": d.sum(axis=0).astype(np.float32)})
+                step.done(loss=loss, correct=int((prob.argmax(1) == yb).sum()),
+                          examples=len(yb))
+            done += 1
+            if done == args.die_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
