@@ -6,8 +6,12 @@
 # it dies, as Kubernetes would, so a kill -9 of any ps, worker or the chief ends in a finished
 # job; the job's checkpoints go to runs/<time>/checkpoints unless the job file names a dir.
 #
-#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR]
+#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR] [--python SCRIPT.py]
 #   SHARDPS_BIN=DIR deploy/run_local.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
+#
+# --python SCRIPT.py: each worker is a copy of SCRIPT.py (a shardps.Worker: docs/python.md),
+# run by the Python of deploy/python_env.sh --shardps (or $SHARDPS_PYTHON), for a job of model
+# "external" (JOB.json declares its variables); no evaluator is started.
 #
 # Each daemon's pid is in RUN_DIR/pids/<type>-<index>.pid (try: kill -9 "$(cat .../ps-1.pid)").
 set -uo pipefail
@@ -19,19 +23,32 @@ JOB=deploy/jobs/fashion_mlp.json
 NUM_WORKERS=2
 NUM_PS=2
 RUN_DIR=""
+PYTHON_SCRIPT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
     --ps) NUM_PS="$2"; shift 2 ;;
     --run_dir) RUN_DIR="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --python) PYTHON_SCRIPT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "run_local.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+if [ -n "$PYTHON_SCRIPT" ] && [ ! -r "$PYTHON_SCRIPT" ]; then
+  echo "run_local.sh: cannot read --python script \"$PYTHON_SCRIPT\"" >&2
+  exit 2
+fi
 shardps_build || exit 1
+if [ -n "$PYTHON_SCRIPT" ]; then
+  PYTHON="${SHARDPS_PYTHON:-}"
+  if [ -z "$PYTHON" ]; then
+    venv=$(deploy/python_env.sh --shardps) || exit 1
+    PYTHON="$venv/bin/python"
+  fi
+fi
 
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
@@ -58,7 +75,9 @@ list() {  # list N FIRST -> ["127.A.B.FIRST:2222", ...]
   echo "[$out]"
 }
 CHIEF_ADDRESS=$(addr 1)
-CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], \"evaluator\": [\"$(addr 2)\"], \"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
+EVALUATOR="\"evaluator\": [\"$(addr 2)\"], "
+if [ -n "$PYTHON_SCRIPT" ]; then EVALUATOR=""; fi  # the C++ evaluator cannot run its model
+CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], $EVALUATOR\"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
 # shellcheck disable=SC2317  # reached through the traps below
@@ -72,14 +91,20 @@ trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
 for ((i = 0; i < NUM_PS; i++)); do supervise ps "$i" "$BIN/ps_server/ps"; done
 for ((i = 0; i < NUM_WORKERS; i++)); do
-  supervise worker "$i" "$BIN/worker/worker" --threads=1
+  if [ -n "$PYTHON_SCRIPT" ]; then
+    supervise worker "$i" "$PYTHON" "$PYTHON_SCRIPT"
+  else
+    supervise worker "$i" "$BIN/worker/worker" --threads=1
+  fi
 done
-supervise evaluator 0 "$BIN/evaluator/evaluator" --metrics_file="$RUN_DIR/metrics.jsonl"
+if [ -z "$PYTHON_SCRIPT" ]; then
+  supervise evaluator 0 "$BIN/evaluator/evaluator" --metrics_file="$RUN_DIR/metrics.jsonl"
+fi
 supervise chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
-echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers, evaluator; logs in $RUN_DIR" >&2
+echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}; logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
 SHARDCTL=("$BIN/coordinator/cli/shardctl" --chief="$CHIEF_ADDRESS")
 follow_job "$CHIEF_SUPERVISOR" "${SHARDCTL[@]}"

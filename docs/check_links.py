@@ -186,6 +186,8 @@ def check_path(root, path):
     path = path.rstrip(".")
     if os.path.exists(os.path.join(root, path)):
         return None
+    if re.fullmatch(r"[^/]+/[a-z0-9]{1,2}", path):
+        return None  # prose, not a path: "examples/s" (a rate), "examples/5" (a fraction)
     package, _, name = path.rstrip("/").rpartition("/")
     if name and names_target(root, package, name):
         return None

@@ -66,6 +66,11 @@ class CheckLinksTest(unittest.TestCase):
             "ps_server/{a,b}.h; /usr/ps_server/x.h and https://example.com/ps_server/x.h are\n"
             "not ours, nor is --dir=/tmp/tests/x or $dir/tests/x.\n"), [])
 
+    def test_a_rate_or_fraction_after_a_folder_name_is_prose(self):
+        self.assertEqual(self.problems(
+            "It trains at 3000 tests/s, a third of them (tests/3).\n"), [])
+        self.assertEqual(len(self.problems("See tests/abc.\n")), 1)
+
     def test_a_flag_value_is_a_path_too(self):
         problems = self.problems("`chief --job=tests/gone.json`\n")
         self.assertEqual(len(problems), 1, problems)
