@@ -305,12 +305,16 @@ const char* CheckpointDriver::DueLocked() const {
   const CheckpointSpec& spec = s_->job.checkpoint();
   const int64_t done = s_->scheduler->done_steps();
   if (done == last_checkpoint_steps_) return nullptr;
+  // Once every step is leased, a periodic checkpoint would be cut at the last step, the same
+  // cut as the final one's: it is taken as the final one, not written twice.
+  const bool at_end =
+      s_->scheduler->RoundUp(s_->scheduler->NextNew()) >= s_->scheduler->total_steps();
   if (spec.every_steps() > 0 && done - last_checkpoint_steps_ >= spec.every_steps()) {
-    return "every_steps";
+    return at_end ? "final" : "every_steps";
   }
   if (spec.every_seconds() > 0 &&
       absl::Now() - last_checkpoint_time_ >= absl::Seconds(spec.every_seconds())) {
-    return "every_seconds";
+    return at_end ? "final" : "every_seconds";
   }
   return nullptr;
 }

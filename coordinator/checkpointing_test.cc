@@ -251,6 +251,33 @@ TEST_F(CheckpointDriverTest, TheFinalCheckpointEndsTraining) {
   EXPECT_TRUE(state_.store->ReadState()->finished);
 }
 
+// Once every step is leased, a periodic checkpoint would be cut at the last step, as the
+// final one is: it is taken as the final one, so the job's end writes one checkpoint, not two.
+TEST_F(CheckpointDriverTest, APeriodicCheckpointDueOnceEveryStepIsLeasedIsTheFinalOne) {
+  Complete(kSteps - 2);
+  EXPECT_EQ(Due(), "every_steps");
+  std::vector<int64_t> leased;
+  {
+    absl::MutexLock lock(&state_.mu);
+    for (int i = 0; i < 2; ++i) {
+      std::optional<StepTask> task = state_.scheduler->Lease(0, absl::InfiniteFuture());
+      ASSERT_TRUE(task.has_value());
+      leased.push_back(task->step_id);
+    }
+  }
+  EXPECT_EQ(Due(), "final");
+  {
+    absl::MutexLock lock(&state_.mu);
+    for (int64_t id : leased) ASSERT_TRUE(state_.scheduler->Complete(id, 0));
+  }
+  Run("final");
+  EXPECT_EQ(Due(), "");
+  std::vector<CommittedCheckpoint> committed = Committed();
+  ASSERT_EQ(committed.size(), 1u);
+  EXPECT_TRUE(committed[0].manifest.final);
+  EXPECT_EQ(committed[0].manifest.progress.steps_done, kSteps);
+}
+
 // Ps 1 is behind the job's generation (it restarted and missed the move, as a ps killed
 // while it writes the final checkpoint and started again is): its snapshot fails with
 // PS_STATE_LOST, so the job rolls back instead of ending without its final checkpoint.
