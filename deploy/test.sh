@@ -5,10 +5,11 @@
 #
 #   gcc         builds everything and runs all tests but the GPU ones (tag `gpu`; run those
 #               with --test_tag_filters=gpu on a machine with a GPU);
-#   clang-asan  builds everything again with clang 14 (--config=clang-asan: its thread-safety
-#               analysis as errors, AddressSanitizer + UndefinedBehaviorSanitizer) in an
-#               output base of its own, and runs the C++ unit tests (every cc_test outside
-#               tests/ and bench/) under the sanitizers. SHARDPS_TEST_CLANG=0 leaves it out.
+#   clang-asan  compiles every C++ file again with clang 14 (--config=clang-asan: its
+#               thread-safety analysis as errors, AddressSanitizer + UndefinedBehaviorSanitizer)
+#               in an output base of its own, and links and runs the C++ unit tests (every
+#               cc_test outside tests/ and bench/) under the sanitizers.
+#               SHARDPS_TEST_CLANG=0 leaves it out.
 #
 # and ends with the lines
 #
@@ -174,8 +175,11 @@ if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
   clang_bazel=(bazel "--output_base=$(bazel info output_base)-clang")
   # No convenience links (--symlink_prefix=/): the gcc stage's bazel-* stay its own.
   clang_flags=(--config=clang-asan --symlink_prefix=/)
-  # Everything compiles under the thread-safety analysis; the unit tests run.
-  "${clang_bazel[@]}" build "${clang_flags[@]}" "${roots[@]}" 2>&1 | tee "$log"
+  # Every source file compiles under the thread-safety analysis (compilation_outputs: object
+  # files, nothing linked: linking every binary with the sanitizers' runtimes would cost as
+  # much again); then the unit tests are linked and run.
+  "${clang_bazel[@]}" build "${clang_flags[@]}" --output_groups=compilation_outputs \
+    "${roots[@]}" 2>&1 | tee "$log"
   clang_rc=${PIPESTATUS[0]}
   if [ "$clang_rc" -eq 0 ]; then
     all=$(printf ' + %s' "${roots[@]}")
