@@ -1,6 +1,7 @@
 #include "client/request_ids.h"
 
 #include "absl/random/random.h"
+#include "common/stable_hash.h"
 
 namespace shardps {
 
@@ -14,24 +15,14 @@ uint64_t RequestIds::Next() { return base_ | (next_.fetch_add(1, std::memory_ord
 uint64_t RequestIds::ForPush(const PushOptions& options, const std::string& variable,
                              const std::string& shard, int64_t row_begin) {
   if (options.idempotency_key == 0) return Next();
-  // A hash that is the same in every process (absl::Hash is seeded per process): a step
-  // re-run by another worker must produce the same ids for the ps to recognise it.
-  uint64_t h = 14695981039346656037ull;  // FNV-1a
-  auto mix = [&h](const void* data, size_t n) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  mix(&options.idempotency_key, sizeof(options.idempotency_key));
-  mix(variable.data(), variable.size() + 1);  // with the terminating NUL as a separator
-  mix(shard.data(), shard.size() + 1);
-  mix(&row_begin, sizeof(row_begin));
-  // SplitMix64 finalizer spreads FNV's weak high bits.
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h == 0 ? 1 : h;
+  // The same in every process: a step re-run by another worker must produce the same ids
+  // for the ps to recognise it. The names with their NUL, so ("ab", "c") is not ("a", "bc").
+  return StableHash()
+      .AddU64(options.idempotency_key)
+      .AddBytes(variable.c_str(), variable.size() + 1)
+      .AddBytes(shard.c_str(), shard.size() + 1)
+      .AddU64(static_cast<uint64_t>(row_begin))
+      .Finish();
 }
 
 }  // namespace shardps

@@ -25,6 +25,9 @@ TEST(RequestIdsTest, KeyedIdsDependOnWhatTheRequestCoversOnly) {
   PushOptions options;
   options.idempotency_key = 42;
   const uint64_t id = a.ForPush(options, "v", "v/part_0", 8);
+  // A fixed value: the ids must not change between releases (a ps of one release dedups a
+  // retry sent by a client of the next).
+  EXPECT_EQ(id, 16874038745397434752ULL);
   EXPECT_EQ(b.ForPush(options, "v", "v/part_0", 8), id);  // another client, the same id
   EXPECT_NE(a.ForPush(options, "v", "v/part_0", 9), id);
   EXPECT_NE(a.ForPush(options, "v", "v/part_1", 8), id);
