@@ -2,8 +2,10 @@
 // BaseIntegrationTest): a shardps cluster of real daemons started by a Launcher strategy
 // (tests/launcher.h), a client of its chief (client/chief_interface.h), and the waits on the
 // chief's job, polled by ChiefInterface::WaitFor. TrainingCluster (loopback processes) and
-// NetnsCluster (network namespaces) are a Cluster with their launcher's moves added; the
-// other waits (a port, a log line, a process exit) are tests/wait.h's.
+// NetnsCluster (network namespaces) are a Cluster with their launcher's moves added;
+// PsCluster (tests/ps_cluster.h) is the ps alone on the same loopback launcher, for tests of
+// the ps without a chief. The other waits (a port, a log line, a process exit) are
+// tests/wait.h's.
 //
 // Thread-safety: a Cluster is used from one thread; chief_client() is thread-safe.
 #ifndef SHARDPS_TESTS_CLUSTER_H_
