@@ -295,7 +295,7 @@ TEST_F(ChiefDurableTest, OnDemandCheckpointAnswersOnceCommitted) {
   auto committed = *CheckpointDir::Open(dir, false)->List();
   ASSERT_FALSE(committed.empty());
   EXPECT_EQ(committed[0].id, info->id());
-  chief_->Cancel("");
+  EXPECT_TRUE(chief_->Cancel("").ok());
   while (workers_[0]->Finish() >= 0) {
   }
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
