@@ -147,7 +147,7 @@ TEST_F(SidecarTest, CheckpointPrunedWhileReadIsSkipped) {
   Write(1, 10);
   Write(2, 40);
   Write(3, 80, /*final=*/true);
-  options_.before_read = [this](const CommittedCheckpoint& checkpoint) {
+  options_.before_read = [](const CommittedCheckpoint& checkpoint) {
     if (checkpoint.id == 2) std::filesystem::remove_all(checkpoint.path);
   };
   RecordingHooks hooks;
