@@ -1,16 +1,18 @@
 """A shardps.Worker computing softmax regression with numpy on planted synthetic data, for
-worker_test.py. usage: numpy_worker.py LOG [--fail_step N] [--die_after N]
+worker_test.py. usage: numpy_worker.py LOG [--fail_step N] [--die_after N] [--step_sleep S]
 
 Writes one line per step to LOG: "<min_version> <sha256 of the pulled parameters>", so that
 two runs of a sync job can be compared version by version whichever worker ran a step.
 --fail_step N raises in step N's first attempt (a marker file beside LOG remembers it);
---die_after N kills this process (SIGKILL) after N steps.
+--die_after N kills this process (SIGKILL) after N steps; --step_sleep S sleeps S seconds in
+each step (a slow worker, so that the other one surely gets steps).
 """
 
 import argparse
 import hashlib
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -32,6 +34,7 @@ def main():
     parser.add_argument("log")
     parser.add_argument("--fail_step", type=int, default=-1)
     parser.add_argument("--die_after", type=int, default=-1)
+    parser.add_argument("--step_sleep", type=float, default=0.0)
     args = parser.parse_args()
     x, y = data()
     done = 0
@@ -42,6 +45,7 @@ def main():
                 if step.step_id == args.fail_step and not os.path.exists(marker):
                     open(marker, "w").close()
                     raise RuntimeError(f"planned failure of step {step.step_id}")
+                time.sleep(args.step_sleep)
                 p = step.pull()
                 digest = hashlib.sha256(p["w"].tobytes() + p["b"].tobytes()).hexdigest()
                 log.write(f"{step.min_version} {digest}\n")

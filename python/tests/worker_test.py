@@ -117,7 +117,8 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(failed, plain)
         self.assertTrue(any(n.startswith("worker-") and ".failed-5" in n
                             for n in os.listdir(job.tmp)), "the planned failure never ran")
-        killed, job = self.run_job(worker_args=(("--die_after", "7"), ()))
+        # Worker 1 is slow, so worker 0 surely runs its 3 steps however late it started.
+        killed, job = self.run_job(worker_args=(("--die_after", "3"), ("--step_sleep", "0.05")))
         self.assertEqual(killed, plain)
         self.assertEqual(job.worker_procs[0].returncode, -signal.SIGKILL)
 

@@ -1,0 +1,58 @@
+"""deploy/run_local.sh --python: the launcher starts the ps, the chief and two copies of
+examples/numpy_linear.py as the workers, and a short job of it ends SUCCEEDED with the
+launcher's usual final line; a script that cannot be read is a bad command line (exit 2)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from cluster import _runfiles
+
+
+class LauncherTest(unittest.TestCase):
+    def launch(self, job, script, run_dir):
+        root = _runfiles()
+        env = dict(os.environ, SHARDPS_BIN=root, SHARDPS_PYTHON=sys.executable,
+                   PYTHONPATH=os.path.join(root, "python"))
+        return subprocess.run(
+            [os.path.join(root, "deploy/run_local.sh"), job, "--python", script,
+             "--run_dir", run_dir],
+            cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+    def test_a_short_numpy_linear_job_succeeds(self):
+        tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        root = _runfiles()
+        with open(os.path.join(root, "examples/numpy_linear.json")) as f:
+            job = json.load(f)
+        job.update(examples_per_epoch=6400, epochs=1)  # 50 worker steps
+        job_file = os.path.join(tmp, "job.json")
+        with open(job_file, "w") as f:
+            json.dump(job, f)
+        run_dir = os.path.join(tmp, "run")
+        result = self.launch(job_file, os.path.join(root, "examples/numpy_linear.py"), run_dir)
+        logs = "".join(open(os.path.join(run_dir, n), errors="replace").read()[-2000:]
+                       for n in sorted(os.listdir(run_dir)) if n.endswith(".log"))
+        output = result.stdout + result.stderr + logs
+        self.assertEqual(result.returncode, 0, output)
+        self.assertIn("SUCCEEDED", result.stdout, output)
+        self.assertIn("running " + os.path.join(root, "examples/numpy_linear.py"),
+                      result.stderr, output)
+        final = [l for l in result.stdout.splitlines() if "training accuracy" in l]
+        self.assertEqual(len(final), 1, output)
+        self.assertIn("after 1 epoch, 50 steps", final[0], output)
+        for i in range(2):  # both workers were the script and reported steps
+            self.assertTrue(os.path.exists(os.path.join(run_dir, f"worker-{i}.log")), output)
+
+    def test_an_unreadable_script_is_a_bad_command_line(self):
+        root = _runfiles()
+        result = self.launch(os.path.join(root, "examples/numpy_linear.json"),
+                             "/nonexistent/script.py", tempfile.mkdtemp())
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn('cannot read --python script "/nonexistent/script.py"', result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
