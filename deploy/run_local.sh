@@ -6,12 +6,14 @@
 # it dies, as Kubernetes would, so a kill -9 of any ps, worker or the chief ends in a finished
 # job; the job's checkpoints go to runs/<time>/checkpoints unless the job file names a dir.
 #
-#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR] [--python SCRIPT.py]
+#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR]
+#                       [--python SCRIPT.py [--no_evaluator]]
 #   SHARDPS_BIN=DIR deploy/run_local.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 #
 # --python SCRIPT.py: each worker is a copy of SCRIPT.py (a shardps.Worker: docs/python.md),
 # run by the Python of deploy/python_env.sh --shardps (or $SHARDPS_PYTHON), for a job of model
-# "external" (JOB.json declares its variables); no evaluator is started.
+# "external" (JOB.json declares its variables), and so is the evaluator (TF_CONFIG's task type
+# "evaluator": a shardps.Evaluator, writing $SHARDPS_METRICS_FILE) unless --no_evaluator.
 #
 # Each daemon's pid is in RUN_DIR/pids/<type>-<index>.pid (try: kill -9 "$(cat .../ps-1.pid)").
 set -uo pipefail
@@ -24,19 +26,25 @@ NUM_WORKERS=2
 NUM_PS=2
 RUN_DIR=""
 PYTHON_SCRIPT=""
+NO_EVALUATOR=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
     --ps) NUM_PS="$2"; shift 2 ;;
     --run_dir) RUN_DIR="$2"; shift 2 ;;
     --python) PYTHON_SCRIPT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --no_evaluator) NO_EVALUATOR=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "run_local.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+if [ -n "$NO_EVALUATOR" ] && [ -z "$PYTHON_SCRIPT" ]; then
+  echo "run_local.sh: --no_evaluator goes with --python (the main job's evaluator is the daemon)" >&2
+  exit 2
+fi
 if [ -n "$PYTHON_SCRIPT" ] && [ ! -r "$PYTHON_SCRIPT" ]; then
   echo "run_local.sh: cannot read --python script \"$PYTHON_SCRIPT\"" >&2
   exit 2
@@ -76,7 +84,7 @@ list() {  # list N FIRST -> ["127.A.B.FIRST:2222", ...]
 }
 CHIEF_ADDRESS=$(addr 1)
 EVALUATOR="\"evaluator\": [\"$(addr 2)\"], "
-if [ -n "$PYTHON_SCRIPT" ]; then EVALUATOR=""; fi  # the C++ evaluator cannot run its model
+if [ -n "$NO_EVALUATOR" ]; then EVALUATOR=""; fi
 CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], $EVALUATOR\"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
@@ -99,6 +107,8 @@ for ((i = 0; i < NUM_WORKERS; i++)); do
 done
 if [ -z "$PYTHON_SCRIPT" ]; then
   supervise evaluator 0 "$BIN/evaluator/evaluator" --metrics_file="$RUN_DIR/metrics.jsonl"
+elif [ -n "$EVALUATOR" ]; then
+  SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 "$PYTHON" "$PYTHON_SCRIPT"
 fi
 supervise chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"

@@ -31,6 +31,35 @@ class Backoff {
   absl::Duration next_;
 };
 
+// The model compiled into the evaluator, on the live ps.
+class ModelLiveEvaluator : public LiveEvaluator {
+ public:
+  explicit ModelLiveEvaluator(std::unique_ptr<Evaluator> evaluator)
+      : evaluator_(std::move(evaluator)), values_(evaluator_->NewValues()) {}
+
+  absl::Status Check(PsClient* ps) override { return CheckVariablesOnPs(ps, *evaluator_); }
+
+  absl::StatusOr<EvalMetrics> Evaluate(PsClient* ps, const JobStatus& /*status*/, bool /*final*/,
+                                       int max_pull_attempts, bool* consistent) override {
+    ASSIGN_OR_RETURN(PullVersions versions,
+                     PullSnapshot(ps, *evaluator_, max_pull_attempts, &values_, consistent));
+    ASSIGN_OR_RETURN(EvalMetrics metrics, evaluator_->Evaluate(values_));
+    metrics.set_step(versions.min_version);
+    return metrics;
+  }
+
+ private:
+  const std::unique_ptr<Evaluator> evaluator_;
+  std::vector<std::vector<float>> values_;
+};
+
+absl::StatusOr<std::unique_ptr<LiveEvaluator>> NewModelLiveEvaluator(
+    const JobSpec& job, const ComputeDevice* device) {
+  if (device == nullptr) return absl::InternalError("evaluator: no compute device");
+  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator, Evaluator::Create(job, *device));
+  return std::make_unique<ModelLiveEvaluator>(std::move(evaluator));
+}
+
 class Follower {
  public:
   Follower(const JobFollowerOptions& options, const EvalLoopHooks& hooks)
@@ -161,27 +190,29 @@ class Follower {
   // evaluation's (the report's are logged).
   absl::Status EvaluateAndReport(const JobStatus& status, bool final) {
     if (evaluator_ == nullptr) {
-      ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(status.job(), *options_.device));
-      values_ = evaluator_->NewValues();
+      if (options_.new_evaluator) {
+        ASSIGN_OR_RETURN(evaluator_, options_.new_evaluator(status.job()));
+      } else {
+        ASSIGN_OR_RETURN(evaluator_, NewModelLiveEvaluator(status.job(), options_.device));
+      }
     }
     if (ps_ == nullptr) {
       absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect_ps();
       if (!ps.ok()) return Annotate(ps.status(), "connecting to the ps tasks");
-      absl::Status checked = CheckVariablesOnPs(ps->get(), *evaluator_);
+      absl::Status checked = evaluator_->Check(ps->get());
       if (!checked.ok()) return checked;
       ps_ = *std::move(ps);
     }
     bool consistent = false;
     // The job's time as the snapshot is read (`status` was fetched just before).
     const double job_elapsed_s = status.elapsed_s();
-    absl::StatusOr<PullVersions> versions =
-        PullSnapshot(ps_.get(), *evaluator_, options_.max_pull_attempts, &values_, &consistent);
-    if (!versions.ok()) {
+    absl::StatusOr<EvalMetrics> evaluated = evaluator_->Evaluate(
+        ps_.get(), status, final, options_.max_pull_attempts, &consistent);
+    if (!evaluated.ok()) {
       ps_.reset();  // the next attempt re-discovers the layout
-      return versions.status();
+      return evaluated.status();
     }
-    ASSIGN_OR_RETURN(EvalMetrics metrics, evaluator_->Evaluate(values_));
-    metrics.set_step(versions->min_version);
+    EvalMetrics metrics = *std::move(evaluated);
     metrics.set_steps_done(status.steps_done());
     metrics.set_job_elapsed_s(job_elapsed_s);
     EvalRecord record{job_id_, metrics, consistent, final};
@@ -250,8 +281,7 @@ class Follower {
   absl::Time chief_down_since_ = absl::InfiniteFuture();
 
   std::string job_id_;  // the job followed ("" before the first)
-  std::unique_ptr<Evaluator> evaluator_;
-  std::vector<std::vector<float>> values_;
+  std::unique_ptr<LiveEvaluator> evaluator_;
   std::unique_ptr<PsClient> ps_;
   int64_t last_eval_steps_ = -1;
   bool final_done_ = false;      // the final evaluation was made (final_record_)

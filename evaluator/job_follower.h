@@ -20,9 +20,29 @@
 
 namespace shardps {
 
+// What evaluates the live parameters of a followed job: the model compiled into the evaluator
+// (the default) or a user's code (the Python package's shardps.Evaluator).
+class LiveEvaluator {
+ public:
+  virtual ~LiveEvaluator() = default;
+  // After each (re)connection to the ps tasks: discovers their layout and checks that they
+  // hold what Evaluate reads (FAILED_PRECONDITION naming the variable otherwise).
+  virtual absl::Status Check(PsClient* ps) = 0;
+  // Reads a consistent state of the parameters (every shard read at one version, retried up
+  // to max_pull_attempts) and evaluates it. Sets the metrics' step to the lowest version
+  // read and `consistent` to whether all were one; the caller sets steps_done and
+  // job_elapsed_s. `final`: the model after training ended.
+  virtual absl::StatusOr<EvalMetrics> Evaluate(PsClient* ps, const JobStatus& status, bool final,
+                                               int max_pull_attempts, bool* consistent) = 0;
+};
+
 struct JobFollowerOptions {
   ChiefLink* chief = nullptr;              // required
-  const ComputeDevice* device = nullptr;  // required: where the job's model computes
+  const ComputeDevice* device = nullptr;  // where the job's model computes (default evaluator)
+  // The evaluator of a newly followed job. Default: its model's (Evaluator::Create on
+  // `device`, required then).
+  std::function<absl::StatusOr<std::unique_ptr<LiveEvaluator>>(const JobSpec& job)>
+      new_evaluator;
   // A new client to the job's ps tasks; called again after a failed evaluation.
   std::function<absl::StatusOr<std::unique_ptr<PsClient>>()> connect_ps;  // required
   // Follow the next job after one ends, instead of returning.

@@ -73,6 +73,72 @@ TEST_F(JobFollowerTest, EvaluatesWhileTrainingThenTheFinalModelAndSucceeds) {
   EXPECT_EQ(hooks.LogsWith("final test accuracy"), 1);
 }
 
+// A LiveEvaluator of the caller's (the Python package's): checked after each connection, asked
+// for every evaluation, its metrics sent on with the follower's fields added.
+struct LiveEvaluatorCalls {
+  int checks = 0;
+  int attempts = 0;
+  bool fail_next = false;
+  std::vector<bool> finals;
+};
+class ScriptedLiveEvaluator : public LiveEvaluator {
+ public:
+  explicit ScriptedLiveEvaluator(LiveEvaluatorCalls* calls) : calls_(*calls) {}
+  absl::Status Check(PsClient* ps) override {
+    ++calls_.checks;
+    return ps->Discover();
+  }
+  absl::StatusOr<EvalMetrics> Evaluate(PsClient* /*ps*/, const JobStatus& status, bool final,
+                                       int max_pull_attempts, bool* consistent) override {
+    calls_.finals.push_back(final);
+    calls_.attempts = max_pull_attempts;
+    if (calls_.fail_next) {
+      calls_.fail_next = false;
+      return absl::InternalError("the user's code raised");
+    }
+    *consistent = status.steps_done() % 2 == 0;
+    EvalMetrics metrics;
+    metrics.set_step(100 + status.steps_done());
+    metrics.set_accuracy(0.25);
+    return metrics;
+  }
+
+ private:
+  LiveEvaluatorCalls& calls_;  // outlives the follower, which destroys this at its end
+};
+
+TEST_F(JobFollowerTest, ACallersLiveEvaluatorEvaluatesInsteadOfTheModel) {
+  LiveEvaluatorCalls calls;
+  calls.fail_next = true;
+  std::vector<std::string> created_for;
+  options_.device = nullptr;  // not needed: the model is not the evaluator's
+  options_.max_pull_attempts = 7;
+  options_.new_evaluator = [&](const JobSpec& job)
+      -> absl::StatusOr<std::unique_ptr<LiveEvaluator>> {
+    created_for.push_back(job.job_id());
+    return std::make_unique<ScriptedLiveEvaluator>(&calls);
+  };
+  chief_.Then(Status(job_, JobStatus::RUNNING, 0));
+  chief_.Then(Status(job_, JobStatus::RUNNING, 0));  // after the failed first attempt
+  chief_.Then(Status(job_, JobStatus::RUNNING, 3, /*training_done=*/true));
+  RecordingHooks hooks;
+  EXPECT_EQ(Run(&hooks), EvalOutcome::kSucceeded) << hooks.AllLogs();
+  EXPECT_EQ(created_for, std::vector<std::string>{"job-1"});
+  EXPECT_EQ(calls.finals, (std::vector<bool>{false, false, true})) << hooks.AllLogs();
+  EXPECT_EQ(calls.attempts, 7);
+  EXPECT_EQ(calls.checks, 2);  // the failure dropped the connection; made again
+  EXPECT_EQ(hooks.LogsWith("the user's code raised"), 1);
+  ASSERT_EQ(hooks.evals.size(), 2u);
+  EXPECT_EQ(hooks.evals[0].metrics.step(), 100);
+  EXPECT_TRUE(hooks.evals[0].consistent);
+  EXPECT_EQ(hooks.evals[1].metrics.step(), 103);
+  EXPECT_EQ(hooks.evals[1].metrics.steps_done(), 3);
+  EXPECT_FALSE(hooks.evals[1].consistent);
+  EXPECT_TRUE(hooks.evals[1].final);
+  ASSERT_EQ(chief_.reports().size(), 2u);
+  EXPECT_EQ(chief_.reports()[1].result().accuracy(), 0.25);
+}
+
 TEST_F(JobFollowerTest, FailedOrCancelledJobEndsWithoutFinalEvaluation) {
   for (JobStatus::State end : {JobStatus::FAILED, JobStatus::CANCELLED}) {
     FakeChief chief;

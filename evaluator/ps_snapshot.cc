@@ -51,32 +51,18 @@ absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluator,
-                                          int max_attempts, std::vector<std::vector<float>>* values,
-                                          bool* consistent) {
-  std::vector<PsClient::PullTarget> targets;
-  std::vector<size_t> by_rows;  // tables: only the rows the test split reads
-  for (size_t i = 0; i < evaluator.params().size(); ++i) {
-    if (evaluator.params()[i].access == VariableAccess::kRows) {
-      by_rows.push_back(i);
-      continue;
-    }
-    targets.push_back({evaluator.variable_names()[i], absl::MakeSpan((*values)[i])});
-  }
+absl::StatusOr<PullVersions> PullConsistent(PsClient* ps, const std::vector<PullTarget>& targets,
+                                            const std::vector<RowsPullTarget>& row_targets,
+                                            int max_attempts, bool* consistent) {
   PullVersions versions;
   *consistent = false;
   for (int attempt = 0; attempt < std::max(1, max_attempts); ++attempt) {
     if (attempt > 0) absl::SleepFor(absl::Milliseconds(5));
-    RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
+    if (!targets.empty()) RETURN_IF_ERROR(ps->PullMany(targets, {}, &versions));
     // Every table's rows in one call: one batch per ps.
-    if (!by_rows.empty()) {
-      std::vector<PsClient::RowsPullTarget> row_targets;
-      for (size_t i : by_rows) {
-        row_targets.push_back({evaluator.variable_names()[i], evaluator.row_keys(i),
-                               absl::MakeSpan((*values)[i])});
-      }
+    if (!row_targets.empty()) {
       PullVersions rows;
-      RETURN_IF_ERROR(ps->PullRowsMany(std::move(row_targets), {}, &rows));
+      RETURN_IF_ERROR(ps->PullRowsMany(row_targets, {}, &rows));
       MergeVersions(rows, &versions, /*first=*/targets.empty());
     }
     if (versions.min_version == versions.max_version) {
@@ -85,6 +71,22 @@ absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluat
     }
   }
   return versions;
+}
+
+absl::StatusOr<PullVersions> PullSnapshot(PsClient* ps, const Evaluator& evaluator,
+                                          int max_attempts, std::vector<std::vector<float>>* values,
+                                          bool* consistent) {
+  std::vector<PullTarget> targets;
+  std::vector<RowsPullTarget> row_targets;  // tables: only the rows the test split reads
+  for (size_t i = 0; i < evaluator.params().size(); ++i) {
+    if (evaluator.params()[i].access == VariableAccess::kRows) {
+      row_targets.push_back(
+          {evaluator.variable_names()[i], evaluator.row_keys(i), absl::MakeSpan((*values)[i])});
+    } else {
+      targets.push_back({evaluator.variable_names()[i], absl::MakeSpan((*values)[i])});
+    }
+  }
+  return PullConsistent(ps, targets, row_targets, max_attempts, consistent);
 }
 
 }  // namespace shardps

@@ -20,6 +20,15 @@ namespace shardps {
 // created it yet, or another job's model uses the name); Discover's error as it is.
 absl::Status CheckVariablesOnPs(PsClient* ps, const Evaluator& evaluator);
 
+// Pulls dense `targets` whole and `row_targets` at their ids, all in flight at once, again (up
+// to `max_attempts` pulls, 5 ms apart) until every shard read has the same version. Returns
+// the range of versions of the last pull; `consistent` says whether it was one version. The
+// pull's error, naming the variable and ps, otherwise. The Python package's evaluator reads
+// the user's variables with it.
+absl::StatusOr<PullVersions> PullConsistent(PsClient* ps, const std::vector<PullTarget>& targets,
+                                            const std::vector<RowsPullTarget>& row_targets,
+                                            int max_attempts, bool* consistent);
+
 // Pulls every parameter of `evaluator`'s model into `values` (from evaluator.NewValues()):
 // dense variables whole, tables at the rows of Evaluator::row_keys, all in flight at once,
 // again (up to `max_attempts` pulls, 5 ms apart) until every shard has the same version.

@@ -81,5 +81,12 @@ py::array OwningArray(std::vector<float> values, const std::vector<int64_t>& sha
   return py::array_t<float>(dims, owned->data(), owner);
 }
 
+py::array OwningIds(std::vector<int64_t> values) {
+  auto* owned = new std::vector<int64_t>(std::move(values));
+  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
+  const std::vector<py::ssize_t> dims = {static_cast<py::ssize_t>(owned->size())};
+  return py::array_t<int64_t>(dims, owned->data(), owner);
+}
+
 }  // namespace python
 }  // namespace shardps

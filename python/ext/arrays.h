@@ -35,6 +35,8 @@ absl::StatusOr<absl::Span<const int64_t>> IdsIn(const pybind11::handle& array,
 
 // An array of `shape` that owns `values` (moved in, not copied).
 pybind11::array OwningArray(std::vector<float> values, const std::vector<int64_t>& shape);
+// A one-dimensional int64 array that owns `values`.
+pybind11::array OwningIds(std::vector<int64_t> values);
 
 }  // namespace python
 }  // namespace shardps

@@ -31,9 +31,11 @@
 #include "grpcpp/grpcpp.h"
 #include "model/external/external_model.h"
 #include "proto/error.pb.h"
+#include "python/ext/arrays.h"
 #include "python/ext/call.h"
 #include "python/ext/client.h"
 #include "python/ext/errors.h"
+#include "python/ext/external_job.h"
 #include "rpc/executor.h"
 #include "rpc/grpc_util.h"
 #include "worker/rpc/grpc_worker_service.h"
@@ -118,7 +120,7 @@ class ExternalStepExecutor final : public StepExecutor {
     job->ps = *std::move(ps);
     RETURN_IF_ERROR(
         Annotate(job->ps->Discover(), absl::StrCat(what, ": listing the ps tasks' variables")));
-    RETURN_IF_ERROR(CheckVariables(*job, what));
+    RETURN_IF_ERROR(CheckDeclaredVariables(job->spec, job->ps.get(), what));
     job->batcher = std::make_unique<Batcher>(spec.examples_per_epoch(), spec.seed());
     absl::MutexLock lock(&mu_);
     job_ = std::move(job);
@@ -221,25 +223,6 @@ class ExternalStepExecutor final : public StepExecutor {
     return shardps::Annotate(s, what);
   }
 
-  // FAILED_PRECONDITION naming a declared variable the ps tasks lack or hold in another shape.
-  static absl::Status CheckVariables(const Job& job, const std::string& what) {
-    for (const ExternalVariable& v : job.spec.variables()) {
-      const std::string name = absl::StrCat(job.spec.name(), "/", v.name());
-      absl::StatusOr<VariableLayout> layout = job.ps->GetLayout(name);
-      if (!layout.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(what, ": the ps tasks do not hold variable \"", name, "\""));
-      }
-      const std::vector<int64_t> shape(v.shape().begin(), v.shape().end());
-      if (layout->shape != shape) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": variable \"", name, "\" is [", absl::StrJoin(layout->shape, ","),
-            "] on the ps, the job declares [", absl::StrJoin(shape, ","), "]"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
   const int task_index_;
   const PsClient::Options client_options_;
   absl::Mutex mu_;
@@ -265,11 +248,10 @@ class PyStep {
   py::object client() const { return WrapClient(ticket_->job->ps); }
 
   // The example indices of the step's batch (the same on every worker).
-  py::array_t<int64_t> Indices() const {
+  py::array Indices() const {
     absl::StatusOr<std::vector<int64_t>> indices = ticket_->job->batcher->BatchIndices(
         request().epoch(), request().batch_index(), spec().batch_size());
-    std::vector<int64_t> values = ValueOrThrow(std::move(indices));
-    return py::array_t<int64_t>(static_cast<py::ssize_t>(values.size()), values.data());
+    return OwningIds(ValueOrThrow(std::move(indices)));
   }
 
   bool finished() const { return ticket_->done.HasBeenNotified(); }
@@ -406,6 +388,14 @@ class PyWorker {
 }  // namespace
 
 void DefineWorker(py::module_& m) {
+  m.def(
+      "_batch_indices",
+      [](int64_t examples, uint64_t seed, int64_t epoch, int64_t batch_index, int64_t batch_size) {
+        Batcher batcher(examples, seed);
+        return OwningIds(ValueOrThrow(batcher.BatchIndices(epoch, batch_index, batch_size)));
+      },
+      py::arg("examples"), py::arg("seed"), py::arg("epoch"), py::arg("batch_index"),
+      py::arg("batch_size"));
   py::class_<PyStep>(m, "_Step")
       .def_property_readonly("job_id", [](const PyStep& s) { return s.request().job_id(); })
       .def_property_readonly("step_id", [](const PyStep& s) { return s.request().step_id(); })

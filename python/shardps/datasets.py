@@ -1,4 +1,10 @@
-"""Datasets the examples train on, read with numpy from the files the tree already uses.
+"""Batches and datasets, with numpy.
+
+batch_indices(examples, seed, epoch, batch_index, batch_size): the example indices of a batch,
+the ones ``Step.indices`` gives and a C++ worker trains on: each epoch a permutation of
+[0, examples) fixed by (seed, epoch), cut in batch_size pieces (the last may be shorter).
+
+The datasets the examples train on, read from the files the tree already uses:
 
 fashion_mnist(split): Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist, the
 IDX files the C++ workers read): features float32 (N, 784) in [0, 1], labels int64 (N,).
@@ -8,6 +14,8 @@ import gzip
 import os
 
 import numpy as np
+
+from shardps import _core
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -35,3 +43,9 @@ def fashion_mnist(split="train", data_dir=FASHION_MNIST_DIR):
     labels = _idx(find("labels"))
     return (images.reshape(len(images), -1).astype(np.float32) / 255.0,
             labels.astype(np.int64))
+
+
+def batch_indices(examples, seed, epoch, batch_index, batch_size):
+    """The int64 example indices of batch ``batch_index`` of ``epoch`` (see the module doc).
+    Raises shardps.InvalidArgument / OutOfRange for a bad epoch, size or index."""
+    return _core._batch_indices(examples, seed, epoch, batch_index, batch_size)

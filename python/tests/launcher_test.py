@@ -1,6 +1,7 @@
 """deploy/run_local.sh --python: the launcher starts the ps, the chief and two copies of
-examples/numpy_linear.py as the workers, and a short job of it ends SUCCEEDED with the
-launcher's usual final line; a script that cannot be read is a bad command line (exit 2)."""
+examples/numpy_linear.py as the workers and the evaluator, and a short job of it ends
+SUCCEEDED with the launcher's usual final line and the test accuracy the script's evaluator
+reported; a script that cannot be read is a bad command line (exit 2)."""
 
 import json
 import os
@@ -13,13 +14,13 @@ from cluster import _runfiles
 
 
 class LauncherTest(unittest.TestCase):
-    def launch(self, job, script, run_dir):
+    def launch(self, job, script, run_dir, extra=()):
         root = _runfiles()
         env = dict(os.environ, SHARDPS_BIN=root, SHARDPS_PYTHON=sys.executable,
                    PYTHONPATH=os.path.join(root, "python"))
         return subprocess.run(
-            [os.path.join(root, "deploy/run_local.sh"), job, "--python", script,
-             "--run_dir", run_dir],
+            [os.path.join(root, "deploy/run_local.sh"), job,
+             *(["--python", script] if script else []), "--run_dir", run_dir, *extra],
             cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
     def test_a_short_numpy_linear_job_succeeds(self):
@@ -27,7 +28,7 @@ class LauncherTest(unittest.TestCase):
         root = _runfiles()
         with open(os.path.join(root, "examples/numpy_linear.json")) as f:
             job = json.load(f)
-        job.update(examples_per_epoch=6400, epochs=1)  # 50 worker steps
+        job.update(examples_per_epoch=12800, epochs=1)  # 100 worker steps
         job_file = os.path.join(tmp, "job.json")
         with open(job_file, "w") as f:
             json.dump(job, f)
@@ -40,11 +41,19 @@ class LauncherTest(unittest.TestCase):
         self.assertIn("SUCCEEDED", result.stdout, output)
         self.assertIn("running " + os.path.join(root, "examples/numpy_linear.py"),
                       result.stderr, output)
-        final = [l for l in result.stdout.splitlines() if "training accuracy" in l]
+        # The script's evaluator scored the final model on the test split and the chief has
+        # it (the same run gives 0.778 on every machine: the job is sync).
+        final = [l for l in result.stdout.splitlines() if "final test accuracy" in l]
         self.assertEqual(len(final), 1, output)
-        self.assertIn("after 1 epoch, 50 steps", final[0], output)
-        for i in range(2):  # both workers were the script and reported steps
-            self.assertTrue(os.path.exists(os.path.join(run_dir, f"worker-{i}.log")), output)
+        self.assertIn("after 1 epoch, 100 steps", final[0], output)
+        accuracy = float(final[0].split("final test accuracy: ")[1].split()[0])
+        self.assertGreater(accuracy, 0.72, output)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f]
+        self.assertTrue(records[-1]["final"], records[-1])
+        self.assertAlmostEqual(records[-1]["accuracy"], accuracy, places=4)
+        for name in ("worker-0", "worker-1", "evaluator-0"):  # each ran the script
+            self.assertTrue(os.path.exists(os.path.join(run_dir, f"{name}.log")), output)
 
     def test_an_unreadable_script_is_a_bad_command_line(self):
         root = _runfiles()
@@ -52,6 +61,13 @@ class LauncherTest(unittest.TestCase):
                              "/nonexistent/script.py", tempfile.mkdtemp())
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn('cannot read --python script "/nonexistent/script.py"', result.stderr)
+
+    def test_no_evaluator_goes_with_python(self):
+        root = _runfiles()
+        result = self.launch(os.path.join(root, "examples/numpy_linear.json"), "", tempfile.mkdtemp(),
+                             extra=["--no_evaluator"])
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--no_evaluator goes with --python", result.stderr)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 """A shardps.Worker computing softmax regression with numpy on planted synthetic data, for
 worker_test.py. usage: numpy_worker.py LOG [--fail_step N] [--die_after N] [--step_sleep S]
 
-Writes one line per step to LOG: "<min_version> <sha256 of the pulled parameters>", so that
-two runs of a sync job can be compared version by version whichever worker ran a step.
+Writes one line per step to LOG: "<min_version> <sha256 of the pulled parameters> <epoch>
+<batch index> <the batch's example indices, comma-separated>", so that two runs of a sync job
+can be compared version by version whichever worker ran a step, and the batches checked.
 --fail_step N raises in step N's first attempt (a marker file beside LOG remembers it);
 --die_after N kills this process (SIGKILL) after N steps; --step_sleep S sleeps S seconds in
-each step (a slow worker, so that the other one surely gets steps).
+each step (a slow worker, so that the other one surely gets steps). Run as TF_CONFIG's
+evaluator task it is a shardps.Evaluator scoring the parameters on the whole data set, and
+logs "<version> <consistent> <final> <sha256 of the parameters> <accuracy>" per evaluation to
+LOG, and "outcome <how the job ended>" last.
 """
 
 import argparse
@@ -29,6 +33,29 @@ def data():
     return x, y
 
 
+def softmax(x, w, b):
+    logits = x @ w + b
+    logits -= logits.max(axis=1, keepdims=True)
+    prob = np.exp(logits)
+    return prob / prob.sum(axis=1, keepdims=True)
+
+
+def evaluate(log_path):
+    x, y = data()
+    with shardps.Evaluator() as evaluator, open(log_path, "a") as log:
+        for state in evaluator.states():
+            with state:
+                p = state.pull()
+                digest = hashlib.sha256(p["w"].tobytes() + p["b"].tobytes()).hexdigest()
+                prob = softmax(x, p["w"], p["b"])
+                accuracy = float((prob.argmax(1) == y).mean())
+                loss = float(-np.log(prob[np.arange(len(y)), y]).mean())
+                state.report(accuracy=accuracy, loss=loss, examples=len(y))
+                log.write(f"{state.version} {state.consistent} {state.final} {digest} {accuracy}\n")
+                log.flush()
+        log.write(f"outcome {evaluator.outcome}\n")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("log")
@@ -36,6 +63,9 @@ def main():
     parser.add_argument("--die_after", type=int, default=-1)
     parser.add_argument("--step_sleep", type=float, default=0.0)
     args = parser.parse_args()
+    if shardps.task()[0] == "evaluator":
+        evaluate(args.log)
+        return
     x, y = data()
     done = 0
     with shardps.Worker() as worker, open(args.log, "a") as log:
@@ -48,13 +78,11 @@ def main():
                 time.sleep(args.step_sleep)
                 p = step.pull()
                 digest = hashlib.sha256(p["w"].tobytes() + p["b"].tobytes()).hexdigest()
-                log.write(f"{step.min_version} {digest}\n")
+                batch = ",".join(str(i) for i in step.indices)
+                log.write(f"{step.min_version} {digest} {step.epoch} {step.batch_index} {batch}\n")
                 log.flush()
                 xb, yb = x[step.indices], y[step.indices]
-                logits = xb @ p["w"] + p["b"]
-                logits -= logits.max(axis=1, keepdims=True)
-                prob = np.exp(logits)
-                prob /= prob.sum(axis=1, keepdims=True)
+                prob = softmax(xb, p["w"], p["b"])
                 loss = float(-np.log(prob[np.arange(len(yb)), yb]).mean())
                 d = prob
                 d[np.arange(len(yb)), yb] -= 1
