@@ -16,20 +16,36 @@
 #
 # The wheel is reinstalled only when it changed.
 # Where: ${SHARDPS_VENV:-$HOME/.cache/shardps/venv}. Which Python: ${PYTHON:-python3}.
+#
+# With --torch it makes instead the virtualenv for shardps.torch, the examples and their tests:
+# Debian's Python 3.11 with its CPU-only PyTorch 1.13 (python3-torch, installed by
+# deploy/setup.sh) and numpy 1.24 seen through --system-site-packages, and shardps' wheel.
+# PyPI's torch would pull several GB of CUDA wheels into every clean CI run for tests that
+# run on the CPU. Where: ${SHARDPS_TORCH_VENV:-$HOME/.cache/shardps/venv-torch}.
 # Progress goes to stderr; stdout is only the path.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 with_shardps=0
+with_torch=0
 for arg in "$@"; do
   case "$arg" in
     --shardps) with_shardps=1 ;;
-    *) echo "python_env: unknown argument $arg (usage: python_env.sh [--shardps])" >&2; exit 2 ;;
+    --torch) with_torch=1; with_shardps=1 ;;
+    *) echo "python_env: unknown argument $arg (usage: python_env.sh [--shardps] [--torch])" >&2
+       exit 2 ;;
   esac
 done
 
 venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
 python="${PYTHON:-python3}"
+venv_flags=()
+if [ "$with_torch" = 1 ]; then
+  "$root/deploy/setup.sh" python3-torch
+  venv="${SHARDPS_TORCH_VENV:-$HOME/.cache/shardps/venv-torch}"
+  python=/usr/bin/python3
+  venv_flags=(--system-site-packages)
+fi
 # Versions with wheels for CPython 3.10 to 3.13 on x86-64 and arm64 Linux.
 # kubernetes-validate 1.31.0 ships the schemas of Kubernetes 1.22 to 1.31; its dependencies are
 # pinned too, so that every machine validates with the same code. pyarrow (no dependencies of
@@ -45,7 +61,7 @@ requirements=(numpy==2.2.6 safetensors==0.5.3 pyarrow==26.0.1
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   echo "python_env: creating $venv with $("$python" --version 2>&1)" >&2
   mkdir -p "$(dirname "$venv")"
-  if ! "$python" -m venv --clear "$venv" >&2; then
+  if ! "$python" -m venv --clear "${venv_flags[@]}" "$venv" >&2; then
     echo "python_env: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
     exit 1
   fi
@@ -66,7 +82,7 @@ for requirement in sys.argv[1:]:
 PY
 }
 
-if ! pinned_present; then
+if [ "$with_torch" = 0 ] && ! pinned_present; then
   echo "python_env: installing ${requirements[*]} into $venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
   pinned_present || { echo "python_env: ${requirements[*]} did not install" >&2; exit 1; }
@@ -85,5 +101,9 @@ if [ "$with_shardps" = 1 ]; then
   fi
   "$venv/bin/python" -c 'import shardps' ||
     { echo "python_env: shardps does not import in $venv" >&2; exit 1; }
+fi
+if [ "$with_torch" = 1 ]; then
+  "$venv/bin/python" -c 'import shardps.torch' ||
+    { echo "python_env: shardps.torch does not import in $venv" >&2; exit 1; }
 fi
 echo "$venv"

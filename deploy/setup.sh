@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what shardps needs to build, test and run, from Debian 12's packages. Idempotent:
 # installs only what is missing, so it is cheap to call before every command.
+#
+#   deploy/setup.sh [PACKAGE...]   # also these (deploy/python_env.sh --torch: python3-torch)
 set -euo pipefail
 
 PACKAGES=(
@@ -9,6 +11,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
   iperf3 dataset-fashion-mnist
   python3-dev pybind11-dev
+  "$@"
 )
 
 missing=()

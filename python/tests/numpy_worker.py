@@ -8,7 +8,7 @@ can be compared version by version whichever worker ran a step, and the batches 
 --die_after N kills this process (SIGKILL) after N steps; --step_sleep S sleeps S seconds in
 each step (a slow worker, so that the other one surely gets steps). Run as TF_CONFIG's
 evaluator task it is a shardps.Evaluator scoring the parameters on the whole data set, and
-logs "<version> <consistent> <final> <sha256 of the parameters> <accuracy>" per evaluation to
+logs "<version> <final> <sha256 of the parameters> <accuracy> <consistent>" per evaluation to
 LOG, and "outcome <how the job ended>" last.
 """
 
@@ -51,7 +51,7 @@ def evaluate(log_path):
                 accuracy = float((prob.argmax(1) == y).mean())
                 loss = float(-np.log(prob[np.arange(len(y)), y]).mean())
                 state.report(accuracy=accuracy, loss=loss, examples=len(y))
-                log.write(f"{state.version} {state.consistent} {state.final} {digest} {accuracy}\n")
+                log.write(f"{state.version} {state.final} {digest} {accuracy} {state.consistent}\n")
                 log.flush()
         log.write(f"outcome {evaluator.outcome}\n")
 

@@ -13,7 +13,7 @@ import time
 import unittest
 
 import shardps
-from cluster import PsCluster, _free_address, _runfiles
+from cluster import Job, _free_address
 
 JOB = {
     "name": "numpy-softmax", "model": "external", "dataset": "external",
@@ -25,100 +25,10 @@ JOB = {
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class Job:
-    """One run: 2 ps, the chief (running JOB) and 2 numpy workers; returns their logs."""
-
-    def __init__(self, tmp, worker_args=((), ())):
-        self.tmp = tmp
-        self.ps = PsCluster(2)
-        self.chief = _free_address()
-        self.workers = [_free_address() for _ in worker_args]
-        cluster = {"chief": [self.chief], "ps": self.ps.addresses, "worker": self.workers,
-                   "evaluator": [_free_address()]}
-        job_file = os.path.join(tmp, "job.json")
-        with open(job_file, "w") as f:
-            json.dump(JOB, f)
-        self.chief_log = open(os.path.join(tmp, "chief.log"), "wb")
-        self.chief_proc = subprocess.Popen(
-            [os.path.join(_runfiles(), "coordinator/chief"), f"--job={job_file}"],
-            env=dict(os.environ, TF_CONFIG=json.dumps(
-                {"cluster": cluster, "task": {"type": "chief", "index": 0}})),
-            stdout=self.chief_log, stderr=subprocess.STDOUT)
-        self.worker_logs = []
-        self.worker_procs = []
-        for i, args in enumerate(worker_args):
-            log = os.path.join(tmp, f"worker-{i}.steps")
-            self.worker_logs.append(log)
-            self.worker_procs.append(self.start_task(cluster, "worker", i, log, args))
-        self.eval_log = os.path.join(tmp, "evaluator.steps")
-        self.evaluator_proc = self.start_task(cluster, "evaluator", 0, self.eval_log, ())
-        self.cluster = cluster
-
-    def start_task(self, cluster, kind, i, log, args):
-        out = open(os.path.join(self.tmp, f"{kind}-{i}.log"), "ab")
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "numpy_worker.py"), log, *args],
-            env=dict(os.environ, TF_CONFIG=json.dumps(
-                {"cluster": cluster, "task": {"type": kind, "index": i}})),
-            stdout=out, stderr=subprocess.STDOUT)
-
-    def wait(self, timeout=120):
-        code = self.chief_proc.wait(timeout=timeout)
-        for p in [*self.worker_procs, self.evaluator_proc]:
-            p.wait(timeout=30)
-        return code
-
-    def evaluations(self):
-        """The evaluator's lines: (version, consistent, final, digest, accuracy) and outcome."""
-        with open(self.eval_log) as f:
-            lines = [line.split() for line in f]
-        self.outcome = lines[-1][1] if lines and lines[-1][0] == "outcome" else None
-        return [(int(v), c == "True", f == "True", d, float(a))
-                for v, c, f, d, a in (l for l in lines if l[0] != "outcome")]
-
-    def logs(self):
-        out = []
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    out.append(f"--- {name}\n{f.read()[-3000:]}")
-        return "\n".join(out) + "\n" + self.ps.logs()
-
-    def lines(self):
-        for log in self.worker_logs:
-            if os.path.exists(log):
-                with open(log) as f:
-                    yield from (line.split() for line in f)
-
-    def versions(self):
-        """min_version -> parameter digest, over every worker's steps."""
-        seen = {}
-        for version, digest, *_ in self.lines():
-            if seen.setdefault(int(version), digest) != digest:
-                raise AssertionError(f"version {version} pulled with two values")
-        return seen
-
-    def batches(self):
-        """(epoch, batch index) -> the example indices its steps saw (the same every time)."""
-        seen = {}
-        for _, _, epoch, batch, indices in self.lines():
-            values = [int(i) for i in indices.split(",")]
-            if seen.setdefault((int(epoch), int(batch)), values) != values:
-                raise AssertionError(f"epoch {epoch} batch {batch} seen with two batches")
-        return seen
-
-    def close(self):
-        for p in [self.chief_proc, *self.worker_procs, self.evaluator_proc]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        self.ps.close()
-
-
 class WorkerTest(unittest.TestCase):
     def run_job(self, worker_args=((), ()), after_start=None):
         tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        job = Job(tmp, worker_args)
+        job = Job(tmp, JOB, os.path.join(HERE, "numpy_worker.py"), worker_args)
         try:
             if after_start is not None:
                 after_start(job)
@@ -136,10 +46,10 @@ class WorkerTest(unittest.TestCase):
         and at the job's last version; returns (digest, accuracy)."""
         evaluations = job.evaluations()
         self.assertEqual(job.outcome, "succeeded", job.logs())
-        final = [e for e in evaluations if e[2]]
+        final = [e for e in evaluations if e[1]]
         self.assertEqual(len(final), 1, evaluations)
-        version, consistent, _, digest, accuracy = final[0]
-        self.assertEqual((version, consistent), (24, True), evaluations)
+        version, _, digest, accuracy, (consistent,) = final[0]
+        self.assertEqual((version, consistent), (24, "True"), evaluations)
         self.assertEqual(job.evaluator_proc.returncode, 0)
         return digest, accuracy
 
@@ -179,6 +89,44 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(killed, plain)
         self.assertEqual(self.final_evaluation(job), final)
         self.assertEqual(job.worker_procs[0].returncode, -signal.SIGKILL)
+
+        # A ps killed and restarted empty mid-job: the steps in flight fail (PsStateLost in
+        # Python, caught by `with step`), the chief rolls back to its last checkpoint, and the
+        # job ends with the same parameters at every version.
+        def kill_a_ps(job):
+            job.wait_for_steps(20)
+            job.ps.restart(1)
+        lost, job = self.run_job(worker_args=((), ("--step_sleep", "0.02")),
+                                 after_start=kill_a_ps)
+        self.assertEqual(lost, plain)
+        self.assertEqual(self.final_evaluation(job), final)
+        with open(os.path.join(job.tmp, "chief.log"), errors="replace") as f:
+            self.assertRegex(f.read(), r"rolled back to checkpoint \d+", job.logs())
+
+    def test_ctrl_c_interrupts_a_worker_waiting_for_steps(self):
+        """SIGINT while shardps.Worker waits for the chief's next step: KeyboardInterrupt
+        within about a second (no chief here ever leases one)."""
+        tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        cluster = {"chief": [_free_address()], "ps": [_free_address()],
+                   "worker": [_free_address()]}
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "numpy_worker.py"), os.path.join(tmp, "log")],
+            env=dict(os.environ, TF_CONFIG=json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": 0}})),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            time.sleep(1.0)  # serving and waiting
+            self.assertIsNone(proc.poll(), proc.stdout.read() if proc.poll() is not None else "")
+            start = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=10)
+            self.assertLess(time.monotonic() - start, 2.0)
+            self.assertIn(b"KeyboardInterrupt", out)
+            self.assertNotEqual(proc.returncode, 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 if __name__ == "__main__":
