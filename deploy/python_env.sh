@@ -19,7 +19,8 @@
 #
 # With --torch it makes instead the virtualenv for shardps.torch, the examples and their tests:
 # Debian's Python 3.11 with its CPU-only PyTorch 1.13 (python3-torch, installed by
-# deploy/setup.sh) and numpy 1.24 seen through --system-site-packages, and shardps' wheel.
+# deploy/setup.sh, with OpenBLAS in place of the reference BLAS) and numpy 1.24 seen through
+# --system-site-packages, and shardps' wheel.
 # PyPI's torch would pull several GB of CUDA wheels into every clean CI run for tests that
 # run on the CPU. Where: ${SHARDPS_TORCH_VENV:-$HOME/.cache/shardps/venv-torch}.
 # Progress goes to stderr; stdout is only the path.
@@ -41,7 +42,7 @@ venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
 python="${PYTHON:-python3}"
 venv_flags=()
 if [ "$with_torch" = 1 ]; then
-  "$root/deploy/setup.sh" python3-torch
+  "$root/deploy/setup.sh" python3-torch libopenblas0-openmp
   venv="${SHARDPS_TORCH_VENV:-$HOME/.cache/shardps/venv-torch}"
   python=/usr/bin/python3
   venv_flags=(--system-site-packages)

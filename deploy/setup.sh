@@ -2,7 +2,7 @@
 # Installs what shardps needs to build, test and run, from Debian 12's packages. Idempotent:
 # installs only what is missing, so it is cheap to call before every command.
 #
-#   deploy/setup.sh [PACKAGE...]   # also these (deploy/python_env.sh --torch: python3-torch)
+#   deploy/setup.sh [PACKAGE...]   # also these (deploy/python_env.sh --torch: PyTorch)
 set -euo pipefail
 
 PACKAGES=(

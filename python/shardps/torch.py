@@ -62,9 +62,10 @@ class ShardedEmbedding(torch.nn.Module):
     (None: a dynamic table of hashed int64 keys, created row by row as keys appear) of
     ``embedding_dim`` floats. forward(ids) of any shape gives (*ids.shape, dim): the distinct
     ids are pulled (one batched call per ps), and backward sums the gradients of duplicate ids
-    into one row each, pushed by the optimizer's step()."""
+    into one row each, pushed by the optimizer's step(). ``initializer`` (a job file's
+    initializer) is what declare() gives the table; default N(0, 1), as torch.nn.Embedding."""
 
-    def __init__(self, name, num_embeddings, embedding_dim):
+    def __init__(self, name, num_embeddings, embedding_dim, initializer=None):
         super().__init__()
         if num_embeddings is not None and num_embeddings <= 0:
             raise InvalidArgument(f"ShardedEmbedding {name!r}: num_embeddings must be > 0 or "
@@ -75,11 +76,11 @@ class ShardedEmbedding(torch.nn.Module):
         self.table = name
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
+        self.initializer = initializer or {"type": "random_normal", "mean": 0.0, "stddev": 1.0}
 
     def declaration(self):
         return {"name": self.table, "shape": [self.num_embeddings, self.embedding_dim],
-                "access": "rows",
-                "initializer": {"type": "random_normal", "mean": 0.0, "stddev": 1.0}}
+                "access": "rows", "initializer": self.initializer}
 
     def _rows(self, ids):
         """(rows of the distinct ids as a tensor, the inverse index) for ids of any shape."""
@@ -108,8 +109,8 @@ class ShardedEmbeddingBag(ShardedEmbedding):
     gives (batch, dim), the ``mode`` ("sum" or "mean") of each row's embeddings (with
     per_sample_weights: their weighted sum)."""
 
-    def __init__(self, name, num_embeddings, embedding_dim, mode="sum"):
-        super().__init__(name, num_embeddings, embedding_dim)
+    def __init__(self, name, num_embeddings, embedding_dim, mode="sum", initializer=None):
+        super().__init__(name, num_embeddings, embedding_dim, initializer)
         if mode not in ("sum", "mean"):
             raise InvalidArgument(f"ShardedEmbeddingBag {name!r}: mode must be \"sum\" or "
                                   f"\"mean\", got {mode!r}")
