@@ -290,15 +290,15 @@ class PyStep {
     absl::Status status(status_code, absl::StrCat("step ", request().step_id(), " (epoch ",
                                                   request().epoch(), ", batch ",
                                                   request().batch_index(), "): ", message));
+    // Always with a detail: it tells the chief that the worker answered (an INTERNAL error
+    // without one reads as a worker that is down), so a failing step counts as an attempt.
     ErrorDetail::Kind detail_kind = ErrorDetail::UNSPECIFIED;
-    if (ErrorDetail::Kind_Parse(kind, &detail_kind) && detail_kind != ErrorDetail::UNSPECIFIED) {
-      ErrorDetail detail;
-      detail.set_kind(detail_kind);
-      detail.set_ps_task(ps_task.value_or(-1));
-      if (generation.has_value()) detail.set_generation(*generation);
-      status = WithDetail(status, detail);
-    }
-    return ticket_->Finish(status);
+    if (!ErrorDetail::Kind_Parse(kind, &detail_kind)) detail_kind = ErrorDetail::UNSPECIFIED;
+    ErrorDetail detail;
+    detail.set_kind(detail_kind);
+    detail.set_ps_task(ps_task.value_or(-1));
+    if (generation.has_value()) detail.set_generation(*generation);
+    return ticket_->Finish(WithDetail(status, detail));
   }
 
  private:

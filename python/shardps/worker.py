@@ -113,9 +113,16 @@ class Step:
             raise InvalidArgument(f"variable {name!r} is read {how}")
         return v
 
+    def _check_open(self, what):
+        if self._core.finished:
+            why = self._core.error or "it was reported done"
+            raise FailedPrecondition(f"step {self.step_id} has ended ({why}): no {what} after "
+                                     f"its end (a worker updates the ps only within a step)")
+
     def pull(self, names=None, *, out=None):
         """The step's dense variables (default: all), name -> array, at least the step's
         version (in sync mode exactly it)."""
+        self._check_open("pull")
         names = [v.name for v in self.job.dense()] if names is None else list(names)
         full = {self._variable(n, rows=False).full_name: n for n in names}
         outs = {self.job.variables[n].full_name: a for n, a in (out or {}).items()}
@@ -129,6 +136,7 @@ class Step:
 
     def pull_rows(self, ids, *, out=None):
         """Rows of the step's tables (name -> ids), name -> array (len(ids), width)."""
+        self._check_open("pull")
         full = {}
         for name, i in ids.items():
             full[self._variable(name, rows=True).full_name] = i
@@ -146,7 +154,9 @@ class Step:
     def push(self, grads=None, *, rows=None):
         """The step's gradients: ``grads`` name -> array for dense variables, ``rows`` name ->
         (ids, gradients) for tables. In sync mode every dense variable needs its gradient
-        and a table without rows pushes none (the ps counts every replica's push)."""
+        and a table without rows pushes none (the ps counts every replica's push). Refused
+        (FailedPrecondition) once the step has ended."""
+        self._check_open("push")
         grads = dict(grads or {})
         rows = dict(rows or {})
         if self._pulled_at is not None:

@@ -173,7 +173,10 @@ class Job:
         for log in self.worker_logs:
             if os.path.exists(log):
                 with open(log) as f:
-                    yield from (line.split() for line in f)
+                    for line in f:
+                        if line.startswith("push after"):
+                            raise AssertionError(f"{log}: {line}")
+                        yield line.split()
 
     def versions(self):
         """min_version -> parameter digest, over every worker's steps."""

@@ -5,7 +5,8 @@ Writes one line per step to LOG: "<min_version> <sha256 of the pulled parameters
 <batch index> <the batch's example indices, comma-separated>", so that two runs of a sync job
 can be compared version by version whichever worker ran a step, and the batches checked.
 --fail_step N raises in step N's first attempt (a marker file beside LOG remembers it);
---die_after N kills this process (SIGKILL) after N steps; --step_sleep S sleeps S seconds in
+--always_fail_step N raises in every attempt of step N; --die_after N kills this process
+(SIGKILL) after N steps; --step_sleep S sleeps S seconds in
 each step (a slow worker, so that the other one surely gets steps). Run as TF_CONFIG's
 evaluator task it is a shardps.Evaluator scoring the parameters on the whole data set, and
 logs "<version> <final> <sha256 of the parameters> <accuracy> <consistent>" per evaluation to
@@ -61,6 +62,7 @@ def main():
     parser.add_argument("log")
     parser.add_argument("--fail_step", type=int, default=-1)
     parser.add_argument("--die_after", type=int, default=-1)
+    parser.add_argument("--always_fail_step", type=int, default=-1)
     parser.add_argument("--step_sleep", type=float, default=0.0)
     args = parser.parse_args()
     if shardps.task()[0] == "evaluator":
@@ -75,6 +77,8 @@ def main():
                 if step.step_id == args.fail_step and not os.path.exists(marker):
                     open(marker, "w").close()
                     raise RuntimeError(f"planned failure of step {step.step_id}")
+                if step.step_id == args.always_fail_step:
+                    raise RuntimeError(f"step {step.step_id} always fails")
                 time.sleep(args.step_sleep)
                 p = step.pull()
                 digest = hashlib.sha256(p["w"].tobytes() + p["b"].tobytes()).hexdigest()
@@ -92,6 +96,13 @@ def main():
                 step.done(loss=loss, correct=int((prob.argmax(1) == yb).sum()),
                           examples=len(yb))
             done += 1
+            if done == 2:
+                try:
+                    step.push({"w": np.zeros((DIM, CLASSES), np.float32),
+                               "b": np.zeros(CLASSES, np.float32)})
+                    log.write("push after the step's end: accepted\n")
+                except shardps.FailedPrecondition as e:
+                    assert "has ended" in str(e), e
             if done == args.die_after:
                 os.kill(os.getpid(), signal.SIGKILL)
 

@@ -103,6 +103,22 @@ class WorkerTest(unittest.TestCase):
         with open(os.path.join(job.tmp, "chief.log"), errors="replace") as f:
             self.assertRegex(f.read(), r"rolled back to checkpoint \d+", job.logs())
 
+    def test_a_step_that_always_raises_fails_the_job_clearly(self):
+        tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        args = ("--always_fail_step", "5")
+        job = Job(tmp, JOB, os.path.join(HERE, "numpy_worker.py"), (args, args))
+        try:
+            code = job.wait()
+            self.assertNotEqual(code, 0, job.logs())
+            with open(os.path.join(tmp, "chief.log"), errors="replace") as f:
+                log = f.read()
+            self.assertIn("FAILED", log, job.logs())
+            self.assertIn("step 5 always fails", log, job.logs())
+            job.evaluations()
+            self.assertEqual(job.outcome, "job_failed", job.logs())
+        finally:
+            job.close()
+
     def test_ctrl_c_interrupts_a_worker_waiting_for_steps(self):
         """SIGINT while shardps.Worker waits for the chief's next step: KeyboardInterrupt
         within about a second (no chief here ever leases one)."""
