@@ -19,6 +19,31 @@ shardps_build() {
   BIN=bazel-bin
 }
 
+# check_python_flags SCRIPT NO_EVALUATOR: exits 2 when --no_evaluator comes without --python
+# or the --python script cannot be read.
+check_python_flags() {
+  if [ -n "$2" ] && [ -z "$1" ]; then
+    echo "$LAUNCHER.sh: --no_evaluator goes with --python (the main job's evaluator is the daemon)" >&2
+    exit 2
+  fi
+  if [ -n "$1" ] && [ ! -r "$1" ]; then
+    echo "$LAUNCHER.sh: cannot read --python script \"$1\"" >&2
+    exit 2
+  fi
+}
+
+# python_for SCRIPT: sets PYTHON to the Python that runs a --python script: $SHARDPS_PYTHON,
+# or the virtualenv of deploy/python_env.sh --torch for a script that imports torch (Debian's
+# PyTorch), of deploy/python_env.sh --shardps otherwise (made on first use).
+python_for() {
+  PYTHON="${SHARDPS_PYTHON:-}"
+  if [ -n "$PYTHON" ]; then return 0; fi
+  local flag=--shardps venv
+  if grep -Eq '^\s*(import|from)\s+(torch|shardps\.torch)\b' "$1"; then flag=--torch; fi
+  venv=$(deploy/python_env.sh "$flag") || return 1
+  PYTHON="$venv/bin/python"
+}
+
 # check_count VALUE: exits 2 unless VALUE is a number 1..99 (--workers, --ps).
 check_count() {
   if ! [[ "$1" =~ ^[1-9][0-9]?$ ]]; then

@@ -11,7 +11,8 @@
 #   SHARDPS_BIN=DIR deploy/run_local.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 #
 # --python SCRIPT.py: each worker is a copy of SCRIPT.py (a shardps.Worker: docs/python.md),
-# run by the Python of deploy/python_env.sh --shardps (or $SHARDPS_PYTHON), for a job of model
+# run by $SHARDPS_PYTHON, or by the Python of deploy/python_env.sh --torch for a script that
+# imports torch and of deploy/python_env.sh --shardps otherwise, for a job of model
 # "external" (JOB.json declares its variables), and so is the evaluator (TF_CONFIG's task type
 # "evaluator": a shardps.Evaluator, writing $SHARDPS_METRICS_FILE) unless --no_evaluator.
 #
@@ -41,22 +42,9 @@ while [ $# -gt 0 ]; do
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
-if [ -n "$NO_EVALUATOR" ] && [ -z "$PYTHON_SCRIPT" ]; then
-  echo "run_local.sh: --no_evaluator goes with --python (the main job's evaluator is the daemon)" >&2
-  exit 2
-fi
-if [ -n "$PYTHON_SCRIPT" ] && [ ! -r "$PYTHON_SCRIPT" ]; then
-  echo "run_local.sh: cannot read --python script \"$PYTHON_SCRIPT\"" >&2
-  exit 2
-fi
+check_python_flags "$PYTHON_SCRIPT" "$NO_EVALUATOR"
 shardps_build || exit 1
-if [ -n "$PYTHON_SCRIPT" ]; then
-  PYTHON="${SHARDPS_PYTHON:-}"
-  if [ -z "$PYTHON" ]; then
-    venv=$(deploy/python_env.sh --shardps) || exit 1
-    PYTHON="$venv/bin/python"
-  fi
-fi
+if [ -n "$PYTHON_SCRIPT" ]; then python_for "$PYTHON_SCRIPT" || exit 1; fi
 
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1

@@ -11,11 +11,13 @@
 #
 #   deploy/run_netns.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR] [--keep]
 #                       [--prefix NAME] [--subnet A.B.C] [--cleanup]
+#                       [--python SCRIPT.py [--no_evaluator]]
 #   --keep      leave the namespaces, bridge and hosts files up after the job (the daemons
 #               stop); the next run or --cleanup removes them
 #   --prefix    names of namespaces and links (default shardps; a-z0-9, at most 10 characters)
 #   --subnet    the /24 the tasks live on (default 10.231.0: the bridge is .1, the tasks .2 up)
 #   --cleanup   only remove what a run with this prefix left behind
+#   --python    the workers and the evaluator are copies of SCRIPT.py, as with run_local.sh
 #   SHARDPS_BIN=DIR deploy/run_netns.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -34,6 +36,8 @@ PREFIX=shardps
 # k3s), home and office LANs mostly 192.168.x and 10.0-10.10. It is checked against this
 # machine's addresses and routes before use.
 SUBNET=10.231.0
+PYTHON_SCRIPT=""
+NO_EVALUATOR=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
@@ -43,12 +47,15 @@ while [ $# -gt 0 ]; do
     --prefix) PREFIX="$2"; shift 2 ;;
     --subnet) SUBNET="$2"; shift 2 ;;
     --cleanup) CLEANUP_ONLY=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --python) PYTHON_SCRIPT="$2"; shift 2 ;;
+    --no_evaluator) NO_EVALUATOR=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "run_netns.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+check_python_flags "$PYTHON_SCRIPT" "$NO_EVALUATOR"
 # A link name has at most 15 characters: PREFIX-v201 must fit.
 if ! [[ "$PREFIX" =~ ^[a-z][a-z0-9]{0,9}$ ]]; then
   echo "run_netns.sh: --prefix takes a-z0-9 starting with a letter, at most 10 characters, got \"$PREFIX\"" >&2
@@ -113,6 +120,10 @@ fi
 
 shardps_build || exit 1
 BIN="$(cd "$BIN" && pwd -P)" || exit 1
+if [ -n "$PYTHON_SCRIPT" ]; then
+  python_for "$PYTHON_SCRIPT" || exit 1
+  PYTHON_SCRIPT="$(realpath "$PYTHON_SCRIPT")"
+fi
 JOB="$(realpath "$JOB")"
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
@@ -136,7 +147,7 @@ trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 TASKS=("chief 0")
 for ((i = 0; i < NUM_PS; i++)); do TASKS+=("ps $i"); done
 for ((i = 0; i < NUM_WORKERS; i++)); do TASKS+=("worker $i"); done
-TASKS+=("evaluator 0")
+if [ -z "$NO_EVALUATOR" ]; then TASKS+=("evaluator 0"); fi
 PORT=2222
 pod() { echo "$PREFIX-$1-$2"; }                           # pod (and namespace) name
 dns() { echo "$PREFIX-$1-$2.$PREFIX-$1.default.svc"; }   # headless service DNS name
@@ -172,7 +183,9 @@ list() {  # list TYPE N -> ["dns-0:2222", ...]
   echo "[$out]"
 }
 CHIEF="$(dns chief 0):$PORT"
-CLUSTER="{\"chief\": [\"$CHIEF\"], \"ps\": $(list ps "$NUM_PS"), \"worker\": $(list worker "$NUM_WORKERS"), \"evaluator\": $(list evaluator 1)}"
+EVALUATOR=", \"evaluator\": $(list evaluator 1)"
+if [ -n "$NO_EVALUATOR" ]; then EVALUATOR=""; fi
+CLUSTER="{\"chief\": [\"$CHIEF\"], \"ps\": $(list ps "$NUM_PS"), \"worker\": $(list worker "$NUM_WORKERS")$EVALUATOR}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
 # supervise, noting each supervisor for the cleanup of a launcher killed with SIGKILL.
@@ -186,15 +199,23 @@ CHECKPOINT_DIR="$RUN_DIR/checkpoints"
 # Daemons bind 0.0.0.0:2222 in their namespace (no --bind_host), as in a pod.
 for ((i = 0; i < NUM_PS; i++)); do supervise_in_ns ps "$i" "$BIN/ps_server/ps"; done
 for ((i = 0; i < NUM_WORKERS; i++)); do
-  supervise_in_ns worker "$i" "$BIN/worker/worker" --threads=1
+  if [ -n "$PYTHON_SCRIPT" ]; then
+    supervise_in_ns worker "$i" "$PYTHON" "$PYTHON_SCRIPT"
+  else
+    supervise_in_ns worker "$i" "$BIN/worker/worker" --threads=1
+  fi
 done
-supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" \
-  --metrics_file="$RUN_DIR/metrics.jsonl"
+if [ -z "$PYTHON_SCRIPT" ]; then
+  supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" \
+    --metrics_file="$RUN_DIR/metrics.jsonl"
+elif [ -z "$NO_EVALUATOR" ]; then
+  SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise_in_ns evaluator 0 "$PYTHON" "$PYTHON_SCRIPT"
+fi
 supervise_in_ns chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
-echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers, evaluator, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2
+echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
 # shardctl runs in the chief's namespace and reaches it by its DNS name, as `kubectl exec`
 # into the chief's pod would; a launcher killed with SIGKILL leaves no shardctl behind there

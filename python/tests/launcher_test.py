@@ -5,6 +5,8 @@ reported; a script that cannot be read is a bad command line (exit 2)."""
 
 import json
 import os
+import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,16 +16,26 @@ from cluster import _runfiles
 
 
 class LauncherTest(unittest.TestCase):
-    def launch(self, job, script, run_dir, extra=()):
+    def launch(self, job, script, run_dir, extra=(), launcher="run_local.sh"):
         root = _runfiles()
         env = dict(os.environ, SHARDPS_BIN=root, SHARDPS_PYTHON=sys.executable,
                    PYTHONPATH=os.path.join(root, "python"))
         return subprocess.run(
-            [os.path.join(root, "deploy/run_local.sh"), job,
+            [os.path.join(root, "deploy", launcher), job,
              *(["--python", script] if script else []), "--run_dir", run_dir, *extra],
             cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
     def test_a_short_numpy_linear_job_succeeds(self):
+        self.run_short_job()
+
+    def test_the_namespace_launcher_runs_the_script_in_pods(self):
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            self.skipTest("needs root and iproute2 (network namespaces)")
+        prefix = f"py{random.randint(0, 99999999):08d}"
+        subnet = f"10.239.{random.randint(0, 255)}"
+        self.run_short_job("run_netns.sh", ["--prefix", prefix, "--subnet", subnet])
+
+    def run_short_job(self, launcher="run_local.sh", extra=()):
         tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         root = _runfiles()
         with open(os.path.join(root, "examples/numpy_linear.json")) as f:
@@ -33,14 +45,14 @@ class LauncherTest(unittest.TestCase):
         with open(job_file, "w") as f:
             json.dump(job, f)
         run_dir = os.path.join(tmp, "run")
-        result = self.launch(job_file, os.path.join(root, "examples/numpy_linear.py"), run_dir)
+        result = self.launch(job_file, os.path.join(root, "examples/numpy_linear.py"), run_dir,
+                             extra, launcher)
         logs = "".join(open(os.path.join(run_dir, n), errors="replace").read()[-2000:]
                        for n in sorted(os.listdir(run_dir)) if n.endswith(".log"))
         output = result.stdout + result.stderr + logs
         self.assertEqual(result.returncode, 0, output)
         self.assertIn("SUCCEEDED", result.stdout, output)
-        self.assertIn("running " + os.path.join(root, "examples/numpy_linear.py"),
-                      result.stderr, output)
+        self.assertRegex(result.stderr, r"workers running \S*/examples/numpy_linear\.py", output)
         # The script's evaluator scored the final model on the test split and the chief has
         # it (the same run gives 0.778 on every machine: the job is sync).
         final = [l for l in result.stdout.splitlines() if "final test accuracy" in l]
