@@ -31,11 +31,14 @@
 #include "evaluator/metrics_file.h"
 #include "evaluator/ps_snapshot.h"
 #include "evaluator/rpc/grpc_chief_link.h"
+#include "grpcpp/grpcpp.h"
 #include "model/external/external_model.h"
 #include "python/ext/arrays.h"
 #include "python/ext/call.h"
 #include "python/ext/errors.h"
 #include "python/ext/external_job.h"
+#include "rpc/grpc_util.h"
+#include "rpc/health_service.h"
 
 namespace shardps {
 namespace python {
@@ -274,6 +277,7 @@ class PyEvaluator {
     client_options_.rpc_timeout = absl::Seconds(rpc_timeout_s);
     if (!metrics_file.empty()) metrics_ = ValueOrThrow(MetricsFile::Open(metrics_file));
     chief_ = NewGrpcChiefLink(chief);
+    ServeHealth(config);
 
     options_.chief = chief_.get();
     options_.connect_ps = [this]() { return NewGrpcPsClient(ps_addresses_, client_options_); };
@@ -313,6 +317,9 @@ class PyEvaluator {
     queue_.Stop("the evaluator closed");
     WithoutGil([&] {
       thread_.join();
+      if (health_server_ != nullptr) {
+        health_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+      }
       return 0;
     });
   }
@@ -329,6 +336,23 @@ class PyEvaluator {
       if (ticket != nullptr) return py::cast(PyEvalState(std::move(ticket)));
       if (queue_.stopped() || absl::Now() >= deadline) return py::none();
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  // The evaluator daemon's health answer at the task's address, when TF_CONFIG lists one
+  // (Kubernetes' probes); an evaluator outside the cluster listens nowhere.
+  void ServeHealth(const TfConfig& config) {
+    if (config.TaskAddress().empty()) return;
+    const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
+    grpc::ServerBuilder builder;
+    ConfigureServerBuilder(&builder);
+    int port = 0;
+    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&health_);
+    health_server_ = builder.BuildAndStart();
+    if (health_server_ == nullptr || port == 0) {
+      ThrowStatus(absl::UnavailableError(
+          absl::StrCat("shardps.Evaluator: cannot listen on ", listen, " (port in use?)")));
     }
   }
 
@@ -350,6 +374,8 @@ class PyEvaluator {
   absl::Notification stop_;
   absl::Mutex mu_;
   std::string outcome_ ABSL_GUARDED_BY(mu_) = "running";
+  HealthOnlyService health_;
+  std::unique_ptr<grpc::Server> health_server_;
   std::thread thread_;
 };
 

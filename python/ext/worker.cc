@@ -323,6 +323,8 @@ class PyWorker {
     service_options.on_shutdown = [steps](const std::string& reason) { steps->Stop(reason); };
     service_ = NewGrpcWorkerService(executor_.get(), rpc_executor_.get(), service_options);
     const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
+    // grpc.health.v1 beside the worker service, as the daemons serve it (Kubernetes' probes).
+    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
     int port = 0;
