@@ -37,7 +37,7 @@ KUBERNETES_VERSION = "1.29.0"
 ROLES = ("chief", "ps", "worker", "evaluator")
 NAMESPACE = "shardps-test"  # not "default": shows that the namespace comes from the pod
 PLAIN_FILES = ("common.yaml", "cluster.yaml", "workers-gpu.yaml", "workers-cpu.yaml",
-               "submit-job.yaml")
+               "workers-python.yaml", "submit-job.yaml")
 # docs/exit-codes.md's table: FailJob 2, 4, 6; Ignore 5 and disruptions.
 EXIT_RULES = {"FailJob": [2, 4, 6], "Ignore": [5]}
 
@@ -138,17 +138,19 @@ def check_daemon_pod(pod_spec, role, where, container_name="shardps", port_name=
     if c.get("command") != ["/usr/local/bin/shardps-entrypoint"]:
         problem(where, f"command {c.get('command')} is not the entrypoint")
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    # A user's script (workers-python.yaml): shardps.Evaluator answers health checks too.
+    script = any(e.get("name") == "SHARDPS_PYTHON_SCRIPT" for e in c.get("env", []))
     for probe in ("readinessProbe", "livenessProbe"):
-        if role == "evaluator":
+        if role == "evaluator" and not script:
             if probe in c:
                 problem(where, f"the evaluator listens on no port, but has a {probe}")
         elif c.get(probe, {}).get("grpc", {}).get("port") != ports.get(port_name):
             problem(where, f"{probe} is not a gRPC probe on port {port_name}")
-    if role != "evaluator" and port_name not in ports:
+    if (role != "evaluator" or script) and port_name not in ports:
         problem(where, f"no container port named {port_name}")
     # deploy/image's two images under one name: the GPU one exactly where a GPU is asked for.
     wants_gpu = "nvidia.com/gpu" in c.get("resources", {}).get("limits", {})
-    base = "shardps:latest"
+    base = "shardps-python:latest" if script else "shardps:latest"
     expected = base + "-gpu" if wants_gpu else base
     if c.get("image") != expected:
         problem(where, f"image {c.get('image')!r}, expected {expected!r} "
@@ -320,7 +322,12 @@ def run_pod(entrypoint, bins, container, env, where, expect_role, known_hosts, p
     tf_config = json.loads(lines[0][len("TF_CONFIG="):])
     # EXEC /usr/local/bin/<role> args..., each %q-quoted: the args here have no specials.
     exec_words = lines[1].split(" ")
-    if exec_words[1] != f"/usr/local/bin/{expect_role}" or \
+    script = env.get("SHARDPS_PYTHON_SCRIPT")
+    if script:  # the user's script (workers-python.yaml), run by the image's Python
+        want = ["python3", script] + container.get("args", [])
+        if exec_words[1:] != want:
+            problem(where, f"runs {lines[1]!r}, not {' '.join(want)!r}")
+    elif exec_words[1] != f"/usr/local/bin/{expect_role}" or \
             exec_words[2:] != container.get("args", []):
         problem(where, f"runs {lines[1]!r}, not the {expect_role} daemon with the args")
     if tf_config["task"]["type"] != expect_role:
@@ -333,7 +340,9 @@ def run_pod(entrypoint, bins, container, env, where, expect_role, known_hosts, p
                         f"under its Service (known: {sorted(known_hosts)})")
             if int(p) != port:
                 problem(where, f"cluster.{job}[{i}] port {p}, the pods serve {port}")
-    check = subprocess.run([bins[expect_role]] + container.get("args", []) +
+    # A script's TF_CONFIG is checked by the daemon of its role (the same parser the
+    # extension uses), without the script's arguments.
+    check = subprocess.run([bins[expect_role]] + ([] if script else container.get("args", [])) +
                            ["--validate_config"],
                            env={"TF_CONFIG": json.dumps(tf_config), "PATH": env["PATH"]},
                            capture_output=True, text=True)
@@ -346,10 +355,12 @@ def run_pod(entrypoint, bins, container, env, where, expect_role, known_hosts, p
 def check_tf_config(k8s_dir, entrypoint, bins):
     counts = {"pods": 0}
     # Long-lived cluster: StatefulSet pods shardps-<role>-<ordinal> under Service shardps-<role>.
-    for workers_file in ("workers-gpu.yaml", "workers-cpu.yaml"):
+    for workers_file in ("workers-gpu.yaml", "workers-cpu.yaml", "workers-python.yaml"):
         objects = load(k8s_dir, "cluster.yaml") + load(k8s_dir, workers_file)
         services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
-        sets = [o for o in objects if o["kind"] == "StatefulSet"]
+        # Applied after cluster.yaml, a StatefulSet of the same name replaces its own.
+        sets = list({o["metadata"]["name"]: o for o in objects
+                     if o["kind"] == "StatefulSet"}.values())
         known = {}
         for sts in sets:
             role = sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]

@@ -130,10 +130,11 @@ TEST(K8sManifestsTest, ManifestsValidateAgainstKubernetesSchemas) {
   ASSERT_TRUE(result.is_object()) << out;
   EXPECT_EQ(result.value("problems", -1), 0);
   // common.yaml (PVC, ConfigMap), cluster.yaml (4 Services, 3 StatefulSets, a PDB),
-  // workers-gpu.yaml and workers-cpu.yaml (a StatefulSet each), submit-job.yaml (a Job).
-  EXPECT_EQ(result.value("validated", 0), 13) << out;
+  // workers-gpu.yaml and workers-cpu.yaml (a StatefulSet each), workers-python.yaml (the
+  // workers' and the evaluator's StatefulSets), submit-job.yaml (a Job).
+  EXPECT_EQ(result.value("validated", 0), 15) << out;
   EXPECT_EQ(result["kinds"].value("Service", 0), 4);
-  EXPECT_EQ(result["kinds"].value("StatefulSet", 0), 5);
+  EXPECT_EQ(result["kinds"].value("StatefulSet", 0), 7);
   // The JobSet's 4 Job templates and the TFJob's 4 pod templates.
   EXPECT_EQ(result.value("crd_templates_validated", 0), 8) << out;
 
@@ -197,8 +198,8 @@ TEST(K8sManifestsTest, EveryPodsTfConfigIsAcceptedByItsDaemon) {
   ASSERT_TRUE(result.is_object()) << out;
   EXPECT_EQ(result.value("problems", -1), 0);
   // 1 chief + 2 ps + 2 workers + 1 evaluator, in each of: the StatefulSets with GPU workers,
-  // with CPU workers, the JobSet and the TFJob.
-  EXPECT_EQ(result.value("pods", 0), 4 * 6) << out;
+  // with CPU workers, with Python workers and evaluator, the JobSet and the TFJob.
+  EXPECT_EQ(result.value("pods", 0), 5 * 6) << out;
 
   // The check can fail: in a copy, the JobSet's chief counts 3 ps where the ps Job runs 2.
   const std::string bad = FreshTempDir("k8s_bad_counts");

@@ -21,7 +21,8 @@
 #   namespace   POD_NAMESPACE (the downward API's metadata.namespace), default "default"
 #   port        SHARDPS_PORT, default 2222
 #
-# The daemon is SHARDPS_BIN_DIR/<role> (default /usr/local/bin). With SHARDPS_ENTRYPOINT_DRY_RUN=1
+# The daemon is SHARDPS_BIN_DIR/<role> (default /usr/local/bin); for a worker or evaluator with
+# SHARDPS_PYTHON_SCRIPT set, `SHARDPS_PYTHON (python3) SCRIPT ARGS...`. With SHARDPS_ENTRYPOINT_DRY_RUN=1
 # it prints `TF_CONFIG=<json>` and `EXEC <daemon> <args...>` (each %q-quoted) on stdout and
 # exits 0 instead of exec'ing (tests/k8s_manifests_test). A bad variable prints one line naming
 # it and exits 2, the daemons' code for a bad configuration (docs/exit-codes.md), so that a
@@ -145,6 +146,12 @@ else
 fi
 
 daemon="${SHARDPS_BIN_DIR:-/usr/local/bin}/$role"
+# A worker or evaluator of a job whose model is the user's: their script (a shardps.Worker and
+# shardps.Evaluator: docs/python.md) with the container's arguments, run by SHARDPS_PYTHON.
+if [ -n "${SHARDPS_PYTHON_SCRIPT:-}" ] && [[ "$role" =~ ^(worker|evaluator)$ ]]; then
+  daemon="${SHARDPS_PYTHON:-python3}"
+  set -- "$SHARDPS_PYTHON_SCRIPT" "$@"
+fi
 if [ "${SHARDPS_ENTRYPOINT_DRY_RUN:-0}" = 1 ]; then
   echo "TF_CONFIG=$tf_config"
   line="EXEC $(printf '%q' "$daemon")"
@@ -152,6 +159,7 @@ if [ "${SHARDPS_ENTRYPOINT_DRY_RUN:-0}" = 1 ]; then
   echo "$line"
   exit 0
 fi
-[ -x "$daemon" ] || { echo "shardps-entrypoint: no daemon at $daemon (SHARDPS_BIN_DIR)" >&2; exit 1; }
+[ -x "$daemon" ] || command -v "$daemon" >/dev/null ||
+  { echo "shardps-entrypoint: no daemon at $daemon (SHARDPS_BIN_DIR, SHARDPS_PYTHON)" >&2; exit 1; }
 export TF_CONFIG="$tf_config"
 exec "$daemon" "$@"

@@ -510,11 +510,50 @@ def tfjob():
              "Needs common.yaml.", tj)]
 
 
+PYTHON_IMAGE = "shardps-python:latest"
+SCRIPT_MOUNT = "/etc/shardps/script"
+SCRIPT_CONFIGMAP = f"{NAME}-script"
+
+
+def python_workers():
+    """The workers and the evaluator of a job whose model is the user's Python script."""
+    docs = []
+    for role, replicas in (("worker", SIZES["num_workers"]), ("evaluator", 1)):
+        if role == "evaluator" and not SIZES["evaluator"]:
+            continue
+        sts = statefulset(role, replicas, [], kind="worker_cpu" if role == "worker" else None)
+        pod = sts["spec"]["template"]["spec"]
+        (cont,) = pod["containers"]
+        cont["image"] = PYTHON_IMAGE
+        cont["env"] = cluster_env() + [
+            {"name": "SHARDPS_PYTHON_SCRIPT", "value": f"{SCRIPT_MOUNT}/train.py"}]
+        if role == "evaluator":  # shardps.Evaluator answers health checks at its address
+            cont["ports"] = [{"name": "grpc", "containerPort": SIZES["port"], "protocol": "TCP"}]
+            cont.update(probes())
+        cont["volumeMounts"] = cont.get("volumeMounts", []) + [
+            {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True}]
+        pod["volumes"] = pod.get("volumes", []) + [
+            {"name": "script", "configMap": {"name": SCRIPT_CONFIGMAP}}]
+        docs.append((
+            f"The workers run the user's script train.py from the ConfigMap {SCRIPT_CONFIGMAP}\n"
+            f"(kubectl create configmap {SCRIPT_CONFIGMAP} --from-file=train.py) with the "
+            f"Python of\n{PYTHON_IMAGE}: shardps.Worker / shardps.Evaluator by TF_CONFIG's "
+            "task type (docs/python.md).\nThat image is shardps:latest plus Python 3.11, numpy, "
+            "PyTorch if the script needs it and\nshardps' wheel; deploy/image/build.sh does not "
+            "build it yet. A script exits 0 when its job\nends; the StatefulSet starts it again "
+            "for the next job." if role == "worker" else
+            "The evaluator: the same script, as TF_CONFIG's evaluator task. Replaces "
+            "cluster.yaml's\nevaluator StatefulSet (the same name): apply this file after it.",
+            sts))
+    return docs
+
+
 FILES = {
     "common.yaml": common,
     "cluster.yaml": cluster,
     "workers-gpu.yaml": lambda: workers(True),
     "workers-cpu.yaml": lambda: workers(False),
+    "workers-python.yaml": python_workers,
     "submit-job.yaml": submit_job,
     "jobset.yaml": jobset,
     "tfjob.yaml": tfjob,
