@@ -45,8 +45,8 @@ def images(split):
     return torch.from_numpy(x).view(-1, 1, 28, 28), torch.from_numpy(y)
 
 
-def train(model):
-    x, y = images("train")
+def train(model, x, y):
+    """Runs this worker's steps: `model` classifies x[i] (a tensor of examples) as y[i]."""
     opt = spt.DistributedOptimizer(model)
     with shardps.Worker() as worker:
         for step in worker.steps():
@@ -60,8 +60,8 @@ def train(model):
                           examples=len(idx))
 
 
-def evaluate(model):
-    x, y = images("test")
+def evaluate(model, x, y):
+    """Runs the job's evaluations of `model` on the test examples x, y."""
 
     def score(state):
         with spt.evaluating(state, model), torch.no_grad():
@@ -79,9 +79,9 @@ def main():
     if "--variables" in sys.argv:
         print(json.dumps(spt.declare(model)))
     elif shardps.task()[0] == "evaluator":
-        evaluate(model)
+        evaluate(model, *images("test"))
     else:
-        train(model)
+        train(model, *images("train"))
 
 
 if __name__ == "__main__":
