@@ -136,9 +136,13 @@ def train(vocab):
     opt = spt.DistributedOptimizer(model)
     with shardps.Worker() as worker:
         for step in worker.steps():
-            with step, opt.use(step):
+            inputs = model.inputs(data, step.indices)
+            # Every table's rows in one call, beside the dense pull.
+            ids = {"user_id": inputs[0], "user_features": inputs[1], "item_id": inputs[2],
+                   "item_features": inputs[3]}
+            with step, opt.use(step, ids=ids):
                 labels = torch.from_numpy(data["label"][step.indices])
-                logits = model(*model.inputs(data, step.indices))
+                logits = model(*inputs)
                 loss = F.binary_cross_entropy_with_logits(logits, labels)
                 loss.backward()
                 opt.step()

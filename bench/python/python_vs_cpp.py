@@ -59,16 +59,22 @@ def time_to(evals, target, metric):
     return float("nan")
 
 
-def movielens_dlrm_job(epochs):
-    """The C++ DLRM worker's job of the two-tower example's shape."""
+def movielens_dlrm_job(epochs, bin_dir):
+    """The C++ DLRM worker's job of the two-tower example's shape, on MovieLens converted to
+    ctrbin with its schema's vocabularies (as tests/movielens_training_test does)."""
+    source = os.environ.get("SHARDPS_MOVIELENS_DIR") or \
+        os.path.expanduser("~/.cache/shardps/movielens-100k")
+    data_dir = tempfile.mkdtemp(prefix="movielens-ctrbin-")
+    for split in ("train", "test"):
+        subprocess.run([os.path.join(bin_dir, "data/ctr/ctr_tool"), "convert",
+                        f"--in={source}/{split}.tsv", f"--out={data_dir}/{split}.ctrbin",
+                        f"--schema={source}/schema.json"], check=True, capture_output=True)
     with open(os.path.join(ROOT, "examples/movielens_two_tower.json")) as f:
         two_tower = json.load(f)
     job = {k: two_tower[k] for k in ("batch_size", "mode", "optimizer", "embedding_optimizer",
                                      "partitioner", "seed", "eval_every_steps")}
     job.update(name="movielens-dlrm", model="dlrm:top=64;dim=16;interaction=concat;pooling=sum",
-               dataset="movielens", epochs=epochs, backend="cpu",
-               data_dir=os.environ.get("SHARDPS_MOVIELENS_DIR") or
-               os.path.expanduser("~/.cache/shardps/movielens-100k"))
+               dataset="movielens", epochs=epochs, backend="cpu", data_dir=data_dir)
     path = os.path.join(tempfile.mkdtemp(prefix="movielens-dlrm-"), "job.json")
     with open(path, "w") as f:
         json.dump(job, f)
@@ -92,7 +98,7 @@ def main():
         cpp_job = os.path.join(ROOT, "deploy/jobs/fashion_mlp.json")
         torch_job, script = os.path.join(HERE, "torch_mlp.json"), os.path.join(HERE, "torch_mlp.py")
     else:
-        cpp_job = movielens_dlrm_job(epochs)
+        cpp_job = movielens_dlrm_job(epochs, args.bin)
         torch_job = os.path.join(ROOT, "examples/movielens_two_tower.json")
         script = os.path.join(ROOT, "examples/movielens_two_tower.py")
     sample = subprocess.run([args.host_stats, "start", f"--pid={os.getpid()}"],

@@ -159,30 +159,42 @@ def declare(model):
 
 
 class _TrainScope:
-    """A step's rows: pulled through the step, their gradients kept for the push."""
+    """A step's rows: pulled through the step (or prefetched by use(step, ids=...)), their
+    gradients kept for the push."""
 
-    def __init__(self, step):
+    def __init__(self, step, prefetched=None):
         self.step = step
-        self.pulled = []  # (table, unique ids, rows tensor)
+        self.pulled = []  # (table name, unique ids, rows tensor): lookups pulled on their own
+        # table name -> (sorted distinct ids, rows tensor): read together before the forward
+        self.prefetched = prefetched or {}
 
     def rows(self, table, unique):
+        if table.table in self.prefetched:
+            keys, rows = self.prefetched[table.table]
+            at = np.searchsorted(keys, unique)
+            missing = (at >= len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != unique)
+            if missing.any():
+                raise InvalidArgument(f"table {table.table!r}: id {unique[missing][0]} was not "
+                                      f"in use(step, ids=...)'s ids")
+            return rows.index_select(0, torch.from_numpy(at))
         values = self.step.pull_rows({table.table: unique})[table.table]
         rows = torch.from_numpy(values)
         rows.requires_grad_(torch.is_grad_enabled())
-        self.pulled.append((table, unique, rows))
+        self.pulled.append((table.table, unique, rows))
         return rows
 
     def row_grads(self):
         """table name -> (ids, gradients) over every lookup of the step (a table looked up
         twice pushes both lookups' rows; the client sums duplicate ids)."""
         out = {}
-        for table, unique, rows in self.pulled:
+        lookups = self.pulled + [(n, k, r) for n, (k, r) in self.prefetched.items()]
+        for name, unique, rows in lookups:
             if rows.grad is None:
                 continue
-            ids, grads = out.get(table.table, ([], []))
+            ids, grads = out.get(name, ([], []))
             ids.append(unique)
             grads.append(_host_numpy(rows.grad))
-            out[table.table] = (ids, grads)
+            out[name] = (ids, grads)
         return {name: (np.concatenate(i), np.concatenate(g)) for name, (i, g) in out.items()}
 
 
@@ -260,16 +272,36 @@ class DistributedOptimizer:
         self._checked_job = None
         self._scope = None
 
-    def use(self, step):
-        """A context for one step: pulls the dense parameters, opens the step's row scope."""
+    def use(self, step, ids=None):
+        """A context for one step: pulls the dense parameters into the model and opens the
+        step's row scope. ``ids`` (table name -> every id the step will look up there) reads
+        those tables' rows in one batched call, beside the dense pull, instead of one call per
+        lookup: a model with several tables should name them."""
         if self._checked_job is not step.job:
             _check_declared(self.model, step.job, self.dense, self.tables)
             self._checked_job = step.job
         for _, p in self.dense:
             p.grad = None
-        if self.dense:
+        prefetch = {}
+        for name, i in (ids or {}).items():
+            if name not in {t.table for t in self.tables}:
+                raise InvalidArgument(f"ids[{name!r}]: the model has no ShardedEmbedding "
+                                      f"{name!r}")
+            flat = i.detach().reshape(-1).cpu().numpy() if torch.is_tensor(i) else np.asarray(i)
+            prefetch[name] = np.unique(flat.astype(np.int64).reshape(-1))
+        pulled = {}
+        if prefetch:
+            pulled = _in_parallel(lambda: step.pull_rows(prefetch),
+                                  lambda: self.dense and load_dense(
+                                      self.dense, step.pull, [n for n, _ in self.dense]))
+        elif self.dense:
             load_dense(self.dense, step.pull, [n for n, _ in self.dense])
-        self._scope = _TrainScope(step)
+        prefetched = {}
+        for name, keys in prefetch.items():
+            rows = torch.from_numpy(pulled[name])
+            rows.requires_grad_(torch.is_grad_enabled())
+            prefetched[name] = (keys, rows)
+        self._scope = _TrainScope(step, prefetched)
 
         def closed():
             self._scope = None
@@ -285,6 +317,27 @@ class DistributedOptimizer:
             grads[name] = (_host_numpy(p.grad) if p.grad is not None
                            else np.zeros(tuple(p.shape), np.float32))
         self._scope.step.push(grads, rows=self._scope.row_grads())
+
+
+def _in_parallel(first, second):
+    """Runs second() on another thread while first() runs here (each releases the GIL while
+    it waits on the network); returns first()'s result, raises either's exception."""
+    box = {}
+
+    def run():
+        try:
+            second()
+        except BaseException as e:  # re-raised below, on the caller's thread
+            box["error"] = e
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        result = first()
+    finally:
+        thread.join()
+    if "error" in box:
+        raise box["error"]
+    return result
 
 
 def load_dense(named, pull, names):

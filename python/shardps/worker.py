@@ -22,6 +22,7 @@ is applied once and the chief cannot tell which language computed it.
 """
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -175,11 +176,30 @@ class Step:
                     step=self._core.sync_step if self.sync else None, replica=self.replica,
                     base_versions=self._versions)
         start = time.monotonic()
-        if dense:
-            self._client.push_many(dense, **tags)
-        if tables:
+
+        def push_rows():
             self._client.push_rows_many({k: r[0] for k, r in tables.items()},
                                         {k: r[1] for k, r in tables.items()}, **tags)
+        if dense and tables:  # both at once: each call releases the GIL while it waits
+            errors = []
+
+            def run():
+                try:
+                    push_rows()
+                except BaseException as e:
+                    errors.append(e)
+            thread = threading.Thread(target=run)
+            thread.start()
+            try:
+                self._client.push_many(dense, **tags)
+            finally:
+                thread.join()
+            if errors:
+                raise errors[0]
+        elif dense:
+            self._client.push_many(dense, **tags)
+        elif tables:
+            push_rows()
         self._push_ms += (time.monotonic() - start) * 1e3
 
     def done(self, loss=0.0, correct=0, examples=None):

@@ -31,9 +31,10 @@ class Model(torch.nn.Module):
 class ClientStep:
     """The part of shardps.Step that shardps.torch uses, over a Client; records the calls."""
 
-    def __init__(self, client, job):
+    def __init__(self, client, job, apply=True):
         self.client = client
         self.job = job
+        self.apply = apply  # False: pushes are recorded, not sent
         self.row_pulls = []
         self.pushes = []
 
@@ -53,6 +54,8 @@ class ClientStep:
 
     def push(self, grads=None, *, rows=None):
         self.pushes.append((grads, rows))
+        if not self.apply:
+            return
         self.client.push_many({self.full(n): g for n, g in grads.items()})
         if rows:
             self.client.push_rows_many({self.full(n): r[0] for n, r in rows.items()},
@@ -138,6 +141,35 @@ class TorchTest(unittest.TestCase):
         # The ps applied SGD(1) to exactly those gradients.
         after = self.client.pull(self.job.variables["head.bias"].full_name)
         np.testing.assert_allclose(after, before["head.bias"] - b.grad.numpy(), rtol=1e-5)
+
+    def test_prefetched_rows_give_the_same_gradients_in_one_pull(self):
+        users = torch.tensor([7, 1 << 40, 7, 3])
+        items = torch.tensor([[0, 5], [5, 5], [19, 0], [2, 3]])
+        labels = torch.tensor([1.0, 0.0, 1.0, 0.0])
+        opt = spt.DistributedOptimizer(self.model)
+        pushes = []
+        for ids in (None, {"users": users, "items": items}):
+            step = ClientStep(self.client, self.job, apply=False)
+            with opt.use(step, ids=ids):
+                F.binary_cross_entropy_with_logits(self.model(users, items), labels).backward()
+                opt.step()
+            pushes.append(step.pushes[0])
+            if ids is not None:  # one call for both tables, before the forward
+                self.assertEqual(len(step.row_pulls), 1)
+                self.assertEqual(sorted(step.row_pulls[0]), ["items", "users"])
+        (dense_a, rows_a), (dense_b, rows_b) = pushes
+        for name in dense_a:
+            np.testing.assert_allclose(dense_a[name], dense_b[name], rtol=1e-6, atol=1e-8)
+        for table in ("users", "items"):
+            a = dict(zip(rows_a[table][0].tolist(), rows_a[table][1]))
+            b = dict(zip(rows_b[table][0].tolist(), rows_b[table][1]))
+            self.assertEqual(sorted(a), sorted(b))
+            for k in a:
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-6, atol=1e-8)
+        with self.assertRaisesRegex(shardps.InvalidArgument, "id 9 was not in use"):
+            with opt.use(ClientStep(self.client, self.job, apply=False),
+                         ids={"users": users, "items": items}):
+                self.model.users(torch.tensor([9]))
 
     def test_dense_parameters_are_pulled_in_place(self):
         opt = spt.DistributedOptimizer(self.model)
