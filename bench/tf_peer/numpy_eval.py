@@ -30,16 +30,32 @@ def load_test_set(data_dir):
   return scale[images].reshape(-1, 784), labels.astype(np.int64)
 
 
+def cnn_logits(values, x):
+  """examples/fashion_cnn.py's CNN in TensorFlow's layout: conv 3x3x32 SAME, ReLU, max-pool 2,
+  conv 3x3x64, ReLU, max-pool 2, dense 128 ReLU, dense 10 (values: kernel, bias per layer)."""
+  import tensorflow as tf
+  h = tf.reshape(x, [-1, 28, 28, 1])
+  for layer in range(2):
+    h = tf.nn.relu(tf.nn.conv2d(h, values[2 * layer], 1, "SAME") + values[2 * layer + 1])
+    h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+  h = tf.reshape(h, [-1, 7 * 7 * 64])
+  h = tf.nn.relu(tf.matmul(h, values[4]) + values[5])
+  return (tf.matmul(h, values[6]) + values[7]).numpy()
+
+
 def evaluate(values, x, y, batch=1000):
   loss_sum = 0.0
   correct = 0
   layers = len(values) // 2
   for begin in range(0, len(y), batch):
     h = x[begin:begin + batch]
-    for layer in range(layers):
-      h = h @ values[2 * layer] + values[2 * layer + 1]
-      if layer < layers - 1:
-        h = np.maximum(h, 0)
+    if values[0].ndim == 4:  # the CNN
+      h = cnn_logits(values, h)
+    else:
+      for layer in range(layers):
+        h = h @ values[2 * layer] + values[2 * layer + 1]
+        if layer < layers - 1:
+          h = np.maximum(h, 0)
     labels = y[begin:begin + batch]
     shifted = h - h.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))

@@ -216,7 +216,17 @@ def run(args):
     dims = (INPUT_DIM,) + HIDDEN + (NUM_CLASSES,)
     params = []
     with strategy.scope():
-      for layer in range(len(dims) - 1):
+      if args.model == "cnn":
+        # examples/fashion_cnn.py's CNN as Keras' Conv2D and Dense layers hold it: kernels
+        # glorot_uniform (a conv's fans: 9 x in, 9 x out channels), biases zero.
+        for name, shape in (("conv_0", (3, 3, 1, 32)), ("conv_1", (3, 3, 32, 64)),
+                            ("dense_0", (7 * 7 * 64, 128)), ("dense_1", (128, NUM_CLASSES))):
+          field = int(np.prod(shape[:-2])) if len(shape) == 4 else 1
+          limit = np.sqrt(6.0 / (field * shape[-2] + field * shape[-1]))
+          params.append(tf.Variable(rng.uniform(-limit, limit, size=shape).astype(np.float32),
+                                    name=f"{name}/kernel"))
+          params.append(tf.Variable(np.zeros(shape[-1], np.float32), name=f"{name}/bias"))
+      for layer in range(len(dims) - 1 if args.model == "mlp" else 0):
         params.append(tf.Variable(glorot_uniform(rng, dims[layer], dims[layer + 1]),
                                   name=f"dense_{layer}/kernel"))
         params.append(tf.Variable(np.zeros(dims[layer + 1], np.float32),
@@ -237,6 +247,13 @@ def run(args):
     epsilon = tf.constant(1e-7, tf.float32)
 
     def model(x):
+      if args.model == "cnn":
+        h = tf.reshape(x, [-1, 28, 28, 1])
+        for layer in range(2):
+          h = tf.nn.relu(tf.nn.conv2d(h, params[2 * layer], 1, "SAME") + params[2 * layer + 1])
+          h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+        h = tf.nn.relu(tf.matmul(tf.reshape(h, [-1, 7 * 7 * 64]), params[4]) + params[5])
+        return tf.matmul(h, params[6]) + params[7]
       h = x
       for layer in range(len(dims) - 1):
         h = tf.matmul(h, params[2 * layer]) + params[2 * layer + 1]
@@ -384,6 +401,8 @@ def main():
   r.add_argument("--steps", type=int, default=0, help="instead of --epochs")
   r.add_argument("--batch_size", type=int, default=256)
   r.add_argument("--learning_rate", type=float, default=0.001)
+  r.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
+                 help="the MLP 784-256-128-10, or examples/fashion_cnn.py's CNN")
   r.add_argument("--seed", type=int, default=42)
   r.add_argument("--min_shard_bytes", type=int, default=262144)
   r.add_argument("--max_shards", type=int, default=4)
