@@ -103,7 +103,9 @@ class EvalQueue {
   }
   std::shared_ptr<EvalTicket> Next(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopped_; };
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() || stopped_;
+    };
     mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
     if (queue_.empty()) return nullptr;
     std::shared_ptr<EvalTicket> ticket = queue_.front();

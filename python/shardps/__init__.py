@@ -3,8 +3,9 @@
 The core needs only numpy: ``shardps.Client`` reads and updates the parameters on the ps
 tasks (python/shardps/client.py); ``shardps.Worker`` runs the steps of a job whose model
 your code computes (python/shardps/worker.py); ``shardps.Evaluator`` evaluates it while it
-trains and reports to the chief (python/shardps/evaluator.py). Errors are ``shardps.Error`` subclasses
-(python/shardps/errors.py). The guide: docs/python.md.
+trains and reports to the chief (python/shardps/evaluator.py). ``shardps.torch`` (optional,
+needs PyTorch) keeps a torch model's parameters and embedding tables on the ps. Errors are
+``shardps.Error`` subclasses (python/shardps/errors.py). The guide: docs/python.md.
 """
 
 from shardps.errors import *  # noqa: F401,F403  (the exception classes)

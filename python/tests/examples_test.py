@@ -37,8 +37,11 @@ class ExamplesTest(unittest.TestCase):
         result = subprocess.run([os.path.join(root, "deploy/run_local.sh"), job_file,
                                  "--python", script, "--run_dir", run_dir],
                                 cwd=root, env=env, capture_output=True, text=True, timeout=600)
-        logs = "".join(f"--- {n}\n" + open(os.path.join(run_dir, n), errors="replace").read()[-3000:]
-                       for n in sorted(os.listdir(run_dir)) if n.endswith(".log"))
+        logs = ""
+        for n in sorted(os.listdir(run_dir)):
+            if n.endswith(".log"):
+                with open(os.path.join(run_dir, n), errors="replace") as f:
+                    logs += f"--- {n}\n" + f.read()[-3000:]
         output = result.stdout + result.stderr + logs
         self.assertEqual(result.returncode, 0, output)
         final = [l for l in result.stdout.splitlines() if l.startswith("final test accuracy")]

@@ -76,8 +76,8 @@ class LauncherTest(unittest.TestCase):
 
     def test_no_evaluator_goes_with_python(self):
         root = _runfiles()
-        result = self.launch(os.path.join(root, "examples/numpy_linear.json"), "", tempfile.mkdtemp(),
-                             extra=["--no_evaluator"])
+        result = self.launch(os.path.join(root, "examples/numpy_linear.json"), "",
+                             tempfile.mkdtemp(), extra=["--no_evaluator"])
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("--no_evaluator goes with --python", result.stderr)
 
