@@ -41,8 +41,11 @@ done
 venv="${SHARDPS_VENV:-$HOME/.cache/shardps/venv}"
 python="${PYTHON:-python3}"
 venv_flags=()
+if [ "$with_torch" = 0 ] && [ "$with_shardps" = 1 ]; then
+  "$root/deploy/setup.sh" python3-venv   # the build of the wheel, and the venv itself
+fi
 if [ "$with_torch" = 1 ]; then
-  "$root/deploy/setup.sh" python3-torch libopenblas0-openmp
+  "$root/deploy/setup.sh" python3-torch libopenblas0-openmp python3-venv
   venv="${SHARDPS_TORCH_VENV:-$HOME/.cache/shardps/venv-torch}"
   python=/usr/bin/python3
   venv_flags=(--system-site-packages)
@@ -90,7 +93,6 @@ if [ "$with_torch" = 0 ] && ! pinned_present; then
 fi
 
 if [ "$with_shardps" = 1 ]; then
-  "$root/deploy/setup.sh"
   (cd "$root" && bazel build //python:wheel >&2)
   wheel=$(cd "$root" && ls "$(bazel info bazel-bin 2>/dev/null)"/python/shardps-*.whl)
   sum=$(sha256sum "$wheel" | cut -d' ' -f1)
