@@ -312,7 +312,11 @@ class PyWorker {
     if (config.task_type != "worker") {
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
           "TF_CONFIG: task.type: shardps.Worker is a \"worker\" task, not \"", config.task_type,
-          "\"")));
+          "\"",
+          config.task_type == "evaluator"
+              ? " (the job's evaluator runs shardps.Evaluator: pick the part by "
+                "shardps.task(), or start the launcher with --no_evaluator)"
+              : "")));
     }
     PsClient::Options options;
     options.rpc_timeout = absl::Seconds(rpc_timeout_s);

@@ -119,6 +119,22 @@ class WorkerTest(unittest.TestCase):
         finally:
             job.close()
 
+    def test_each_class_refuses_the_other_tasks_config(self):
+        cluster = {"chief": [_free_address()], "ps": [_free_address()],
+                   "worker": [_free_address()], "evaluator": [_free_address()]}
+
+        def config(kind):
+            return json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}})
+        with self.assertRaisesRegex(shardps.InvalidArgument,
+                                    "shardps.Worker is a \"worker\" task, not \"evaluator\" "
+                                    r"\(the job's evaluator runs shardps.Evaluator"):
+            shardps.Worker(config("evaluator"))
+        with self.assertRaisesRegex(shardps.InvalidArgument,
+                                    "shardps.Evaluator is an \"evaluator\" task, not "
+                                    "\"worker\""):
+            shardps.Evaluator(config("worker"))
+        self.assertEqual(shardps.task(config("evaluator")), ("evaluator", 0))
+
     def test_ctrl_c_interrupts_a_worker_waiting_for_steps(self):
         """SIGINT while shardps.Worker waits for the chief's next step: KeyboardInterrupt
         within about a second (no chief here ever leases one)."""
