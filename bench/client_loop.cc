@@ -8,7 +8,6 @@
 // pull/push: N timed calls per thread after 2 untimed ones, each thread its own buffer;
 // {"seconds": [...per call, thread 0...], "bytes": B, "wall_s": W} with W the time all
 // threads took together. latency: N timed 4-byte pulls; {"seconds": [...]}.
-#include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -18,17 +17,14 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
 
 namespace shardps {
 namespace bench {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int Main(int argc, char** argv) {
   std::string ps_list, op, variable;
@@ -63,25 +59,25 @@ int Main(int argc, char** argv) {
   const int64_t n = layout->num_elements;
   std::vector<std::vector<double>> seconds(threads);
   std::vector<absl::Status> errors(threads);
-  const double start = Now();
+  const absl::Time start = absl::Now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       std::vector<float> buffer(n, 1e-6f);
       for (int64_t i = 0; i < reps + 2; ++i) {
-        const double t0 = Now();
+        const absl::Time t0 = absl::Now();
         absl::Status s = op == "push" ? (*client)->Push(variable, buffer)
                                       : (*client)->Pull(variable, absl::MakeSpan(buffer));
         if (!s.ok()) {
           errors[t] = s;
           return;
         }
-        if (i >= 2) seconds[t].push_back(Now() - t0);
+        if (i >= 2) seconds[t].push_back(absl::ToDoubleSeconds(absl::Now() - t0));
       }
     });
   }
   for (std::thread& th : pool) th.join();
-  const double wall = Now() - start;
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   for (const absl::Status& s : errors) {
     if (!s.ok()) {
       std::cerr << "client_loop: " << s << "\n";

@@ -11,12 +11,14 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/ps_client_types.h"
 
@@ -93,6 +95,23 @@ template <typename Fn>
 auto WithoutGil(Fn&& fn) {
   pybind11::gil_scoped_release release;
   return fn();
+}
+
+// The next item of a queue Python waits on (a worker's steps, an evaluator's evaluations):
+// calls `next(slice)` with the GIL released in slices of at most kSignalPoll, running Python's
+// signal handlers between them (Ctrl-C raises pybind11::error_already_set); nullptr once
+// `stopped()` or after `timeout_s` (< 0: no limit).
+template <typename NextFn, typename StoppedFn>
+auto NextOrNull(double timeout_s, NextFn next, StoppedFn stopped) {
+  const absl::Time deadline =
+      timeout_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(timeout_s);
+  while (true) {
+    const absl::Duration slice = std::max(
+        std::min(kSignalPoll, deadline - absl::Now()), absl::ZeroDuration());
+    auto item = WithoutGil([&] { return next(slice); });
+    if (item != nullptr || stopped() || absl::Now() >= deadline) return item;
+    if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  }
 }
 
 }  // namespace python

@@ -329,17 +329,13 @@ class PyEvaluator {
   // The next evaluation, or None once the job has ended or the evaluator closed. Waits with
   // the GIL released, honouring Ctrl-C.
   py::object Next(double timeout_s) {
-    const absl::Time deadline =
-        timeout_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(timeout_s);
-    while (true) {
-      const absl::Duration slice = std::min(kSignalPoll, deadline - absl::Now());
-      std::shared_ptr<EvalTicket> ticket =
-          WithoutGil([&] { return queue_.Next(std::max(slice, absl::ZeroDuration())); });
-      if (ticket != nullptr) return py::cast(PyEvalState(std::move(ticket)));
-      if (queue_.stopped() || absl::Now() >= deadline) return py::none();
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    }
+    std::shared_ptr<EvalTicket> ticket = NextOrNull(
+        timeout_s, [&](absl::Duration slice) { return queue_.Next(slice); },
+        [&] { return queue_.stopped(); });
+    if (ticket == nullptr) return py::none();
+    return py::cast(PyEvalState(std::move(ticket)));
   }
+
 
   // The evaluator daemon's health answer at the task's address, when TF_CONFIG lists one
   // (Kubernetes' probes); an evaluator outside the cluster listens nowhere.

@@ -359,17 +359,13 @@ class PyWorker {
   // The next step, or None once the job has ended (the chief's Shutdown) or the worker
   // closed. Waits with the GIL released, honouring Ctrl-C.
   py::object Next(double timeout_s) {
-    const absl::Time deadline =
-        timeout_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(timeout_s);
-    while (true) {
-      const absl::Duration slice = std::min(kSignalPoll, deadline - absl::Now());
-      std::shared_ptr<Ticket> ticket =
-          WithoutGil([&] { return executor_->Next(std::max(slice, absl::ZeroDuration())); });
-      if (ticket != nullptr) return py::cast(PyStep(std::move(ticket)));
-      if (executor_->stopped() || absl::Now() >= deadline) return py::none();
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    }
+    std::shared_ptr<Ticket> ticket = NextOrNull(
+        timeout_s, [&](absl::Duration slice) { return executor_->Next(slice); },
+        [&] { return executor_->stopped(); });
+    if (ticket == nullptr) return py::none();
+    return py::cast(PyStep(std::move(ticket)));
   }
+
 
   bool stopped() { return executor_->stopped(); }
   std::string stop_reason() { return executor_->stop_reason(); }

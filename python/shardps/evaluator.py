@@ -26,7 +26,8 @@ import os
 import numpy as np
 
 from shardps import _core
-from shardps.errors import FailedPrecondition, InvalidArgument
+from shardps._units import Unit, each
+from shardps.errors import InvalidArgument
 from shardps.worker import Job
 
 
@@ -47,10 +48,13 @@ def task(tf_config=None):
         raise InvalidArgument(f"TF_CONFIG: task: {e}") from None
 
 
-class EvalState:
+class EvalState(Unit):
     """One evaluation the job asks for: ``job`` (Job), ``job_id``, ``final`` (the model after
     training), ``steps_done`` and ``elapsed_s`` (the job's, when it was asked); after a pull,
-    ``version`` (the parameters' version) and ``consistent``."""
+    ``version`` (the parameters' version) and ``consistent``. ``with state:`` fails the
+    evaluation on an exception (the follower asks again)."""
+
+    _unfinished = "the evaluation returned without state.report()"
 
     def __init__(self, core):
         self._core = core
@@ -101,21 +105,6 @@ class EvalState:
     def fail(self, exception):
         return self._core.fail(f"{type(exception).__name__}: {exception}")
 
-    @property
-    def finished(self):
-        return self._core.finished
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exception, traceback):
-        if exception is None:
-            if not self.finished:
-                self.fail(FailedPrecondition("the evaluation returned without state.report()"))
-            return False
-        self.fail(exception)
-        # The follower retries a failed evaluation; Ctrl-C and exits still end the program.
-        return not isinstance(exception, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
 class Evaluator:
@@ -136,15 +125,7 @@ class Evaluator:
     def states(self):
         """Each evaluation the job asks for, until it ends. One the loop body leaves
         unreported is failed (asked again) when the next one is asked for."""
-        previous = None
-        while True:
-            if previous is not None and not previous.finished:
-                previous.fail(FailedPrecondition("the loop moved on without state.report()"))
-            state = self.next_state()
-            if state is None:
-                return
-            previous = state
-            yield state
+        return each(self.next_state, "the loop moved on without state.report()")
 
     def run(self, evaluate_fn):
         """Calls evaluate_fn(state) for every evaluation until the job ends: it pulls what it

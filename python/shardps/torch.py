@@ -158,6 +158,16 @@ def declare(model):
     return variables
 
 
+def _positions(keys, unique, table, where):
+    """The positions of the ids `unique` in the sorted `keys` read for `table`; InvalidArgument
+    naming the first id that was not read (`where` says where it should have been)."""
+    at = np.searchsorted(keys, unique)
+    missing = (at >= len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != unique)
+    if missing.any():
+        raise InvalidArgument(f"table {table.table!r}: id {unique[missing][0]} was not {where}")
+    return at
+
+
 class _TrainScope:
     """A step's rows: pulled through the step (or prefetched by use(step, ids=...)), their
     gradients kept for the push."""
@@ -171,11 +181,7 @@ class _TrainScope:
     def rows(self, table, unique):
         if table.table in self.prefetched:
             keys, rows = self.prefetched[table.table]
-            at = np.searchsorted(keys, unique)
-            missing = (at >= len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != unique)
-            if missing.any():
-                raise InvalidArgument(f"table {table.table!r}: id {unique[missing][0]} was not "
-                                      f"in use(step, ids=...)'s ids")
+            at = _positions(keys, unique, table, "in use(step, ids=...)'s ids")
             return rows.index_select(0, torch.from_numpy(at))
         values = self.step.pull_rows({table.table: unique})[table.table]
         rows = torch.from_numpy(values)
@@ -209,11 +215,7 @@ class _EvalScope:
             raise InvalidArgument(f"table {table.table!r} was not read for this evaluation: "
                                   f"name its ids in evaluating(..., ids={{...}})")
         keys, values = self.tables[table.table]
-        at = np.searchsorted(keys, unique)
-        missing = (at >= len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != unique)
-        if missing.any():
-            raise InvalidArgument(f"table {table.table!r}: id {unique[missing][0]} was not "
-                                  f"read for this evaluation")
+        at = _positions(keys, unique, table, "read for this evaluation")
         return torch.from_numpy(values[at])
 
 

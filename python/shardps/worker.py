@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from shardps import _core
+from shardps._units import Unit, each
 from shardps.client import Client
 from shardps.errors import Error, FailedPrecondition, InvalidArgument
 
@@ -75,10 +76,13 @@ class Job:
         return [v for v in self.variables.values() if v.rows]
 
 
-class Step:
+class Step(Unit):
     """One step the chief leased to this worker: ``step_id``, ``epoch``, ``batch_index``,
     ``replica``, ``sync``, ``min_version``, ``generation``, ``job`` (Job), ``indices`` (the
-    example indices of its batch: the same on every worker for the same epoch and batch)."""
+    example indices of its batch: the same on every worker for the same epoch and batch).
+    ``with step:`` fails the step on an exception (re-leased; the loop goes on)."""
+
+    _unfinished = "the step's code returned without step.done()"
 
     def __init__(self, core, job, client):
         self._core = core
@@ -221,23 +225,6 @@ class Step:
         return self._core.fail("INTERNAL", "UNSPECIFIED",
                                f"{type(exception).__name__}: {exception}", None, None)
 
-    @property
-    def finished(self):
-        return self._core.finished
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exception, traceback):
-        if exception is None:
-            if not self.finished:
-                self.fail(FailedPrecondition("the step's code returned without step.done()"))
-            return False
-        if isinstance(exception, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-            self.fail(exception)
-            return False
-        self.fail(exception)
-        return True  # the step failed; the loop goes on
 
 
 class Worker:
@@ -274,15 +261,7 @@ class Worker:
     def steps(self):
         """Each step the chief leases, until the job ends. A step the loop body leaves
         unfinished is failed (re-leased) when the next one is asked for."""
-        previous = None
-        while True:
-            if previous is not None and not previous.finished:
-                previous.fail(FailedPrecondition("the loop moved on without step.done()"))
-            step = self.next_step()
-            if step is None:
-                return
-            previous = step
-            yield step
+        return each(self.next_step, "the loop moved on without step.done()")
 
     def run(self, step_fn):
         """Calls step_fn(step) for every step until the job ends; an exception fails that
