@@ -66,10 +66,27 @@ absl::StatusOr<std::vector<EvalPoint>> ParseMetricsLines(absl::string_view text,
 }
 
 std::optional<double> TimeToAccuracy(const std::vector<EvalPoint>& points, double target) {
-  for (const EvalPoint& p : points) {
-    if (p.accuracy >= target) return p.t;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const EvalPoint& p = points[i];
+    if (p.accuracy < target) continue;
+    if (i == 0) return p.t;
+    const EvalPoint& before = points[i - 1];  // below the target
+    const double rise = p.accuracy - before.accuracy;
+    if (!(rise > 0)) return p.t;
+    return before.t + (p.t - before.t) * (target - before.accuracy) / rise;
   }
   return std::nullopt;
+}
+
+std::vector<double> TargetsBelow(double quality_a, double quality_b,
+                                 const std::vector<double>& margins) {
+  const double lower = std::min(quality_a, quality_b);
+  std::vector<double> targets;
+  for (double margin : margins) {
+    targets.push_back(std::floor((lower - margin) * 1e4 + 1e-9) / 1e4);
+  }
+  std::sort(targets.begin(), targets.end());
+  return targets;
 }
 
 std::optional<double> FinalAccuracy(const std::vector<EvalPoint>& points) {

@@ -38,9 +38,18 @@ absl::StatusOr<EvalPoint> PointFromRecord(const nlohmann::json& record, double s
 absl::StatusOr<std::vector<EvalPoint>> ParseMetricsLines(absl::string_view text,
                                                          double start_time);
 
-// The clock time of the first evaluation whose accuracy is at least `target`; nullopt when
-// none is ("never").
+// When the run's accuracy first reached `target`, on the run's clock: the first evaluation
+// at or above it, interpolated linearly from the evaluation before it (which was below), so
+// that a system evaluated less often is not charged for the wait until its next evaluation;
+// the first evaluation's own time when it is the first point. nullopt when no evaluation
+// reached it ("never"). The same rule for every system a benchmark compares.
 std::optional<double> TimeToAccuracy(const std::vector<EvalPoint>& points, double target);
+
+// The figures of quality a comparison's targets are fixed from, and the targets: for each
+// margin (e.g. 0.002, 0.005, 0.01), the lower of the two systems' final quality less it,
+// rounded down to 4 decimals, in ascending order.
+std::vector<double> TargetsBelow(double quality_a, double quality_b,
+                                 const std::vector<double>& margins);
 
 // The accuracy of the final evaluation (the one marked final, else the last); nullopt without
 // any evaluation.

@@ -25,10 +25,35 @@ TEST(TtaCurveTest, ParsesTheEvaluatorsLinesOnTheRunsClock) {
   EXPECT_TRUE((*points)[3].final);
   EXPECT_DOUBLE_EQ((*points)[3].loss, 0.38);
 
-  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.87).value(), 4.0);
-  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.88).value(), 5.25);
+  // Interpolated between the evaluation below the target and the first at or above it:
+  // 0.87 lies 30/35 of the way from 0.84 (at 2.0 s) to 0.875 (at 4.0 s).
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.87).value(), 2.0 + 2.0 * 0.03 / 0.035);
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.875).value(), 4.0);
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.88).value(), 4.0 + 1.25 * 0.005 / 0.006);
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(*points, 0.05).value(), 0.5);  // the first evaluation
   EXPECT_FALSE(TimeToAccuracy(*points, 0.885).has_value());
   EXPECT_DOUBLE_EQ(FinalAccuracy(*points).value(), 0.881);
+}
+
+TEST(TtaCurveTest, TheFirstCrossingCountsWhenTheCurveDipsBelowAgain) {
+  std::vector<EvalPoint> points(4);
+  const double t[] = {0, 10, 20, 30}, a[] = {0.5, 0.9, 0.7, 0.95};
+  for (int i = 0; i < 4; ++i) {
+    points[i].t = t[i];
+    points[i].accuracy = a[i];
+  }
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(points, 0.8).value(), 7.5);
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(points, 0.95).value(), 30);
+  EXPECT_FALSE(TimeToAccuracy(points, 0.96).has_value());
+  EXPECT_FALSE(TimeToAccuracy({}, 0.5).has_value());
+}
+
+TEST(TtaCurveTest, TargetsSitBelowTheLowerFinalQuality) {
+  const std::vector<double> targets = TargetsBelow(0.8871, 0.8837, {0.002, 0.005, 0.01});
+  ASSERT_EQ(targets.size(), 3u);
+  EXPECT_DOUBLE_EQ(targets[0], 0.8737);
+  EXPECT_DOUBLE_EQ(targets[1], 0.8787);
+  EXPECT_DOUBLE_EQ(targets[2], 0.8817);
 }
 
 TEST(TtaCurveTest, FinalAccuracyIsTheFinalRecordsElseTheLast) {

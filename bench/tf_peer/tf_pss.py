@@ -261,8 +261,11 @@ def run(args):
           h = tf.nn.relu(h)
       return h
 
-    @tf.function
-    def train_step(iterator):
+    def make_train_function(count):
+      """A tf.function that runs `count` steps on a worker (count is fixed when traced)."""
+      return tf.function(lambda iterator: run_steps(iterator, count))
+
+    def run_steps(iterator, count):
       def step_fn(x, y):
         with tf.GradientTape() as tape:
           logits = model(x)
@@ -278,13 +281,21 @@ def run(args):
               beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2, epsilon=epsilon,
               grad=g, use_locking=True)
         return loss
-      loss = tf.constant(0.0)
-      for _ in tf.range(steps_per_execution):
+      if args.loop == "range":
+        # A graph while-loop whose count is a tensor (tf_keras' train_function has this
+        # shape): one copy of the step in the graph, but every iteration, even a single one,
+        # pays the loop's control flow (tensorflow#46387).
+        loss = tf.constant(0.0)
+        for _ in tf.range(tf.constant(count)):
+          x, y = next(iterator)
+          loss = strategy.run(step_fn, args=(x, y))
+        return loss
+      # A Python loop, traced into `count` copies of the step: no loop at all for one step.
+      for _ in range(count):
         x, y = next(iterator)
         loss = strategy.run(step_fn, args=(x, y))
       return loss
 
-    steps_per_execution = tf.constant(args.steps_per_execution)
     data_dir = args.data_dir
     batch_size = args.batch_size
 
@@ -344,8 +355,13 @@ def run(args):
 
     eval_thread = threading.Thread(target=eval_loop, daemon=True)
     eval_thread.start()
+    # Whole functions of steps_per_execution steps, and one function for the steps left over.
+    train_function = make_train_function(args.steps_per_execution)
     for _ in range(total_steps // args.steps_per_execution):
-      coordinator.schedule(train_step, args=(per_worker_iterator,))
+      coordinator.schedule(train_function, args=(per_worker_iterator,))
+    if total_steps % args.steps_per_execution:
+      coordinator.schedule(make_train_function(total_steps % args.steps_per_execution),
+                           args=(per_worker_iterator,))
     coordinator.join()
     t_end = time.time()
     stop.set()
@@ -408,6 +424,9 @@ def main():
   r.add_argument("--max_shards", type=int, default=4)
   r.add_argument("--steps_per_execution", type=int, default=1,
                  help="training steps in one scheduled function (Keras' steps_per_execution)")
+  r.add_argument("--loop", choices=["unrolled", "range"], default="unrolled",
+                 help="how a function runs its steps: a Python loop traced into that many "
+                      "copies, or a tf.range while-loop")
   r.add_argument("--eval_every_steps", type=int, default=100)
   r.add_argument("--eval_poll_s", type=float, default=0.2)
   r.add_argument("--worker_threads", type=int, default=1,
