@@ -50,7 +50,8 @@ done
 run=$(dirname "$job")/shardps-2
 if [ ! -f "$run/ps-0.log" ] || [ -e "$run/ps-1.log" ]; then fail "shape flags: not one ps in $run"; fi
 grep -qE "^shardps +2 " "$out2/table.txt" || fail "shape flags: no table row"
-for bad in --ps=0 --steps_in_flight=3 --bottom=64,x --backend=tpu --batch=-1; do
+for bad in --ps=0 --steps_in_flight=3 --bottom=64,x --backend=tpu --batch=-1 \
+           --tf_setups=fused-min_size --partitioner=even --targets=high; do
   bench/ctr_vs_tf.sh --no_tf "$bad" >/dev/null 2>"$out2/bad.txt"
   rc=$?
   [ "$rc" = 2 ] || fail "$bad: exit $rc, not 2"
