@@ -7,7 +7,8 @@
 #   bench/ctr_vs_tf.sh [--scale=1] [--examples=300000] [--epochs=2] [--evals_per_epoch=4]
 #                      [--workers=1,2] [--ps=2] [--batch=256] [--bottom=64,16] [--top=64,32]
 #                      [--backend=cpu] [--steps_in_flight=0] [--partitioner=fixed]
-#                      [--tf_setups=LIST] [--targets=A,B,C] [--no_tf] [--out_dir=runs]
+#                      [--tf_setups=LIST] [--targets=A,B,C] [--single_threads=1,2]
+#                      [--no_tf] [--out_dir=runs]
 #
 # --ps, --batch, --bottom and --top change both sides alike (the defaults are below); --backend
 # (cpu, gpu or auto; TensorFlow's side runs on the CPU), --steps_in_flight (0: the job's
@@ -31,6 +32,12 @@
 # 22. The examples go to the peer through `ctr_tool export` (fixed-size records), generated
 # once per run into the run directory.
 #
+# The limit: the same job trained in one process with no ps and no network (bench/
+# single_process: the chief's initial values, the job's batches, the ps' optimizer rules) on
+# each thread count of --single_threads ("none" to skip), its clock paused for each
+# evaluation; the report gives each cluster's examples/s and time to each target as a
+# fraction of the fastest of them.
+#
 # Both sides evaluate the held-out split --evals_per_epoch times an epoch and once at the end,
 # concurrently with the training on the same cores, each evaluation stamped with the clock
 # when it read the ps (shardps: its evaluator's job_elapsed_s; TensorFlow: tf_ctr.py's
@@ -52,6 +59,7 @@ evals_per_epoch=4
 partitioner=fixed
 tf_setups="separate-fixed-10-range,separate-min_size-20,fused-min_size-20,fused-min_size-50,fused-min_size-50-range"
 targets="0.7668,0.7718,0.7748"
+single_threads="1,2"
 workers_list="1,2"
 backend=cpu
 num_ps=2
@@ -77,9 +85,10 @@ for arg in "$@"; do
     --partitioner=*) partitioner="${arg#*=}" ;;
     --tf_setups=*) tf_setups="${arg#*=}" ;;
     --targets=*) targets="${arg#*=}" ;;
+    --single_threads=*) single_threads="${arg#*=}" ;;
     --no_tf) use_tf=0 ;;
     --out_dir=*) out_dir="${arg#*=}" ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
     *) echo "ctr_vs_tf.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +122,12 @@ if ! [[ "$targets" =~ ^0[.][0-9]+(,0[.][0-9]+)*$ ]]; then
   echo "ctr_vs_tf.sh: --targets takes AUCs like 0.7668,0.7718,0.7748, got \"$targets\"" >&2
   exit 2
 fi
+if [ "$single_threads" = none ]; then
+  single_threads=""
+elif ! [[ "$single_threads" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
+  echo "ctr_vs_tf.sh: --single_threads takes thread counts like 1,2 or none, got \"$single_threads\"" >&2
+  exit 2
+fi
 for n in "$scale" "$examples" "$epochs" "$evals_per_epoch"; do
   if ! [[ "$n" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
     echo "ctr_vs_tf.sh: not a number: $n" >&2
@@ -131,7 +146,8 @@ if [ -n "${SHARDPS_BIN:-}" ]; then
   bin="$SHARDPS_BIN"
 else
   echo "ctr_vs_tf: building; run directory $run_dir" >&2
-  bazel build //data/ctr:ctr_tool //bench:host_stats_tool >&2  # run_local.sh builds the daemons
+  # run_local.sh builds the daemons
+  bazel build //data/ctr:ctr_tool //bench:host_stats_tool //bench:single_process >&2
   bin=bazel-bin
 fi
 # The host's load and the CPU that other processes use while this runs (bench/host_stats.h).
@@ -187,13 +203,25 @@ JSON
   fi
 done
 
+# The limit: one process, the 1-worker job's file, each thread count.
+IFS=, read -ra single_list <<<"$single_threads"
+for t in "${single_list[@]}"; do
+  echo "ctr_vs_tf: shardps in one process, $t thread(s)" >&2
+  hosted "single-$t" "$bin/bench/single_process" --job="$run_dir/job-${workers[0]}.json" \
+    --threads="$t" --eval_every_steps="$eval_every" --metrics_file="$run_dir/single-$t.jsonl" \
+    >"$run_dir/single-$t.log" 2>&1 ||
+    { echo "the single process ($t threads) failed; see $run_dir/single-$t.log" >&2; exit 1; }
+done
+
 # The tables, from shardps' logs and metrics and TensorFlow's result files.
-"$python" - "$run_dir" "$examples" "$epochs" "$use_tf" "$targets" "$tf_setups" "${workers[@]}" <<'PY'
+"$python" - "$run_dir" "$examples" "$epochs" "$use_tf" "$targets" "$tf_setups" "$single_threads" \
+  "${workers[@]}" <<'PY'
 import json, math, os, re, sys
 
 run_dir, examples, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 use_tf, targets = sys.argv[4] == "1", [float(t) for t in sys.argv[5].split(",")]
-setups, workers = sys.argv[6].split(","), sys.argv[7:]
+setups, workers = sys.argv[6].split(","), sys.argv[8:]
+single_threads = [t for t in sys.argv[7].split(",") if t]
 targets.sort()
 
 def host(name):
@@ -227,6 +255,15 @@ def tensorflow(setup, w):
           "curve": sorted((e["train_seconds"], e["auc"]) for e in d["evals"]),
           "host": host(f"tf-{setup}-{w}")}
 
+def single(threads):
+  records = [json.loads(l) for l in open(f"{run_dir}/single-{threads}.jsonl") if l.strip()]
+  final = [r for r in records if r.get("final")][-1]
+  seconds = final["job_elapsed_s"]
+  return {"system": "1-process", "setup": "%s thread(s)" % threads, "seconds": seconds,
+          "rate": examples * epochs / seconds, "auc": final["auc"], "ceiling": "-",
+          "curve": sorted((r["job_elapsed_s"], r["auc"]) for r in records),
+          "host": host(f"single-{threads}")}
+
 def time_to(curve, target):
   """bench/tta_curve.h's rule: interpolated from the last evaluation below the target."""
   for i, (t, a) in enumerate(curve):
@@ -247,37 +284,56 @@ header += "".join(" %12s" % ("to %.4f" % t) for t in targets) + "  host"
 print(header)
 runs = {}
 for w in workers:
-  rows = [shardps(w)] + ([tensorflow(s, w) for s in setups] if use_tf else [])
-  runs[w] = rows
-  for r in rows:
-    print("%-10s %8s %10.1f %12.0f %9.4f %9s  %-26s" % (r["system"], w, r["seconds"], r["rate"],
-                                                       r["auc"], r["ceiling"], r["setup"])
-          + "".join(" %12s" % fmt(time_to(r["curve"], t)) for t in targets)
-          + ("  BUSY" if r["host"]["busy"] else ""))
+  runs[w] = [shardps(w)] + ([tensorflow(s, w) for s in setups] if use_tf else [])
+singles = [single(t) for t in single_threads]
+# (workers, run) in the order of the table: each worker count's runs, then the one process.
+table = [(w, r) for w in workers for r in runs[w]] + [("-", r) for r in singles]
+for w, r in table:
+  print("%-10s %8s %10.1f %12.0f %9.4f %9s  %-26s" % (r["system"], w, r["seconds"], r["rate"],
+                                                     r["auc"], r["ceiling"], r["setup"])
+        + "".join(" %12s" % fmt(time_to(r["curve"], t)) for t in targets)
+        + ("  BUSY" if r["host"]["busy"] else ""))
 print()
-print("time-to-AUC curves (training seconds, held-out AUC; concurrent evaluations, the last at the end):")
-for w in workers:
-  for r in runs[w]:
-    name = r["system"] if r["setup"] == "-" else "%s %s" % (r["system"], r["setup"])
-    print("  %-10s %s worker(s): %s" % (name, w, ", ".join("%.1f s %.4f" % p for p in r["curve"])))
+print("time-to-AUC curves (training seconds, held-out AUC; the clusters' evaluations concurrent, "
+      "the one process' with its clock paused; the last at the end):")
+for w, r in table:
+  name = r["system"] if r["setup"] == "-" else "%s %s" % (r["system"], r["setup"])
+  print("  %-10s %s worker(s): %s" % (name, w, ", ".join("%.1f s %.4f" % p for p in r["curve"])))
 print()
 print("host during each run (bench/host_stats.h):")
-for w in workers:
-  for r in runs[w]:
-    print("  %s %s, %s worker(s): %s" % (r["system"], r["setup"], w, r["host"]["line"]))
-if use_tf:
+for w, r in table:
+  print("  %s %s, %s worker(s): %s" % (r["system"], r["setup"], w, r["host"]["line"]))
+middle = targets[len(targets) // 2]
+
+def soonest(candidates):
+  """The run that reached the middle target soonest (else the most examples/s), preferring
+  runs not flagged BUSY; and a note of which runs it chose among."""
+  quiet = [r for r in candidates if not r["host"]["busy"]]
+  among = "among runs not BUSY" if quiet else "every run was BUSY: among all"
+  def key(r):
+    t = time_to(r["curve"], middle)
+    return (t is None, t if t is not None else -r["rate"])
+  return min(quiet or candidates, key=key), max(quiet or candidates, key=lambda r: r["rate"]), among
+
+if singles:
   print()
-  middle = targets[len(targets) // 2]
+  limit, limit_rate, among = soonest(singles)
+  print("the limit (%s): one process, %s (soonest to AUC %.4f); most examples/s: %s"
+        % (among, limit["setup"], middle, limit_rate["setup"]))
   for w in workers:
     s = runs[w][0]
-    quiet = [r for r in runs[w][1:] if not r["host"]["busy"]]
-    among = "among runs not BUSY" if quiet else "every run was BUSY: among all"
-    quiet = quiet or runs[w][1:]
-    def key(r):
-      t = time_to(r["curve"], middle)
-      return (t is None, t if t is not None else -r["rate"])
-    best = min(quiet, key=key)
-    fastest = max(quiet, key=lambda r: r["rate"])
+    cells = []
+    for t in targets:
+      ts, tl = time_to(s["curve"], t), time_to(limit["curve"], t)
+      cells.append("%.4f: %s" % (t, "%.2fx" % (ts / tl) if ts and tl else "-"))
+    print("%s worker(s): shardps examples/s %.2f of the one process' (%s); time to AUC, "
+          "shardps over the one process: %s" % (w, s["rate"] / limit_rate["rate"],
+                                              limit_rate["setup"], ", ".join(cells)))
+if use_tf:
+  print()
+  for w in workers:
+    s = runs[w][0]
+    best, fastest, among = soonest(runs[w][1:])
     print("%s worker(s): best TensorFlow set-up (soonest to AUC %.4f, %s): %s; "
           "most examples/s: %s" % (w, middle, among, best["setup"], fastest["setup"]))
     print("%s worker(s): shardps/TensorFlow examples/s %.2fx (against %s); final AUC %.4f vs %.4f"

@@ -33,12 +33,21 @@ metrics=$(find "$out" -path '*shardps-1/metrics.jsonl' | head -1)
 [ -n "$metrics" ] || fail "no metrics.jsonl"
 grep -q '"job_elapsed_s": [0-9.]*[1-9]' "$metrics" || fail "no job_elapsed_s in $metrics"
 grep -q "examples/s" "$out/table.txt" || fail "no header"
+# The limit beside the clusters: the job in one process on 1 and 2 threads, its AUC above
+# chance, and each cluster's examples/s as a fraction of it.
+for t in 1 2; do
+  line=$(grep -E "^1-process +- .* $t thread" "$out/table.txt") || fail "no one-process row for $t thread(s)"
+  auc=$(awk '{print $5}' <<<"$line")
+  awk -v a="$auc" 'BEGIN { exit !(a > 0.6 && a < 1) }' || fail "one process, $t thread(s): AUC $auc"
+done
+grep -qE "^1 worker\(s\): shardps examples/s [0-9.]+ of the one process'" "$out/table.txt" ||
+  fail "no cluster/one-process ratio"
 
 # The shape flags: one ps, a smaller model and batch, two steps in flight.
 out2="$out/shape"
 mkdir -p "$out2"
 SHARDPS_BIN="$root" bench/ctr_vs_tf.sh --no_tf --scale=0.01 --examples=6000 --epochs=1 \
-  --evals_per_epoch=1 --workers=2 --ps=1 --batch=128 --bottom=32,16 --top=32 \
+  --evals_per_epoch=1 --single_threads=none --workers=2 --ps=1 --batch=128 --bottom=32,16 --top=32 \
   --steps_in_flight=2 --out_dir="$out2" >"$out2/table.txt" 2>"$out2/stderr.txt" ||
   { cat "$out2/stderr.txt" >&2; fail "shape flags: exit $?"; }
 job=$(find "$out2" -name job-2.json | head -1)
@@ -51,7 +60,7 @@ run=$(dirname "$job")/shardps-2
 if [ ! -f "$run/ps-0.log" ] || [ -e "$run/ps-1.log" ]; then fail "shape flags: not one ps in $run"; fi
 grep -qE "^shardps +2 " "$out2/table.txt" || fail "shape flags: no table row"
 for bad in --ps=0 --steps_in_flight=3 --bottom=64,x --backend=tpu --batch=-1 \
-           --tf_setups=fused-min_size --partitioner=even --targets=high; do
+           --tf_setups=fused-min_size --partitioner=even --targets=high --single_threads=0; do
   bench/ctr_vs_tf.sh --no_tf "$bad" >/dev/null 2>"$out2/bad.txt"
   rc=$?
   [ "$rc" = 2 ] || fail "$bad: exit $rc, not 2"
