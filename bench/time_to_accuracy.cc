@@ -718,7 +718,7 @@ void PrintTable(std::ostream& out, const Options& options,
       << ")\n";
   out << "machine: " << std::thread::hardware_concurrency() << " cores; before: " << uptime_before
       << "; after: " << uptime_after << "\n\n";
-  std::string header = absl::StrFormat("%-52s %-10s", "configuration", "runs");
+  std::string header = absl::StrFormat("%-56s %-10s", "configuration", "runs");
   for (double target : targets) {
     absl::StrAppend(&header, absl::StrFormat(" %-19s", absl::StrCat("to ", TargetText(target), " (s)")));
   }
@@ -727,7 +727,7 @@ void PrintTable(std::ostream& out, const Options& options,
                                            "ex/s/1proc"));
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (const ConfigResults& c : results) {
-    std::string row = absl::StrFormat("%-52s %-10s", c.config.label, RunsCell(c));
+    std::string row = absl::StrFormat("%-56s %-10s", c.config.label, RunsCell(c));
     for (double target : targets) {
       absl::StrAppend(&row, absl::StrFormat(" %-19s", Cell(TimeSpread(c, target), 1)));
     }
@@ -746,7 +746,7 @@ void PrintTable(std::ostream& out, const Options& options,
          "step's compute when 2 are in flight)\n";
   for (const ConfigResults& c : results) {
     if (c.config.system != System::kShardps) continue;
-    out << absl::StrFormat("  %-52s loss %s  pull %s  compute %s  push %s\n", c.config.label,
+    out << absl::StrFormat("  %-56s loss %s  pull %s  compute %s  push %s\n", c.config.label,
                            Cell(ValueSpread(c, &RunResult::train_loss), 4),
                            Cell(ValueSpread(c, &RunResult::pull_ms), 2),
                            Cell(ValueSpread(c, &RunResult::compute_ms), 2),
