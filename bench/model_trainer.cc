@@ -160,6 +160,11 @@ absl::StatusOr<ModelTrainer::Trained> ModelTrainer::Step(int64_t step, StepTimes
 }
 
 absl::StatusOr<EvalMetrics> ModelTrainer::Evaluate() {
+  RETURN_IF_ERROR(CopyForEvaluation());
+  return EvaluateCopy();
+}
+
+absl::Status ModelTrainer::CopyForEvaluation() {
   Parts& p = *parts_;
   if (p.evaluator == nullptr) {
     p.eval_device = ComputeDevice::Cpu(1);
@@ -178,6 +183,14 @@ absl::StatusOr<EvalMetrics> ModelTrainer::Evaluate() {
       std::memcpy(p.eval_values[i].data() + r * width, v.values.data() + keys[r] * width,
                   static_cast<size_t>(width) * sizeof(float));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalMetrics> ModelTrainer::EvaluateCopy() {
+  Parts& p = *parts_;
+  if (p.evaluator == nullptr) {
+    return absl::FailedPreconditionError("model_trainer: EvaluateCopy before CopyForEvaluation");
   }
   return p.evaluator->Evaluate(p.eval_values);
 }

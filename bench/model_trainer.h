@@ -49,8 +49,16 @@ class ModelTrainer {
   // step / steps_per_epoch()). With `times`, times its phases into it.
   absl::StatusOr<Trained> Step(int64_t step, StepTimes* times = nullptr);
 
-  // The test split evaluated with the variables now (loss, accuracy; AUC for a click model).
+  // The test split evaluated with the variables now (loss, accuracy; AUC for a click model):
+  // CopyForEvaluation, then EvaluateCopy.
   absl::StatusOr<EvalMetrics> Evaluate();
+  // Evaluate in two halves, for an evaluation beside the training (bench/background_runner.h):
+  // CopyForEvaluation, on the training thread between steps, copies what the test split reads
+  // (dense variables whole, the tables' rows it names: what the evaluator daemon pulls);
+  // EvaluateCopy, on one other thread while training goes on, evaluates that copy on one
+  // compute thread of its own. REQUIRES: no EvaluateCopy runs during a CopyForEvaluation.
+  absl::Status CopyForEvaluation();
+  absl::StatusOr<EvalMetrics> EvaluateCopy();
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t total_steps() const;

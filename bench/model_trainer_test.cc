@@ -94,23 +94,30 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   return path;
 }
 
-TEST(ModelTrainerTest, SingleProcessToolWritesMetricsOnAPausedClock) {
+// Runs single_process on the click job; its metrics lines.
+std::vector<nlohmann::json> RunTool(const std::string& eval, std::string* output) {
   const std::string job = WriteFile("click.json", kClickJob);
-  const std::string metrics = absl::StrCat(testing::TempDir(), "/metrics.jsonl");
-  std::string output;
+  const std::string metrics = absl::StrCat(testing::TempDir(), "/metrics-", eval, ".jsonl");
   absl::StatusOr<int> rc = testing::RunCommand(
       testing::BinaryPath("bench/single_process"),
       {absl::StrCat("--job=", job), "--threads=2", "--eval_every_steps=30",
-       absl::StrCat("--metrics_file=", metrics)},
-      {}, &output, absl::Minutes(3));
-  ASSERT_TRUE(rc.ok()) << rc.status();
-  ASSERT_EQ(*rc, 0) << output;
-  EXPECT_NE(output.find("single process (2 threads): 94 steps, 12000 examples"),
-            std::string::npos)
-      << output;
+       absl::StrCat("--eval=", eval), absl::StrCat("--metrics_file=", metrics)},
+      {}, output, absl::Minutes(3));
+  EXPECT_TRUE(rc.ok()) << rc.status();
+  EXPECT_EQ(rc.value_or(-1), 0) << *output;
   std::ifstream in(metrics);
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(ModelTrainerTest, SingleProcessToolEvaluatesOnAPausedClock) {
+  std::string output;
+  const std::vector<nlohmann::json> lines = RunTool("paused", &output);
+  EXPECT_NE(output.find("single process (2 threads): 94 steps, 12000 examples"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("evaluations excluded"), std::string::npos) << output;
   // Steps 0, 30, 60, 90 and the final 94.
   ASSERT_EQ(lines.size(), 5u) << output;
   double last = -1;
@@ -121,7 +128,24 @@ TEST(ModelTrainerTest, SingleProcessToolWritesMetricsOnAPausedClock) {
     EXPECT_TRUE(lines[i].contains("auc"));
     EXPECT_EQ(lines[i].at("final").get<bool>(), i == 4);
   }
-  EXPECT_EQ(lines[0].at("job_elapsed_s").get<double>(), 0);
+  EXPECT_LT(lines[0].at("job_elapsed_s").get<double>(), 0.1);
+}
+
+TEST(ModelTrainerTest, SingleProcessToolEvaluatesBesideTheTraining) {
+  std::string output;
+  const std::vector<nlohmann::json> lines = RunTool("concurrent", &output);
+  EXPECT_NE(output.find("evaluations beside it, on the clock"), std::string::npos) << output;
+  // At least the first and the final; the ones offered while another ran are skipped.
+  ASSERT_GE(lines.size(), 2u) << output;
+  EXPECT_EQ(lines.front().at("step").get<int64_t>(), 0);
+  EXPECT_EQ(lines.back().at("step").get<int64_t>(), 94);
+  EXPECT_TRUE(lines.back().at("final").get<bool>());
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_GT(lines[i].at("step").get<int64_t>(), lines[i - 1].at("step").get<int64_t>());
+    EXPECT_GE(lines[i].at("job_elapsed_s").get<double>(),
+              lines[i - 1].at("job_elapsed_s").get<double>());
+    EXPECT_FALSE(lines[i - 1].at("final").get<bool>());
+  }
 }
 
 TEST(ModelTrainerTest, SingleProcessToolRefusesBadInput) {

@@ -33,9 +33,12 @@
 //                 default: apply_own_gradient off, staleness_lr inverse, delay_compensation
 //                 0.04; the last two with 1 step in flight. Not part of "all": name them.
 //   single, single-t2
-//                 shardps' model, data and ps optimizer in this process on 1 or 2 threads:
-//                 the limit (the faster of the two, by time to 0.880, is the one the
-//                 clusters are held to)
+//                 shardps' model, data and ps optimizer in this process on 1 or 2 threads,
+//                 evaluated beside the training by the clusters' rule: the limit (the faster
+//                 of the two, by time to 0.880, is the one the clusters are held to)
+//   single-paused, single-t2-paused
+//                 the same with the clock stopped for each evaluation (before issue 22's
+//                 rule); not in "all"
 //
 // Runs go in rounds: each round runs every configuration once, odd rounds in reverse order,
 // so the systems alternate and drift of this shared machine's speed touches all alike.
@@ -93,8 +96,10 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/background_runner.h"
 #include "bench/host_stats.h"
 #include "bench/job_watch.h"
 #include "bench/single_trainer.h"
@@ -104,6 +109,7 @@
 #include "common/flags.h"
 #include "common/process_tuning.h"
 #include "common/status_macros.h"
+#include "compute/compute_device.h"
 #include "coordinator/job_spec.h"
 #include "data/idx_reader.h"
 #include "evaluator/evaluator.h"
@@ -179,6 +185,7 @@ struct ConfigSpec {
   std::string tf_loop = "unrolled";  // tf_pss.py --loop
   int tf_worker_threads = -1;        // -1: --tf_worker_threads
   int single_threads = 1;            // the single process' compute threads
+  bool single_paused = false;        // the single process stops its clock to evaluate
 };
 
 // Every configuration, in the order of a round: for each worker count, shardps and
@@ -242,12 +249,21 @@ std::vector<ConfigSpec> AllConfigs(const Options& options) {
       all.push_back(std::move(c));
     }
     if (w == 1) {
-      all.push_back({"single", "shardps single process, 1 thread (eval paused)", System::kSingle,
-                     1, "", 0, 1});
-      ConfigSpec two{"single-t2", "shardps single process, 2 threads (eval paused)",
-                     System::kSingle, 1, "", 0, 1};
+      all.push_back({"single", "shardps single process, 1 thread", System::kSingle, 1, "", 0, 1});
+      ConfigSpec two{"single-t2", "shardps single process, 2 threads", System::kSingle, 1, "", 0,
+                     1};
       two.single_threads = 2;
       all.push_back(two);
+      for (int threads : {1, 2}) {
+        ConfigSpec paused{threads == 1 ? "single-paused" : "single-t2-paused",
+                          absl::StrCat("shardps single process, ", threads,
+                                       threads == 1 ? " thread" : " threads", ", eval paused"),
+                          System::kSingle, 1, "", 0, 1};
+        paused.single_threads = threads;
+        paused.single_paused = true;
+        paused.in_all = false;
+        all.push_back(paused);
+      }
     }
   }
   return all;
@@ -481,45 +497,76 @@ absl::Status RunTensorFlow(const Options& options, const ConfigSpec& config, int
 }
 
 // The single process (bench/single_trainer.h): data, parameters and optimizer state are ready
-// (outside the clock), then it trains on one thread; every eval_every_steps steps its clock
-// pauses while the evaluator's own code (evaluator/evaluator.h) evaluates the full test set,
-// on the trainer's device.
+// (outside the clock), then it trains on its threads. Every eval_every_steps steps it copies
+// the parameters and, by the clusters' rule, evaluates the copy on a thread of its own beside
+// the training (bench/background_runner.h: skipped while the last evaluation runs, as the
+// evaluator daemon skips versions), each point timed when its evaluation ends; or, paused,
+// stops its clock while it evaluates. The evaluator's own code (evaluator/evaluator.h)
+// evaluates the full test set on one thread of its own device.
 absl::Status RunSingle(const Options& options, const ConfigSpec& config, const Dataset& train,
                        RunResult* r) {
   ASSIGN_OR_RETURN(nlohmann::json job_json, JobJson(options, config));
   ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json.dump(), /*num_workers=*/1));
   ASSIGN_OR_RETURN(std::unique_ptr<SingleTrainer> trainer,
                    SingleTrainer::Create(job, train, config.single_threads));
-  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator,
-                   Evaluator::Create(job, trainer->device()));
+  const ComputeDevice eval_device = ComputeDevice::Cpu(1);
+  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator, Evaluator::Create(job, eval_device));
   const int64_t total_steps = trainer->steps_per_epoch() * job.epochs();
-  double clock = 0;  // training seconds, evaluations left out
-  auto evaluate = [&](int64_t step, bool final) -> absl::Status {
-    ASSIGN_OR_RETURN(EvalMetrics m, evaluator->Evaluate(trainer->params()));
+  const absl::Time start = absl::Now();
+  absl::Duration paused;  // evaluations, when the clock stops for them
+  auto clock = [&] { return absl::ToDoubleSeconds(absl::Now() - start - paused); };
+  absl::Mutex mu;  // r->points and `failed`, appended to by the evaluation thread
+  absl::Status failed;
+  std::vector<std::vector<float>> copy;
+  // `stamp` < 0: the clock when the evaluation ends (beside the training); else that time.
+  auto evaluate_copy = [&](int64_t step, bool final, double stamp) {
+    absl::StatusOr<EvalMetrics> m = evaluator->Evaluate(copy);
+    absl::MutexLock lock(&mu);
+    if (!m.ok()) {
+      failed = m.status();
+      return;
+    }
     EvalPoint p;
-    p.t = clock;
+    p.t = stamp < 0 ? clock() : stamp;
     p.step = step;
-    p.accuracy = m.accuracy();
-    p.loss = m.loss();
+    p.accuracy = m->accuracy();
+    p.loss = m->loss();
     p.final = final;
     r->points.push_back(p);
-    return absl::OkStatus();
+  };
+  BackgroundRunner runner;
+  auto evaluate = [&](int64_t step, bool final) -> absl::Status {
+    if (!config.single_paused && !final && runner.busy()) return absl::OkStatus();
+    runner.Wait();
+    const absl::Time t0 = absl::Now();
+    const double before = clock();  // paused: the clock stops here
+    copy = trainer->params();
+    if (!config.single_paused && !final) {
+      runner.TryStart([&evaluate_copy, step] { evaluate_copy(step, false, -1); });
+    } else {
+      evaluate_copy(step, final, config.single_paused ? before : -1);
+      if (config.single_paused) paused += absl::Now() - t0;
+    }
+    absl::MutexLock lock(&mu);
+    return failed;
   };
   RETURN_IF_ERROR(evaluate(0, false));
   for (int64_t s = 0; s < total_steps; ++s) {
-    const absl::Time t0 = absl::Now();
     RETURN_IF_ERROR(trainer->Step(s).status());
-    clock += absl::ToDoubleSeconds(absl::Now() - t0);
-    if (s == 0) r->first_step_s = clock;
+    if (s == 0) r->first_step_s = clock();
     const int64_t done = s + 1;
     if (done == total_steps) break;
     if (done % options.eval_every_steps == 0) RETURN_IF_ERROR(evaluate(done, false));
   }
+  const double train_s = clock();
   RETURN_IF_ERROR(evaluate(total_steps, true));
-  r->train_s = clock;
+  runner.Wait();
+  std::stable_sort(r->points.begin(), r->points.end(),
+                   [](const EvalPoint& a, const EvalPoint& b) { return a.t < b.t; });
+  r->train_s = train_s;
   r->steps = total_steps;
   r->examples = ExamplesInSteps(total_steps, train.num_examples, kBatchSize);
-  r->examples_per_s = static_cast<double>(r->examples) / clock;
+  r->examples_per_s = static_cast<double>(r->examples) / train_s;
   return absl::OkStatus();
 }
 
@@ -694,8 +741,9 @@ const char kEvalNote[] =
     "evaluation: concurrent, in a separate process on one thread, the full test set (10,000) "
     "every eval_every_steps steps (polled every 200 ms) on both sides (shardps: its evaluator "
     "daemon, a consistent snapshot pulled from the ps; TensorFlow: the coordinator reads the "
-    "variables from the ps, an evaluator process evaluates them); the single process pauses "
-    "its clock to evaluate. Time to a target: interpolated between the last evaluation below "
+    "variables from the ps, an evaluator process evaluates them; the single process: a thread "
+    "of its own evaluates a copy beside the training, or with its clock paused where the "
+    "label says so). Time to a target: interpolated between the last evaluation below "
     "it and the first at or above it (bench/tta_curve.h), the same rule on every side";
 
 // "3", "2/3" (one failed), "3 (1 busy)".
