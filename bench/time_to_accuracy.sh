@@ -3,8 +3,10 @@
 # (Fashion-MNIST, MLP 784-256-128-10, Adam 1e-3, batch 256 per worker, 2 ps, 10 epochs), and
 # shardps' single process as the limit. Builds the benchmark, makes TensorFlow's virtualenv
 # (bench/tf_peer/venv.sh: tensorflow-cpu and numpy from PyPI, under ~/.cache/shardps/tf-venv)
-# unless --no_tf, and runs every configuration --runs times in alternating rounds: 30-50
-# minutes for everything (3 runs) on this shared 2-core VM. A quick look:
+# unless --no_tf, and runs every configuration --runs times in alternating rounds: about 35
+# minutes for "all" (3 runs; TensorFlow at 1/10/20/50 steps per function) on this 2-core VM.
+# docs/tensorflow-comparison.md has the rules (interpolated times to targets fixed before
+# the runs, busy runs left out, the one-process limit beside). A quick look:
 #
 #   bench/time_to_accuracy.sh --runs=1 --epochs=2 --configs=tf:1,async:1,sync:1
 #   bench/time_to_accuracy.sh [--runs=N] [--configs=LIST] [--epochs=E] [--json] [--no_tf]
