@@ -755,6 +755,43 @@ std::string RunsCell(const ConfigResults& c) {
   return out;
 }
 
+// The targets' rule, checked against this run: were the fixed targets below both systems'
+// final accuracy?
+void PrintTargetsRule(std::ostream& out, const Options& options,
+                      const std::vector<ConfigResults>& results) {
+  for (int w : {1, 2}) {
+    const double shardps = BestFinal(results, false, w), tf = BestFinal(results, true, w);
+    if (std::isnan(shardps) || std::isnan(tf)) continue;
+    const std::vector<double> rule =
+        TargetsBelow(shardps, tf, std::vector<double>(std::begin(kRuleMargins),
+                                                      std::end(kRuleMargins)));
+    out << absl::StrFormat(
+        "targets' rule, %d worker(s): best final accuracy shardps %.4f, TensorFlow %.4f; the "
+        "lower less 0.002/0.005/0.01 would be %s (this run used %s, fixed before it)\n",
+        w, shardps, tf, absl::StrJoin(rule, ", ", [](std::string* o, double v) {
+          absl::StrAppend(o, absl::StrFormat("%.4f", v));
+        }),
+        options.targets);
+  }
+}
+
+// Every run's evaluations, (seconds, accuracy).
+void PrintCurves(std::ostream& out, const std::vector<ConfigResults>& results) {
+  out << "\ncurves (run clock s: accuracy), every evaluation of each run:\n";
+  for (const ConfigResults& c : results) {
+    for (size_t i = 0; i < c.runs.size(); ++i) {
+      const RunResult& r = c.runs[i];
+      if (!r.error.empty()) continue;
+      std::string line = absl::StrCat("  ", c.config.key, " run ", i + 1,
+                                      r.host.busy() ? " (busy)" : "", ":");
+      for (const EvalPoint& p : r.points) {
+        absl::StrAppend(&line, absl::StrFormat(" %.1f:%.4f", p.t, p.accuracy));
+      }
+      out << line << "\n";
+    }
+  }
+}
+
 void PrintTable(std::ostream& out, const Options& options,
                 const std::vector<ConfigResults>& results, const std::string& uptime_before,
                 const std::string& uptime_after) {
@@ -809,22 +846,7 @@ void PrintTable(std::ostream& out, const Options& options,
          "median time to 0.880 over the fastest single process' (the limit); ex/s/1proc: its "
          "examples/s over that single process'. Busy runs (others used more than 10% of the "
          "cores) are left out of every median and ratio.\n";
-  // The targets' rule, checked against this run: were the fixed targets below both systems'
-  // final accuracy?
-  for (int w : {1, 2}) {
-    const double shardps = BestFinal(results, false, w), tf = BestFinal(results, true, w);
-    if (std::isnan(shardps) || std::isnan(tf)) continue;
-    const std::vector<double> rule =
-        TargetsBelow(shardps, tf, std::vector<double>(std::begin(kRuleMargins),
-                                                      std::end(kRuleMargins)));
-    out << absl::StrFormat(
-        "targets' rule, %d worker(s): best final accuracy shardps %.4f, TensorFlow %.4f; the "
-        "lower less 0.002/0.005/0.01 would be %s (this run used %s, fixed before it)\n",
-        w, shardps, tf, absl::StrJoin(rule, ", ", [](std::string* o, double v) {
-          absl::StrAppend(o, absl::StrFormat("%.4f", v));
-        }),
-        options.targets);
-  }
+  PrintTargetsRule(out, options, results);
   for (const ConfigResults& c : results) {
     for (size_t i = 0; i < c.runs.size(); ++i) {
       if (!c.runs[i].error.empty()) {
@@ -839,20 +861,7 @@ void PrintTable(std::ostream& out, const Options& options,
       out << "  " << c.config.label << ", run " << i + 1 << ": " << c.runs[i].host.Line() << "\n";
     }
   }
-  // The curves: every counted run's evaluations, (seconds, accuracy).
-  out << "\ncurves (run clock s: accuracy), every evaluation of each run:\n";
-  for (const ConfigResults& c : results) {
-    for (size_t i = 0; i < c.runs.size(); ++i) {
-      const RunResult& r = c.runs[i];
-      if (!r.error.empty()) continue;
-      std::string line = absl::StrCat("  ", c.config.key, " run ", i + 1,
-                                      r.host.busy() ? " (busy)" : "", ":");
-      for (const EvalPoint& p : r.points) {
-        absl::StrAppend(&line, absl::StrFormat(" %.1f:%.4f", p.t, p.accuracy));
-      }
-      out << line << "\n";
-    }
-  }
+  PrintCurves(out, results);
 }
 
 nlohmann::json SpreadJson(const Spread& s) {
