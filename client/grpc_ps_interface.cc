@@ -75,6 +75,7 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_METHOD(SetGeneration)
   SHARDPS_GRPC_METHOD(DropShards)
   SHARDPS_GRPC_METHOD(Snapshot)
+  SHARDPS_GRPC_METHOD(HoldPushes)
   SHARDPS_GRPC_METHOD(SnapshotStatus)
   SHARDPS_GRPC_METHOD(Restore)
 #undef SHARDPS_GRPC_METHOD

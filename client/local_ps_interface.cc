@@ -1,12 +1,20 @@
 #include "client/local_ps_interface.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace shardps {
 namespace {
+
+template <typename Push>
+std::optional<int64_t> StepOf(const Push& push) {
+  return push.has_step() ? std::optional<int64_t>(push.step()) : std::nullopt;
+}
 
 class LocalPsInterface : public PsInterface {
  public:
@@ -28,7 +36,10 @@ class LocalPsInterface : public PsInterface {
   }
   void PushAsync(const PushRequest* request, PushResponse* response, absl::Time,
                  StatusCallback done) override {
-    done(store_->Push(*request, response));
+    // As the ps's service: a checkpoint cut may hold it (ShardStore::AdmitPush).
+    store_->AdmitPush(StepOf(*request), [this, request, response, done = std::move(done)] {
+      done(store_->Push(*request, response));
+    });
   }
   void PullRowsAsync(const PullRowsRequest* request, PullRowsResponse* response, absl::Time,
                      StatusCallback done) override {
@@ -36,7 +47,9 @@ class LocalPsInterface : public PsInterface {
   }
   void PushRowsAsync(const PushRowsRequest* request, PushRowsResponse* response, absl::Time,
                      StatusCallback done) override {
-    done(store_->PushRows(*request, response));
+    store_->AdmitPush(StepOf(*request), [this, request, response, done = std::move(done)] {
+      done(store_->PushRows(*request, response));
+    });
   }
   // The store's own batches: each item as the store's PullRows, then copied out.
   void PullRowsBatchIntoAsync(const PullRowsBatchRequest* request,
@@ -80,7 +93,13 @@ class LocalPsInterface : public PsInterface {
   }
   void PushRowsBatchAsync(const PushRowsBatchRequest* request, PushRowsBatchResponse* response,
                           absl::Time, StatusCallback done) override {
-    done(store_->PushRowsBatch(*request, response));
+    std::optional<int64_t> step;
+    for (const PushRowsRequest& item : request->pushes()) {
+      if (item.has_step()) step = std::max(step.value_or(item.step()), item.step());
+    }
+    store_->AdmitPush(step, [this, request, response, done = std::move(done)] {
+      done(store_->PushRowsBatch(*request, response));
+    });
   }
   void AssignAsync(const AssignRequest* request, AssignResponse* response, absl::Time,
                    StatusCallback done) override {
@@ -107,6 +126,10 @@ class LocalPsInterface : public PsInterface {
   void SnapshotAsync(const SnapshotRequest* request, SnapshotResponse* response, absl::Time,
                      StatusCallback done) override {
     done(store_->Snapshot(*request, response));
+  }
+  void HoldPushesAsync(const HoldPushesRequest* request, HoldPushesResponse* response,
+                       absl::Time, StatusCallback done) override {
+    done(store_->HoldPushes(*request, response));
   }
   void SnapshotStatusAsync(const SnapshotStatusRequest* request,
                            SnapshotStatusResponse* response, absl::Time,

@@ -1,5 +1,7 @@
 #include "client/ps_admin.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardps {
@@ -48,6 +50,7 @@ absl::Status PsAdmin::DropShardsAll(const DropShardsRequest& request) {
 absl::Status PsAdmin::SnapshotAll(int64_t checkpoint_id,
                                   const std::vector<std::string>& path_per_ps, int64_t generation,
                                   int64_t incremental_since,
+                                  std::optional<int64_t> held_from_step,
                                   std::vector<SnapshotResponse>* responses) {
   if (static_cast<int>(path_per_ps.size()) != calls_->num_ps()) {
     return absl::InvalidArgumentError(absl::StrCat("snapshot ", checkpoint_id, ": ",
@@ -60,9 +63,23 @@ absl::Status PsAdmin::SnapshotAll(int64_t checkpoint_id,
     requests[p].set_path(path_per_ps[p]);
     requests[p].set_generation(generation);
     requests[p].set_incremental_since(incremental_since);
+    if (held_from_step.has_value()) requests[p].set_held_from_step(*held_from_step);
   }
   return calls_->AllPs<SnapshotRequest, SnapshotResponse>(&PsInterface::SnapshotAsync, requests,
                                                           responses, calls_->options().rpc_timeout);
+}
+
+absl::Status PsAdmin::HoldPushesAll(int64_t generation, int64_t from_step,
+                                    absl::Duration timeout) {
+  std::vector<HoldPushesRequest> requests(calls_->num_ps());
+  for (HoldPushesRequest& r : requests) {
+    r.set_generation(generation);
+    r.set_from_step(from_step);
+    r.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  }
+  std::vector<HoldPushesResponse> responses;
+  return calls_->AllPs<HoldPushesRequest, HoldPushesResponse>(
+      &PsInterface::HoldPushesAsync, requests, &responses, calls_->options().rpc_timeout);
 }
 
 absl::Status PsAdmin::SnapshotStatusAll(int64_t checkpoint_id,

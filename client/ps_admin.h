@@ -8,6 +8,7 @@
 #define SHARDPS_CLIENT_PS_ADMIN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,9 @@ class PsAdmin {
   absl::Status DropShardsAll(const DropShardsRequest& request);
   absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
                            int64_t generation, int64_t incremental_since,
+                           std::optional<int64_t> held_from_step,
                            std::vector<SnapshotResponse>* responses);
+  absl::Status HoldPushesAll(int64_t generation, int64_t from_step, absl::Duration timeout);
   absl::Status SnapshotStatusAll(int64_t checkpoint_id,
                                  std::vector<SnapshotStatusResponse>* responses);
   absl::Status RestoreAll(const RestoreRequest& request, std::vector<RestoreResponse>* responses);

@@ -115,8 +115,15 @@ class PsClientImpl : public PsClient {
 
   absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
                            int64_t generation, int64_t incremental_since,
+                           std::optional<int64_t> held_from_step,
                            std::vector<SnapshotResponse>* responses) override {
-    return admin_.SnapshotAll(checkpoint_id, path_per_ps, generation, incremental_since, responses);
+    return admin_.SnapshotAll(checkpoint_id, path_per_ps, generation, incremental_since,
+                              held_from_step, responses);
+  }
+
+  absl::Status HoldPushesAll(int64_t generation, int64_t from_step,
+                             absl::Duration timeout) override {
+    return admin_.HoldPushesAll(generation, from_step, timeout);
   }
 
   absl::Status SnapshotStatusAll(int64_t checkpoint_id,

@@ -138,16 +138,23 @@ class PsClient {
   // Snapshots every ps for checkpoint `checkpoint_id`: ps k writes path_per_ps[k]
   // (INVALID_ARGUMENT unless there is one path per ps). `generation` must be each ps's.
   // incremental_since: dynamic tables write only their changes since that committed
-  // checkpoint (SnapshotRequest.incremental_since; 0: everything).
+  // checkpoint (SnapshotRequest.incremental_since; 0: everything). held_from_step: the cut
+  // under the hold from that step (HoldPushesAll), which each ps then ends, applying what it
+  // held; a ps whose hold ended otherwise refuses it (ABORTED).
   virtual absl::Status SnapshotAll(int64_t checkpoint_id,
                                    const std::vector<std::string>& path_per_ps,
                                    int64_t generation, int64_t incremental_since,
+                                   std::optional<int64_t> held_from_step,
                                    std::vector<SnapshotResponse>* responses) = 0;
-  // A full snapshot.
+  // A full snapshot, under no hold.
   absl::Status SnapshotAll(int64_t checkpoint_id, const std::vector<std::string>& path_per_ps,
                            int64_t generation, std::vector<SnapshotResponse>* responses) {
-    return SnapshotAll(checkpoint_id, path_per_ps, generation, 0, responses);
+    return SnapshotAll(checkpoint_id, path_per_ps, generation, 0, std::nullopt, responses);
   }
+  // Every ps holds the pushes of steps >= from_step (HoldPushesRequest) for up to `timeout`,
+  // or, with from_step -1, releases what it holds.
+  virtual absl::Status HoldPushesAll(int64_t generation, int64_t from_step,
+                                     absl::Duration timeout) = 0;
   virtual absl::Status SnapshotStatusAll(int64_t checkpoint_id,
                                          std::vector<SnapshotStatusResponse>* responses) = 0;
   // Sends `request` to every ps, each call with Options::restore_timeout.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -63,6 +64,11 @@ struct PushOptions {
   // shards not listed, or null: 0 (unknown). Read only while the push is issued: it need not
   // outlive the PushAsync / PushRowsAsync call.
   const PullVersions* base_versions = nullptr;
+  // The job step these gradients belong to (a worker's lease), set on every request
+  // (PushRequest.step): a checkpoint cut holds the pushes of steps at or above its barrier
+  // until every ps has snapshotted, so training goes on through the cut. None: a push outside
+  // a job's steps, never held.
+  std::optional<int64_t> step;
 };
 
 struct PullOptions {

@@ -128,6 +128,7 @@ void PsDataPath::PushAsync(std::vector<PushSource> sources, const PushOptions& o
           if (options.has_sync) *item->mutable_sync() = options.sync;
           item->set_generation(options.generation);
           item->set_base_version(BaseVersion(options, shard.spec.name()));
+          if (options.step.has_value()) item->set_step(*options.step);
           const float* src = source.grad.data() + (shard.row_offset + begin) * layout->row_width;
           batch->data.push_back(absl::MakeConstSpan(reinterpret_cast<const char*>(src), bytes));
         });
@@ -297,6 +298,7 @@ absl::Status PsDataPath::AddRowPushes(const RowsPushSource& source, const PushOp
           if (options.has_sync) *request.mutable_sync() = options.sync;
           request.set_generation(options.generation);
           request.set_base_version(BaseVersion(options, target.spec.name()));
+          if (options.step.has_value()) request.set_step(*options.step);
           items->emplace_back(target.ps, std::move(request));
         }
         // The chunks' row bytes, now that the requests stay where they are until all are

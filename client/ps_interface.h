@@ -57,6 +57,9 @@ class PsInterface {
                                absl::Time deadline, StatusCallback done) = 0;
   virtual void SnapshotAsync(const SnapshotRequest* request, SnapshotResponse* response,
                              absl::Time deadline, StatusCallback done) = 0;
+  // Holds or releases the pushes of later steps for a checkpoint cut (HoldPushesRequest).
+  virtual void HoldPushesAsync(const HoldPushesRequest* request, HoldPushesResponse* response,
+                               absl::Time deadline, StatusCallback done) = 0;
   virtual void SnapshotStatusAsync(const SnapshotStatusRequest* request,
                                    SnapshotStatusResponse* response, absl::Time deadline,
                                    StatusCallback done) = 0;

@@ -163,17 +163,30 @@ absl::StatusOr<Manifest> BuildManifest(const CheckpointContents& contents, doubl
   return m;
 }
 
-absl::StatusOr<CheckpointCut> SnapshotEveryPs(PsClient& ps, const CheckpointDir& dir,
-                                              int64_t generation, int64_t incremental_since) {
+absl::StatusOr<CheckpointCut> PrepareCut(const CheckpointDir& dir) {
   CheckpointCut cut;
   ASSIGN_OR_RETURN(cut.id, dir.NextId());
   ASSIGN_OR_RETURN(cut.path, dir.Prepare(cut.id));
+  return cut;
+}
+
+absl::StatusOr<CheckpointCut> SnapshotEveryPs(PsClient& ps, const CheckpointDir& dir,
+                                              int64_t generation, int64_t incremental_since,
+                                              std::optional<int64_t> held_from_step) {
+  ASSIGN_OR_RETURN(CheckpointCut cut, PrepareCut(dir));
+  return SnapshotPrepared(ps, std::move(cut), generation, incremental_since, held_from_step);
+}
+
+absl::StatusOr<CheckpointCut> SnapshotPrepared(PsClient& ps, CheckpointCut cut, int64_t generation,
+                                               int64_t incremental_since,
+                                               std::optional<int64_t> held_from_step) {
   std::vector<std::string> files;
   for (int k = 0; k < ps.num_ps(); ++k) {
     files.push_back(absl::StrCat(cut.path, "/", CheckpointDir::DataFileName(k, ps.num_ps())));
   }
   RETURN_IF_ERROR(
-      ps.SnapshotAll(cut.id, files, generation, incremental_since, &cut.snapshots));
+      ps.SnapshotAll(cut.id, files, generation, incremental_since, held_from_step,
+                     &cut.snapshots));
   return cut;
 }
 
@@ -388,14 +401,31 @@ bool CheckpointDriver::FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& inf
 
 absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
   const absl::Time t0 = absl::Now();
-  ASSIGN_OR_RETURN(const int64_t barrier, CutLocked(final));
-  Plan plan = PlanLocked(final, barrier);
+  // The checkpoint's directory first (a create and a directory fsync), so that training does
+  // not wait for the disk at the cut. A cut given up leaves it to the next Prepare of its id.
+  const CheckpointDir dir = s_->store->dir();
+  s_->mu.Unlock();
+  absl::StatusOr<CheckpointCut> prepared = PrepareCut(dir);
+  s_->mu.Lock();
+  RETURN_IF_ERROR(prepared.status());
+  const absl::Time cut_start = absl::Now();
+  ASSIGN_OR_RETURN(const Cut at, CutLocked(final));
+  const absl::Time below_done = absl::Now();
+  Plan plan = PlanLocked(final, at.barrier);
 
-  // The cut: every ps snapshots (references to its blocks), then leasing resumes.
+  // The cut: every ps snapshots (references to its blocks), then leasing resumes, and what
+  // the ps held is applied.
   s_->mu.Unlock();
   absl::StatusOr<CheckpointCut> cut =
-      SnapshotEveryPs(*ps_, *plan.dir, plan.contents.generation, plan.incremental_since);
+      SnapshotPrepared(*ps_, *std::move(prepared), plan.contents.generation,
+                       plan.incremental_since,
+                       at.held ? std::optional<int64_t>(at.barrier) : std::nullopt);
   s_->mu.Lock();
+  if (at.held && !cut.ok()) ReleaseHoldLocked();  // a ps that did not snapshot still holds
+  LogInfo() << "checkpoint cut at step " << at.barrier << (at.held ? " (pushes held)" : " (drained)")
+            << ": steps below it done in "
+            << absl::ToDoubleMilliseconds(below_done - cut_start) << " ms, snapshot "
+            << absl::ToDoubleMilliseconds(absl::Now() - below_done) << " ms";
   s_->scheduler->ClearBarrier();
   s_->ReleasePhaseLocked(Kind::kCheckpointCut);
   s_->WakeDispatcherLocked();
@@ -406,7 +436,7 @@ absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
   options.keep = plan.keep;
   options.keep_also = plan.best;
   options.started = t0;
-  options.pause_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+  options.pause_ms = absl::ToDoubleMilliseconds(absl::Now() - cut_start);
   options.stopping = [this] {
     absl::MutexLock lock(&s_->mu);
     return s_->stopping;
@@ -428,30 +458,94 @@ absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
   return info;
 }
 
-absl::StatusOr<int64_t> CheckpointDriver::CutLocked(bool final) {
+// How long a held cut waits without progress below its barrier before it drains instead, and
+// the timeout each ps's hold gets (renewed while the chief waits, so that it ends on its own
+// only when the chief is gone).
+constexpr absl::Duration kHoldPatience = absl::Seconds(2);
+constexpr absl::Duration kHoldTimeout = absl::Seconds(10);
+
+bool CheckpointDriver::HoldLocked(int64_t barrier) {
+  const int64_t generation = s_->generation;
+  s_->mu.Unlock();
+  const absl::Status held = ps_->HoldPushesAll(generation, barrier, kHoldTimeout);
+  s_->mu.Lock();
+  if (held.ok()) return true;
+  // A ps of an older build (UNIMPLEMENTED), or one that moved on: drain instead.
+  LogWarning() << "checkpoint cut at step " << barrier
+               << ": the ps could not hold later steps' pushes, draining instead: "
+               << held.message();
+  ReleaseHoldLocked();
+  return false;
+}
+
+void CheckpointDriver::ReleaseHoldLocked() {
+  const int64_t generation = s_->generation;
+  s_->mu.Unlock();
+  ps_->HoldPushesAll(generation, -1, kHoldTimeout).IgnoreError();
+  s_->mu.Lock();
+}
+
+absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final) {
   const int64_t total = s_->scheduler->total_steps();
-  const int64_t barrier =
-      final ? total : std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
-  s_->scheduler->SetBarrier(barrier);
+  Cut at;
+  at.barrier = final ? total : std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
+  s_->scheduler->SetBarrier(at.barrier);
   s_->SetPhaseLocked(Kind::kCheckpointCut,
-                     absl::StrCat("finishing the steps below ", barrier));
+                     absl::StrCat("finishing the steps below ", at.barrier));
+  // No step at or above the barrier has been leased: once every ps holds their pushes, they
+  // may be. A final cut has none after it.
+  const bool drain = s_->job.checkpoint().cut() == CheckpointSpec::DRAIN;
+  if (!final && !drain && at.barrier < total && HoldLocked(at.barrier)) {
+    at.held = true;
+    s_->scheduler->ClearBarrier();
+    s_->WakeDispatcherLocked();
+  }
   RecoveryLockHeld();
-  auto cut = [this, barrier]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+  auto cut = [this, &at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
     RecoveryLockHeld();
-    return s_->scheduler->DonePrefix() >= barrier || s_->stopping ||
+    return s_->scheduler->DonePrefix() >= at.barrier || s_->stopping ||
            s_->status.state() != JobStatus::RUNNING || recovery_->pending() ||
            s_->phase.kind() == Kind::kPsUnreachable;
   };
+  int64_t progress = s_->scheduler->DonePrefix();
+  absl::Time progressed = absl::Now();
+  absl::Time renewed = absl::Now();
   while (!cut()) {
-    s_->mu.AwaitWithTimeout(absl::Condition(&cut), absl::Milliseconds(200));
+    s_->mu.AwaitWithTimeout(absl::Condition(&cut), absl::Milliseconds(at.held ? 50 : 200));
     recovery_->UpdatePsPhaseLocked();
+    if (!at.held || cut()) continue;
+    const absl::Time now = absl::Now();
+    if (s_->scheduler->DonePrefix() > progress) {
+      progress = s_->scheduler->DonePrefix();
+      progressed = now;
+    }
+    if (now - progressed > kHoldPatience) {
+      // Everyone may be waiting on a held push while a step below the barrier waits for a
+      // worker: let go, and drain to a new barrier past every step leased so far.
+      LogWarning() << "checkpoint cut at step " << at.barrier << ": no step below it done in "
+                   << absl::FormatDuration(kHoldPatience) << "; draining instead";
+      ReleaseHoldLocked();
+      at.held = false;
+      at.barrier = std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
+      s_->scheduler->SetBarrier(at.barrier);
+      s_->SetPhaseLocked(Kind::kCheckpointCut,
+                         absl::StrCat("finishing the steps below ", at.barrier));
+    } else if (now - renewed > kHoldTimeout / 4) {
+      renewed = now;
+      if (!HoldLocked(at.barrier)) {  // it released every ps: drain past what was leased
+        at.held = false;
+        at.barrier = std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
+        s_->scheduler->SetBarrier(at.barrier);
+      }
+    }
   }
-  if (s_->scheduler->DonePrefix() >= barrier) return barrier;
+  if (s_->scheduler->DonePrefix() >= at.barrier) return at;
+  if (at.held) ReleaseHoldLocked();
   s_->scheduler->ClearBarrier();
   s_->ReleasePhaseLocked(Kind::kCheckpointCut);
   s_->WakeDispatcherLocked();
   return absl::AbortedError(absl::StrCat(
-      "abandoned before the cut at step ", barrier, ": ",
+      "abandoned before the cut at step ", at.barrier, ": ",
       recovery_->pending()                          ? recovery_->cause()
       : s_->phase.kind() == Kind::kPsUnreachable ? s_->phase.Text()
                                                     : std::string("the job stopped")));

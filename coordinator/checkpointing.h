@@ -60,9 +60,18 @@ struct CheckpointCut {
 };
 
 // The next checkpoint of `dir`: its directory prepared and every ps snapshotted into it at
-// `generation` (dynamic tables as increments on checkpoint `incremental_since`; 0: whole).
+// `generation` (dynamic tables as increments on checkpoint `incremental_since`; 0: whole),
+// under the hold from `held_from_step` when given (PsClient::SnapshotAll).
 absl::StatusOr<CheckpointCut> SnapshotEveryPs(PsClient& ps, const CheckpointDir& dir,
-                                              int64_t generation, int64_t incremental_since);
+                                              int64_t generation, int64_t incremental_since,
+                                              std::optional<int64_t> held_from_step = std::nullopt);
+// SnapshotEveryPs in two halves: the directory of `dir`'s next checkpoint made (a create and a
+// directory fsync: done before the cut, not while training waits at it), then every ps
+// snapshotted into it.
+absl::StatusOr<CheckpointCut> PrepareCut(const CheckpointDir& dir);
+absl::StatusOr<CheckpointCut> SnapshotPrepared(PsClient& ps, CheckpointCut cut, int64_t generation,
+                                               int64_t incremental_since,
+                                               std::optional<int64_t> held_from_step);
 
 struct CommitOptions {
   int keep = 1;                       // committed checkpoints kept by pruning
@@ -133,11 +142,25 @@ class CheckpointDriver {
   };
 
   // Cuts, snapshots and commits a checkpoint. Holds the mutex except while it waits on the
-  // ps and the disk; leasing stops only from the barrier to the snapshot.
+  // ps and the disk.
   absl::StatusOr<CheckpointInfo> TakeLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
-  // Sets the barrier and waits until every step below it is done. ABORTED when the cut is
+  // A cut's barrier, and whether the ps hold the pushes of the steps at or above it.
+  struct Cut {
+    int64_t barrier = 0;
+    bool held = false;
+  };
+  // Sets the barrier b and waits until every step below it is done. Unless final, every ps
+  // first holds the pushes of steps >= b (HoldPushesAll) and leasing goes on: the workers
+  // keep pulling and computing, and only their pushes of those steps wait, until the
+  // snapshot. Without progress below b for kHoldPatience (every worker waiting on a held push
+  // while a re-queued step below b needs one), the ps release and the cut drains instead: no
+  // step leased past a new barrier until the steps below it are done. ABORTED when the cut is
   // abandoned (a rollback due, a ps unreachable, the job stopped).
-  absl::StatusOr<int64_t> CutLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  absl::StatusOr<Cut> CutLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // CutLocked's hold: asks every ps (releasing the mutex meanwhile); false when one refused.
+  bool HoldLocked(int64_t barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Releases every ps's hold (best effort: a ps that misses it lets go at the timeout).
+  void ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   Plan PlanLocked(bool final, int64_t barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Records the outcome of a checkpoint taken for `why` in the job's status and log.
   void RecordLocked(const std::string& why, const absl::StatusOr<CheckpointInfo>& info)

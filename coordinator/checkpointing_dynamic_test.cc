@@ -69,7 +69,7 @@ std::vector<ShardInfo> Checkpoint(Cluster& c, const CheckpointDir& dir, int64_t 
     files.push_back(absl::StrCat(path, "/", CheckpointDir::DataFileName(k, c.client->num_ps())));
   }
   std::vector<SnapshotResponse> snapshots;
-  const absl::Status snapped = c.client->SnapshotAll(id, files, 0, since, &snapshots);
+  const absl::Status snapped = c.client->SnapshotAll(id, files, 0, since, std::nullopt, &snapshots);
   EXPECT_TRUE(snapped.ok()) << snapped;
   std::vector<SnapshotStatusResponse> statuses;
   for (int tries = 0; tries < 500; ++tries) {

@@ -1,6 +1,8 @@
 #include "coordinator/checkpointing.h"
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -160,6 +162,18 @@ class CheckpointDriverTest : public ::testing::Test {
     }
   }
 
+  // Once the cut has begun (its barrier set: no lease before the ps hold), the next lease.
+  std::optional<StepTask> LeaseDuringTheCut() {
+    for (int tries = 0; tries < 2000; ++tries) {
+      absl::SleepFor(absl::Milliseconds(2));
+      absl::MutexLock lock(&state_.mu);
+      if (state_.phase.kind() != Kind::kCheckpointCut) continue;
+      std::optional<StepTask> next = state_.scheduler->Lease(0, absl::InfiniteFuture());
+      if (next.has_value()) return next;
+    }
+    return std::nullopt;
+  }
+
   std::string Due() {
     absl::MutexLock lock(&driver_->mu());
     const char* why = driver_->DueLocked();
@@ -302,6 +316,100 @@ TEST_F(CheckpointDriverTest, AFinalCheckpointOnAPsBehindTheJobsGenerationRollsTh
   EXPECT_TRUE(absl::StartsWith(recovery_->cause(), "ps 1 lost the job's shards (during the final "
                                                    "checkpoint: "))
       << recovery_->cause();
+}
+
+// The version of every shard of j/w in the newest committed checkpoint.
+std::vector<int64_t> CheckpointedVersions(const std::vector<CommittedCheckpoint>& committed) {
+  std::vector<int64_t> versions;
+  for (const ManifestVariable& v : committed.back().manifest.variables) {
+    for (const ManifestShard& shard : v.shards) versions.push_back(shard.version);
+  }
+  return versions;
+}
+
+// A cut holds the pushes of steps at or above its barrier instead of draining: the step
+// after the barrier is leased while the one below it is still out, its push waits, the
+// checkpoint holds exactly the steps below the barrier, and the held push is applied after
+// the snapshot.
+TEST_F(CheckpointDriverTest, ACutHoldsLaterStepsPushesAndKeepsLeasing) {
+  {
+    absl::MutexLock lock(&state_.mu);
+    ASSERT_EQ(state_.scheduler->Lease(0, absl::InfiniteFuture())->step_id, 0);
+  }
+  std::thread cut([this] { Run("on demand"); });
+  // Step 1 is leased during the cut (the old drain leased nothing past the barrier).
+  std::optional<StepTask> next = LeaseDuringTheCut();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->step_id, 1);
+  const std::vector<float> grad(40, 1.0f);
+  PushOptions step1;
+  step1.step = 1;
+  std::atomic<bool> pushed{false};
+  std::thread push([&] {
+    EXPECT_TRUE(client_->Push("j/w", grad, step1).ok());
+    pushed = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(pushed) << "step 1's push was applied before the cut";
+  // Step 0 completes (its push, not held, reaches the ps at once): the cut comes.
+  PushOptions step0;
+  step0.step = 0;
+  ASSERT_TRUE(client_->Push("j/w", grad, step0).ok());
+  {
+    absl::MutexLock lock(&state_.mu);
+    ASSERT_TRUE(state_.scheduler->Complete(0, 0));
+  }
+  cut.join();
+  push.join();
+  EXPECT_TRUE(pushed);
+  const std::vector<CommittedCheckpoint> committed = Committed();
+  ASSERT_EQ(committed.size(), 1u);
+  EXPECT_EQ(committed[0].manifest.progress.steps_done, 1);
+  // Each shard holds step 0's update and not step 1's, which it applied after.
+  EXPECT_EQ(CheckpointedVersions(committed), (std::vector<int64_t>{1, 1}));
+  std::vector<float> out(40);
+  PullVersions versions;
+  ASSERT_TRUE(client_->Pull("j/w", absl::MakeSpan(out), {}, &versions).ok());
+  EXPECT_EQ(versions.min_version, 2);
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.phase.kind(), Kind::kTraining);
+  EXPECT_TRUE(state_.status.checkpoint_error().empty()) << state_.status.checkpoint_error();
+}
+
+// A held cut without progress below its barrier (here: step 0 never completes while step 1
+// is held) lets go after the patience and drains to a new barrier past every leased step.
+TEST_F(CheckpointDriverTest, AHeldCutWithoutProgressDrainsInstead) {
+  {
+    absl::MutexLock lock(&state_.mu);
+    ASSERT_EQ(state_.scheduler->Lease(0, absl::InfiniteFuture())->step_id, 0);
+  }
+  std::thread cut([this] { Run("on demand"); });
+  std::optional<StepTask> next = LeaseDuringTheCut();
+  ASSERT_TRUE(next.has_value());
+  const std::vector<float> grad(40, 1.0f);
+  PushOptions step1;
+  step1.step = 1;
+  std::atomic<bool> pushed{false};
+  std::thread push([&] {
+    EXPECT_TRUE(client_->Push("j/w", grad, step1).ok());
+    pushed = true;
+  });
+  // After the patience (2 s) the ps let step 1's push through, and the new barrier (2)
+  // leases nothing more.
+  for (int tries = 0; tries < 100 && !pushed; ++tries) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(pushed);
+  {
+    absl::MutexLock lock(&state_.mu);
+    EXPECT_FALSE(state_.scheduler->Lease(0, absl::InfiniteFuture()).has_value());
+    ASSERT_TRUE(state_.scheduler->Complete(1, 0));
+    ASSERT_TRUE(state_.scheduler->Complete(0, 0));
+  }
+  cut.join();
+  push.join();
+  const std::vector<CommittedCheckpoint> committed = Committed();
+  ASSERT_EQ(committed.size(), 1u);
+  EXPECT_EQ(committed[0].manifest.progress.steps_done, 2);
+  EXPECT_EQ(CheckpointedVersions(committed), (std::vector<int64_t>{1, 1}));
 }
 
 // A cut that cannot come (a step below the barrier is still out) is abandoned when a

@@ -85,7 +85,7 @@ constexpr absl::string_view kOptimizerKeys[] = {
 constexpr absl::string_view kInitializerKeys[] = {
     "type", "value", "minval", "maxval", "mean", "stddev", "seed"};
 constexpr absl::string_view kCheckpointKeys[] = {
-    "dir", "every_steps", "every_seconds", "keep", "keep_best", "full_every"};
+    "dir", "every_steps", "every_seconds", "keep", "keep_best", "full_every", "cut"};
 constexpr absl::string_view kDynamicTablesKeys[] = {
     "num_buckets", "admit_after", "ttl_steps", "max_rows"};
 constexpr absl::string_view kWarmStartKeys[] = {"from", "variables", "with_slots"};
@@ -114,6 +114,8 @@ constexpr EnumName<InitializerSpec::Type> kInitializers[] = {
 constexpr EnumName<UpdateSpec::StalenessLr> kStalenessLrs[] = {{"none", UpdateSpec::NONE},
                                                                  {"inverse", UpdateSpec::INVERSE}};
 constexpr absl::string_view kBackends[] = {"auto", "cpu", "gpu"};
+constexpr EnumName<CheckpointSpec::Cut> kCuts[] = {{"hold", CheckpointSpec::HOLD},
+                                                   {"drain", CheckpointSpec::DRAIN}};
 
 // Replaces control characters so that a message, ours or a library's, stays on one line.
 std::string OneLine(absl::string_view s) {
@@ -641,6 +643,8 @@ absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool
     return f.RangeError("full_every",
                         absl::StrCat("must be 1..", kMaxInt32, " (1: every checkpoint is full)"));
   }
+  CheckpointSpec::Cut cut = CheckpointSpec::HOLD;
+  RETURN_IF_ERROR(f.Enum("cut", kCuts, &cut));
 
   if (dir.empty()) {
     bool any = false;
@@ -654,6 +658,7 @@ absl::Status ParseCheckpoint(const Json* value, CheckpointSpec* checkpoint, bool
   checkpoint->set_keep(static_cast<int32_t>(keep));
   checkpoint->set_keep_best(keep_best);
   checkpoint->set_full_every(static_cast<int32_t>(full_every));
+  checkpoint->set_cut(cut);
   return absl::OkStatus();
 }
 
@@ -1437,6 +1442,7 @@ OrderedJson CheckpointToJson(const CheckpointSpec& c) {
   // Written only when set, so that the files of jobs without dynamic tables stay as they
   // were (the default, 5, applies when absent).
   if (c.full_every() > 0) checkpoint["full_every"] = c.full_every();
+  if (c.cut() == CheckpointSpec::DRAIN) checkpoint["cut"] = "drain";
   return checkpoint;
 }
 

@@ -439,6 +439,24 @@ TEST(JobSpecTest, DynamicTablesAndIncrementalCheckpoints) {
       HasSubstr(R"(job: "checkpoint.full_every": must be 1..)"));
 }
 
+TEST(JobSpecTest, TheCheckpointCutHoldsByDefaultOrDrains) {
+  absl::StatusOr<JobSpec> held =
+      ParseJobSpec(R"({"name": "c", "model": "softmax", "checkpoint": {"dir": "/tmp/x"}})", 2);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->checkpoint().cut(), CheckpointSpec::HOLD);
+  EXPECT_THAT(JobSpecToJson(*held, 0), ::testing::Not(HasSubstr("cut")));
+  absl::StatusOr<JobSpec> drained = ParseJobSpec(
+      R"({"name": "c", "model": "softmax", "checkpoint": {"dir": "/tmp/x", "cut": "drain"}})", 2);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(drained->checkpoint().cut(), CheckpointSpec::DRAIN);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*drained, 0), 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->checkpoint().cut(), CheckpointSpec::DRAIN);
+  EXPECT_THAT(
+      ErrorOf(R"({"name": "x", "model": "softmax", "checkpoint": {"dir": "/d", "cut": "pause"}})"),
+      HasSubstr(R"("checkpoint.cut")"));
+}
+
 TEST(JobSpecTest, RejectsBadSchedule) {
   EXPECT_EQ(ErrorOf(JobWith(R"("batch_size": 0)")),
             R"(job: "batch_size": must be 1..65536, got 0)");

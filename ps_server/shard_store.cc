@@ -23,6 +23,7 @@
 #include "ps_server/out_of_memory.h"
 #include "compute/parallel_for.h"
 #include "ps_server/pull_waits.h"
+#include "ps_server/push_hold.h"
 #include "ps_server/shard.h"
 #include "ps_server/shard_checkpoints.h"
 #include "ps_server/shard_info.h"
@@ -180,7 +181,11 @@ class ShardStoreImpl final : public ShardStore {
       return absl::InvalidArgumentError(
           absl::StrCat("set generation: generation must be >= 0, got ", request.generation()));
     }
+    const int64_t before = fence_.current();
     response->set_generation(fence_.Raise(request.generation()));
+    // A rollback ends any cut: what it held belongs to the timeline left, and is refused
+    // as stale once it runs.
+    if (response->generation() > before) hold_.Release();
     return absl::OkStatus();
   }
 
@@ -189,7 +194,38 @@ class ShardStoreImpl final : public ShardStore {
   }
 
   absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response) override {
-    return checkpoints_.Snapshot(request, response);
+    if (!request.has_held_from_step()) return checkpoints_.Snapshot(request, response);
+    RETURN_IF_ERROR(hold_.BeginSnapshot(request.held_from_step()));
+    const absl::Status s = checkpoints_.Snapshot(request, response);
+    hold_.EndSnapshot();
+    return s;
+  }
+
+  absl::Status HoldPushes(const HoldPushesRequest& request,
+                          HoldPushesResponse* response) override {
+    const std::string what = absl::StrCat("hold pushes from step ", request.from_step());
+    if (request.from_step() < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": from_step must be >= 0, or -1 to release"));
+    }
+    if (request.from_step() == -1) {
+      hold_.Release();
+      response->set_held(0);
+      return absl::OkStatus();
+    }
+    if (request.timeout_ms() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": timeout_ms must be > 0, got ", request.timeout_ms()));
+    }
+    RETURN_IF_ERROR(fence_.CheckSnapshot(request.generation(), what));
+    RETURN_IF_ERROR(
+        hold_.Hold(request.from_step(), absl::Now() + absl::Milliseconds(request.timeout_ms())));
+    response->set_held(hold_.held());
+    return absl::OkStatus();
+  }
+
+  void AdmitPush(std::optional<int64_t> step, std::function<void()> apply) override {
+    hold_.Admit(step, std::move(apply));
   }
 
   absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
@@ -201,7 +237,10 @@ class ShardStoreImpl final : public ShardStore {
     return checkpoints_.Restore(request, response);
   }
 
-  void Shutdown() override { waits_.Shutdown(); }
+  void Shutdown() override {
+    waits_.Shutdown();
+    hold_.Release();
+  }
 
  private:
   absl::Status CreateShardsChecked(const CreateShardsRequest& request,
@@ -296,6 +335,8 @@ class ShardStoreImpl final : public ShardStore {
   // Last: its timer thread is started once every other member is initialized, and stopped
   // first.
   PullWaits waits_;
+  // Last: destroyed first, it runs what it still holds while everything it calls lives.
+  PushHold hold_{options_.task_index};
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -204,6 +205,18 @@ class ShardStore {
   // were: restore again, from another checkpoint. Blocks while it reads (call it off the
   // serving threads); one Restore at a time.
   virtual absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) = 0;
+
+  // A checkpoint cut without a drain (ps_server/push_hold.h, HoldPushesRequest): holds the
+  // pushes of steps >= request.from_step until the snapshot under the hold (Snapshot with
+  // held_from_step), a release (from_step -1), a rise of the generation, Shutdown or the
+  // timeout. The generation must be the store's (as for Snapshot); from_step >= 0 needs a
+  // timeout_ms > 0.
+  virtual absl::Status HoldPushes(const HoldPushesRequest& request,
+                                  HoldPushesResponse* response) = 0;
+  // Every push goes through here with its job step (PushRequest.step; none: never held):
+  // `apply` (its update and its answer) runs now on the caller's thread, or, while a hold
+  // covers the step, later on the hold's thread.
+  virtual void AdmitPush(std::optional<int64_t> step, std::function<void()> apply) = 0;
 
   // Fails every waiting pull with CANCELLED and every later one too. Idempotent.
   virtual void Shutdown() = 0;

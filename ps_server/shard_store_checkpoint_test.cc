@@ -247,6 +247,130 @@ TEST(ShardStoreCheckpointTest, SnapshotsAreTakenAtSyncStepBoundariesAndInTheirGe
   EXPECT_EQ(unknown_status.state(), SnapshotStatusResponse::UNKNOWN);
 }
 
+absl::Status Hold(ShardStore& store, int64_t from_step, int64_t timeout_ms = 60000,
+                  int64_t generation = 0) {
+  HoldPushesRequest request;
+  request.set_generation(generation);
+  request.set_from_step(from_step);
+  request.set_timeout_ms(timeout_ms);
+  HoldPushesResponse response;
+  return store.HoldPushes(request, &response);
+}
+
+// A push of job step `step` through the store's admission, as the ps's service sends it.
+// `done` is notified with its status whenever it is applied.
+void AdmitPush(ShardStore& store, const std::string& shard, uint64_t id,
+               const std::vector<float>& grad, int64_t step, absl::Status* status,
+               absl::Notification* done) {
+  auto request = std::make_shared<PushRequest>();
+  request->set_request_id(id);
+  request->set_shard(shard);
+  request->set_data(Bytes(grad));
+  request->set_step(step);
+  store.AdmitPush(step, [&store, request, status, done] {
+    PushResponse response;
+    *status = store.Push(*request, &response);
+    done->Notify();
+  });
+}
+
+// A cut under a hold: the snapshot has the shard as it was before the held step's push,
+// which is applied once the snapshot has its references.
+TEST(ShardStoreCheckpointTest, AHeldPushIsAppliedAfterTheSnapshotAndNotInIt) {
+  const std::string dir = FreshTestDir("held");
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Part("a", 2, 2, 0, 1, 0, 2)}).ok());
+  const std::vector<float> before = PullAll(*store, "a");
+  ASSERT_TRUE(Hold(*store, 7).ok());
+  absl::Status below_status, held_status;
+  absl::Notification below, held;
+  AdmitPush(*store, "a", 1, std::vector<float>(4, 1.0f), 6, &below_status, &below);
+  ASSERT_TRUE(below.HasBeenNotified());  // below the barrier: applied at once
+  ASSERT_TRUE(below_status.ok()) << below_status;
+  const std::vector<float> at_cut = PullAll(*store, "a");
+  EXPECT_NE(at_cut, before);
+  AdmitPush(*store, "a", 2, std::vector<float>(4, 1.0f), 7, &held_status, &held);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(held.HasBeenNotified());
+  int64_t version = 0;
+  EXPECT_EQ(PullAll(*store, "a", &version), at_cut);
+  EXPECT_EQ(version, 1);
+
+  SnapshotRequest request;
+  request.set_checkpoint_id(1);
+  request.set_path(dir + "/cut.safetensors");
+  request.set_held_from_step(7);
+  SnapshotResponse response;
+  ASSERT_TRUE(store->Snapshot(request, &response).ok());
+  EXPECT_EQ(response.shards(0).version(), 1);
+  held.WaitForNotificationWithTimeout(absl::Seconds(10));
+  ASSERT_TRUE(held.HasBeenNotified());
+  EXPECT_TRUE(held_status.ok()) << held_status;
+  EXPECT_EQ(WaitForSnapshot(*store, 1).state(), SnapshotStatusResponse::DONE);
+  auto file = SafetensorsFile::Open(dir + "/cut.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(ReadTensor(**file, "a"), at_cut);
+  PullAll(*store, "a", &version);
+  EXPECT_EQ(version, 2);
+  // The hold is over: a second snapshot under it is refused, and pushes run at once.
+  request.set_checkpoint_id(2);
+  request.set_path(dir + "/again.safetensors");
+  EXPECT_EQ(store->Snapshot(request, &response).code(), absl::StatusCode::kAborted);
+}
+
+TEST(ShardStoreCheckpointTest, AHoldEndsOnARollbackOrItsTimeoutAndItsSnapshotIsThenRefused) {
+  const std::string dir = FreshTestDir("hold_end");
+  auto store = NewStore();
+  ASSERT_TRUE(Create(*store, {Part("a", 2, 2, 0, 1, 0, 2)}).ok());
+  EXPECT_EQ(Hold(*store, -2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Hold(*store, 3, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Hold(*store, 3, 1000, 5).code(), absl::StatusCode::kFailedPrecondition);
+  SnapshotRequest request;
+  request.set_checkpoint_id(1);
+  request.set_path(dir + "/none.safetensors");
+  request.set_held_from_step(3);
+  SnapshotResponse response;
+  EXPECT_EQ(store->Snapshot(request, &response).code(), absl::StatusCode::kAborted);
+
+  // A rollback (the generation rises) ends the hold; its push then fails as stale.
+  ASSERT_TRUE(Hold(*store, 3).ok());
+  absl::Status status;
+  absl::Notification done;
+  auto push = std::make_shared<PushRequest>();
+  push->set_request_id(1);
+  push->set_shard("a");
+  push->set_data(Bytes(std::vector<float>(4, 1.0f)));
+  push->set_generation(1);  // the timeline the rollback leaves
+  store->AdmitPush(3, [&] {
+    PushResponse r;
+    status = store->Push(*push, &r);
+    done.Notify();
+  });
+  SetGenerationRequest set;
+  set.set_generation(2);
+  SetGenerationResponse set_response;
+  ASSERT_TRUE(store->SetGeneration(set, &set_response).ok());
+  done.WaitForNotificationWithTimeout(absl::Seconds(10));
+  EXPECT_TRUE(done.HasBeenNotified());
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_EQ(DetailKind(status), ErrorDetail::STALE_GENERATION);
+  request.set_generation(2);
+  EXPECT_EQ(store->Snapshot(request, &response).code(), absl::StatusCode::kAborted);
+
+  // A hold whose chief went away ends at its timeout.
+  ASSERT_TRUE(Hold(*store, 5, 50, 2).ok());
+  absl::Status late_status;
+  absl::Notification late;
+  AdmitPush(*store, "a", 9, std::vector<float>(4, 1.0f), 5, &late_status, &late);
+  late.WaitForNotificationWithTimeout(absl::Seconds(10));
+  EXPECT_TRUE(late.HasBeenNotified());
+  request.set_held_from_step(5);
+  const absl::Status expired = store->Snapshot(request, &response);
+  EXPECT_EQ(expired.code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(absl::StrContains(expired.message(), "deadline")) << expired;
+  EXPECT_FALSE(fs::exists(dir + "/none.safetensors"));
+}
+
 TEST(ShardStoreCheckpointTest, AnUnwritableDirectoryFailsTheSnapshotAndLeavesNoFile) {
   const std::string dir = FreshTestDir("unwritable");
   auto store = NewStore();

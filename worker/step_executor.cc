@@ -388,6 +388,7 @@ class StepRun {
         StepIdempotencyKey(request_.job_id(), request_.step_id(), request_.generation());
     push_options.generation = request_.generation();
     push_options.base_versions = &versions_;  // for the ps' staleness policy, if any
+    push_options.step = request_.step_id();   // a checkpoint cut may hold it
     if (request_.sync()) {
       push_options.has_sync = true;
       push_options.sync.set_step(request_.sync_step());

@@ -1,6 +1,9 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -165,6 +168,21 @@ struct PullBatchCall {
   std::vector<ShardStore::PulledBytes> pulled;  // item i's bytes, in the shard's blocks
 };
 
+// The job step a push belongs to (a cut holds the later ones: ps_server/push_hold.h); a
+// batch's is its items' highest (one step's pushes to one ps travel together).
+template <typename Push>
+std::optional<int64_t> StepOf(const Push& push) {
+  return push.has_step() ? std::optional<int64_t>(push.step()) : std::nullopt;
+}
+template <typename Push>
+std::optional<int64_t> StepOf(const google::protobuf::RepeatedPtrField<Push>& pushes) {
+  std::optional<int64_t> step;
+  for (const Push& push : pushes) {
+    if (push.has_step()) step = std::max(step.value_or(push.step()), push.step());
+  }
+  return step;
+}
+
 class GrpcPsService : public PsServiceBase {
  public:
   GrpcPsService(ShardStore* store, Executor* executor, PsServiceOptions options)
@@ -229,8 +247,11 @@ class GrpcPsService : public PsServiceBase {
                                  PushResponse* response) override {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
-    Run(Large(request->data()),
-        [=] { reactor->Finish(ToGrpcStatus(store_->Push(*request, response))); });
+    Run(Large(request->data()), [=] {
+      store_->AdmitPush(StepOf(*request), [=] {
+        reactor->Finish(ToGrpcStatus(store_->Push(*request, response)));
+      });
+    });
     return reactor;
   }
 
@@ -278,8 +299,10 @@ class GrpcPsService : public PsServiceBase {
       return reactor;
     }
     Run(*bytes > options_.inline_bytes, [reactor, call, response_buffer, this] {
-      const absl::Status s = store_->PushBatch(call->request, call->data, &call->response);
-      Reply(reactor, s, call->response, call, response_buffer);
+      store_->AdmitPush(StepOf(call->request.pushes()), [reactor, call, response_buffer, this] {
+        const absl::Status s = store_->PushBatch(call->request, call->data, &call->response);
+        Reply(reactor, s, call->response, call, response_buffer);
+      });
     });
     return reactor;
   }
@@ -313,8 +336,11 @@ class GrpcPsService : public PsServiceBase {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     AdvertiseRowFeatures(ctx);
     auto* reactor = ctx->DefaultReactor();
-    Run(Large(request->data()),
-        [=] { reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response))); });
+    Run(Large(request->data()), [=] {
+      store_->AdmitPush(StepOf(*request), [=] {
+        reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response)));
+      });
+    });
     return reactor;
   }
 
@@ -372,8 +398,11 @@ class GrpcPsService : public PsServiceBase {
     for (const PushRowsRequest& item : request->pushes()) {
       bytes += static_cast<int64_t>(item.data().size());
     }
-    Run(bytes > options_.inline_bytes,
-        [=] { reactor->Finish(ToGrpcStatus(store_->PushRowsBatch(*request, response))); });
+    Run(bytes > options_.inline_bytes, [=] {
+      store_->AdmitPush(StepOf(request->pushes()), [=] {
+        reactor->Finish(ToGrpcStatus(store_->PushRowsBatch(*request, response)));
+      });
+    });
     return reactor;
   }
 
@@ -425,6 +454,15 @@ class GrpcPsService : public PsServiceBase {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Snapshot(*request, response))); });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* HoldPushes(grpc::CallbackServerContext* ctx,
+                                       const HoldPushesRequest* request,
+                                       HoldPushesResponse* response) override {
+    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(store_->HoldPushes(*request, response)));
     return reactor;
   }
 

@@ -94,6 +94,7 @@ struct PushArgs {
   uint64_t idempotency_key = 0;
   int64_t generation = 0;
   const PullVersions* base_versions = nullptr;
+  std::optional<int64_t> job_step;
 
   // The options of a push waited on by `waiter`: the base versions copied into its call, so
   // that a push that outlives its Python caller (interrupted) reads no Python object.
@@ -115,6 +116,7 @@ struct PushArgs {
     }
     options.idempotency_key = idempotency_key;
     options.generation = generation;
+    options.step = job_step;
     return options;
   }
 };
@@ -427,11 +429,13 @@ void DefineClient(py::module_& m) {
 
   py::class_<PushArgs>(m, "_PushArgs")
       .def(py::init([](std::optional<int64_t> sync_step, int replica, uint64_t idempotency_key,
-                       int64_t generation, const PullVersions* base_versions) {
-             return PushArgs{sync_step, replica, idempotency_key, generation, base_versions};
+                       int64_t generation, const PullVersions* base_versions,
+                       std::optional<int64_t> job_step) {
+             return PushArgs{sync_step,     replica,       idempotency_key,
+                             generation,    base_versions, job_step};
            }),
            py::arg("sync_step"), py::arg("replica"), py::arg("idempotency_key"),
-           py::arg("generation"), py::arg("base_versions"));
+           py::arg("generation"), py::arg("base_versions"), py::arg("job_step") = py::none());
 
   py::class_<Client>(m, "_Client")
       .def(py::init<std::vector<std::string>, double, int, int64_t, int>(), py::arg("ps"),

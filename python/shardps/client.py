@@ -145,8 +145,9 @@ def _ids(ids, what):
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
-def _push_args(step, replica, idempotency_key, generation, base_versions):
-    return _core._PushArgs(step, replica, idempotency_key, generation, base_versions)
+def _push_args(step, replica, idempotency_key, generation, base_versions, job_step):
+    return _core._PushArgs(step, replica, idempotency_key, generation, base_versions,
+                           None if job_step is None else int(job_step))
 
 
 class Client:
@@ -224,13 +225,16 @@ class Client:
         self.push_many({name: grad}, **kwargs)
 
     def push_many(self, grads, *, step=None, replica=0, idempotency_key=0, generation=0,
-                  base_versions=None):
+                  base_versions=None, job_step=None):
         """Several gradients at once (name -> array). step, replica: a sync step's tag;
         idempotency_key: the same key applies once however often it is sent; generation:
         refused by a ps that rolled back past it; base_versions: what the gradients were
-        computed on (from pull's versions=), for the ps' staleness policy."""
+        computed on (from pull's versions=), for the ps' staleness policy; job_step: the
+        job's step (lease) they belong to, which a checkpoint cut may hold until every ps
+        has snapshotted."""
         self._c.push_many(dict(grads),
-                          _push_args(step, replica, idempotency_key, generation, base_versions))
+                          _push_args(step, replica, idempotency_key, generation, base_versions,
+                                     job_step))
 
     def pull_rows(self, name, ids, *, out=None, **kwargs):
         """Rows by id: an array (len(ids), row width)."""
@@ -248,12 +252,13 @@ class Client:
         self.push_rows_many({name: ids}, {name: grads}, **kwargs)
 
     def push_rows_many(self, ids, grads, *, step=None, replica=0, idempotency_key=0,
-                       generation=0, base_versions=None):
-        """Row gradients of several tables at once (name -> ids, name -> gradients)."""
+                       generation=0, base_versions=None, job_step=None):
+        """Row gradients of several tables at once (name -> ids, name -> gradients); the
+        keywords as push_many's."""
         ids = {name: _ids(i, f"ids[\"{name}\"]") for name, i in ids.items()}
         self._c.push_rows_many(ids, dict(grads),
                                _push_args(step, replica, idempotency_key, generation,
-                                          base_versions))
+                                          base_versions, job_step))
 
     def assign(self, name, values):
         """Overwrites the whole variable."""

@@ -178,7 +178,7 @@ class Step(Unit):
                                                 np.zeros((0, v.row_width), np.float32)))
         tags = dict(idempotency_key=self._core.idempotency_key, generation=self.generation,
                     step=self._core.sync_step if self.sync else None, replica=self.replica,
-                    base_versions=self._versions)
+                    base_versions=self._versions, job_step=self.step_id)
         start = time.monotonic()
 
         def push_rows():
