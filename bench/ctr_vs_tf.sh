@@ -243,7 +243,15 @@ def shardps(w):
     if r.get("job_elapsed_s", 0) > 0 and "auc" in r and not r.get("final"):
       curve.append((r["job_elapsed_s"], r["auc"]))
   curve.append((seconds, auc))
-  return {"system": "shardps", "setup": "-", "seconds": seconds,
+  # The chief's last line: "... (recent steps on their workers: pull X ms, compute Y ms, push Z ms)".
+  split = None
+  chief_log = f"{run_dir}/shardps-{w}/chief-0.log"
+  if os.path.exists(chief_log):
+    for l in open(chief_log):
+      m = re.search(r"pull ([0-9.]+) ms, compute ([0-9.]+) ms, push ([0-9.]+) ms", l)
+      if m:
+        split = tuple(float(v) for v in m.groups())
+  return {"system": "shardps", "setup": "-", "seconds": seconds, "split": split,
           "rate": examples * epochs / seconds, "auc": auc,
           "ceiling": ceiling.group(1) if ceiling else "-", "curve": sorted(curve),
           "host": host(f"shardps-{w}")}
@@ -259,7 +267,16 @@ def single(threads):
   records = [json.loads(l) for l in open(f"{run_dir}/single-{threads}.jsonl") if l.strip()]
   final = [r for r in records if r.get("final")][-1]
   seconds = final["job_elapsed_s"]
+  # "...; per step: batch and reads X ms, compute Y ms, update Z ms; ..."
+  split = None
+  log = f"{run_dir}/single-{threads}.log"
+  if os.path.exists(log):
+    for l in open(log):
+      m = re.search(r"batch and reads ([0-9.]+) ms, compute ([0-9.]+) ms, update ([0-9.]+) ms", l)
+      if m:
+        split = tuple(float(v) for v in m.groups())
   return {"system": "1-process", "setup": "%s thread(s)" % threads, "seconds": seconds,
+          "split": split,
           "rate": examples * epochs / seconds, "auc": final["auc"], "ceiling": "-",
           "curve": sorted((r["job_elapsed_s"], r["auc"]) for r in records),
           "host": host(f"single-{threads}")}
@@ -329,6 +346,15 @@ if singles:
     print("%s worker(s): shardps examples/s %.2f of the one process' (%s); time to AUC, "
           "shardps over the one process: %s" % (w, s["rate"] / limit_rate["rate"],
                                               limit_rate["setup"], ", ".join(cells)))
+    # Where a step's time goes: the cluster's recent steps on their workers (the chief's
+    # last line) against the one process' per-step means.
+    if s["split"]:
+      line = "%s worker(s): a step on its worker: pull %.2f + compute %.2f + push %.2f ms" % (
+          (w,) + s["split"])
+      if limit_rate["split"]:
+        line += ("; the one process (%s): batch and reads %.2f + compute %.2f + update %.2f ms"
+                 % ((limit_rate["setup"],) + limit_rate["split"]))
+      print(line)
 if use_tf:
   print()
   for w in workers:

@@ -5,7 +5,8 @@
 # with 1 and 2 workers, the daemons run by deploy/run_local.sh from the built binaries.
 # Checks that each run trained to an AUC above chance, that its time-to-AUC curve has the
 # evaluations taken while it trained (each with the job's time) in time order, and that the
-# evaluator's records carry job_elapsed_s. Then a run of 2 workers with the shape flags (--ps=1,
+# evaluator's records carry job_elapsed_s, and that the report splits a step (pull, compute,
+# push) on both sides. Then a run of 2 workers with the shape flags (--ps=1,
 # --batch, --bottom, --top, --steps_in_flight) reaches the job file and the cluster, and a bad
 # flag value exits 2. Speed is never asserted.
 set -uo pipefail
@@ -42,6 +43,11 @@ for t in 1 2; do
 done
 grep -qE "^1 worker\(s\): shardps examples/s [0-9.]+ of the one process'" "$out/table.txt" ||
   fail "no cluster/one-process ratio"
+# Where a step's time goes, on both sides (the chief's last line, the one process' summary).
+for w in 1 2; do
+  grep -qE "^$w worker\(s\): a step on its worker: pull [0-9.]+ \+ compute [0-9.]+ \+ push [0-9.]+ ms; the one process .*: batch and reads [0-9.]+ \+ compute [0-9.]+ \+ update [0-9.]+ ms" \
+    "$out/table.txt" || fail "no per-step split for $w worker(s)"
+done
 
 # The shape flags: one ps, a smaller model and batch, two steps in flight.
 out2="$out/shape"

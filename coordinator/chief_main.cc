@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/ps_client.h"
 #include "common/error_detail.h"
 #include "common/flags.h"
@@ -120,9 +121,13 @@ class ChiefBody : public DaemonBody {
         daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
         continue;
       }
+      // With where the recent steps' time went on their workers (benchmarks read it).
       LogInfo() << "job " << status.job_id() << " " << JobStatus::State_Name(status.state())
                 << " after " << status.steps_done() << " steps"
-                << (status.error().empty() ? "" : ": ") << status.error();
+                << (status.error().empty() ? "" : ": ") << status.error()
+                << absl::StrFormat(" (recent steps on their workers: pull %.2f ms, compute "
+                                   "%.2f ms, push %.2f ms)",
+                                   status.pull_ms(), status.compute_ms(), status.push_ms());
       exit_code = status.state() == JobStatus::SUCCEEDED ? kExitDone : kExitJobFailed;
       if (daemon.long_lived()) {
         // Keep the cluster; wait for the next job.
