@@ -9,7 +9,7 @@ PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-skylib bazel-rules-java
   g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
-  iperf3 dataset-fashion-mnist
+  iperf3 dataset-fashion-mnist openssl
   python3-dev pybind11-dev
   "$@"
 )

@@ -92,6 +92,7 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                     "test aid: claim this wire protocol version (\"MIN-CURRENT\" or "
                     "\"CURRENT\") instead of the build's, as a daemon of another release would",
                     [](const std::string& value) { return ParseProtocolHeader(value).status(); });
+  tls_.AddFlags(flags_);
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
@@ -138,6 +139,8 @@ int Daemon::Init(int argc, char** argv) {
               << "\n";
     return kExitDone;
   }
+  if (absl::Status tls = tls_.Validate(); !tls.ok()) return ExitBadConfig(tls.message());
+  SetProcessTls(tls_);
   const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
     return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout, std::cerr);
@@ -226,7 +229,7 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureBuilder(&builder, max_request_bytes_);
-  builder.AddListeningPort(listen_, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.AddListeningPort(listen_, ServerCredentialsFor(tls_), &bound_port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
   // gRPC's built-in health service runs on a server's own services; a server with none (the
   // evaluator's, which listens only for health checks) gets a synchronous one of its own.

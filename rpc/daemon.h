@@ -1,7 +1,8 @@
 // Daemon: what every shardps daemon (ps, worker, chief, evaluator) does the same way: the
 // common flags (--tf_config, --validate_config, --long_lived, --version, the test aid
 // --test_protocol_version; --bind_host and --max_request_bytes for a daemon that serves;
-// --orphan_timeout_s for one that follows a chief), TF_CONFIG, serving gRPC on the task's
+// --orphan_timeout_s for one that follows a chief; the TLS flags of rpc/tls.h, for its
+// servers and every channel it opens), TF_CONFIG, serving gRPC on the task's
 // address, stopping (SIGINT/SIGTERM, a Shutdown RPC, or the chief gone too long) and the exit
 // code of each stop (below; docs/exit-codes.md says what a supervisor should do with each).
 //
@@ -32,6 +33,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/signal_watcher.h"
+#include "rpc/tls.h"
 
 namespace shardps {
 
@@ -116,6 +118,8 @@ class Daemon {
   const std::string& listen_address() const { return listen_; }
   // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
   int bound_port() const { return bound_port_; }
+  // The TLS flags as parsed (also the process's: SetProcessTls, in Init).
+  const TlsOptions& tls() const { return tls_; }
 
   // Before the daemon stops: tells whether it holds no job (a ps with no shards, a worker
   // that runs none). A --long_lived daemon stopped by a signal while idle exits kExitDone:
@@ -159,6 +163,7 @@ class Daemon {
   bool validate_only_ = false;
   bool print_version_ = false;
   std::string test_protocol_version_;
+  TlsOptions tls_;
   bool long_lived_ = false;
   bool config_optional_ = false;
   bool has_config_ = false;

@@ -163,6 +163,16 @@ TEST(DaemonTest, BadCommonFlagValuesExitTwo) {
   }
 }
 
+TEST(DaemonTest, BadTlsFlagsExitTwo) {
+  for (const char* bad : {"--tls_cert_file=/nonexistent.crt", "--tls_key_file=/k.key",
+                          "--tls_client_auth", "--tls_ca_file=/nonexistent/ca.crt",
+                          "--tls_refresh_s=0"}) {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, bad}), kExitBadConfig) << bad;
+  }
+}
+
 TEST(DaemonTest, MaxRequestBytesDefaultsPerDaemonAndTheFlagWins) {
   const std::string ps_config =
       R"(--tf_config={"cluster": {"ps": ["localhost:2001"]}, "task": {"type": "ps", "index": 0}})";

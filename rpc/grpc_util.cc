@@ -19,6 +19,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/tls.h"
 
 namespace shardps {
 namespace {
@@ -223,7 +224,8 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int connec
   // happen for seconds: a task that starts after its client (or restarts) would stay
   // unreachable that long. Measured: first answer 5 s -> 0.1 s after the server came up.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // The process's TLS (rpc/tls.h: set by the daemon from its flags), plaintext until set.
+  return grpc::CreateCustomChannel(address, ProcessChannelCredentials(), args);
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {

@@ -49,6 +49,7 @@
 #include "coordinator/cli/progress.h"
 #include "coordinator/job_spec.h"
 #include "proto/coordinator.pb.h"
+#include "rpc/tls.h"
 
 namespace shardps {
 namespace {
@@ -86,6 +87,8 @@ struct Options {
   int64_t workers = 2;
   // export.
   bool slots = false;
+  // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
+  TlsOptions tls;
 };
 
 struct Command {
@@ -138,6 +141,7 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
   parser.AddString("test_protocol_version", &o.test_protocol_version,
                    "test aid: claim this wire protocol version (\"MIN-CURRENT\" or \"CURRENT\") "
                    "instead of the build's, as a shardctl of another release would");
+  o.tls.AddFlags(&parser);
   if (command == nullptr || command->watch_flags) {
     parser.AddDouble("interval", &o.interval_s, "seconds between status polls while watching");
   }
@@ -714,6 +718,8 @@ int CheckOptions(const Options& o) {
   if (!(o.job_wait_s >= 0)) return UsageError("--job_wait must be >= 0");
   if (o.workers < 1 || o.workers > 1000000) return UsageError("--workers must be 1..1000000");
   if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
+  if (absl::Status tls = o.tls.Validate(); !tls.ok()) return UsageError(tls.message());
+  SetProcessTls(o.tls);
   if (!o.test_protocol_version.empty()) {
     absl::StatusOr<ProtocolRange> range = ParseProtocolHeader(o.test_protocol_version);
     if (!range.ok()) return UsageError(absl::StrCat("--test_protocol_version: ", range.status().message()));

@@ -39,6 +39,7 @@
 #include "python/ext/external_job.h"
 #include "rpc/grpc_util.h"
 #include "rpc/health_service.h"
+#include "rpc/tls.h"
 
 namespace shardps {
 namespace python {
@@ -345,7 +346,7 @@ class PyEvaluator {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
     int port = 0;
-    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen, ServerCredentialsFor(ProcessTls()), &port);
     builder.RegisterService(&health_);
     health_server_ = builder.BuildAndStart();
     if (health_server_ == nullptr || port == 0) {

@@ -38,6 +38,7 @@
 #include "python/ext/external_job.h"
 #include "rpc/executor.h"
 #include "rpc/grpc_util.h"
+#include "rpc/tls.h"
 #include "worker/rpc/grpc_worker_service.h"
 #include "worker/step_executor.h"
 
@@ -332,7 +333,7 @@ class PyWorker {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
     int port = 0;
-    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen, ServerCredentialsFor(ProcessTls()), &port);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port == 0) {

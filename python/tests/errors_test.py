@@ -36,6 +36,15 @@ class ErrorsTest(unittest.TestCase):
         for kind, cls in kinds.items():
             self.assertIs(type(errors.from_status("m", {"code": "ABORTED", "kind": kind})), cls)
 
+    def test_use_tls_names_the_file_it_cannot_read(self):
+        with self.assertRaises(shardps.InvalidArgument) as caught:
+            shardps.use_tls("/nonexistent/ca.crt")
+        self.assertIn("/nonexistent/ca.crt", str(caught.exception))
+        self.assertIn("--tls_ca_file", str(caught.exception))
+        with self.assertRaises(shardps.InvalidArgument) as caught:
+            shardps.use_tls("/nonexistent/ca.crt", cert_file="/c.crt")
+        self.assertIn("--tls_key_file", str(caught.exception))
+
     def test_stale_generation_carries_the_generation(self):
         e = errors.from_status("stale", {"code": "ABORTED", "kind": "STALE_GENERATION",
                                          "generation": 7})
