@@ -210,9 +210,16 @@ std::shared_ptr<grpc::experimental::CertificateProviderInterface> ProviderFor(
       key, cert, options.ca_file, refresh);
 }
 
+// The process's setting: made once, never destroyed (channels may be made until exit).
+struct ProcessSetting {
+  TlsOptions options;
+  std::shared_ptr<grpc::ChannelCredentials> channel;  // null: plaintext
+};
 absl::Mutex process_mu(absl::kConstInit);
-TlsOptions* process_tls ABSL_GUARDED_BY(process_mu) = nullptr;
-std::shared_ptr<grpc::ChannelCredentials>* process_channel ABSL_GUARDED_BY(process_mu) = nullptr;
+ProcessSetting& ProcessState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu) {
+  static auto* const state = new ProcessSetting();
+  return *state;
+}
 
 }  // namespace
 
@@ -321,21 +328,20 @@ absl::Status CheckBinding(const std::string& listen_address, const TlsOptions& o
 }
 
 void SetProcessTls(const TlsOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> channel = ChannelCredentialsFor(options);
   absl::MutexLock lock(&process_mu);
-  // Never freed: ProcessTls's references stay valid (main sets it once, before any channel).
-  process_tls = new TlsOptions(options);
-  process_channel = new std::shared_ptr<grpc::ChannelCredentials>(ChannelCredentialsFor(options));
+  ProcessState().options = options;
+  ProcessState().channel = std::move(channel);
 }
 
-const TlsOptions& ProcessTls() {
-  static const TlsOptions kNone;
+TlsOptions ProcessTls() {
   absl::MutexLock lock(&process_mu);
-  return process_tls != nullptr ? *process_tls : kNone;
+  return ProcessState().options;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> ProcessChannelCredentials() {
   absl::MutexLock lock(&process_mu);
-  if (process_channel != nullptr) return *process_channel;
+  if (ProcessState().channel != nullptr) return ProcessState().channel;
   return grpc::InsecureChannelCredentials();
 }
 

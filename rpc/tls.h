@@ -70,7 +70,7 @@ absl::Status CheckBinding(const std::string& listen_address, const TlsOptions& o
 // The process's TLS, for every channel rpc/grpc_util.h's NewChannel makes and every server
 // the process starts. Until set: plaintext.
 void SetProcessTls(const TlsOptions& options);
-const TlsOptions& ProcessTls();
+TlsOptions ProcessTls();
 std::shared_ptr<grpc::ChannelCredentials> ProcessChannelCredentials();
 
 }  // namespace shardps
