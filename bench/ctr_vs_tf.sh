@@ -184,7 +184,8 @@ for w in "${workers[@]}"; do
  "checkpoint": {"dir": "$run_dir/shardps-$w-checkpoints", "every_steps": 100000000}}
 JSON
   echo "ctr_vs_tf: shardps, $w worker(s)" >&2
-  hosted "shardps-$w" deploy/run_local.sh "$job" --workers "$w" --ps "$num_ps" \
+  # Plaintext, as TensorFlow's ParameterServerStrategy can only be.
+  hosted "shardps-$w" deploy/run_local.sh "$job" --workers "$w" --ps "$num_ps" --tls off \
     --run_dir "$run_dir/shardps-$w" >"$run_dir/shardps-$w.log" 2>&1 ||
     { echo "shardps with $w workers failed; see $run_dir/shardps-$w.log" >&2; exit 1; }
   if [ "$use_tf" = 1 ]; then

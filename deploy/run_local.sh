@@ -6,7 +6,7 @@
 # it dies, as Kubernetes would, so a kill -9 of any ps, worker or the chief ends in a finished
 # job; the job's checkpoints go to runs/<time>/checkpoints unless the job file names a dir.
 #
-#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR]
+#   deploy/run_local.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR] [--tls on|off]
 #                       [--python SCRIPT.py [--no_evaluator]]
 #   SHARDPS_BIN=DIR deploy/run_local.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 #
@@ -15,6 +15,9 @@
 # imports torch and of deploy/python_env.sh --shardps otherwise, for a job of model
 # "external" (JOB.json declares its variables), and so is the evaluator (TF_CONFIG's task type
 # "evaluator": a shardps.Evaluator, writing $SHARDPS_METRICS_FILE) unless --no_evaluator.
+#
+# --tls on (default): every connection is mutual TLS, with a CA and a certificate per daemon
+# (and one for shardctl) made by deploy/certs.sh in RUN_DIR/tls; off: plaintext (loopback only).
 #
 # Each daemon's pid is in RUN_DIR/pids/<type>-<index>.pid (try: kill -9 "$(cat .../ps-1.pid)").
 set -uo pipefail
@@ -28,6 +31,7 @@ NUM_PS=2
 RUN_DIR=""
 PYTHON_SCRIPT=""
 NO_EVALUATOR=""
+TLS=on
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
@@ -35,13 +39,19 @@ while [ $# -gt 0 ]; do
     --run_dir) RUN_DIR="$2"; shift 2 ;;
     --python) PYTHON_SCRIPT="$2"; shift 2 ;;
     --no_evaluator) NO_EVALUATOR=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --tls) TLS="$2"; shift 2 ;;
+    --tls=*) TLS="${1#--tls=}"; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "run_local.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+if [ "$TLS" != on ] && [ "$TLS" != off ]; then
+  echo "run_local.sh: --tls must be on or off, got \"$TLS\"" >&2
+  exit 2
+fi
 check_python_flags "$PYTHON_SCRIPT" "$NO_EVALUATOR"
 shardps_build || exit 1
 if [ -n "$PYTHON_SCRIPT" ]; then python_for "$PYTHON_SCRIPT" || exit 1; fi
@@ -76,6 +86,32 @@ if [ -n "$NO_EVALUATOR" ]; then EVALUATOR=""; fi
 CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], $EVALUATOR\"ps\": $(list "$NUM_PS" 3), \"worker\": $(list "$NUM_WORKERS" $(( 3 + NUM_PS )))}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
+# TLS: a certificate per daemon for its address, with its role and index as a URI
+# (spiffe://shardps/ROLE/INDEX), and one for shardctl; each process gets its files by the
+# environment (rpc/tls.h), C++ daemons and Python scripts alike. tls_env NAME sets TLS_ENV to
+# the `env` assignments of NAME's files (none with --tls off).
+TLS_DIR="$(cd "$RUN_DIR" && pwd)/tls"
+TLS_ENV=()
+tls_env() {
+  TLS_ENV=()
+  if [ "$TLS" = on ]; then
+    TLS_ENV=("SHARDPS_TLS_CA_FILE=$TLS_DIR/ca.crt" "SHARDPS_TLS_CERT_FILE=$TLS_DIR/$1.crt"
+             "SHARDPS_TLS_KEY_FILE=$TLS_DIR/$1.key" "SHARDPS_TLS_CLIENT_AUTH=true")
+  fi
+}
+if [ "$TLS" = on ]; then
+  specs=("chief-0=IP:$SUBNET.1,URI:spiffe://shardps/chief/0"
+         "evaluator-0=IP:$SUBNET.2,URI:spiffe://shardps/evaluator/0"
+         "shardctl=URI:spiffe://shardps/admin/0")
+  for ((i = 0; i < NUM_PS; i++)); do
+    specs+=("ps-$i=IP:$SUBNET.$(( 3 + i )),URI:spiffe://shardps/ps/$i")
+  done
+  for ((i = 0; i < NUM_WORKERS; i++)); do
+    specs+=("worker-$i=IP:$SUBNET.$(( 3 + NUM_PS + i )),URI:spiffe://shardps/worker/$i")
+  done
+  deploy/certs.sh "$TLS_DIR" "${specs[@]}" || exit 1
+fi
+
 # shellcheck disable=SC2317  # reached through the traps below
 cleanup() {
   trap - EXIT INT TERM
@@ -85,26 +121,35 @@ trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
-for ((i = 0; i < NUM_PS; i++)); do supervise ps "$i" "$BIN/ps_server/ps"; done
+for ((i = 0; i < NUM_PS; i++)); do
+  tls_env "ps-$i"
+  supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps"
+done
 for ((i = 0; i < NUM_WORKERS; i++)); do
+  tls_env "worker-$i"
   if [ -n "$PYTHON_SCRIPT" ]; then
-    supervise worker "$i" "$PYTHON" "$PYTHON_SCRIPT"
+    supervise worker "$i" env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
   else
-    supervise worker "$i" "$BIN/worker/worker" --threads=1
+    supervise worker "$i" env "${TLS_ENV[@]}" "$BIN/worker/worker" --threads=1
   fi
 done
+tls_env evaluator-0
 if [ -z "$PYTHON_SCRIPT" ]; then
-  supervise evaluator 0 "$BIN/evaluator/evaluator" --metrics_file="$RUN_DIR/metrics.jsonl"
+  supervise evaluator 0 env "${TLS_ENV[@]}" "$BIN/evaluator/evaluator" \
+    --metrics_file="$RUN_DIR/metrics.jsonl"
 elif [ -n "$EVALUATOR" ]; then
-  SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 "$PYTHON" "$PYTHON_SCRIPT"
+  SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 \
+    env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
 fi
-supervise chief 0 "$BIN/coordinator/chief" --job="$JOB" \
+tls_env chief-0
+supervise chief 0 env "${TLS_ENV[@]}" "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
-echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}; logs in $RUN_DIR" >&2
+echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS; logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
-SHARDCTL=("$BIN/coordinator/cli/shardctl" --chief="$CHIEF_ADDRESS")
+tls_env shardctl
+SHARDCTL=(env "${TLS_ENV[@]}" "$BIN/coordinator/cli/shardctl" --chief="$CHIEF_ADDRESS")
 follow_job "$CHIEF_SUPERVISOR" "${SHARDCTL[@]}"
 echo "metrics: $RUN_DIR/metrics.jsonl; logs: $RUN_DIR/*.log; checkpoints: $CHECKPOINT_DIR" >&2
 exit "$JOB_RC"

@@ -230,6 +230,11 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
   grpc::ServerBuilder builder;
   ConfigureBuilder(&builder, max_request_bytes_);
   builder.AddListeningPort(listen_, ServerCredentialsFor(tls_), &bound_port_);
+  LogInfo() << "TLS on " << listen_ << ": "
+            << (!tls_.can_serve()       ? "off (plaintext)"
+                : tls_.client_auth      ? "on, client certificates of the CA required"
+                                        : "on")
+            << (tls_.enabled() ? absl::StrCat("; CA ", tls_.ca_file) : "");
   for (grpc::Service* service : services) builder.RegisterService(service);
   // gRPC's built-in health service runs on a server's own services; a server with none (the
   // evaluator's, which listens only for health checks) gets a synchronous one of its own.
