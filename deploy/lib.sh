@@ -138,3 +138,31 @@ follow_job() {
   # shellcheck disable=SC2034  # JOB_RC is read by the launcher that sources this file
   JOB_RC=$rc
 }
+
+# TLS for a launcher's cluster (docs/security.md). check_tls VALUE: on or off, else exit 2.
+check_tls() {
+  if [ "$1" != on ] && [ "$1" != off ]; then
+    echo "$LAUNCHER.sh: --tls must be on or off, got \"$1\"" >&2
+    exit 2
+  fi
+}
+# tls_setup DIR NAME=SANS...: with TLS=on, a CA and a certificate per NAME in DIR
+# (deploy/certs.sh); TLS_DIR is DIR, absolute.
+TLS_DIR=""
+tls_setup() {
+  mkdir -p "$1" || return 1
+  TLS_DIR="$(cd "$1" && pwd)"
+  shift
+  if [ "$TLS" = on ]; then deploy/certs.sh "$TLS_DIR" "$@"; fi
+}
+# tls_env NAME: sets TLS_ENV to the `env` assignments that give a process NAME's files and
+# mutual TLS (rpc/tls.h reads them: C++ daemons and Python scripts alike); none with TLS=off.
+TLS_ENV=()
+tls_env() {
+  TLS_ENV=()
+  if [ "$TLS" = on ]; then
+    # shellcheck disable=SC2034  # TLS_ENV is read by the launcher that sources this file
+    TLS_ENV=("SHARDPS_TLS_CA_FILE=$TLS_DIR/ca.crt" "SHARDPS_TLS_CERT_FILE=$TLS_DIR/$1.crt"
+             "SHARDPS_TLS_KEY_FILE=$TLS_DIR/$1.key" "SHARDPS_TLS_CLIENT_AUTH=true")
+  fi
+}

@@ -48,10 +48,7 @@ while [ $# -gt 0 ]; do
 done
 if [ ! -r "$JOB" ]; then echo "run_local.sh: cannot read job file \"$JOB\"" >&2; exit 2; fi
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
-if [ "$TLS" != on ] && [ "$TLS" != off ]; then
-  echo "run_local.sh: --tls must be on or off, got \"$TLS\"" >&2
-  exit 2
-fi
+check_tls "$TLS"
 check_python_flags "$PYTHON_SCRIPT" "$NO_EVALUATOR"
 shardps_build || exit 1
 if [ -n "$PYTHON_SCRIPT" ]; then python_for "$PYTHON_SCRIPT" || exit 1; fi
@@ -87,30 +84,17 @@ CLUSTER="{\"chief\": [\"$CHIEF_ADDRESS\"], $EVALUATOR\"ps\": $(list "$NUM_PS" 3)
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
 # TLS: a certificate per daemon for its address, with its role and index as a URI
-# (spiffe://shardps/ROLE/INDEX), and one for shardctl; each process gets its files by the
-# environment (rpc/tls.h), C++ daemons and Python scripts alike. tls_env NAME sets TLS_ENV to
-# the `env` assignments of NAME's files (none with --tls off).
-TLS_DIR="$(cd "$RUN_DIR" && pwd)/tls"
-TLS_ENV=()
-tls_env() {
-  TLS_ENV=()
-  if [ "$TLS" = on ]; then
-    TLS_ENV=("SHARDPS_TLS_CA_FILE=$TLS_DIR/ca.crt" "SHARDPS_TLS_CERT_FILE=$TLS_DIR/$1.crt"
-             "SHARDPS_TLS_KEY_FILE=$TLS_DIR/$1.key" "SHARDPS_TLS_CLIENT_AUTH=true")
-  fi
-}
-if [ "$TLS" = on ]; then
-  specs=("chief-0=IP:$SUBNET.1,URI:spiffe://shardps/chief/0"
-         "evaluator-0=IP:$SUBNET.2,URI:spiffe://shardps/evaluator/0"
-         "shardctl=URI:spiffe://shardps/admin/0")
-  for ((i = 0; i < NUM_PS; i++)); do
-    specs+=("ps-$i=IP:$SUBNET.$(( 3 + i )),URI:spiffe://shardps/ps/$i")
-  done
-  for ((i = 0; i < NUM_WORKERS; i++)); do
-    specs+=("worker-$i=IP:$SUBNET.$(( 3 + NUM_PS + i )),URI:spiffe://shardps/worker/$i")
-  done
-  deploy/certs.sh "$TLS_DIR" "${specs[@]}" || exit 1
-fi
+# (spiffe://shardps/ROLE/INDEX), and one for shardctl (deploy/lib.sh's tls_setup, tls_env).
+specs=("chief-0=IP:$SUBNET.1,URI:spiffe://shardps/chief/0"
+       "evaluator-0=IP:$SUBNET.2,URI:spiffe://shardps/evaluator/0"
+       "shardctl=URI:spiffe://shardps/admin/0")
+for ((i = 0; i < NUM_PS; i++)); do
+  specs+=("ps-$i=IP:$SUBNET.$(( 3 + i )),URI:spiffe://shardps/ps/$i")
+done
+for ((i = 0; i < NUM_WORKERS; i++)); do
+  specs+=("worker-$i=IP:$SUBNET.$(( 3 + NUM_PS + i )),URI:spiffe://shardps/worker/$i")
+done
+tls_setup "$RUN_DIR/tls" "${specs[@]}" || exit 1
 
 # shellcheck disable=SC2317  # reached through the traps below
 cleanup() {

@@ -10,7 +10,7 @@
 # that was killed, by the next run with the same prefix before it starts.
 #
 #   deploy/run_netns.sh [JOB.json] [--workers N] [--ps N] [--run_dir DIR] [--keep]
-#                       [--prefix NAME] [--subnet A.B.C] [--cleanup]
+#                       [--prefix NAME] [--subnet A.B.C] [--cleanup] [--tls on|off]
 #                       [--python SCRIPT.py [--no_evaluator]]
 #   --keep      leave the namespaces, bridge and hosts files up after the job (the daemons
 #               stop); the next run or --cleanup removes them
@@ -18,6 +18,8 @@
 #   --subnet    the /24 the tasks live on (default 10.231.0: the bridge is .1, the tasks .2 up)
 #   --cleanup   only remove what a run with this prefix left behind
 #   --python    the workers and the evaluator are copies of SCRIPT.py, as with run_local.sh
+#   --tls       on (default): mutual TLS, a certificate per daemon for its DNS names and
+#               address, as with run_local.sh; off: plaintext
 #   SHARDPS_BIN=DIR deploy/run_netns.sh ...   # prebuilt binaries in DIR/{ps_server,worker,...}
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -38,6 +40,7 @@ PREFIX=shardps
 SUBNET=10.231.0
 PYTHON_SCRIPT=""
 NO_EVALUATOR=""
+TLS=on
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) NUM_WORKERS="$2"; shift 2 ;;
@@ -49,12 +52,15 @@ while [ $# -gt 0 ]; do
     --cleanup) CLEANUP_ONLY=1; shift ;;
     --python) PYTHON_SCRIPT="$2"; shift 2 ;;
     --no_evaluator) NO_EVALUATOR=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --tls) TLS="$2"; shift 2 ;;
+    --tls=*) TLS="${1#--tls=}"; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "run_netns.sh: unknown flag $1" >&2; exit 2 ;;
     *) JOB="$1"; shift ;;
   esac
 done
 check_count "$NUM_WORKERS"; check_count "$NUM_PS"
+check_tls "$TLS"
 check_python_flags "$PYTHON_SCRIPT" "$NO_EVALUATOR"
 # A link name has at most 15 characters: PREFIX-v201 must fit.
 if ! [[ "$PREFIX" =~ ^[a-z][a-z0-9]{0,9}$ ]]; then
@@ -188,10 +194,23 @@ if [ -n "$NO_EVALUATOR" ]; then EVALUATOR=""; fi
 CLUSTER="{\"chief\": [\"$CHIEF\"], \"ps\": $(list ps "$NUM_PS"), \"worker\": $(list worker "$NUM_WORKERS")$EVALUATOR}"
 tf_config() { echo "{\"cluster\": $CLUSTER, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 
-# supervise, noting each supervisor for the cleanup of a launcher killed with SIGKILL.
+# TLS: a certificate per daemon for the names it is dialled by (its DNS names) and its
+# address, with its role and index as a URI, and one for shardctl (deploy/lib.sh).
+specs=("shardctl=URI:spiffe://shardps/admin/0")
+n=2
+for task in "${TASKS[@]}"; do
+  read -r type index <<<"$task"
+  specs+=("$type-$index=DNS:$(dns "$type" "$index"),DNS:$(pod "$type" "$index"),IP:$SUBNET.$n,URI:spiffe://shardps/$type/$index")
+  n=$((n + 1))
+done
+tls_setup "$RUN_DIR/tls" "${specs[@]}" || exit 1
+
+# supervise in the task's namespace with its TLS files, noting each supervisor for the cleanup
+# of a launcher killed with SIGKILL.
 supervise_in_ns() {
   local type=$1 index=$2; shift 2
-  supervise "$type" "$index" ip netns exec "$(pod "$type" "$index")" "$@"
+  tls_env "$type-$index"
+  supervise "$type" "$index" ip netns exec "$(pod "$type" "$index")" env "${TLS_ENV[@]}" "$@"
   echo "${SUPERVISORS[-1]}" >>"$SUPERVISOR_FILE"
 }
 
@@ -215,12 +234,14 @@ supervise_in_ns chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
-echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2
+echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2
 echo "job: $JOB; checkpoints in $CHECKPOINT_DIR (unless the job file names a dir)" >&2
 # shardctl runs in the chief's namespace and reaches it by its DNS name, as `kubectl exec`
 # into the chief's pod would; a launcher killed with SIGKILL leaves no shardctl behind there
 # (the next run's cleanup ends every process in the namespaces).
-SHARDCTL=(ip netns exec "$(pod chief 0)" "$BIN/coordinator/cli/shardctl" --chief="$CHIEF")
+tls_env shardctl
+SHARDCTL=(ip netns exec "$(pod chief 0)" env "${TLS_ENV[@]}" "$BIN/coordinator/cli/shardctl"
+          --chief="$CHIEF")
 follow_job "$CHIEF_SUPERVISOR" "${SHARDCTL[@]}"
 echo "metrics: $RUN_DIR/metrics.jsonl; logs: $RUN_DIR/*.log; checkpoints: $CHECKPOINT_DIR" >&2
 exit "$JOB_RC"
