@@ -231,6 +231,16 @@ def host(name):
   return {"line": line.replace("host during the run (bench/host_stats.h): ", ""),
           "busy": "BUSY" in line}
 
+def last_floats(path, pattern):
+  """The numbers of `pattern`'s groups in its last match in the file, or None."""
+  found = None
+  if os.path.exists(path):
+    for l in open(path):
+      m = re.search(pattern, l)
+      if m:
+        found = tuple(float(v) for v in m.groups())
+  return found
+
 def shardps(w):
   # "final test accuracy: 0.8068 (loss 0.4406, AUC 0.7416 (ceiling 0.8764)) after 1 epoch,
   #  1172 steps, 8.0 s, mode async"
@@ -245,13 +255,8 @@ def shardps(w):
       curve.append((r["job_elapsed_s"], r["auc"]))
   curve.append((seconds, auc))
   # The chief's last line: "... (recent steps on their workers: pull X ms, compute Y ms, push Z ms)".
-  split = None
-  chief_log = f"{run_dir}/shardps-{w}/chief-0.log"
-  if os.path.exists(chief_log):
-    for l in open(chief_log):
-      m = re.search(r"pull ([0-9.]+) ms, compute ([0-9.]+) ms, push ([0-9.]+) ms", l)
-      if m:
-        split = tuple(float(v) for v in m.groups())
+  split = last_floats(f"{run_dir}/shardps-{w}/chief-0.log",
+                      r"pull ([0-9.]+) ms, compute ([0-9.]+) ms, push ([0-9.]+) ms")
   return {"system": "shardps", "setup": "-", "seconds": seconds, "split": split,
           "rate": examples * epochs / seconds, "auc": auc,
           "ceiling": ceiling.group(1) if ceiling else "-", "curve": sorted(curve),
@@ -269,13 +274,8 @@ def single(threads):
   final = [r for r in records if r.get("final")][-1]
   seconds = final["job_elapsed_s"]
   # "...; per step: batch and reads X ms, compute Y ms, update Z ms; ..."
-  split = None
-  log = f"{run_dir}/single-{threads}.log"
-  if os.path.exists(log):
-    for l in open(log):
-      m = re.search(r"batch and reads ([0-9.]+) ms, compute ([0-9.]+) ms, update ([0-9.]+) ms", l)
-      if m:
-        split = tuple(float(v) for v in m.groups())
+  split = last_floats(f"{run_dir}/single-{threads}.log",
+                      r"batch and reads ([0-9.]+) ms, compute ([0-9.]+) ms, update ([0-9.]+) ms")
   return {"system": "1-process", "setup": "%s thread(s)" % threads, "seconds": seconds,
           "split": split,
           "rate": examples * epochs / seconds, "auc": final["auc"], "ceiling": "-",

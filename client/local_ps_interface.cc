@@ -1,9 +1,6 @@
 #include "client/local_ps_interface.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,10 +8,6 @@
 namespace shardps {
 namespace {
 
-template <typename Push>
-std::optional<int64_t> StepOf(const Push& push) {
-  return push.has_step() ? std::optional<int64_t>(push.step()) : std::nullopt;
-}
 
 class LocalPsInterface : public PsInterface {
  public:
@@ -37,7 +30,7 @@ class LocalPsInterface : public PsInterface {
   void PushAsync(const PushRequest* request, PushResponse* response, absl::Time,
                  StatusCallback done) override {
     // As the ps's service: a checkpoint cut may hold it (ShardStore::AdmitPush).
-    store_->AdmitPush(StepOf(*request), [this, request, response, done = std::move(done)] {
+    store_->AdmitPush(JobStepOf(*request), [this, request, response, done = std::move(done)] {
       done(store_->Push(*request, response));
     });
   }
@@ -47,7 +40,7 @@ class LocalPsInterface : public PsInterface {
   }
   void PushRowsAsync(const PushRowsRequest* request, PushRowsResponse* response, absl::Time,
                      StatusCallback done) override {
-    store_->AdmitPush(StepOf(*request), [this, request, response, done = std::move(done)] {
+    store_->AdmitPush(JobStepOf(*request), [this, request, response, done = std::move(done)] {
       done(store_->PushRows(*request, response));
     });
   }
@@ -93,11 +86,7 @@ class LocalPsInterface : public PsInterface {
   }
   void PushRowsBatchAsync(const PushRowsBatchRequest* request, PushRowsBatchResponse* response,
                           absl::Time, StatusCallback done) override {
-    std::optional<int64_t> step;
-    for (const PushRowsRequest& item : request->pushes()) {
-      if (item.has_step()) step = std::max(step.value_or(item.step()), item.step());
-    }
-    store_->AdmitPush(step, [this, request, response, done = std::move(done)] {
+    store_->AdmitPush(JobStepOf(*request), [this, request, response, done = std::move(done)] {
       done(store_->PushRowsBatch(*request, response));
     });
   }

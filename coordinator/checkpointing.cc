@@ -485,6 +485,15 @@ void CheckpointDriver::ReleaseHoldLocked() {
   s_->mu.Lock();
 }
 
+void CheckpointDriver::DrainLocked(Cut* at) {
+  at->held = false;
+  at->barrier = std::min(s_->scheduler->total_steps(),
+                         s_->scheduler->RoundUp(s_->scheduler->NextNew()));
+  s_->scheduler->SetBarrier(at->barrier);
+  s_->SetPhaseLocked(Kind::kCheckpointCut,
+                     absl::StrCat("finishing the steps below ", at->barrier));
+}
+
 absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final) {
   const int64_t total = s_->scheduler->total_steps();
   Cut at;
@@ -525,18 +534,10 @@ absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final) {
       LogWarning() << "checkpoint cut at step " << at.barrier << ": no step below it done in "
                    << absl::FormatDuration(kHoldPatience) << "; draining instead";
       ReleaseHoldLocked();
-      at.held = false;
-      at.barrier = std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
-      s_->scheduler->SetBarrier(at.barrier);
-      s_->SetPhaseLocked(Kind::kCheckpointCut,
-                         absl::StrCat("finishing the steps below ", at.barrier));
+      DrainLocked(&at);
     } else if (now - renewed > kHoldTimeout / 4) {
       renewed = now;
-      if (!HoldLocked(at.barrier)) {  // it released every ps: drain past what was leased
-        at.held = false;
-        at.barrier = std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
-        s_->scheduler->SetBarrier(at.barrier);
-      }
+      if (!HoldLocked(at.barrier)) DrainLocked(&at);  // it released every ps
     }
   }
   if (s_->scheduler->DonePrefix() >= at.barrier) return at;

@@ -161,6 +161,9 @@ class CheckpointDriver {
   bool HoldLocked(int64_t barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Releases every ps's hold (best effort: a ps that misses it lets go at the timeout).
   void ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // A held cut that turns into a drain (its hold released): a new barrier past every step
+  // leased so far, which is not leased past until the steps below it are done.
+  void DrainLocked(Cut* at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   Plan PlanLocked(bool final, int64_t barrier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Records the outcome of a checkpoint taken for `why` in the job's status and log.
   void RecordLocked(const std::string& why, const absl::StatusOr<CheckpointInfo>& info)

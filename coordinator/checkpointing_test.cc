@@ -162,6 +162,16 @@ class CheckpointDriverTest : public ::testing::Test {
     }
   }
 
+  // A push of step `step` to j/w on a thread of its own; `pushed` is set once it is answered.
+  std::thread PushInBackground(int64_t step, std::atomic<bool>* pushed) {
+    return std::thread([this, step, pushed] {
+      PushOptions options;
+      options.step = step;
+      EXPECT_TRUE(client_->Push("j/w", std::vector<float>(40, 1.0f), options).ok());
+      *pushed = true;
+    });
+  }
+
   // Once the cut has begun (its barrier set: no lease before the ps hold), the next lease.
   std::optional<StepTask> LeaseDuringTheCut() {
     for (int tries = 0; tries < 2000; ++tries) {
@@ -341,20 +351,14 @@ TEST_F(CheckpointDriverTest, ACutHoldsLaterStepsPushesAndKeepsLeasing) {
   std::optional<StepTask> next = LeaseDuringTheCut();
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->step_id, 1);
-  const std::vector<float> grad(40, 1.0f);
-  PushOptions step1;
-  step1.step = 1;
   std::atomic<bool> pushed{false};
-  std::thread push([&] {
-    EXPECT_TRUE(client_->Push("j/w", grad, step1).ok());
-    pushed = true;
-  });
+  std::thread push = PushInBackground(1, &pushed);
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_FALSE(pushed) << "step 1's push was applied before the cut";
   // Step 0 completes (its push, not held, reaches the ps at once): the cut comes.
   PushOptions step0;
   step0.step = 0;
-  ASSERT_TRUE(client_->Push("j/w", grad, step0).ok());
+  ASSERT_TRUE(client_->Push("j/w", std::vector<float>(40, 1.0f), step0).ok());
   {
     absl::MutexLock lock(&state_.mu);
     ASSERT_TRUE(state_.scheduler->Complete(0, 0));
@@ -386,14 +390,8 @@ TEST_F(CheckpointDriverTest, AHeldCutWithoutProgressDrainsInstead) {
   std::thread cut([this] { Run("on demand"); });
   std::optional<StepTask> next = LeaseDuringTheCut();
   ASSERT_TRUE(next.has_value());
-  const std::vector<float> grad(40, 1.0f);
-  PushOptions step1;
-  step1.step = 1;
   std::atomic<bool> pushed{false};
-  std::thread push([&] {
-    EXPECT_TRUE(client_->Push("j/w", grad, step1).ok());
-    pushed = true;
-  });
+  std::thread push = PushInBackground(1, &pushed);
   // After the patience (2 s) the ps let step 1's push through, and the new barrier (2)
   // leases nothing more.
   for (int tries = 0; tries < 100 && !pushed; ++tries) absl::SleepFor(absl::Milliseconds(50));

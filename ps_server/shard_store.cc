@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -355,6 +356,33 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const Options& op
                      options.max_reply_bytes));
   }
   return std::unique_ptr<ShardStore>(new ShardStoreImpl(options));
+}
+
+namespace {
+
+template <typename Push>
+std::optional<int64_t> StepOf(const Push& push) {
+  return push.has_step() ? std::optional<int64_t>(push.step()) : std::nullopt;
+}
+
+template <typename Push>
+std::optional<int64_t> HighestStep(const google::protobuf::RepeatedPtrField<Push>& pushes) {
+  std::optional<int64_t> step;
+  for (const Push& push : pushes) {
+    if (push.has_step()) step = std::max(step.value_or(push.step()), push.step());
+  }
+  return step;
+}
+
+}  // namespace
+
+std::optional<int64_t> JobStepOf(const PushRequest& push) { return StepOf(push); }
+std::optional<int64_t> JobStepOf(const PushRowsRequest& push) { return StepOf(push); }
+std::optional<int64_t> JobStepOf(const PushBatchRequest& batch) {
+  return HighestStep(batch.pushes());
+}
+std::optional<int64_t> JobStepOf(const PushRowsBatchRequest& batch) {
+  return HighestStep(batch.pushes());
 }
 
 }  // namespace shardps

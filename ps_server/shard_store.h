@@ -222,6 +222,13 @@ class ShardStore {
   virtual void Shutdown() = 0;
 };
 
+// The job step a push names (PushRequest.step, PushRowsRequest.step), for AdmitPush; a batch's
+// is its items' highest (one step's pushes to one ps travel together).
+std::optional<int64_t> JobStepOf(const PushRequest& push);
+std::optional<int64_t> JobStepOf(const PushRowsRequest& push);
+std::optional<int64_t> JobStepOf(const PushBatchRequest& batch);
+std::optional<int64_t> JobStepOf(const PushRowsBatchRequest& batch);
+
 }  // namespace shardps
 
 #endif  // SHARDPS_PS_SERVER_SHARD_STORE_H_

@@ -1,9 +1,6 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <memory>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -168,21 +165,6 @@ struct PullBatchCall {
   std::vector<ShardStore::PulledBytes> pulled;  // item i's bytes, in the shard's blocks
 };
 
-// The job step a push belongs to (a cut holds the later ones: ps_server/push_hold.h); a
-// batch's is its items' highest (one step's pushes to one ps travel together).
-template <typename Push>
-std::optional<int64_t> StepOf(const Push& push) {
-  return push.has_step() ? std::optional<int64_t>(push.step()) : std::nullopt;
-}
-template <typename Push>
-std::optional<int64_t> StepOf(const google::protobuf::RepeatedPtrField<Push>& pushes) {
-  std::optional<int64_t> step;
-  for (const Push& push : pushes) {
-    if (push.has_step()) step = std::max(step.value_or(push.step()), push.step());
-  }
-  return step;
-}
-
 class GrpcPsService : public PsServiceBase {
  public:
   GrpcPsService(ShardStore* store, Executor* executor, PsServiceOptions options)
@@ -248,7 +230,7 @@ class GrpcPsService : public PsServiceBase {
     if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()), [=] {
-      store_->AdmitPush(StepOf(*request), [=] {
+      store_->AdmitPush(JobStepOf(*request), [=] {
         reactor->Finish(ToGrpcStatus(store_->Push(*request, response)));
       });
     });
@@ -299,7 +281,7 @@ class GrpcPsService : public PsServiceBase {
       return reactor;
     }
     Run(*bytes > options_.inline_bytes, [reactor, call, response_buffer, this] {
-      store_->AdmitPush(StepOf(call->request.pushes()), [reactor, call, response_buffer, this] {
+      store_->AdmitPush(JobStepOf(call->request), [reactor, call, response_buffer, this] {
         const absl::Status s = store_->PushBatch(call->request, call->data, &call->response);
         Reply(reactor, s, call->response, call, response_buffer);
       });
@@ -337,7 +319,7 @@ class GrpcPsService : public PsServiceBase {
     AdvertiseRowFeatures(ctx);
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()), [=] {
-      store_->AdmitPush(StepOf(*request), [=] {
+      store_->AdmitPush(JobStepOf(*request), [=] {
         reactor->Finish(ToGrpcStatus(store_->PushRows(*request, response)));
       });
     });
@@ -399,7 +381,7 @@ class GrpcPsService : public PsServiceBase {
       bytes += static_cast<int64_t>(item.data().size());
     }
     Run(bytes > options_.inline_bytes, [=] {
-      store_->AdmitPush(StepOf(request->pushes()), [=] {
+      store_->AdmitPush(JobStepOf(*request), [=] {
         reactor->Finish(ToGrpcStatus(store_->PushRowsBatch(*request, response)));
       });
     });
