@@ -110,7 +110,10 @@ absl::StatusOr<std::unique_ptr<NetnsLauncher>> NetnsLauncher::Start(const Option
       BinaryPath("deploy/run_netns.sh"),
       {job, "--ps", std::to_string(options.num_ps), "--workers",
        std::to_string(options.num_workers), "--run_dir", l->run_dir_, "--prefix", l->prefix_,
-       "--subnet", l->subnet_},
+       "--subnet", l->subnet_,
+       // Plaintext: this process's clients (the Cluster's chief client, the fault tests' ps
+       // probes) speak it; the launcher's TLS is run by python:launcher_test and the main job.
+       "--tls", "off"},
       {{"SHARDPS_BIN", bin}}, absl::StrCat(TempDir(), "/", l->prefix_, "_launcher.log"));
   if (!script.ok()) return script.status();
   l->script_ = *std::move(script);
