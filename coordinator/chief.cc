@@ -82,6 +82,7 @@ class ChiefImpl : public Chief {
                                            SubmitJobRequest::Resume resume) override {
     ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json, num_workers()));
     ApplyCheckpointDefaults(&job);
+    RETURN_IF_ERROR(ConfineJobPaths(&job));
     Kind before;
     {
       absl::MutexLock lock(&s_.mu);
@@ -251,6 +252,23 @@ class ChiefImpl : public Chief {
   void PartsLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu)
       ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu(), checkpoints_->mu(), dispatcher_->mu()) {
     s_.mu.AssertHeld();
+  }
+
+  // The job's durable state (its checkpoints, a warm start's source) inside the data root,
+  // as resolved there; else PERMISSION_DENIED naming the field. The dataset is an input read
+  // only, not confined (docs/security.md).
+  absl::Status ConfineJobPaths(JobSpec* job) const {
+    if (!job->checkpoint().dir().empty()) {
+      ASSIGN_OR_RETURN(std::string dir, options_.data_root.Resolve(job->checkpoint().dir(),
+                                                                   "job: \"checkpoint.dir\""));
+      job->mutable_checkpoint()->set_dir(dir);
+    }
+    if (job->has_warm_start() && !job->warm_start().from().empty()) {
+      ASSIGN_OR_RETURN(std::string from, options_.data_root.Resolve(job->warm_start().from(),
+                                                                    "job: \"warm_start.from\""));
+      job->mutable_warm_start()->set_from(from);
+    }
+    return absl::OkStatus();
   }
 
   // The job file may give a schedule; the chief's --checkpoint_dir gives the place.

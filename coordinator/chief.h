@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "coordinator/worker_interface.h"
+#include "common/data_root.h"
 #include "proto/coordinator.pb.h"
 
 namespace shardps {
@@ -41,6 +42,9 @@ class Chief {
     absl::Duration probe_interval = absl::Seconds(1);
     // Step attempts that fail with a non-transport error before the job fails.
     int max_step_attempts = 4;
+    // Where a job's checkpoint.dir and warm_start.from must lie (--data_root): a job naming
+    // one outside it is refused (PERMISSION_DENIED). Default: unconfined.
+    DataRoot data_root;
     // Used as the job's checkpoint.dir when its job file names none ("": no durable state).
     std::string default_checkpoint_dir;
     // With default_checkpoint_dir and no checkpoint schedule in the job file: checkpoint

@@ -191,6 +191,12 @@ int Main(int argc, char** argv) {
   chief_options.ps = ps->get();
   chief_options.has_evaluator = options.has_evaluator(config);
   chief_options.final_eval_timeout = absl::Seconds(options.final_eval_timeout_s);
+  chief_options.data_root = daemon.data_root();
+  if (!options.checkpoint_dir.empty()) {
+    absl::StatusOr<std::string> dir =
+        daemon.data_root().Resolve(options.checkpoint_dir, "--checkpoint_dir");
+    if (!dir.ok()) return ExitBadConfig(dir.status().message());
+  }
   chief_options.default_checkpoint_dir = options.checkpoint_dir;
   chief_options.default_checkpoint_every = options.checkpoint_every();
   absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(chief_options));

@@ -156,10 +156,12 @@ tls_setup() {
   if [ "$TLS" = on ]; then deploy/certs.sh "$TLS_DIR" "$@"; fi
 }
 # tls_env NAME: sets TLS_ENV to the `env` assignments that give a process NAME's files and
-# mutual TLS (rpc/tls.h reads them: C++ daemons and Python scripts alike); none with TLS=off.
+# mutual TLS (rpc/tls.h reads them: C++ daemons and Python scripts alike); with TLS=off, the
+# daemons' leave to serve plaintext beyond loopback (the binding rule, docs/security.md).
 TLS_ENV=()
 tls_env() {
-  TLS_ENV=()
+  # shellcheck disable=SC2034  # TLS_ENV is read by the launcher that sources this file
+  TLS_ENV=("SHARDPS_INSECURE=true")
   if [ "$TLS" = on ]; then
     # shellcheck disable=SC2034  # TLS_ENV is read by the launcher that sources this file
     TLS_ENV=("SHARDPS_TLS_CA_FILE=$TLS_DIR/ca.crt" "SHARDPS_TLS_CERT_FILE=$TLS_DIR/$1.crt"

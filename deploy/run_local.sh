@@ -55,6 +55,8 @@ if [ -n "$PYTHON_SCRIPT" ]; then python_for "$PYTHON_SCRIPT" || exit 1; fi
 
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$RUN_DIR/pids" || exit 1
+# Absolute, as the daemons' data root (--data_root: every file they write is under it).
+RUN_DIR="$(cd "$RUN_DIR" && pwd -P)"
 
 # Each task at its own loopback address, 127.A.B.1, .2, ... in a /24 chosen at random per run,
 # all on the standard port 2222 as pods have: no port is picked free, released and bound later
@@ -107,7 +109,7 @@ trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
 for ((i = 0; i < NUM_PS; i++)); do
   tls_env "ps-$i"
-  supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps"
+  supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
 done
 for ((i = 0; i < NUM_WORKERS; i++)); do
   tls_env "worker-$i"
@@ -119,7 +121,7 @@ for ((i = 0; i < NUM_WORKERS; i++)); do
 done
 tls_env evaluator-0
 if [ -z "$PYTHON_SCRIPT" ]; then
-  supervise evaluator 0 env "${TLS_ENV[@]}" "$BIN/evaluator/evaluator" \
+  supervise evaluator 0 env "${TLS_ENV[@]}" "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
     --metrics_file="$RUN_DIR/metrics.jsonl"
 elif [ -n "$EVALUATOR" ]; then
   SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 \
@@ -127,7 +129,7 @@ elif [ -n "$EVALUATOR" ]; then
 fi
 tls_env chief-0
 supervise chief 0 env "${TLS_ENV[@]}" "$BIN/coordinator/chief" --job="$JOB" \
-  --checkpoint_dir="$CHECKPOINT_DIR"
+  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS; logs in $RUN_DIR" >&2

@@ -216,7 +216,9 @@ supervise_in_ns() {
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
 # Daemons bind 0.0.0.0:2222 in their namespace (no --bind_host), as in a pod.
-for ((i = 0; i < NUM_PS; i++)); do supervise_in_ns ps "$i" "$BIN/ps_server/ps"; done
+for ((i = 0; i < NUM_PS; i++)); do
+  supervise_in_ns ps "$i" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
+done
 for ((i = 0; i < NUM_WORKERS; i++)); do
   if [ -n "$PYTHON_SCRIPT" ]; then
     supervise_in_ns worker "$i" "$PYTHON" "$PYTHON_SCRIPT"
@@ -225,13 +227,13 @@ for ((i = 0; i < NUM_WORKERS; i++)); do
   fi
 done
 if [ -z "$PYTHON_SCRIPT" ]; then
-  supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" \
+  supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
     --metrics_file="$RUN_DIR/metrics.jsonl"
 elif [ -z "$NO_EVALUATOR" ]; then
   SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise_in_ns evaluator 0 "$PYTHON" "$PYTHON_SCRIPT"
 fi
 supervise_in_ns chief 0 "$BIN/coordinator/chief" --job="$JOB" \
-  --checkpoint_dir="$CHECKPOINT_DIR"
+  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2

@@ -42,6 +42,7 @@ class PsBody : public DaemonBody {
     store_options.memory_budget_bytes = body->budget_.bytes;
     store_options.snapshot_reserve = options.snapshot_reserve;
     store_options.max_reply_bytes = options.max_reply_bytes;
+    store_options.data_root = daemon.data_root();
     if (options.test_snapshot_write_delay_ms > 0) {
       // The wait ends early when the daemon stops, so that it never holds up a shutdown (the
       // store joins its snapshot writer).

@@ -50,6 +50,8 @@ absl::Status ShardCheckpoints::SnapshotChecked(const SnapshotRequest& request,
   if (request.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": path is empty"));
   }
+  ASSIGN_OR_RETURN(const std::string path,
+                   data_root_.Resolve(request.path(), absl::StrCat(what, "'s file")));
   // Held while the cut is taken, so that no Restore replaces shards (or moves the
   // generation) in the middle of it.
   if (!restore_mu_.TryLock()) {
@@ -58,7 +60,7 @@ absl::Status ShardCheckpoints::SnapshotChecked(const SnapshotRequest& request,
   }
   absl::Status status;
   try {
-    status = TakeCut(request, what, response);
+    status = TakeCut(request, path, what, response);
   } catch (const std::bad_alloc&) {
     status = OutOfMemory(what);
   }
@@ -66,7 +68,8 @@ absl::Status ShardCheckpoints::SnapshotChecked(const SnapshotRequest& request,
   return status;
 }
 
-absl::Status ShardCheckpoints::TakeCut(const SnapshotRequest& request, const std::string& what,
+absl::Status ShardCheckpoints::TakeCut(const SnapshotRequest& request, const std::string& path,
+                                       const std::string& what,
                                        SnapshotResponse* response) {
   RETURN_IF_ERROR(fence_->CheckSnapshot(request.generation(), what));
   if (writer_.InUse(request.checkpoint_id())) {
@@ -77,7 +80,7 @@ absl::Status ShardCheckpoints::TakeCut(const SnapshotRequest& request, const std
   // is copied; updates that come later copy the blocks they touch (copy-on-write).
   SnapshotWriter::Job job;
   job.checkpoint_id = request.checkpoint_id();
-  job.path = request.path();
+  job.path = path;
   SnapshotResponse answer;
   for (const std::shared_ptr<Shard>& shard : shards_->All()) {
     Shard::Snapshot snapshot;
@@ -160,7 +163,18 @@ absl::StatusOr<ShardCheckpoints::RestorePlan> ShardCheckpoints::PlanRestore(
     }
   }
   if (!request.manifest().empty()) {
-    ASSIGN_OR_RETURN(*reader, CheckpointReader::Open(request.manifest()));
+    ASSIGN_OR_RETURN(const std::string manifest,
+                     data_root_.Resolve(request.manifest(), "restore's manifest"));
+    ASSIGN_OR_RETURN(*reader, CheckpointReader::Open(manifest));
+    // What it read, and the data files it will read, are inside the root too (a directory's
+    // newest checkpoint, or a symlink among them, could lead elsewhere).
+    RETURN_IF_ERROR(data_root_.Resolve((*reader)->manifest_path(), "restore's manifest").status());
+    const std::string dir =
+        (*reader)->manifest_path().substr(0, (*reader)->manifest_path().rfind('/') + 1);
+    for (const DataFileInfo& file : (*reader)->manifest().files) {
+      RETURN_IF_ERROR(
+          data_root_.Resolve(dir + file.file(), "the checkpoint's data file").status());
+    }
   }
   RestorePlan plan;
   for (std::shared_ptr<Shard>& shard : shards) {

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "common/data_root.h"
 #include "proto/ps.pb.h"
 #include "ps_server/generation_fence.h"
 #include "ps_server/pull_waits.h"
@@ -33,13 +34,15 @@ namespace shardps {
 class ShardCheckpoints {
  public:
   // Snapshots' metadata name ps task `task_index`. Every pointer must outlive this.
+  // `data_root`: where snapshots may be written and checkpoints read from (common/data_root.h).
   ShardCheckpoints(int task_index, const ShardMap* shards, GenerationFence* fence, PullWaits* waits,
-                   SnapshotWriter::Options writer_options)
+                   SnapshotWriter::Options writer_options, DataRoot data_root = DataRoot())
       : task_index_(task_index),
         shards_(shards),
         fence_(fence),
         waits_(waits),
-        writer_(std::move(writer_options)) {}
+        writer_(std::move(writer_options)),
+        data_root_(std::move(data_root)) {}
 
   absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response);
   absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
@@ -51,7 +54,9 @@ class ShardCheckpoints {
 
   absl::Status SnapshotChecked(const SnapshotRequest& request, SnapshotResponse* response);
   // Takes the snapshot's references under each shard's lock and queues the file.
-  absl::Status TakeCut(const SnapshotRequest& request, const std::string& what,
+  // `path`: the request's, resolved under the data root.
+  absl::Status TakeCut(const SnapshotRequest& request, const std::string& path,
+                       const std::string& what,
                        SnapshotResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(restore_mu_);
 
   absl::Status RestoreChecked(const RestoreRequest& request, RestoreResponse* response);
@@ -79,6 +84,7 @@ class ShardCheckpoints {
   absl::Mutex restore_mu_;  // held by a Restore throughout
   // Writes snapshots' files; holds only references to blocks, never to shards.
   SnapshotWriter writer_;
+  const DataRoot data_root_;
 };
 
 }  // namespace shardps

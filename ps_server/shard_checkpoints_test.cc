@@ -1,5 +1,8 @@
 #include "ps_server/shard_checkpoints.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +80,50 @@ TEST_F(ShardCheckpointsTest, ASnapshotOfAnotherGenerationOrWithoutAPathIsRefused
             absl::StatusCode::kFailedPrecondition);
   fence_.Raise(2);
   EXPECT_EQ(DetailKind(checkpoints_.Snapshot(request, &response)), ErrorDetail::STALE_GENERATION);
+}
+
+// With a data root, a snapshot or restore path outside it is refused before anything is cut,
+// written or replaced.
+TEST_F(ShardCheckpointsTest, PathsOutsideTheDataRootAreRefused) {
+  const std::string base = MakeTestDir("data_root");
+  ASSERT_EQ(::mkdir((base + "/root").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((base + "/outside").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink((base + "/outside").c_str(), (base + "/root/link").c_str()), 0);
+  ShardCheckpoints confined{4, &shards_, &fence_, &waits_, SnapshotWriter::Options(),
+                            *DataRoot::Open(base + "/root", "data_root")};
+  SetVersion("w", 5);
+  for (const std::string& bad : {base + "/outside/ps-4.safetensors",
+                                 base + "/root/../outside/ps-4.safetensors",
+                                 base + "/root/link/ps-4.safetensors", std::string("/tmp/x")}) {
+    SnapshotRequest request;
+    request.set_checkpoint_id(3);
+    request.set_path(bad);
+    SnapshotResponse response;
+    absl::Status status = confined.Snapshot(request, &response);
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << bad << ": " << status;
+    RestoreRequest restore;
+    restore.set_manifest(bad);
+    RestoreResponse restored;
+    status = confined.Restore(restore, &restored);
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << bad << ": " << status;
+  }
+  EXPECT_FALSE(PathExists(base + "/outside/ps-4.safetensors"));
+  SnapshotStatusRequest id;
+  id.set_checkpoint_id(3);
+  SnapshotStatusResponse state;
+  ASSERT_TRUE(confined.SnapshotStatus(id, &state).ok());
+  EXPECT_EQ(state.state(), SnapshotStatusResponse::UNKNOWN);
+  {
+    std::shared_ptr<Shard> w = *shards_.Find("w", "test");
+    absl::MutexLock lock(&w->mu());
+    EXPECT_EQ(w->version(), 5);  // no restore replaced it
+  }
+  // Inside the root: written.
+  SnapshotRequest good;
+  good.set_checkpoint_id(4);
+  good.set_path(base + "/root/ps-4.safetensors");
+  SnapshotResponse response;
+  ASSERT_TRUE(confined.Snapshot(good, &response).ok());
 }
 
 TEST_F(ShardCheckpointsTest, ARestoreWithoutACheckpointReturnsToTheInitialState) {

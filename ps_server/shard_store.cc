@@ -69,7 +69,8 @@ class ShardStoreImpl final : public ShardStore {
         fence_(options.task_index, incarnation_, &shards_, &waits_),
         pulls_(&shards_, &waits_, options.task_index, options.max_reply_bytes),
         pushes_(&shards_, &fence_, &waits_, &parallel_),
-        checkpoints_(options.task_index, &shards_, &fence_, &waits_, WriterOptions(options)),
+        checkpoints_(options.task_index, &shards_, &fence_, &waits_, WriterOptions(options),
+                     options.data_root),
         waits_(&shards_) {}
 
   ~ShardStoreImpl() override { Shutdown(); }

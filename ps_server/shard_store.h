@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/data_root.h"
 #include "proto/ps.pb.h"
 #include "ps_server/pulled_bytes.h"
 
@@ -42,6 +43,9 @@ class ShardStore {
     // The largest reply a pull may ask for (RESOURCE_EXHAUSTED, naming the limit, past it).
     // 0: no limit.
     int64_t max_reply_bytes = 0;
+    // Where Snapshot may write and Restore may read (--data_root): a request's path outside
+    // it is PERMISSION_DENIED (common/data_root.h). Default: unconfined.
+    DataRoot data_root;
     // The store's incarnation (HealthResponse.incarnation); 0: drawn at random.
     uint64_t incarnation = 0;
     // Tests only: called on the snapshot writer's thread before each snapshot's file is

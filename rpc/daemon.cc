@@ -93,6 +93,11 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                     "\"CURRENT\") instead of the build's, as a daemon of another release would",
                     [](const std::string& value) { return ParseProtocolHeader(value).status(); });
   tls_.AddFlags(flags_);
+  auth_.AddFlags(flags_, serves_);
+  flags_->AddString("data_root", &data_root_flag_,
+                    "the directory tree this daemon's files (checkpoints, snapshots, the job "
+                    "files' paths) must lie in; a request or job naming a path outside it is "
+                    "refused (default: unconfined)");
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
@@ -141,6 +146,12 @@ int Daemon::Init(int argc, char** argv) {
   }
   if (absl::Status tls = tls_.Validate(); !tls.ok()) return ExitBadConfig(tls.message());
   SetProcessTls(tls_);
+  if (absl::Status auth = SetProcessAuth(auth_, tls_); !auth.ok()) {
+    return ExitBadConfig(auth.message());
+  }
+  absl::StatusOr<DataRoot> data_root = DataRoot::Open(data_root_flag_, "data_root");
+  if (!data_root.ok()) return ExitBadConfig(data_root.status().message());
+  data_root_ = *std::move(data_root);
   const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
     return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout, std::cerr);
@@ -224,6 +235,12 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
     return nullptr;
   }
   listen_ = *listen;
+  // The binding rule, by the address actually bound (docs/security.md).
+  if (absl::Status binding = CheckBinding(listen_, tls_); !binding.ok()) {
+    LogError() << binding.message();
+    serve_exit_code_ = kExitBadConfig;
+    return nullptr;
+  }
   // gRPC's standard health service (grpc.health.v1.Health, proto/health.proto): the server
   // as a whole ("") answers SERVING while it runs, for Kubernetes' gRPC probes.
   grpc::EnableDefaultHealthCheckService(true);
@@ -234,7 +251,8 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
             << (!tls_.can_serve()       ? "off (plaintext)"
                 : tls_.client_auth      ? "on, client certificates of the CA required"
                                         : "on")
-            << (tls_.enabled() ? absl::StrCat("; CA ", tls_.ca_file) : "");
+            << (tls_.enabled() ? absl::StrCat("; CA ", tls_.ca_file) : "") << "; "
+            << DescribeProcessAuth();
   for (grpc::Service* service : services) builder.RegisterService(service);
   // gRPC's built-in health service runs on a server's own services; a server with none (the
   // evaluator's, which listens only for health checks) gets a synchronous one of its own.

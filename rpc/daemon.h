@@ -28,11 +28,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/data_root.h"
 #include "common/flags.h"
 #include "common/tf_config.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/signal_watcher.h"
+#include "rpc/auth.h"
 #include "rpc/tls.h"
 
 namespace shardps {
@@ -114,10 +116,15 @@ class Daemon {
   // check; with no `services` that is all it serves (the evaluator's).
   std::unique_ptr<grpc::Server> ServeAt(const std::string& address,
                                         const std::vector<grpc::Service*>& services);
+  // What to exit with when Serve or ServeAt returned null: kExitBadConfig when the binding
+  // rule refused the address (plaintext beyond loopback without --insecure), else kExitError.
+  int serve_exit_code() const { return serve_exit_code_; }
   // The address Serve listens on ("0.0.0.0:2222"), with the port it bound.
   const std::string& listen_address() const { return listen_; }
   // The port Serve bound (TF_CONFIG's, or the kernel's choice when that is 0).
   int bound_port() const { return bound_port_; }
+  // --data_root, opened (unconfined without the flag).
+  const DataRoot& data_root() const { return data_root_; }
   // The TLS flags as parsed (also the process's: SetProcessTls, in Init).
   const TlsOptions& tls() const { return tls_; }
 
@@ -164,6 +171,10 @@ class Daemon {
   bool print_version_ = false;
   std::string test_protocol_version_;
   TlsOptions tls_;
+  AuthOptions auth_;
+  std::string data_root_flag_;
+  DataRoot data_root_;
+  int serve_exit_code_ = kExitError;
   bool long_lived_ = false;
   bool config_optional_ = false;
   bool has_config_ = false;

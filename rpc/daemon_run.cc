@@ -51,7 +51,7 @@ int RunDaemon(Daemon& daemon, DaemonBody& body, const RunOptions& options) {
     server = options.listen == RunOptions::Listen::kTaskAddress
                  ? daemon.Serve(body.Services())
                  : daemon.ServeAt(options.address, body.Services());
-    if (server == nullptr) return kExitError;
+    if (server == nullptr) return daemon.serve_exit_code();
   }
   LogInfo() << (daemon.has_config() ? daemon.config().DebugString() : "no TF_CONFIG")
             << (server != nullptr ? absl::StrCat(" serving on ", daemon.listen_address()) : "")

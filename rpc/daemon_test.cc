@@ -173,6 +173,40 @@ TEST(DaemonTest, BadTlsFlagsExitTwo) {
   }
 }
 
+TEST(DaemonTest, BadAuthFlagsExitTwo) {
+  // Token files need TLS, and must be readable.
+  for (const char* bad : {"--auth_tokens_file=/nonexistent/tokens",
+                          "--auth_token_file=/nonexistent/token"}) {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, bad}), kExitBadConfig) << bad;
+  }
+}
+
+// The binding rule, by the address bound: plaintext beyond loopback needs --insecure.
+TEST(DaemonTest, PlaintextBeyondLoopbackIsRefusedWithoutInsecure) {
+  {
+    FlagParser flags("worker", "test");
+    Daemon daemon("worker", &flags);
+    ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig}), -1);
+    EXPECT_EQ(daemon.ServeAt("0.0.0.0:0", {}), nullptr);
+    EXPECT_EQ(daemon.serve_exit_code(), kExitBadConfig);
+    // Loopback, by number or by name, needs no TLS.
+    std::unique_ptr<grpc::Server> loopback = daemon.ServeAt("127.0.0.1:0", {});
+    ASSERT_NE(loopback, nullptr);
+    loopback->Shutdown();
+    std::unique_ptr<grpc::Server> local = daemon.ServeAt("localhost:0", {});
+    ASSERT_NE(local, nullptr);
+    local->Shutdown();
+  }
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--insecure"}), -1);
+  std::unique_ptr<grpc::Server> server = daemon.ServeAt("0.0.0.0:0", {});
+  ASSERT_NE(server, nullptr);
+  server->Shutdown();
+}
+
 TEST(DaemonTest, MaxRequestBytesDefaultsPerDaemonAndTheFlagWins) {
   const std::string ps_config =
       R"(--tf_config={"cluster": {"ps": ["localhost:2001"]}, "task": {"type": "ps", "index": 0}})";

@@ -408,7 +408,8 @@ namespace {
 
 // Whether `host` is an IP literal of the loopback network: 127.0.0.0/8 or [::1].
 bool IsLoopbackLiteral(absl::string_view host) {
-  if (host == "[::1]") return true;
+  // "localhost" too: gRPC binds it on both loopback addresses, and on nothing else.
+  if (host == "[::1]" || host == "localhost") return true;
   in_addr v4;
   return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1 &&
          (ntohl(v4.s_addr) >> 24) == 127;

@@ -80,7 +80,8 @@ absl::StatusOr<int64_t> ParseWithBytesInPlace(const grpc::ByteBuffer& buffer, in
 
 // The address a daemon listens on for the TF_CONFIG address `address`:
 //  - `bind_host` with TF_CONFIG's port, when given;
-//  - the address itself when its host is a loopback IP literal (127.0.0.0/8, or [::1]): tasks
+//  - the address itself when its host is a loopback IP literal (127.0.0.0/8, or [::1]) or
+//    "localhost" (which gRPC binds on both loopback addresses and nothing else): tasks
 //    that share one machine, each at its own loopback address and possibly the same port (as
 //    deploy/run_local.sh and the process tests run them), must not all listen everywhere;
 //  - else every interface, "0.0.0.0:PORT" (or "[::]:PORT" for a bracketed IPv6 host): a host

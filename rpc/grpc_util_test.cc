@@ -163,7 +163,9 @@ TEST(GrpcUtilTest, ListenAddress) {
   EXPECT_EQ(*ListenAddress("127.0.0.1:2222", ""), "127.0.0.1:2222");
   EXPECT_EQ(*ListenAddress("127.31.7.2:2222", ""), "127.31.7.2:2222");
   EXPECT_EQ(*ListenAddress("[::1]:2222", ""), "[::1]:2222");
-  EXPECT_EQ(*ListenAddress("localhost:2222", ""), "0.0.0.0:2222");  // a name: not resolved
+  // "localhost" binds loopback only; any other name is not resolved: every interface.
+  EXPECT_EQ(*ListenAddress("localhost:2222", ""), "localhost:2222");
+  EXPECT_EQ(*ListenAddress("ps-0.shardps:2222", ""), "0.0.0.0:2222");
   EXPECT_EQ(*ListenAddress("128.0.0.1:2222", ""), "0.0.0.0:2222");
   EXPECT_EQ(*ListenAddress("127.0.0.1:2222", "0.0.0.0"), "0.0.0.0:2222");
   EXPECT_EQ(*ListenAddress("localhost:2222", "127.0.0.1"), "127.0.0.1:2222");

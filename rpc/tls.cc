@@ -214,7 +214,15 @@ std::shared_ptr<grpc::experimental::CertificateProviderInterface> ProviderFor(
 struct ProcessSetting {
   TlsOptions options;
   std::shared_ptr<grpc::ChannelCredentials> channel;  // null: plaintext
+  std::shared_ptr<grpc::CallCredentials> call;        // null: none
+  std::shared_ptr<grpc::ChannelCredentials> composed;  // channel + call, when both
 };
+
+void Compose(ProcessSetting& s) {
+  s.composed = s.channel != nullptr && s.call != nullptr
+                   ? grpc::CompositeChannelCredentials(s.channel, s.call)
+                   : nullptr;
+}
 absl::Mutex process_mu(absl::kConstInit);
 ProcessSetting& ProcessState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu) {
   static auto* const state = new ProcessSetting();
@@ -332,6 +340,13 @@ void SetProcessTls(const TlsOptions& options) {
   absl::MutexLock lock(&process_mu);
   ProcessState().options = options;
   ProcessState().channel = std::move(channel);
+  Compose(ProcessState());
+}
+
+void SetProcessCallCredentials(std::shared_ptr<grpc::CallCredentials> call) {
+  absl::MutexLock lock(&process_mu);
+  ProcessState().call = std::move(call);
+  Compose(ProcessState());
 }
 
 TlsOptions ProcessTls() {
@@ -341,6 +356,7 @@ TlsOptions ProcessTls() {
 
 std::shared_ptr<grpc::ChannelCredentials> ProcessChannelCredentials() {
   absl::MutexLock lock(&process_mu);
+  if (ProcessState().composed != nullptr) return ProcessState().composed;
   if (ProcessState().channel != nullptr) return ProcessState().channel;
   return grpc::InsecureChannelCredentials();
 }

@@ -71,6 +71,9 @@ absl::Status CheckBinding(const std::string& listen_address, const TlsOptions& o
 // the process starts. Until set: plaintext.
 void SetProcessTls(const TlsOptions& options);
 TlsOptions ProcessTls();
+// Call credentials sent on every call of the process's channels (rpc/auth.h's token), on top
+// of its TLS; null: none. gRPC sends them only over TLS.
+void SetProcessCallCredentials(std::shared_ptr<grpc::CallCredentials> call);
 std::shared_ptr<grpc::ChannelCredentials> ProcessChannelCredentials();
 
 }  // namespace shardps

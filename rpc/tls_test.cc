@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/health_service.h"
+#include "rpc/test_pki.h"
 
 namespace shardps {
 namespace {
@@ -20,49 +21,6 @@ namespace {
 using grpc::health::v1::Health;
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
-
-// Runs a shell command (openssl), failing the test on a non-zero exit.
-void Shell(const std::string& command) {
-  const int rc = std::system(("(" + command + ") >/dev/null 2>&1").c_str());
-  ASSERT_EQ(rc, 0) << command;
-}
-
-// A CA and certificates signed by it, made with openssl in `dir`: NAME.crt / NAME.key, each
-// with 127.0.0.1 and localhost as subject alternative names.
-class Pki {
- public:
-  Pki(std::string dir, std::string ca) : dir_(std::move(dir)), ca_(std::move(ca)) {
-    Shell(absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=", ca_,
-                     " -keyout ", dir_, "/", ca_, ".key -out ", dir_, "/", ca_, ".crt"));
-  }
-  // A certificate NAME signed by this CA.
-  void Issue(const std::string& name) {
-    const std::string base = absl::StrCat(dir_, "/", name);
-    std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
-    Shell(absl::StrCat("openssl req -newkey rsa:2048 -nodes -subj /CN=", name, " -keyout ", base,
-                     ".key -out ", base, ".csr"));
-    Shell(absl::StrCat("openssl x509 -req -in ", base, ".csr -CA ", ca_file(), " -CAkey ", dir_,
-                     "/", ca_, ".key -CAcreateserial -days 2 -extfile ", base, ".ext -out ",
-                     base, ".crt"));
-  }
-  std::string ca_file() const { return absl::StrCat(dir_, "/", ca_, ".crt"); }
-  std::string cert(const std::string& name) const { return absl::StrCat(dir_, "/", name, ".crt"); }
-  std::string key(const std::string& name) const { return absl::StrCat(dir_, "/", name, ".key"); }
-
- private:
-  std::string dir_;
-  std::string ca_;
-};
-
-TlsOptions Options(const Pki& pki, const std::string& name) {
-  TlsOptions o;
-  o.ca_file = pki.ca_file();
-  if (!name.empty()) {
-    o.cert_file = pki.cert(name);
-    o.key_file = pki.key(name);
-  }
-  return o;
-}
 
 // A health-only gRPC server on 127.0.0.1 with `options`' credentials.
 class Server {
@@ -101,42 +59,42 @@ class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(FreshTestDir("tls"));
-    ca_ = new Pki(*dir_, "ca");
-    other_ca_ = new Pki(*dir_, "other_ca");
+    ca_ = new TestPki(*dir_, "ca");
+    other_ca_ = new TestPki(*dir_, "other_ca");
     ca_->Issue("server");
     ca_->Issue("client");
     other_ca_->Issue("stranger");
   }
   static std::string* dir_;
-  static Pki* ca_;
-  static Pki* other_ca_;
+  static TestPki* ca_;
+  static TestPki* other_ca_;
 };
 std::string* TlsTest::dir_ = nullptr;
-Pki* TlsTest::ca_ = nullptr;
-Pki* TlsTest::other_ca_ = nullptr;
+TestPki* TlsTest::ca_ = nullptr;
+TestPki* TlsTest::other_ca_ = nullptr;
 
 TEST_F(TlsTest, AClientThatTrustsTheCaTalksToTheServerAndOthersDoNot) {
-  Server server(Options(*ca_, "server"));
+  Server server(ca_->Options("server"));
   ASSERT_NE(server.port(), 0);
-  EXPECT_TRUE(Check(server.port(), Options(*ca_, "")).ok());
+  EXPECT_TRUE(Check(server.port(), ca_->Options("")).ok());
   // Plaintext to a TLS server, and a client that trusts another CA: refused.
   EXPECT_FALSE(Check(server.port(), TlsOptions()).ok());
-  EXPECT_FALSE(Check(server.port(), Options(*other_ca_, "")).ok());
+  EXPECT_FALSE(Check(server.port(), other_ca_->Options("")).ok());
   // A client certificate from another CA is refused even without --tls_client_auth.
-  TlsOptions stranger = Options(*ca_, "");
+  TlsOptions stranger = ca_->Options("");
   stranger.cert_file = other_ca_->cert("stranger");
   stranger.key_file = other_ca_->key("stranger");
   EXPECT_FALSE(Check(server.port(), stranger).ok());
 }
 
 TEST_F(TlsTest, MutualTlsRequiresAClientCertificateOfTheCa) {
-  TlsOptions options = Options(*ca_, "server");
+  TlsOptions options = ca_->Options("server");
   options.client_auth = true;
   Server server(options);
   ASSERT_NE(server.port(), 0);
-  EXPECT_FALSE(Check(server.port(), Options(*ca_, "")).ok());
-  EXPECT_TRUE(Check(server.port(), Options(*ca_, "client")).ok());
-  TlsOptions stranger = Options(*ca_, "");
+  EXPECT_FALSE(Check(server.port(), ca_->Options("")).ok());
+  EXPECT_TRUE(Check(server.port(), ca_->Options("client")).ok());
+  TlsOptions stranger = ca_->Options("");
   stranger.cert_file = other_ca_->cert("stranger");
   stranger.key_file = other_ca_->key("stranger");
   EXPECT_FALSE(Check(server.port(), stranger).ok());
@@ -145,10 +103,11 @@ TEST_F(TlsTest, MutualTlsRequiresAClientCertificateOfTheCa) {
 TEST_F(TlsTest, ARotatedCertificateIsTakenWithoutARestartAndAHalfWrittenOneIsNot) {
   // The server's files live in a directory of their own, replaced as cert-manager does.
   const std::string live = *dir_ + "/live";
-  Shell(absl::StrCat("mkdir -p ", live, " && cp ", ca_->cert("server"), " ", live, "/tls.crt && cp ",
-                   ca_->key("server"), " ", live, "/tls.key"));
+  ShellOrFail(absl::StrCat("mkdir -p ", live, " && cp ", ca_->cert("server"), " ", live,
+                           "/tls.crt && cp ", ca_->key("server"), " ", live, "/tls.key"));
   // The CA bundle holds both CAs, so that a certificate of either verifies.
-  Shell(absl::StrCat("cat ", ca_->ca_file(), " ", other_ca_->ca_file(), " > ", live, "/ca.crt"));
+  ShellOrFail(
+      absl::StrCat("cat ", ca_->ca_file(), " ", other_ca_->ca_file(), " > ", live, "/ca.crt"));
   TlsOptions options;
   options.cert_file = live + "/tls.crt";
   options.key_file = live + "/tls.key";
@@ -156,30 +115,30 @@ TEST_F(TlsTest, ARotatedCertificateIsTakenWithoutARestartAndAHalfWrittenOneIsNot
   options.refresh_s = 1;
   Server server(options);
   ASSERT_NE(server.port(), 0);
-  EXPECT_TRUE(Check(server.port(), Options(*ca_, "")).ok());
-  EXPECT_FALSE(Check(server.port(), Options(*other_ca_, "")).ok());
+  EXPECT_TRUE(Check(server.port(), ca_->Options("")).ok());
+  EXPECT_FALSE(Check(server.port(), other_ca_->Options("")).ok());
 
   // Half written: a new certificate beside the old key (they do not match): not taken.
   other_ca_->Issue("rotated");
-  Shell(absl::StrCat("cp ", other_ca_->cert("rotated"), " ", live, "/tls.crt.new && mv ", live,
-                   "/tls.crt.new ", live, "/tls.crt"));
+  ShellOrFail(absl::StrCat("cp ", other_ca_->cert("rotated"), " ", live, "/tls.crt.new && mv ",
+                           live, "/tls.crt.new ", live, "/tls.crt"));
   absl::SleepFor(absl::Milliseconds(2500));
-  EXPECT_TRUE(Check(server.port(), Options(*ca_, "")).ok()) << "a mismatched pair was taken";
+  EXPECT_TRUE(Check(server.port(), ca_->Options("")).ok()) << "a mismatched pair was taken";
 
   // The key follows: the new pair is served from then on.
-  Shell(absl::StrCat("cp ", other_ca_->key("rotated"), " ", live, "/tls.key.new && mv ", live,
-                   "/tls.key.new ", live, "/tls.key"));
+  ShellOrFail(absl::StrCat("cp ", other_ca_->key("rotated"), " ", live, "/tls.key.new && mv ",
+                           live, "/tls.key.new ", live, "/tls.key"));
   bool rotated = false;
   for (int tries = 0; tries < 40 && !rotated; ++tries) {
     absl::SleepFor(absl::Milliseconds(250));
-    rotated = Check(server.port(), Options(*other_ca_, "")).ok();
+    rotated = Check(server.port(), other_ca_->Options("")).ok();
   }
   EXPECT_TRUE(rotated) << "the rotated certificate was not served within 10 s";
-  EXPECT_FALSE(Check(server.port(), Options(*ca_, "")).ok());
+  EXPECT_FALSE(Check(server.port(), ca_->Options("")).ok());
 }
 
 TEST_F(TlsTest, BadOptionsNameWhatIsWrong) {
-  TlsOptions o = Options(*ca_, "server");
+  TlsOptions o = ca_->Options("server");
   EXPECT_TRUE(o.Validate().ok()) << o.Validate();
   TlsOptions no_key = o;
   no_key.key_file.clear();

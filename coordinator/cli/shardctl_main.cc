@@ -49,6 +49,7 @@
 #include "coordinator/cli/progress.h"
 #include "coordinator/job_spec.h"
 #include "proto/coordinator.pb.h"
+#include "rpc/auth.h"
 #include "rpc/tls.h"
 
 namespace shardps {
@@ -89,6 +90,8 @@ struct Options {
   bool slots = false;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
+  // A bearer token for the chief's roles (rpc/auth.h): --auth_token_file.
+  AuthOptions auth;
 };
 
 struct Command {
@@ -142,6 +145,7 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
                    "test aid: claim this wire protocol version (\"MIN-CURRENT\" or \"CURRENT\") "
                    "instead of the build's, as a shardctl of another release would");
   o.tls.AddFlags(&parser);
+  o.auth.AddFlags(&parser, /*server=*/false);
   if (command == nullptr || command->watch_flags) {
     parser.AddDouble("interval", &o.interval_s, "seconds between status polls while watching");
   }
@@ -720,6 +724,9 @@ int CheckOptions(const Options& o) {
   if (o.fresh && o.resume) return UsageError("submit: give --fresh or --resume, not both");
   if (absl::Status tls = o.tls.Validate(); !tls.ok()) return UsageError(tls.message());
   SetProcessTls(o.tls);
+  if (absl::Status auth = SetProcessAuth(o.auth, o.tls); !auth.ok()) {
+    return UsageError(auth.message());
+  }
   if (!o.test_protocol_version.empty()) {
     absl::StatusOr<ProtocolRange> range = ParseProtocolHeader(o.test_protocol_version);
     if (!range.ok()) return UsageError(absl::StrCat("--test_protocol_version: ", range.status().message()));

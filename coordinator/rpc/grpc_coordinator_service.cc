@@ -3,6 +3,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/executor.h"
 #include "rpc/grpc_util.h"
+#include "rpc/call_gate.h"
 #include "rpc/protocol.h"
 
 namespace shardps {
@@ -16,7 +17,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const SubmitJobRequest* request,
                                       SubmitJobResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "SubmitJob")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     // Submission loads the dataset and creates variables: not on gRPC's thread. The request
     // and response live until Finish.
@@ -31,7 +35,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const GetStatusRequest*,
                                       JobStatus* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "GetStatus")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     *response = chief_->Status();
     reactor->Finish(grpc::Status::OK);
@@ -41,7 +48,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   grpc::ServerUnaryReactor* AddSteps(grpc::CallbackServerContext* ctx,
                                      const AddStepsRequest* request,
                                      AddStepsResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "AddSteps")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     absl::StatusOr<int64_t> total = chief_->AddSteps(request->job_id(), request->steps());
     if (total.ok()) response->set_total_steps(*total);
@@ -52,7 +62,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
                                       const CancelJobRequest* request,
                                       CancelJobResponse*) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "CancelJob")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(chief_->Cancel(request->job_id())));
     return reactor;
@@ -61,7 +74,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   grpc::ServerUnaryReactor* ReportEval(grpc::CallbackServerContext* ctx,
                                        const ReportEvalRequest* request,
                                        ReportEvalResponse*) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "ReportEval")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(chief_->ReportEval(*request)));
     return reactor;
@@ -70,7 +86,10 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
                                        const CheckpointRequest* request,
                                        CheckpointResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "chief")) return rejected;
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "Checkpoint")) {
+      return rejected;
+    }
     // The reactor is gRPC's, finished by the chief's control thread once the checkpoint is
     // committed (or failed); the request and response live until Finish.
     auto* reactor = ctx->DefaultReactor();

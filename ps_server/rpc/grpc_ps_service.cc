@@ -10,6 +10,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/call_gate.h"
 #include "rpc/protocol.h"
 
 namespace shardps {
@@ -181,7 +182,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* CreateShards(grpc::CallbackServerContext* ctx,
                                          const CreateShardsRequest* request,
                                          CreateShardsResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "CreateShards")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->CreateShards(*request, response))); });
     return reactor;
@@ -190,7 +193,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* ListShards(grpc::CallbackServerContext* ctx,
                                        const ListShardsRequest* request,
                                        ListShardsResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "ListShards")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->ListShards(*request, response)));
     return reactor;
@@ -199,7 +204,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request_buffer,
                                  grpc::ByteBuffer* response_buffer) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Pull")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PullCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
@@ -227,7 +234,9 @@ class GrpcPsService : public PsServiceBase {
 
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx, const PushRequest* request,
                                  PushResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Push")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()), [=] {
       store_->AdmitPush(JobStepOf(*request), [=] {
@@ -242,7 +251,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PullBatch")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PullBatchCall>();
     grpc::Status parsed = Parse(request_buffer, &call->request);
@@ -270,7 +281,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request_buffer,
                                       grpc::ByteBuffer* response_buffer) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PushBatch")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     auto call = std::make_shared<PushBatchCall>();
     absl::StatusOr<int64_t> bytes =
@@ -292,7 +305,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request_buffer,
                                      grpc::ByteBuffer* response_buffer) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PullRows")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     AdvertiseRowFeatures(ctx);
     auto call = std::make_shared<PullRowsCall>(pull_rows_pool_);
@@ -315,7 +330,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* ctx,
                                      const PushRowsRequest* request,
                                      PushRowsResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PushRows")) {
+      return rejected;
+    }
     AdvertiseRowFeatures(ctx);
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()), [=] {
@@ -331,7 +348,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PullRowsBatch(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request_buffer,
                                           grpc::ByteBuffer* response_buffer) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PullRowsBatch")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     AdvertiseRowFeatures(ctx);
     auto call = std::make_shared<PullRowsBatchCall>(pull_rows_pool_);
@@ -373,7 +392,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* PushRowsBatch(grpc::CallbackServerContext* ctx,
                                           const PushRowsBatchRequest* request,
                                           PushRowsBatchResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "PushRowsBatch")) {
+      return rejected;
+    }
     AdvertiseRowFeatures(ctx);
     auto* reactor = ctx->DefaultReactor();
     int64_t bytes = 0;
@@ -391,7 +412,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Assign(grpc::CallbackServerContext* ctx,
                                    const AssignRequest* request,
                                    AssignResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Assign")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     Run(Large(request->data()),
         [=] { reactor->Finish(ToGrpcStatus(store_->Assign(*request, response))); });
@@ -400,7 +423,9 @@ class GrpcPsService : public PsServiceBase {
 
   grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const HealthRequest* request,
                                    HealthResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Health")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     if (request->from_chief() && options_.on_chief_probe) options_.on_chief_probe();
     store_->Health(response);
@@ -412,7 +437,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* SetGeneration(grpc::CallbackServerContext* ctx,
                                           const SetGenerationRequest* request,
                                           SetGenerationResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "SetGeneration")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->SetGeneration(*request, response)));
     return reactor;
@@ -421,7 +448,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* DropShards(grpc::CallbackServerContext* ctx,
                                        const DropShardsRequest* request,
                                        DropShardsResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "DropShards")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     // Takes shard locks (and frees the shards' memory): off gRPC's thread.
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->DropShards(*request, response))); });
@@ -433,7 +462,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* ctx,
                                      const SnapshotRequest* request,
                                      SnapshotResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Snapshot")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Snapshot(*request, response))); });
     return reactor;
@@ -442,7 +473,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* HoldPushes(grpc::CallbackServerContext* ctx,
                                        const HoldPushesRequest* request,
                                        HoldPushesResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "HoldPushes")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->HoldPushes(*request, response)));
     return reactor;
@@ -451,7 +484,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* SnapshotStatus(grpc::CallbackServerContext* ctx,
                                            const SnapshotStatusRequest* request,
                                            SnapshotStatusResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "SnapshotStatus")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(store_->SnapshotStatus(*request, response)));
     return reactor;
@@ -460,7 +495,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
                                     const RestoreRequest* request,
                                     RestoreResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Restore")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->Restore(*request, response))); });
     return reactor;
@@ -469,7 +506,9 @@ class GrpcPsService : public PsServiceBase {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const ShutdownRequest* request,
                                      ShutdownResponse*) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "ps")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "Shutdown")) {
+      return rejected;
+    }
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     if (options_.on_shutdown) {

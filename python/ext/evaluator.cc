@@ -343,6 +343,7 @@ class PyEvaluator {
   void ServeHealth(const TfConfig& config) {
     if (config.TaskAddress().empty()) return;
     const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
+    ThrowIfError(CheckBinding(listen, ProcessTls()));
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
     int port = 0;

@@ -9,6 +9,7 @@
 #include "python/ext/errors.h"
 #include "python/ext/evaluator.h"
 #include "python/ext/worker.h"
+#include "rpc/auth.h"
 #include "rpc/tls.h"
 
 namespace py = pybind11;
@@ -23,16 +24,24 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "_set_tls",
       [](const std::string& cert_file, const std::string& key_file, const std::string& ca_file,
-         bool client_auth, int64_t refresh_s) {
+         bool client_auth, int64_t refresh_s, const std::string& token_file,
+         const std::string& tokens_file, bool insecure) {
         shardps::TlsOptions options;
         options.cert_file = cert_file;
         options.key_file = key_file;
         options.ca_file = ca_file;
         options.client_auth = client_auth;
         options.refresh_s = refresh_s;
+        options.insecure = insecure;
         shardps::python::ThrowIfError(options.Validate());
+        shardps::AuthOptions auth;
+        auth.token_file = token_file;
+        auth.tokens_file = tokens_file;
+        shardps::python::ThrowIfError(auth.Validate(options));
         shardps::SetProcessTls(options);
+        shardps::python::ThrowIfError(shardps::SetProcessAuth(auth, options));
       },
       py::arg("cert_file"), py::arg("key_file"), py::arg("ca_file"), py::arg("client_auth"),
-      py::arg("refresh_s"));
+      py::arg("refresh_s"), py::arg("token_file") = "", py::arg("tokens_file") = "",
+      py::arg("insecure") = false);
 }

@@ -328,6 +328,7 @@ class PyWorker {
     service_options.on_shutdown = [steps](const std::string& reason) { steps->Stop(reason); };
     service_ = NewGrpcWorkerService(executor_.get(), rpc_executor_.get(), service_options);
     const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
+    ThrowIfError(CheckBinding(listen, ProcessTls()));
     // grpc.health.v1 beside the worker service, as the daemons serve it (Kubernetes' probes).
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;

@@ -4,6 +4,7 @@
 
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/call_gate.h"
 #include "rpc/protocol.h"
 
 namespace shardps {
@@ -21,7 +22,9 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* ctx,
                                      const StartJobRequest* request,
                                      StartJobResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "worker", WorkerService::service_full_name(), "StartJob")) {
+      return rejected;
+    }
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
@@ -34,7 +37,9 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const StepRequest* request,
                                     StepResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "worker", WorkerService::service_full_name(), "RunStep")) {
+      return rejected;
+    }
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     executor_->Schedule([this, reactor, request, response] {
@@ -47,7 +52,9 @@ class GrpcWorkerService : public WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const WorkerStatusRequest*,
                                    WorkerStatusResponse* response) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "worker", WorkerService::service_full_name(), "Status")) {
+      return rejected;
+    }
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     *response = step_executor_->Status();
@@ -58,7 +65,9 @@ class GrpcWorkerService : public WorkerService::CallbackService {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const WorkerShutdownRequest* request,
                                      WorkerShutdownResponse*) override {
-    if (auto* rejected = RejectIncompatibleClient(ctx, "worker")) return rejected;
+    if (auto* rejected = AdmitCall(ctx, "worker", WorkerService::service_full_name(), "Shutdown")) {
+      return rejected;
+    }
     NoteChiefCall();
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
