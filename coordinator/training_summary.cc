@@ -5,7 +5,9 @@ namespace shardps {
 std::vector<Scalar> TrainingScalars(const JobStatus& status) {
   std::vector<Scalar> scalars;
   if (status.steps_done() <= 0) return scalars;
-  scalars.push_back({"train/loss", status.loss()});
+  // 0 until a step has been done since this chief started (a restarted chief resumes at
+  // steps done with no recent steps yet), and for external workers that report no loss.
+  if (status.loss() > 0) scalars.push_back({"train/loss", status.loss()});
   if (status.steps_per_sec() > 0) {
     scalars.push_back({"train/examples_per_s", status.examples_per_sec()});
     scalars.push_back({"train/steps_per_s", status.steps_per_sec()});

@@ -21,8 +21,9 @@
 
 namespace shardps {
 
-// The point `status` gives: loss and steps done once a step is done, the speeds once the
-// chief has measured them (two completions apart). Empty before the first step.
+// The point `status` gives: the loss once this chief has seen a step done (0, not measured,
+// is left out), the speeds once it has measured them (two completions apart). Empty before
+// the first step.
 std::vector<Scalar> TrainingScalars(const JobStatus& status);
 
 class TrainingSummary {

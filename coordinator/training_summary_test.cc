@@ -58,6 +58,10 @@ TEST(TrainingSummaryTest, WritesAPointPerIntervalWithStepsDoneAndTheLastStepAtTh
   done.set_state(JobStatus::SUCCEEDED);
   summary.Observe(done, t0 + absl::Seconds(5));                            // written already
   summary.Observe(Running("b", 3, 2.5, 4), t0 + absl::Seconds(5) + absl::Milliseconds(10));
+  // A restarted chief resumes job b at step 9 before it has seen a step: no loss, no speed
+  // yet (0 in its status), so no point, and none that drops to 0.
+  summary.Observe(Running("b", 9, 0, 0), t0 + absl::Seconds(7));
+  summary.Observe(Running("b", 10, 0.75, 0), t0 + absl::Seconds(7) + absl::Milliseconds(200));
 
   EXPECT_EQ(Points(file->path()),
             (std::vector<std::string>{
@@ -65,6 +69,7 @@ TEST(TrainingSummaryTest, WritesAPointPerIntervalWithStepsDoneAndTheLastStepAtTh
                 "12 train/loss=1.250000 train/examples_per_s=640.000000 train/steps_per_s=10.000000",
                 "20 train/loss=0.500000 train/examples_per_s=512.000000 train/steps_per_s=8.000000",
                 "3 train/loss=2.500000 train/examples_per_s=256.000000 train/steps_per_s=4.000000",
+                "10 train/loss=0.750000",
             }));
 }
 
