@@ -13,6 +13,9 @@
 // interrupted a running job (after checkpointing it: a supervisor restarts the chief, which
 // resumes; the ps and workers stay up). With --long_lived it keeps serving and accepts the
 // next job instead.
+//
+// With --tensorboard_dir it writes the training series there as TensorBoard event files
+// (coordinator/training_summary.h), from the status it polls.
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -29,6 +32,8 @@
 #include "coordinator/chief_options.h"
 #include "coordinator/rpc/grpc_coordinator_service.h"
 #include "coordinator/rpc/grpc_worker_interface.h"
+#include "coordinator/training_summary.h"
+#include "observability/summary_writer.h"
 #include "rpc/daemon.h"
 #include "rpc/daemon_run.h"
 
@@ -47,7 +52,12 @@ class ChiefBody : public DaemonBody {
         job_json_(std::move(job_json)),
         ps_(std::move(ps)),
         chief_(std::move(chief)),
-        service_(NewGrpcCoordinatorService(chief_.get())) {}
+        service_(NewGrpcCoordinatorService(chief_.get())) {
+    if (!options_.tensorboard_dir.empty()) {
+      summary_ = std::make_unique<TrainingSummary>(
+          std::make_unique<SummaryWriter>(options_.tensorboard_dir), absl::Seconds(1));
+    }
+  }
 
   std::vector<grpc::Service*> Services() override { return {service_.get()}; }
   std::string Describe() const override { return cluster_; }
@@ -116,6 +126,7 @@ class ChiefBody : public DaemonBody {
         return exit_code;
       }
       JobStatus status = chief_->Status();
+      if (summary_ != nullptr) summary_->Observe(status, absl::Now());
       if (status.state() == JobStatus::NO_JOB || status.state() == JobStatus::RUNNING ||
           !chief_->WaitForJobEnd(absl::ZeroDuration())) {
         daemon.WaitForStopWithTimeout(absl::Milliseconds(200));
@@ -150,6 +161,7 @@ class ChiefBody : public DaemonBody {
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<Chief> chief_;
   std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<TrainingSummary> summary_;  // null without --tensorboard_dir
 };
 
 // The job file's text; INVALID_ARGUMENT naming --job when it cannot be read.

@@ -30,6 +30,10 @@ void ChiefOptions::AddFlags(FlagParser* flags) {
                 kSeconds);
   flags->AddInt("interrupt_timeout_s", &interrupt_timeout_s,
                 "on SIGTERM: seconds to wait for the job's checkpoint before exiting", kSeconds);
+  flags->AddString("tensorboard_dir", &tensorboard_dir,
+                   "write TensorBoard event files of training here (made if missing): "
+                   "train/loss, train/examples_per_s, train/steps_per_s at step = steps done, "
+                   "about once a second (docs/observability.md); empty: none");
 }
 
 absl::Status ChiefOptions::Validate() const {

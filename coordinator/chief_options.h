@@ -26,6 +26,7 @@ struct ChiefOptions {
   std::string evaluator = "auto";  // auto, yes or no
   int64_t ps_wait_s = 300;         // --job: for every ps to answer
   int64_t interrupt_timeout_s = 60;  // on SIGTERM: for the job's checkpoint
+  std::string tensorboard_dir;       // TensorBoard event files of training ("": none)
 
   // Registers a flag for each field on `flags`, which writes the field when parsed.
   void AddFlags(FlagParser* flags);

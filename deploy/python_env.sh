@@ -2,7 +2,8 @@
 # Creates, where missing, the Python virtualenv in which shardps' safetensors files are
 # checked against the reference implementation (the `safetensors` package from PyPI, with
 # numpy), its Kubernetes manifests against Kubernetes' JSON schemas (kubernetes-validate,
-# with PyYAML) and real data sets are converted from parquet (pyarrow, for
+# with PyYAML), its TensorBoard event files are read by TensorBoard (the tensorboard package,
+# without TensorFlow) and real data sets are converted from parquet (pyarrow, for
 # data/movielens/prepare.sh), and prints its path. Idempotent: an existing venv with the
 # pinned versions is left as it is; a missing venv is created and missing or other versions
 # are installed.
@@ -53,12 +54,16 @@ fi
 # Versions with wheels for CPython 3.10 to 3.13 on x86-64 and arm64 Linux.
 # kubernetes-validate 1.31.0 ships the schemas of Kubernetes 1.22 to 1.31; its dependencies are
 # pinned too, so that every machine validates with the same code. pyarrow (no dependencies of
-# its own) reads the brotli parquet files of data/movielens/prepare.sh.
+# its own) reads the brotli parquet files of data/movielens/prepare.sh. tensorboard reads
+# event files without TensorFlow (tests/read_tensorboard.py); its dependencies pinned too.
 requirements=(numpy==2.2.6 safetensors==0.5.3 pyarrow==26.0.1
               kubernetes-validate==1.31.0 PyYAML==6.0.2 jsonschema==4.23.0
               jsonschema-specifications==2024.10.1 referencing==0.35.1 rpds-py==0.22.3
               attrs==24.3.0 importlib_resources==6.4.5 packaging==24.2
-              typing_extensions==4.12.2)
+              typing_extensions==4.12.2
+              tensorboard==2.21.0 tensorboard-data-server==0.7.2 absl-py==2.5.1
+              grpcio==1.85.3 Markdown==3.11.3 MarkupSafe==3.0.4 pillow==13.0.0
+              protobuf==7.36.2 Werkzeug==3.1.9)
 
 # A venv without a working pip (Debian's `python3 -m venv` writes bin/python, then fails
 # when python3-venv is missing) is made again, not trusted.

@@ -107,6 +107,8 @@ trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
+# Two runs for TensorBoard: chief (training) and evaluator (docs/observability.md).
+TENSORBOARD_DIR="$RUN_DIR/tensorboard"
 for ((i = 0; i < NUM_PS; i++)); do
   tls_env "ps-$i"
   supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
@@ -122,14 +124,16 @@ done
 tls_env evaluator-0
 if [ -z "$PYTHON_SCRIPT" ]; then
   supervise evaluator 0 env "${TLS_ENV[@]}" "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
-    --metrics_file="$RUN_DIR/metrics.jsonl"
+    --metrics_file="$RUN_DIR/metrics.jsonl" \
+    --tensorboard_dir="$TENSORBOARD_DIR/evaluator"
 elif [ -n "$EVALUATOR" ]; then
   SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 \
     env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
 fi
 tls_env chief-0
 supervise chief 0 env "${TLS_ENV[@]}" "$BIN/coordinator/chief" --job="$JOB" \
-  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR"
+  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR" \
+  --tensorboard_dir="$TENSORBOARD_DIR/chief"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS; logs in $RUN_DIR" >&2

@@ -215,6 +215,8 @@ supervise_in_ns() {
 }
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
+# Two runs for TensorBoard: chief (training) and evaluator (docs/observability.md).
+TENSORBOARD_DIR="$RUN_DIR/tensorboard"
 # Daemons bind 0.0.0.0:2222 in their namespace (no --bind_host), as in a pod.
 for ((i = 0; i < NUM_PS; i++)); do
   supervise_in_ns ps "$i" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
@@ -228,12 +230,14 @@ for ((i = 0; i < NUM_WORKERS; i++)); do
 done
 if [ -z "$PYTHON_SCRIPT" ]; then
   supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
-    --metrics_file="$RUN_DIR/metrics.jsonl"
+    --metrics_file="$RUN_DIR/metrics.jsonl" \
+    --tensorboard_dir="$TENSORBOARD_DIR/evaluator"
 elif [ -z "$NO_EVALUATOR" ]; then
   SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise_in_ns evaluator 0 "$PYTHON" "$PYTHON_SCRIPT"
 fi
 supervise_in_ns chief 0 "$BIN/coordinator/chief" --job="$JOB" \
-  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR"
+  --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR" \
+  --tensorboard_dir="$TENSORBOARD_DIR/chief"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2

@@ -11,7 +11,9 @@
 //     chief in it, each result is reported to the chief too). evaluator/sidecar.h.
 //       evaluator --checkpoint_dir=DIR [--metrics_file=F] [--long_lived]
 //
-// Each evaluation is appended to --metrics_file as a JSON line (evaluator/metrics_file.h).
+// Each evaluation is appended to --metrics_file as a JSON line (evaluator/metrics_file.h),
+// and with --tensorboard_dir written there as TensorBoard event files too
+// (docs/observability.md).
 //
 // Exit codes (rpc/daemon.h; docs/exit-codes.md): 0 after the final evaluation of a
 // job that succeeded (sidecar: of the checkpoint marked final); 4 when the job failed or was
@@ -37,6 +39,7 @@
 #include "evaluator/metrics_file.h"
 #include "evaluator/rpc/grpc_chief_link.h"
 #include "evaluator/sidecar.h"
+#include "observability/summary_writer.h"
 #include "rpc/daemon.h"
 #include "rpc/daemon_run.h"
 
@@ -50,6 +53,9 @@ class EvaluatorBody : public DaemonBody {
   EvaluatorBody(const EvaluatorOptions& options, const TfConfig* config,
                 ComputeDevice device, std::unique_ptr<MetricsFile> metrics)
       : options_(options), device_(std::move(device)), metrics_(std::move(metrics)) {
+    if (!options_.tensorboard_dir.empty()) {
+      tensorboard_ = std::make_unique<SummaryWriter>(options_.tensorboard_dir);
+    }
     if (config != nullptr) ps_addresses_ = config->Tasks("ps");
     if (HasChief(config)) {
       chief_address_ = config->Tasks("chief")[0];
@@ -61,7 +67,9 @@ class EvaluatorBody : public DaemonBody {
     return absl::StrCat(
         options_.sidecar() ? absl::StrCat(", sidecar of ", options_.checkpoint_dir) : ", ps mode",
         chief_ != nullptr ? absl::StrCat(", chief at ", chief_address_) : "", ", backend ",
-        device_.Name(), ", metrics to ", options_.metrics_file);
+        device_.Name(), ", metrics to ", options_.metrics_file,
+        tensorboard_ != nullptr ? absl::StrCat(", TensorBoard to ", options_.tensorboard_dir)
+                                : "");
   }
 
   int Run(Daemon& daemon) override {
@@ -73,6 +81,10 @@ class EvaluatorBody : public DaemonBody {
     hooks.on_eval = [this](const EvalRecord& record) {
       absl::Status written = metrics_->Append(record);
       if (!written.ok()) LogError() << written;
+      // A failure is said once by the writer; the evaluations go on.
+      if (tensorboard_ != nullptr) {
+        tensorboard_->Write(record.metrics.steps_done(), EvalScalars(record));
+      }
     };
     // The loops still name the evaluator in their lines; the log names it already.
     hooks.log = [](const std::string& line) {
@@ -114,6 +126,7 @@ class EvaluatorBody : public DaemonBody {
   const EvaluatorOptions options_;
   const ComputeDevice device_;  // where each job's model computes
   std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<SummaryWriter> tensorboard_;  // null without --tensorboard_dir
   std::vector<std::string> ps_addresses_;
   std::string chief_address_;
   std::unique_ptr<ChiefLink> chief_;

@@ -21,6 +21,10 @@ void EvaluatorOptions::AddFlags(FlagParser* flags) {
                 "out of the cluster (TFJob); default: on TF_CONFIG's evaluator address when the "
                 "cluster lists it, else nowhere",
                 {0, 65535});
+  flags->AddString("tensorboard_dir", &tensorboard_dir,
+                   "write TensorBoard event files of the evaluations here (made if missing): "
+                   "eval/accuracy, eval/loss and, for click models, eval/auc at step = the "
+                   "job's steps done, as in --metrics_file (docs/observability.md); empty: none");
 }
 
 absl::Status EvaluatorOptions::Validate(const TfConfig* config) const {

@@ -21,6 +21,7 @@ struct EvaluatorOptions {
   std::string checkpoint_dir;    // sidecar mode: evaluate its checkpoints ("": ps mode)
   double poll_interval_s = 2;    // sidecar mode: how often to look for checkpoints
   int64_t health_port = 0;       // 0: TF_CONFIG's evaluator address, when listed
+  std::string tensorboard_dir;   // TensorBoard event files of the evaluations ("": none)
 
   // Registers a flag for each field on `flags`, which writes the field when parsed.
   void AddFlags(FlagParser* flags);

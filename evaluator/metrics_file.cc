@@ -26,6 +26,13 @@ std::string EvalJsonLine(const EvalRecord& record) {
       record.consistent ? "true" : "false", record.final ? "true" : "false");
 }
 
+std::vector<Scalar> EvalScalars(const EvalRecord& record) {
+  const EvalMetrics& m = record.metrics;
+  std::vector<Scalar> scalars = {{"eval/accuracy", m.accuracy()}, {"eval/loss", m.loss()}};
+  if (m.auc() > 0) scalars.push_back({"eval/auc", m.auc()});
+  return scalars;
+}
+
 absl::StatusOr<std::unique_ptr<MetricsFile>> MetricsFile::Open(const std::string& path) {
   std::ofstream out(path, std::ios::app);
   if (!out) {

@@ -10,6 +10,9 @@
 // snapshot of the live ps), "consistent" whether every shard had one version, "final" whether
 // it evaluates the job's final model.
 //
+// The same evaluation as TensorBoard's series (EvalScalars): eval/accuracy, eval/loss and,
+// for click models, eval/auc, at step = "step" (the daemon's --tensorboard_dir).
+//
 // Thread-safety: a MetricsFile is used by one thread.
 #ifndef SHARDPS_EVALUATOR_METRICS_FILE_H_
 #define SHARDPS_EVALUATOR_METRICS_FILE_H_
@@ -17,9 +20,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "observability/tfevents_writer.h"
 #include "proto/job.pb.h"
 
 namespace shardps {
@@ -34,6 +39,10 @@ struct EvalRecord {
 
 // The record's line (no newline).
 std::string EvalJsonLine(const EvalRecord& record);
+
+// The record's values as TensorBoard's series, named as in its line: eval/accuracy,
+// eval/loss, and eval/auc when the line has "auc". Their step: metrics.steps_done().
+std::vector<Scalar> EvalScalars(const EvalRecord& record);
 
 class MetricsFile {
  public:
