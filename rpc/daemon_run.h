@@ -50,11 +50,13 @@ struct RunOptions {
   absl::Duration shutdown_grace = absl::InfiniteDuration();
 };
 
-// Serves the body's services, logs where ("<task> serving on <address><Describe()>"), calls
+// Serves the body's services, and with --health_port the plaintext health port
+// (rpc/health_port.h), logs where ("<task> serving on <address><Describe()>"), calls
 // body.Run until the job ends or the daemon stops (a signal, a Shutdown RPC, the orphan
 // timeout), then shuts down in this order:
 //   1. BeginShutdown: the work fails what a call in flight may wait on (a ps's waiting pulls);
 //   2. the server takes no new calls and drains those in flight (2 s, then cancels them);
+//      the health port answers NOT_SERVING meanwhile, and closes after;
 //   3. FinishShutdown: the work finishes what the calls scheduled (an executor's queue);
 //   4. a last log line: "stopped (<cause>), exit code N".
 // Past options.shutdown_grace (a step stuck on a ps that is gone, say) the process exits at
