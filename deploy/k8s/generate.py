@@ -171,8 +171,8 @@ def probes(script=False):
     probed on its own port: gRPC without TLS, a TCP connect with it."""
     if script and OPTIONS["tls"]:
         check = {"tcpSocket": {"port": "grpc"}}
-        note = ("A TCP connect to the script's port: kubelet's gRPC probes cannot speak TLS, and "
-                "shardps.Worker\nhas no plaintext health port (--health_port) yet.")
+        note = ("A TCP connect to the script's port: kubelet's gRPC probes cannot speak TLS,\n"
+                "and shardps.Worker has no plaintext health port (--health_port) yet.")
     elif script:
         check = {"grpc": {"port": SIZES["port"]}}
         note = "grpc.health.v1 on the script's port: SERVING once it serves."
