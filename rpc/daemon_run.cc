@@ -86,14 +86,15 @@ int RunDaemon(Daemon& daemon, DaemonBody& body, const RunOptions& options) {
   {
     ShutdownDeadline deadline(options.shutdown_grace, exit_code);
     body.BeginShutdown();
-    // NOT_SERVING while the server drains, as gRPC's health service on the main port turns.
+    // NOT_SERVING from here on, as gRPC's health service on the main port turns when the
+    // server drains; the health port closes once the work has finished.
     if (health != nullptr) health->SetServing(false);
     if (server != nullptr) {
       server->Shutdown(std::chrono::system_clock::now() + kDrainTime);
       server->Wait();
     }
-    health.reset();
     body.FinishShutdown();
+    health.reset();
   }
   const StopCause cause = daemon.stop_cause();
   LogInfo() << "stopped (" << (cause == StopCause::kNone ? "job ended" : StopCauseName(cause))
