@@ -1,6 +1,5 @@
 #include "evaluator/evaluator_options.h"
 
-#include "absl/strings/str_cat.h"
 #include "compute/backend_kind.h"
 
 namespace shardps {
@@ -15,12 +14,6 @@ void EvaluatorOptions::AddFlags(FlagParser* flags) {
   flags->AddDouble("poll_interval_s", &poll_interval_s,
                    "sidecar mode: how often to look for new checkpoints",
                    DoubleRange::GreaterThan(0));
-  flags->AddInt("health_port", &health_port,
-                "answer gRPC's health check (grpc.health.v1) on this port (all interfaces, or "
-                "--bind_host), e.g. for Kubernetes probes where TF_CONFIG leaves the evaluator "
-                "out of the cluster (TFJob); default: on TF_CONFIG's evaluator address when the "
-                "cluster lists it, else nowhere",
-                {0, 65535});
   flags->AddString("tensorboard_dir", &tensorboard_dir,
                    "write TensorBoard event files of the evaluations here (made if missing): "
                    "eval/accuracy, eval/loss and, for click models, eval/auc at step = the "
@@ -42,7 +35,6 @@ absl::Status EvaluatorOptions::Validate(const TfConfig* config) const {
 }
 
 std::string EvaluatorOptions::HealthAddress(const TfConfig* config) const {
-  if (health_port > 0) return absl::StrCat("0.0.0.0:", health_port);
   return config != nullptr ? config->TaskAddress() : std::string();
 }
 

@@ -20,7 +20,6 @@ struct EvaluatorOptions {
   int64_t threads = 1;                                   // CPU compute threads
   std::string checkpoint_dir;    // sidecar mode: evaluate its checkpoints ("": ps mode)
   double poll_interval_s = 2;    // sidecar mode: how often to look for checkpoints
-  int64_t health_port = 0;       // 0: TF_CONFIG's evaluator address, when listed
   std::string tensorboard_dir;   // TensorBoard event files of the evaluations ("": none)
 
   // Registers a flag for each field on `flags`, which writes the field when parsed.
@@ -30,8 +29,9 @@ struct EvaluatorOptions {
   absl::Status Validate(const TfConfig* config) const;
 
   bool sidecar() const { return !checkpoint_dir.empty(); }
-  // Where health checks are answered: all interfaces at --health_port, else TF_CONFIG's
-  // evaluator address; "" for nowhere.
+  // Where the evaluator's server answers health checks: TF_CONFIG's evaluator address when
+  // the cluster lists it (with TLS when the daemon has a certificate), else "": no server.
+  // Every daemon's --health_port (rpc/daemon.h) answers them in plaintext besides.
   std::string HealthAddress(const TfConfig* config) const;
 };
 

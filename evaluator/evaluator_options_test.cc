@@ -31,7 +31,6 @@ TEST(EvaluatorOptionsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.threads, 1);
   EXPECT_FALSE(options.sidecar());
   EXPECT_EQ(options.poll_interval_s, 2);
-  EXPECT_EQ(options.health_port, 0);
 }
 
 TEST(EvaluatorOptionsTest, BadValuesAreRefusedNamingTheFlag) {
@@ -40,8 +39,6 @@ TEST(EvaluatorOptionsTest, BadValuesAreRefusedNamingTheFlag) {
       {"--threads=0", "--threads must be 1..1024, got 0"},
       {"--poll_interval_s=0", "--poll_interval_s must be > 0, got 0"},
       {"--poll_interval_s=nan", "--poll_interval_s must be > 0, got nan"},
-      {"--health_port=65536", "--health_port must be 0..65535, got 65536"},
-      {"--health_port=-1", "--health_port must be 0..65535, got -1"},
   };
   for (const auto& [arg, message] : cases) {
     EvaluatorOptions options;
@@ -73,15 +70,13 @@ TEST(EvaluatorOptionsTest, SidecarModeNeedsNoConfig) {
   EXPECT_TRUE(options.Validate(nullptr).ok());
 }
 
-TEST(EvaluatorOptionsTest, HealthChecksAreAnsweredWhereTheFlagOrTheClusterSays) {
+TEST(EvaluatorOptionsTest, HealthChecksAreAnsweredWhereTheClusterSays) {
   EvaluatorOptions options;
   EXPECT_EQ(options.HealthAddress(nullptr), "");
   const TfConfig listed = Config(true, true);
   EXPECT_EQ(options.HealthAddress(&listed), "e:7");
   const TfConfig outside = Config(true, false);  // TFJob: not in the cluster
   EXPECT_EQ(options.HealthAddress(&outside), "");
-  ASSERT_TRUE(Parse({"--health_port=8080"}, &options).ok());
-  EXPECT_EQ(options.HealthAddress(&outside), "0.0.0.0:8080");
 }
 
 }  // namespace

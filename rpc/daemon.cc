@@ -102,6 +102,10 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
                       "IP, else all interfaces; the port is TF_CONFIG's)");
+    flags_->AddInt("health_port", &health_port_,
+                   "also answer gRPC's health check, and nothing else, in plaintext on this "
+                   "port (for Kubernetes' gRPC probes, which cannot speak TLS); 0: off",
+                   {0, 65535});
   }
 }
 

@@ -1,6 +1,7 @@
 // Daemon: what every shardps daemon (ps, worker, chief, evaluator) does the same way: the
 // common flags (--tf_config, --validate_config, --long_lived, --version, the test aid
-// --test_protocol_version; --bind_host and --max_request_bytes for a daemon that serves;
+// --test_protocol_version; --bind_host, --max_request_bytes and --health_port (a plaintext
+// health-only port: rpc/health_port.h) for a daemon that serves;
 // --orphan_timeout_s for one that follows a chief; the TLS flags of rpc/tls.h, for its
 // servers and every channel it opens), TF_CONFIG, serving gRPC on the task's
 // address, stopping (SIGINT/SIGTERM, a Shutdown RPC, or the chief gone too long) and the exit
@@ -100,6 +101,10 @@ class Daemon {
   // ZeroDuration when the orphan watch is off (a chief, --orphan_timeout_s=0, --long_lived).
   absl::Duration orphan_timeout() const;
   int64_t max_request_bytes() const { return max_request_bytes_; }
+  // --health_port: where RunDaemon answers plaintext health checks (0: nowhere), on the host
+  // the daemon listens on (rpc/health_port.h); and --bind_host ("" when not given).
+  int64_t health_port() const { return health_port_; }
+  const std::string& bind_host() const { return bind_host_; }
 
   // shardps' server settings (rpc/grpc_util.h) with requests capped at `max_request_bytes`
   // (0: no cap): what Serve applies.
@@ -179,6 +184,7 @@ class Daemon {
   bool config_optional_ = false;
   bool has_config_ = false;
   int64_t max_request_bytes_;
+  int64_t health_port_ = 0;
   double orphan_timeout_s_ = 3600;
   TfConfig config_;
   std::string listen_;

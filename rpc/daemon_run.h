@@ -50,12 +50,15 @@ struct RunOptions {
   absl::Duration shutdown_grace = absl::InfiniteDuration();
 };
 
-// Serves the body's services, logs where ("<task> serving on <address><Describe()>"), calls
+// Serves the body's services, and with --health_port the plaintext health port
+// (rpc/health_port.h), logs where ("<task> serving on <address><Describe()>"), calls
 // body.Run until the job ends or the daemon stops (a signal, a Shutdown RPC, the orphan
 // timeout), then shuts down in this order:
 //   1. BeginShutdown: the work fails what a call in flight may wait on (a ps's waiting pulls);
 //   2. the server takes no new calls and drains those in flight (2 s, then cancels them);
-//   3. FinishShutdown: the work finishes what the calls scheduled (an executor's queue);
+//      the health port answers NOT_SERVING from here on;
+//   3. FinishShutdown: the work finishes what the calls scheduled (an executor's queue); then
+//      the health port closes;
 //   4. a last log line: "stopped (<cause>), exit code N".
 // Past options.shutdown_grace (a step stuck on a ps that is gone, say) the process exits at
 // once with the exit code. Returns the daemon's exit code: Run's, or kExitError when it cannot

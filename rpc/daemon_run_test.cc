@@ -1,5 +1,6 @@
 #include "rpc/daemon_run.h"
 
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,8 +10,11 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
@@ -143,6 +147,74 @@ TEST_F(DaemonRunTest, AnAddressItCannotListenOnExitsOneWithoutRunning) {
   EXPECT_THAT(body.calls, ElementsAre("Services"));
   EXPECT_THAT(log, HasSubstr(absl::StrCat("worker: error: cannot listen on 127.0.0.1:", port)));
   holder->Shutdown();
+}
+
+// What the health port answers for the server as a whole: "SERVING", "NOT_SERVING", or the
+// error's code name when the call fails ("UNAVAILABLE": nothing listens).
+std::string HealthPortSays(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &response);
+  if (!status.ok()) return status.error_code() == grpc::StatusCode::UNAVAILABLE ? "UNAVAILABLE"
+                                                                               : "ERROR";
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+// Records what the health port answers at each step of RunDaemon.
+class HealthRecordingBody : public DaemonBody {
+ public:
+  explicit HealthRecordingBody(std::string health) : health_(std::move(health)) {}
+  std::vector<grpc::Service*> Services() override { return {&service_}; }
+  int Run(Daemon&) override {
+    said.push_back("Run: " + HealthPortSays(health_));
+    return kExitDone;
+  }
+  void BeginShutdown() override { said.push_back("BeginShutdown: " + HealthPortSays(health_)); }
+  void FinishShutdown() override {
+    said.push_back("FinishShutdown: " + HealthPortSays(health_));
+  }
+
+  std::vector<std::string> said;
+
+ private:
+  const std::string health_;
+  WorkerService::CallbackService service_;
+};
+
+TEST(DaemonRunHealthPortTest, SameStatusAsTheMainPortThroughTheShutdown) {
+  // A loopback address of this test's own (127.64.0.0/10) and a port below the ephemeral
+  // range: the main server binds port 0 there, the health port this one.
+  std::random_device random;
+  const std::string host = absl::StrCat("127.", 64 + random() % 64, ".", random() % 256, ".",
+                                        1 + random() % 254);
+  const int health_port = 20000 + static_cast<int>(random() % 10000);
+  const std::string health = absl::StrCat(host, ":", health_port);
+  std::vector<std::string> args = {"daemon_run_test", kWorkerConfig, "--orphan_timeout_s=0",
+                                   absl::StrCat("--health_port=", health_port)};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags);
+  ASSERT_EQ(daemon.Init(static_cast<int>(argv.size()), argv.data()), -1);
+  EXPECT_EQ(daemon.health_port(), health_port);
+
+  HealthRecordingBody body(health);
+  RunOptions options;
+  options.listen = RunOptions::Listen::kAddress;
+  options.address = host + ":0";
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(RunDaemon(daemon, body, options), kExitDone);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("worker: health checks on ", health,
+                                          " (plaintext, grpc.health.v1 only)\n")));
+  // SERVING while the daemon serves, NOT_SERVING once its server drains, then closed.
+  EXPECT_THAT(body.said, ElementsAre("Run: SERVING", "BeginShutdown: SERVING",
+                                     "FinishShutdown: NOT_SERVING"))
+      << log;
+  EXPECT_EQ(HealthPortSays(health), "UNAVAILABLE");
 }
 
 // A shutdown stuck past its grace ends the process with the exit code all the same.

@@ -156,7 +156,8 @@ TEST(DaemonTest, TheChiefHasNoOrphanTimeout) {
 TEST(DaemonTest, BadCommonFlagValuesExitTwo) {
   for (const char* bad : {"--orphan_timeout_s=-1", "--orphan_timeout_s=nan",
                           "--max_request_bytes=-1", "--max_request_bytes=4294967296",
-                          "--test_protocol_version=x"}) {
+                          "--test_protocol_version=x", "--health_port=-1",
+                          "--health_port=65536"}) {
     FlagParser flags("worker", "test");
     Daemon daemon("worker", &flags);
     EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, bad}), kExitBadConfig) << bad;

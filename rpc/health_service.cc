@@ -14,7 +14,8 @@ grpc::Status HealthOnlyService::Check(grpc::ServerContext*, const HealthCheckReq
                         "health check: no service \"" + request->service() +
                             "\" here; ask about \"\" (the server as a whole)");
   }
-  response->set_status(HealthCheckResponse::SERVING);
+  response->set_status(serving_.load(std::memory_order_relaxed) ? HealthCheckResponse::SERVING
+                                                                : HealthCheckResponse::NOT_SERVING);
   return grpc::Status::OK;
 }
 

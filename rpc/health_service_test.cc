@@ -41,6 +41,16 @@ TEST_F(HealthOnlyServiceTest, TheServerAsAWholeIsServing) {
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
 }
 
+TEST_F(HealthOnlyServiceTest, NotServingOnceSetSoAndServingAgain) {
+  HealthCheckResponse response;
+  service_.set_serving(false);
+  ASSERT_TRUE(Check("", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  service_.set_serving(true);
+  ASSERT_TRUE(Check("", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+}
+
 TEST_F(HealthOnlyServiceTest, AnotherServiceIsNotFoundByName) {
   HealthCheckResponse response;
   grpc::Status s = Check("shardps.PsService", &response);

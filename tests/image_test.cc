@@ -8,9 +8,11 @@
 //   Docker's) and umoci unpacks the OCI layout into a runtime bundle. Skipped, saying so,
 //   when neither is installed (deploy/image/tools.sh installs them).
 // - DaemonsRunInTheCpuImage: each daemon's --help and --validate_config with a TF_CONFIG,
-//   the entrypoint's dry run, the entrypoint exec'ing each daemon's --validate_config, and a
-//   worker with --backend=auto that starts on the CPU (logging why: no CUDA plugin in this
-//   image) and exits 5 on SIGTERM — in `podman run` where it works and in a chroot into the
+//   the entrypoint's dry run, the entrypoint exec'ing each daemon's --validate_config with
+//   deploy/k8s's TLS flags on certificates where a pod mounts them, and a worker with
+//   --backend=auto and mutual TLS (SHARDPS_TLS_* in its environment) that starts on the CPU
+//   (logging why: no CUDA plugin in this image) and exits 5 on SIGTERM — in `podman run`
+//   where it works and in a chroot into the
 //   unpacked image (with its own /proc, as a container has), saying which ran. Skipped when
 //   neither can run here (no podman and not root).
 // - GpuImageLoadsTheCudaPlugin: the GPU image adds only the plugin and cudart, cuBLAS and
@@ -162,6 +164,10 @@ class Runner {
       const std::map<std::string, std::string>& env, const std::vector<std::string>& argv,
       bool entrypoint) const = 0;
 
+  // Makes the host's directory `host_dir` appear at `in_image` for the commands run after, as
+  // a pod's mounted Secret.
+  virtual void AddDirectory(const std::string& host_dir, const std::string& in_image) = 0;
+
   int Run(const std::map<std::string, std::string>& env, const std::vector<std::string>& argv,
           std::string* output, bool entrypoint = false) const {
     auto [binary, args] = Command(env, argv, entrypoint);
@@ -179,6 +185,11 @@ class ChrootRunner : public Runner {
     return mount_proc_ ? "chroot (unshare --mount-proc)" : "chroot (no /proc)";
   }
   bool HasProc() const override { return mount_proc_; }
+  void AddDirectory(const std::string& host_dir, const std::string& in_image) override {
+    fs::create_directories(rootfs_ + in_image);
+    fs::copy(host_dir, rootfs_ + in_image,
+             fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  }
   std::pair<std::string, std::vector<std::string>> Command(
       const std::map<std::string, std::string>& env, const std::vector<std::string>& argv,
       bool entrypoint) const override {
@@ -218,12 +229,16 @@ class PodmanRunner : public Runner {
   }
   std::string Name() const override { return "podman run"; }
   const std::vector<std::string>& global() const { return global_; }
+  void AddDirectory(const std::string& host_dir, const std::string& in_image) override {
+    volumes_.push_back(absl::StrCat("--volume=", host_dir, ":", in_image, ":ro"));
+  }
   std::pair<std::string, std::vector<std::string>> Command(
       const std::map<std::string, std::string>& env, const std::vector<std::string>& argv,
       bool entrypoint) const override {
     std::vector<std::string> args = global_;
     args.insert(args.end(), {"run", "--rm", "--network=none", "--ulimit", "nofile=4096:4096",
                              "--ulimit", "nproc=4096:4096"});
+    args.insert(args.end(), volumes_.begin(), volumes_.end());
     for (const auto& [k, v] : env) {
       if (k == "HOSTNAME") {
         args.push_back("--hostname=" + v);
@@ -242,6 +257,7 @@ class PodmanRunner : public Runner {
   const std::string store_;  // removed at the end
   std::string run_dir_;
   std::vector<std::string> global_;
+  std::vector<std::string> volumes_;  // --volume=HOST:IMAGE:ro
 };
 
 class ImageTest : public ::testing::Test {
@@ -376,12 +392,13 @@ TEST_F(ImageTest, ArchiveIsReadByRealTools) {
 // serves (or has exited), and stops it with SIGTERM; returns its log and its exit code in
 // *exit_code.
 std::string StartAndStopWorker(const Runner& runner, const std::string& address,
-                               const std::string& backend_flag, int* exit_code) {
-  auto [binary, args] = runner.Command(
-      {{"TF_CONFIG",
-        MakeTfConfig({{"chief", {"127.0.0.1:1"}}, {"ps", {"127.0.0.1:2"}}, {"worker", {address}}},
-                     "worker", 0)}},
-      {"/usr/local/bin/worker", backend_flag, "--threads=2"}, false);
+                               const std::string& backend_flag, int* exit_code,
+                               std::map<std::string, std::string> env = {}) {
+  env["TF_CONFIG"] =
+      MakeTfConfig({{"chief", {"127.0.0.1:1"}}, {"ps", {"127.0.0.1:2"}}, {"worker", {address}}},
+                   "worker", 0);
+  auto [binary, args] =
+      runner.Command(env, {"/usr/local/bin/worker", backend_flag, "--threads=2"}, false);
   static int count = 0;
   const std::string log = absl::StrCat(TempDir(), "/worker_", count++, ".log");
   auto worker = Process::Start(binary, args, {}, log);
@@ -393,11 +410,29 @@ std::string StartAndStopWorker(const Runner& runner, const std::string& address,
   return (*worker)->Log();
 }
 
+// Where deploy/k8s mounts a pod's certificate (its role's Secret), and the flags it gives.
+constexpr char kTlsDir[] = "/etc/shardps/tls";
+const std::vector<std::string> kTlsFlags = {
+    "--tls_cert_file=/etc/shardps/tls/tls.crt", "--tls_key_file=/etc/shardps/tls/tls.key",
+    "--tls_ca_file=/etc/shardps/tls/ca.crt", "--tls_client_auth"};
+
 // Everything the CPU image must do under `runner`. `host_network`: the runner shares this
 // machine's network (chroot), so the worker takes an address of its own.
-void CheckDaemons(const Runner& runner, bool host_network) {
+void CheckDaemons(Runner& runner, bool host_network) {
   SCOPED_TRACE(runner.Name());
   std::string out;
+  const std::string address = host_network ? LoopbackAddress() : "127.0.0.1:2222";
+  // A certificate for the worker's address and its pod's name, its role, as a pod's Secret
+  // holds it (tls.crt, tls.key, ca.crt), made by deploy/certs.sh and put where pods mount it.
+  const std::string tls = FreshTempDir("tls");
+  ASSERT_EQ(RunTool(BinaryPath("deploy/certs.sh"),
+                    {tls, absl::StrCat("tls=IP:", address.substr(0, address.rfind(':')),
+                                       ",DNS:shardps-worker-0.shardps-worker.default.svc,"
+                                       "URI:spiffe://shardps/worker")},
+                    &out),
+            0)
+      << out;
+  runner.AddDirectory(tls, kTlsDir);
   for (const std::string& daemon : {"ps", "worker", "chief", "evaluator", "shardctl"}) {
     EXPECT_EQ(runner.Run({}, {"/usr/local/bin/" + daemon, "--help"}, &out), 0) << daemon << out;
     EXPECT_THAT(out, HasSubstr("usage: " + daemon)) << daemon;
@@ -424,8 +459,9 @@ void CheckDaemons(const Runner& runner, bool host_network) {
         {"SHARDPS_NUM_PS", "2"},
         {"SHARDPS_NUM_WORKERS", "1"},
         {"SHARDPS_EVALUATOR", "1"}};
-    EXPECT_EQ(runner.Run(pod, {"--validate_config"}, &out, /*entrypoint=*/true), 0)
-        << daemon << out;
+    std::vector<std::string> validate = {"--validate_config"};
+    validate.insert(validate.end(), kTlsFlags.begin(), kTlsFlags.end());
+    EXPECT_EQ(runner.Run(pod, validate, &out, /*entrypoint=*/true), 0) << daemon << out;
     EXPECT_THAT(out, HasSubstr(absl::StrCat("TF_CONFIG OK: ", daemon, ":", index, " at ",
                                             cluster.at(daemon)[index])))
         << daemon;
@@ -437,10 +473,18 @@ void CheckDaemons(const Runner& runner, bool host_network) {
                                             "\", \"index\": ", index, "}")));
   }
 
-  // A worker starts with --backend=auto, on the CPU, saying why, and stops on SIGTERM.
-  const std::string address = host_network ? LoopbackAddress() : "127.0.0.1:2222";
+  // A worker starts with --backend=auto, on the CPU, saying why, serving mutual TLS with the
+  // certificate from its environment, and stops on SIGTERM.
   int exit_code = -1;
-  const std::string log = StartAndStopWorker(runner, address, "--backend=auto", &exit_code);
+  const std::string log =
+      StartAndStopWorker(runner, address, "--backend=auto", &exit_code,
+                         {{"SHARDPS_TLS_CERT_FILE", absl::StrCat(kTlsDir, "/tls.crt")},
+                          {"SHARDPS_TLS_KEY_FILE", absl::StrCat(kTlsDir, "/tls.key")},
+                          {"SHARDPS_TLS_CA_FILE", absl::StrCat(kTlsDir, "/ca.crt")},
+                          {"SHARDPS_TLS_CLIENT_AUTH", "true"}});
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("TLS on ", address,
+                                          ": on, client certificates of the CA required; CA ",
+                                          kTlsDir, "/ca.crt")));
   EXPECT_THAT(log,
               HasSubstr(absl::StrCat("serving on ", address, ", backend cpu (Eigen, 2 threads)")));
   EXPECT_THAT(log, HasSubstr("compute backend auto: using the CPU, the GPU backend is not "

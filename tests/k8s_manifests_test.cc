@@ -5,10 +5,13 @@
 //   manifests' podFailurePolicy turns into a failed Job). Needs nothing but bash.
 // - ManifestsValidateAgainstKubernetesSchemas: tests/k8s_manifests_check.py --check=schemas
 //   (Kubernetes' JSON schemas, strict, from kubernetes-validate; the JobSet's and TFJob's
-//   embedded Job and pod templates as core objects, their CRD fields against the APIs' field
-//   names; what schemas cannot see), on the real manifests and on a copy with mistakes put in.
+//   embedded Job and pod templates as core objects, their CRD fields and cert-manager's Issuers
+//   and Certificates against the APIs' fields; every pod's TLS Secret, flags and health-port
+//   probes; what schemas cannot see), on the real manifests and on a copy with mistakes put in.
 // - EveryPodsTfConfigIsAcceptedByItsDaemon: --check=tf_config, every pod of every form rendered
-//   as Kubernetes would, the entrypoint dry-run, the real daemons' --validate_config.
+//   as Kubernetes would, the entrypoint dry-run, the real daemons' --validate_config with
+//   certificates made as tls.yaml says, which name every pod's DNS name (openssl verify).
+// - WithTlsOffEveryDaemonSaysInsecure: generate.py --tls off (no cert-manager), both checks.
 //
 // The last two need the virtualenv of deploy/python_env.sh (PyYAML, kubernetes-validate), named
 // by SHARDPS_VENV (deploy/test.sh passes it); without it they are skipped, saying so:
@@ -59,6 +62,21 @@ nlohmann::json ParseResult(const std::string& output) {
 }
 
 std::string K8sDir() { return BinaryPath("deploy/k8s"); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The daemons, for --check=tf_config.
+std::vector<std::string> BinArgs() {
+  return {"--bin", "chief=" + BinaryPath("coordinator/chief"),
+          "--bin", "ps=" + BinaryPath("ps_server/ps"),
+          "--bin", "worker=" + BinaryPath("worker/worker"),
+          "--bin", "evaluator=" + BinaryPath("evaluator/evaluator")};
+}
 
 // Runs the entrypoint in a clean environment holding only `vars` (and PATH), dry-run.
 int RunEntrypoint(const std::vector<std::string>& vars, std::string* output) {
@@ -137,9 +155,14 @@ TEST(K8sManifestsTest, ManifestsValidateAgainstKubernetesSchemas) {
   EXPECT_EQ(result["kinds"].value("StatefulSet", 0), 7);
   // The JobSet's 4 Job templates and the TFJob's 4 pod templates.
   EXPECT_EQ(result.value("crd_templates_validated", 0), 8) << out;
+  // tls.yaml: the self-signed Issuer, the CA Certificate, the CA Issuer, and the Certificates
+  // of chief, ps, worker, evaluator and admin.
+  EXPECT_EQ(result.value("tls", false), true) << out;
+  EXPECT_EQ(result.value("cert_manager_objects", 0), 8) << out;
 
   // The checks can fail: a copy with a misspelled field (core schema), a JobSet field under a
-  // wrong name and a podFailurePolicy beside restartPolicy OnFailure.
+  // wrong name and a podFailurePolicy beside restartPolicy OnFailure; a Certificate field
+  // under a wrong name, a certificate mounted by subPath, a daemon without mutual TLS.
   const std::string bad = FreshTempDir("k8s_bad");
   fs::create_directories(bad);
   for (const auto& entry : fs::directory_iterator(K8sDir())) {
@@ -160,6 +183,10 @@ TEST(K8sManifestsTest, ManifestsValidateAgainstKubernetesSchemas) {
        "  podManagementPolicy: Parallel\n  replica: 3\n");
   edit("jobset.yaml", "enableDNSHostnames: true", "enableDnsHostnames: true");
   edit("jobset.yaml", "            restartPolicy: Never", "            restartPolicy: OnFailure");
+  edit("tls.yaml", "  renewBefore: \"720h\"\n", "  renewBefore: \"720h\"\n  dnsName: x\n");
+  edit("cluster.yaml", "          mountPath: /etc/shardps/tls\n",
+       "          mountPath: /etc/shardps/tls\n          subPath: tls.crt\n");
+  edit("tfjob.yaml", "            - \"--tls_client_auth\"\n", "");
   EXPECT_EQ(RunCommand(python,
                        {"tests/k8s_manifests_check.py", "--check=schemas", "--k8s_dir", bad,
                         "--repo", BinaryPath("")},
@@ -176,23 +203,26 @@ TEST(K8sManifestsTest, ManifestsValidateAgainstKubernetesSchemas) {
                      "Never"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("tls.yaml: Certificate/shardps-chief spec: field 'dnsName' is not one of"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("StatefulSet/shardps-chief: /etc/shardps/tls is mounted with a subPath"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("TFJob/shardps-tf tfReplicaSpecs.Chief: args lack ['--tls_client_auth']"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("generate.py --check"), std::string::npos) << out;
 }
 
 TEST(K8sManifestsTest, EveryPodsTfConfigIsAcceptedByItsDaemon) {
   SKIP_WITHOUT_VENV(python);
   std::string out;
-  ASSERT_EQ(RunCommand(python,
-                       {"tests/k8s_manifests_check.py", "--check=tf_config", "--k8s_dir",
-                        K8sDir(), "--entrypoint", K8sDir() + "/entrypoint.sh", "--bin",
-                        "chief=" + BinaryPath("coordinator/chief"), "--bin",
-                        "ps=" + BinaryPath("ps_server/ps"), "--bin",
-                        "worker=" + BinaryPath("worker/worker"), "--bin",
-                        "evaluator=" + BinaryPath("evaluator/evaluator")},
-                       {}, &out, absl::Seconds(240))
-                .value_or(-1),
-            0)
-      << out;
+  std::vector<std::string> args = {"tests/k8s_manifests_check.py", "--check=tf_config",
+                                   "--k8s_dir", K8sDir(), "--entrypoint",
+                                   K8sDir() + "/entrypoint.sh"};
+  for (const std::string& arg : BinArgs()) args.push_back(arg);
+  ASSERT_EQ(RunCommand(python, args, {}, &out, absl::Seconds(240)).value_or(-1), 0) << out;
   std::cout << out;
   const nlohmann::json result = ParseResult(out);
   ASSERT_TRUE(result.is_object()) << out;
@@ -200,8 +230,12 @@ TEST(K8sManifestsTest, EveryPodsTfConfigIsAcceptedByItsDaemon) {
   // 1 chief + 2 ps + 2 workers + 1 evaluator, in each of: the StatefulSets with GPU workers,
   // with CPU workers, with Python workers and evaluator, the JobSet and the TFJob.
   EXPECT_EQ(result.value("pods", 0), 5 * 6) << out;
+  // Every pod's DNS name is named by the certificate it mounts: 6 in each StatefulSet form and
+  // the JobSet, 5 in the TFJob (its evaluator is in no TF_CONFIG).
+  EXPECT_EQ(result.value("tls_names_verified", 0), 6 * 4 + 5) << out;
 
-  // The check can fail: in a copy, the JobSet's chief counts 3 ps where the ps Job runs 2.
+  // The check can fail: in a copy, the JobSet's chief counts 3 ps where the ps Job runs 2, and
+  // the ps' certificate lacks the name of the StatefulSets' ps pods.
   const std::string bad = FreshTempDir("k8s_bad_counts");
   fs::create_directories(bad);
   for (const auto& entry : fs::directory_iterator(K8sDir())) {
@@ -220,19 +254,71 @@ TEST(K8sManifestsTest, EveryPodsTfConfigIsAcceptedByItsDaemon) {
   text.replace(at, from.size(), "- name: SHARDPS_NUM_PS\n                value: \"3\"");
   fs::permissions(bad + "/jobset.yaml", fs::perms::owner_write, fs::perm_options::add);
   std::ofstream(bad + "/jobset.yaml") << text;
+  text = ReadFile(bad + "/tls.yaml");
+  const std::string wildcard = "  - \"*.shardps-ps.default.svc\"\n";
+  const size_t w = text.find(wildcard);
+  ASSERT_NE(w, std::string::npos) << text;
+  text.erase(w, wildcard.size());
+  fs::permissions(bad + "/tls.yaml", fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(bad + "/tls.yaml") << text;
+  args[3] = bad;  // --k8s_dir
+  EXPECT_EQ(RunCommand(python, args, {}, &out, absl::Seconds(240)).value_or(-1), 1) << out;
+  EXPECT_NE(out.find("jobset.yaml: pod shardps-job-chief-0-0: cluster.ps[2] "
+                     "'shardps-job-ps-0-2.shardps-job.shardps-test.svc:2222' is no pod"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("workers-gpu.yaml: shardps-ps-0.shardps-ps.shardps-test.svc: the certificate "
+                     "its pod mounts (shardps-ps-tls) does not name "
+                     "shardps-ps-0.shardps-ps.default.svc"),
+            std::string::npos)
+      << out;
+}
+
+TEST(K8sManifestsTest, WithTlsOffEveryDaemonSaysInsecure) {
+  SKIP_WITHOUT_VENV(python);
+  // For a cluster without cert-manager: generate.py --tls off into a directory of its own.
+  const std::string off = FreshTempDir("k8s_tls_off");
+  std::string out;
+  ASSERT_EQ(RunCommand(python, {K8sDir() + "/generate.py", "--tls", "off", "--out", off}, {},
+                       &out)
+                .value_or(-1),
+            0)
+      << out;
+  EXPECT_FALSE(fs::exists(off + "/tls.yaml"));
+  EXPECT_NE(ReadFile(off + "/cluster.yaml").find("- \"--insecure\"\n"), std::string::npos);
+  EXPECT_EQ(ReadFile(off + "/cluster.yaml").find("--tls_"), std::string::npos);
+  ASSERT_EQ(RunCommand(python,
+                       {"tests/k8s_manifests_check.py", "--check=schemas", "--k8s_dir", off,
+                        "--repo", BinaryPath(""), "--generator", K8sDir() + "/generate.py"},
+                       {}, &out, absl::Seconds(120))
+                .value_or(-1),
+            0)
+      << out;
+  nlohmann::json result = ParseResult(out);
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result.value("tls", true), false) << out;
+  EXPECT_EQ(result.value("validated", 0), 15) << out;
+  std::vector<std::string> args = {"tests/k8s_manifests_check.py", "--check=tf_config",
+                                   "--k8s_dir", off, "--entrypoint",
+                                   K8sDir() + "/entrypoint.sh"};
+  for (const std::string& arg : BinArgs()) args.push_back(arg);
+  ASSERT_EQ(RunCommand(python, args, {}, &out, absl::Seconds(240)).value_or(-1), 0) << out;
+  result = ParseResult(out);
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result.value("pods", 0), 5 * 6) << out;
+
+  // And the committed manifests are TLS on: the check refuses them as --tls off's output.
+  ASSERT_TRUE(fs::remove(off + "/cluster.yaml"));
+  fs::copy_file(K8sDir() + "/cluster.yaml", off + "/cluster.yaml");
   EXPECT_EQ(RunCommand(python,
-                       {"tests/k8s_manifests_check.py", "--check=tf_config", "--k8s_dir", bad,
-                        "--entrypoint", K8sDir() + "/entrypoint.sh", "--bin",
-                        "chief=" + BinaryPath("coordinator/chief"), "--bin",
-                        "ps=" + BinaryPath("ps_server/ps"), "--bin",
-                        "worker=" + BinaryPath("worker/worker"), "--bin",
-                        "evaluator=" + BinaryPath("evaluator/evaluator")},
-                       {}, &out, absl::Seconds(240))
+                       {"tests/k8s_manifests_check.py", "--check=schemas", "--k8s_dir", off,
+                        "--repo", BinaryPath(""), "--generator", K8sDir() + "/generate.py"},
+                       {}, &out, absl::Seconds(120))
                 .value_or(-1),
             1)
       << out;
-  EXPECT_NE(out.find("jobset.yaml: pod shardps-job-chief-0-0: cluster.ps[2] "
-                     "'shardps-job-ps-0-2.shardps-job.shardps-test.svc:2222' is no pod"),
+  EXPECT_NE(out.find("StatefulSet/shardps-ps: no tls.yaml (TLS off), but the container does not "
+                     "say --insecure"),
             std::string::npos)
       << out;
 }

@@ -1,7 +1,9 @@
 // deploy/systemd/shardps@.service, the unit for one daemon per node: systemd's own checker
 // (systemd-analyze verify) accepts it for every role, its command line is one each daemon
-// accepts (run with --validate_config on a TF_CONFIG file, as the unit gives it), and its
-// restart policy follows the exit-code table in rpc/daemon.h.
+// accepts (run with --validate_config on a TF_CONFIG file, as the unit gives it, and the
+// environment of deploy/systemd/shardps.env, the example /etc/shardps/<role>.env: mutual TLS
+// with certificates made by deploy/certs.sh, or SHARDPS_INSECURE=1), and its restart policy
+// follows the exit-code table in rpc/daemon.h.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,11 +36,31 @@ const std::map<std::string, std::string> kBinaries = {{"chief", "coordinator/chi
                                                       {"worker", "worker/worker"},
                                                       {"evaluator", "evaluator/evaluator"}};
 
-std::string UnitText() {
-  std::ifstream in(BinaryPath("deploy/systemd/shardps@.service"));
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+std::string UnitText() { return ReadFile(BinaryPath("deploy/systemd/shardps@.service")); }
+
+// The variables deploy/systemd/shardps.env sets (KEY=VALUE lines; comments skipped, quotes
+// removed, as systemd's EnvironmentFile reads them).
+std::map<std::string, std::string> EnvFile() {
+  std::map<std::string, std::string> vars;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(BinaryPath("deploy/systemd/shardps.env")), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    absl::string_view value = kv.second;
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    vars[kv.first] = std::string(value);
+  }
+  return vars;
 }
 
 // The value of `key=` in the unit (the last one; "" when absent).
@@ -58,6 +80,21 @@ std::vector<int> Codes(const std::string& list) {
     codes.push_back(code);
   }
   return codes;
+}
+
+TEST(SystemdUnitTest, TheEnvironmentFileGivesMutualTlsOrSaysInsecure) {
+  const std::map<std::string, std::string> env = EnvFile();
+  EXPECT_EQ(env.count("SHARDPS_INSECURE"), 0u);
+  EXPECT_EQ(env.at("SHARDPS_TLS_CERT_FILE"), "/etc/shardps/tls/node.crt");
+  EXPECT_EQ(env.at("SHARDPS_TLS_KEY_FILE"), "/etc/shardps/tls/node.key");
+  EXPECT_EQ(env.at("SHARDPS_TLS_CA_FILE"), "/etc/shardps/tls/ca.crt");
+  EXPECT_EQ(env.at("SHARDPS_TLS_CLIENT_AUTH"), "true");
+  EXPECT_EQ(env.at("SHARDPS_ARGS"), "");
+  // The plaintext alternative, stated explicitly where a user edits.
+  EXPECT_TRUE(absl::StrContains(ReadFile(BinaryPath("deploy/systemd/shardps.env")),
+                                "\n#SHARDPS_INSECURE=1\n"));
+  // The unit reads it, per role.
+  EXPECT_EQ(Value(UnitText(), "EnvironmentFile"), "-/etc/shardps/%i.env");
 }
 
 TEST(SystemdUnitTest, RestartPolicyFollowsTheExitCodes) {
@@ -90,6 +127,17 @@ TEST(SystemdUnitTest, EachDaemonAcceptsTheUnitsCommandLine) {
   const std::string unit = UnitText();
   const std::string dir = FreshTempDir("cmdline");
   mkdir(dir.c_str(), 0755);
+  // The environment file's certificates, made where this test has them.
+  std::string out;
+  ASSERT_EQ(RunCommand(BinaryPath("deploy/certs.sh"),
+                       {dir + "/tls", "node=DNS:node-b.example,URI:spiffe://shardps/ps"}, {}, &out)
+                .value_or(-1),
+            0)
+      << out;
+  std::map<std::string, std::string> tls = EnvFile();
+  for (auto& [key, value] : tls) {
+    value = absl::StrReplaceAll(value, {{"/etc/shardps/tls/", dir + "/tls/"}});
+  }
   const std::map<std::string, std::vector<std::string>> cluster = {
       {"chief", {"node-a.example:2222"}},
       {"ps", {"node-b.example:2222", "node-c.example:2222"}},
@@ -103,11 +151,21 @@ TEST(SystemdUnitTest, EachDaemonAcceptsTheUnitsCommandLine) {
     EXPECT_EQ(argv[0], "/usr/local/bin/" + role);
     std::vector<std::string> args(argv.begin() + 1, argv.end());
     args.push_back("--validate_config");
+    // With the environment file's TLS, and with plaintext said explicitly.
+    for (const auto& env : {tls, std::map<std::string, std::string>{{"SHARDPS_INSECURE", "1"}}}) {
+      std::string output;
+      auto code = RunCommand(BinaryPath(kBinaries.at(role)), args, env, &output);
+      ASSERT_TRUE(code.ok()) << code.status();
+      EXPECT_EQ(*code, 0) << role << ": " << output;
+      EXPECT_TRUE(absl::StrContains(output, "node-")) << role << ": " << output;
+    }
+    // The variables reach the daemon: the example's paths, not made here, are refused.
     std::string output;
-    auto code = RunCommand(BinaryPath(kBinaries.at(role)), args, {}, &output);
+    auto code = RunCommand(BinaryPath(kBinaries.at(role)), args, EnvFile(), &output);
     ASSERT_TRUE(code.ok()) << code.status();
-    EXPECT_EQ(*code, 0) << role << ": " << output;
-    EXPECT_TRUE(absl::StrContains(output, "node-")) << role << ": " << output;
+    EXPECT_EQ(*code, kExitBadConfig) << role << ": " << output;
+    EXPECT_TRUE(absl::StrContains(output, "/etc/shardps/tls/node.crt: cannot read the file"))
+        << role << ": " << output;
   }
 }
 

@@ -21,6 +21,12 @@
 #   namespace   POD_NAMESPACE (the downward API's metadata.namespace), default "default"
 #   port        SHARDPS_PORT, default 2222
 #
+# TLS (rpc/tls.h, docs/security.md): the daemon's flags in the container's args (deploy/k8s
+# gives --tls_cert_file and the rest, or --insecure), or SHARDPS_TLS_CERT_FILE,
+# SHARDPS_TLS_KEY_FILE, SHARDPS_TLS_CA_FILE, SHARDPS_TLS_CLIENT_AUTH, SHARDPS_TLS_REFRESH_S and
+# SHARDPS_INSECURE in the environment, which reach the daemon (or script) as they are; the
+# daemon checks them and exits 2 naming a bad one.
+#
 # The daemon is SHARDPS_BIN_DIR/<role> (default /usr/local/bin); for a worker or evaluator with
 # SHARDPS_PYTHON_SCRIPT set, `SHARDPS_PYTHON (python3) SCRIPT ARGS...`. With SHARDPS_ENTRYPOINT_DRY_RUN=1
 # it prints `TF_CONFIG=<json>` and `EXEC <daemon> <args...>` (each %q-quoted) on stdout and

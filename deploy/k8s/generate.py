@@ -3,6 +3,17 @@
 
     python3 deploy/k8s/generate.py            # rewrite the manifests after editing SIZES
     python3 deploy/k8s/generate.py --check    # exit 1 naming each manifest that differs
+    python3 deploy/k8s/generate.py --namespace team-a --out DIR   # certificates for team-a
+    python3 deploy/k8s/generate.py --tls off --out DIR   # no cert-manager: plaintext, --insecure
+
+With TLS on (the default) tls.yaml holds cert-manager's objects: a self-signed bootstrap Issuer,
+the cluster's CA Certificate, an Issuer signing with that CA, and one Certificate per role
+(chief, ps, worker, evaluator, and admin for shardctl) whose Secret every pod of the role mounts
+(no subPath, so a renewed certificate reaches the running pod) and names to its daemon with
+--tls_cert_file/--tls_key_file/--tls_ca_file and --tls_client_auth. A certificate names the DNS
+names of the role's pods, which include the namespace (SIZES["namespace"], or --namespace):
+apply the manifests in that namespace. Kubernetes' gRPC probes cannot speak TLS: every daemon
+answers them on a plaintext health-only port (--health_port, SIZES["health_port"]).
 
 Why a generator and not kustomize: the task counts appear in several places that must agree
 (each StatefulSet's or Job's replicas and every pod's SHARDPS_NUM_* variables, from which
@@ -28,6 +39,10 @@ SIZES = {
     "num_workers": 2,
     "evaluator": True,
     "port": 2222,
+    # Every daemon's plaintext health-only port (--health_port), which the probes call.
+    "health_port": 8080,
+    # The namespace the certificates' DNS names are for (TLS on): apply the manifests there.
+    "namespace": "default",
     # requests and limits per role (the CPU worker variant uses "worker_cpu").
     "resources": {
         "chief": {"cpu": ("500m", "1"), "memory": ("512Mi", "1Gi")},
@@ -53,6 +68,14 @@ ENTRYPOINT = BIN + "/shardps-entrypoint"
 # shards of that checkpoint meanwhile. 90 s leaves the checkpoint time to commit.
 GRACE_S = 90
 ROLES = ("chief", "ps", "worker", "evaluator")
+# Where each pod mounts its role's Secret (tls.crt, tls.key, ca.crt; cert-manager's keys).
+TLS_MOUNT = "/etc/shardps/tls"
+# Certificates: the CA's lifetime, and the leaves' (renewed a third of the way before the end).
+CA_DURATION = "87600h"     # 10 years: see docs/security.md#kubernetes on rotating the CA
+CERT_DURATION = "2160h"    # 90 days
+CERT_RENEW_BEFORE = "720h"
+# The generator's options (main() sets them): TLS on or off, the certificates' namespace.
+OPTIONS = {"tls": True}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -143,16 +166,59 @@ def resources(kind):
     return {"requests": requests, "limits": limits}
 
 
-def probes():
-    grpc = {"port": SIZES["port"]}
+def probes(script=False):
+    """gRPC probes on the plaintext health port; a user's script (no --health_port) is
+    probed on its own port: gRPC without TLS, a TCP connect with it."""
+    if script and OPTIONS["tls"]:
+        check = {"tcpSocket": {"port": "grpc"}}
+        note = ("A TCP connect to the script's port: kubelet's gRPC probes cannot speak TLS,\n"
+                "and shardps.Worker has no plaintext health port (--health_port) yet.")
+    elif script:
+        check = {"grpc": {"port": SIZES["port"]}}
+        note = "grpc.health.v1 on the script's port: SERVING once it serves."
+    else:
+        check = {"grpc": {"port": SIZES["health_port"]}}
+        note = ("grpc.health.v1 on the daemon's plaintext health-only port (--health_port):\n"
+                "kubelet's gRPC probes cannot speak TLS. SERVING once the daemon serves,\n"
+                "NOT_SERVING while it drains.")
     return {
-        N("readinessProbe", "grpc.health.v1 on the daemon's port (docs/deploying.md#tf_config):\n"
-          "SERVING once it serves."): {"grpc": grpc, "periodSeconds": 5, "failureThreshold": 3},
+        N("readinessProbe", note): {**check, "periodSeconds": 5, "failureThreshold": 3},
         N("livenessProbe", "A daemon that has not answered its health check for a minute "
           "is restarted."): {
-            "grpc": grpc, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 5,
+            **check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 5,
             "failureThreshold": 6},
     }
+
+
+def tls_args():
+    """The TLS flags of every daemon and of shardctl: the role's mounted Secret, mutual TLS;
+    with --tls off, --insecure (plaintext beyond loopback, said explicitly)."""
+    if not OPTIONS["tls"]:
+        return ["--insecure"]
+    return [f"--tls_cert_file={TLS_MOUNT}/tls.crt", f"--tls_key_file={TLS_MOUNT}/tls.key",
+            f"--tls_ca_file={TLS_MOUNT}/ca.crt", "--tls_client_auth"]
+
+
+def tls_env():
+    """The same for a Python script (shardps reads SHARDPS_TLS_*: docs/python.md)."""
+    if not OPTIONS["tls"]:
+        return [{"name": "SHARDPS_INSECURE", "value": "1"}]
+    return [{"name": "SHARDPS_TLS_CERT_FILE", "value": f"{TLS_MOUNT}/tls.crt"},
+            {"name": "SHARDPS_TLS_KEY_FILE", "value": f"{TLS_MOUNT}/tls.key"},
+            {"name": "SHARDPS_TLS_CA_FILE", "value": f"{TLS_MOUNT}/ca.crt"},
+            {"name": "SHARDPS_TLS_CLIENT_AUTH", "value": "true"}]
+
+
+def tls_mount():
+    return {"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True}
+
+
+def tls_volume(role):
+    return {"name": "tls", N("secret", f"{NAME}-{role}'s certificate (tls.yaml): mounted whole, "
+                                 "no subPath, so that\ncert-manager's renewal reaches the "
+                                 "running pod (the daemon reads the files\nagain every "
+                                 "--tls_refresh_s)."):
+            {"secretName": f"{NAME}-{role}-tls"}}
 
 
 def cluster_env(role_env=None, jobset=False):
@@ -178,9 +244,17 @@ def image(kind):
     return SIZES["image"] + ("-gpu" if gpu else "")
 
 
-def container(role, args, kind=None, env=None, name="shardps", serves=None, port_name="grpc"):
+def container(role, args, kind=None, env=None, name="shardps", serves=True, port_name="grpc",
+              script=False):
+    """A daemon's container. `serves`: it listens at its TF_CONFIG address (not TFJob's
+    evaluator, which TF_CONFIG leaves out). `script`: a user's Python script runs instead
+    (workers-python.yaml): its args are its own, so TLS comes by the environment."""
     kind = kind or role
-    serves = role != "evaluator" if serves is None else serves
+    env = env if env is not None else cluster_env()
+    if script:
+        env = env + tls_env()
+    else:
+        args = args + tls_args() + [f"--health_port={SIZES['health_port']}"]
     c = {
         "name": name,
         "image": image(kind),
@@ -188,26 +262,37 @@ def container(role, args, kind=None, env=None, name="shardps", serves=None, port
           "load, a local registry);\n:latest would otherwise mean Always."): "IfNotPresent",
         "command": [ENTRYPOINT],
         "args": args,
-        "env": env if env is not None else cluster_env(),
+        "env": env,
         "resources": resources(kind),
     }
+    ports = []
     if serves:
-        c["ports"] = [{"name": port_name, "containerPort": SIZES["port"], "protocol": "TCP"}]
-        c.update(probes())
-    mounts = [{"name": "checkpoints", "mountPath": CKPT_MOUNT}]
+        ports.append({"name": port_name, "containerPort": SIZES["port"], "protocol": "TCP"})
+    if not script:
+        ports.append({"name": "health", "containerPort": SIZES["health_port"], "protocol": "TCP"})
+    c["ports"] = ports
+    c.update(probes(script))
+    mounts = []
+    if role != "worker":  # workers keep no files: they pull from the ps and read the data set
+        mounts.append({"name": "checkpoints", "mountPath": CKPT_MOUNT})
     if role == "chief":
         mounts.append({"name": "jobs", "mountPath": JOBS_MOUNT, "readOnly": True})
-    if role != "worker":  # workers keep no files: they pull from the ps and read the data set
+    if OPTIONS["tls"]:
+        mounts.append(tls_mount())
+    if mounts:
         c["volumeMounts"] = mounts
     return c
 
 
 def volumes(role):
-    if role == "worker":
-        return []
-    v = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": f"{NAME}-checkpoints"}}]
+    v = []
+    if role != "worker":
+        v.append({"name": "checkpoints",
+                  "persistentVolumeClaim": {"claimName": f"{NAME}-checkpoints"}})
     if role == "chief":
         v.append({"name": "jobs", "configMap": {"name": f"{NAME}-jobs"}})
+    if OPTIONS["tls"]:
+        v.append(tls_volume(role))
     return v
 
 
@@ -227,9 +312,8 @@ def pod_spec(role, cont, restart_policy=None):
     return spec
 
 
-EVALUATOR_NOTE = ("The evaluator listens on no port yet (it only calls the chief and the ps), "
-                  "so it has\nno gRPC probe; its TF_CONFIG address names it, nothing connects "
-                  "to it.")
+EVALUATOR_NOTE = ("The evaluator calls the chief and the ps; at its TF_CONFIG address it answers "
+                  "only gRPC's\nhealth check, and nothing else connects to it.")
 
 # docs/exit-codes.md's table as a Job's podFailurePolicy: 2 (bad configuration), 4 (job
 # failed), 6 (orphaned) fail the Job; 5 (SIGTERM: eviction, drain, preemption) and a
@@ -293,14 +377,12 @@ def service(role):
         "ports": [{"name": "grpc", "port": SIZES["port"], "targetPort": "grpc",
                    "protocol": "TCP"}],
     }
-    if role == "evaluator":
-        spec["ports"][0]["targetPort"] = SIZES["port"]
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": f"{NAME}-{role}", "labels": labels(role)}, "spec": spec}
 
 
-def statefulset(role, replicas, args, kind=None):
-    cont = container(role, args, kind=kind)
+def statefulset(role, replicas, args, kind=None, env=None, script=False):
+    cont = container(role, args, kind=kind, env=env, script=script)
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": f"{NAME}-{role}", "labels": labels(role)},
@@ -375,9 +457,10 @@ def submit_job():
         N("args", "The chief by its Service's name; --watch keeps the Job running until the "
           "training job\nends, so the Job's status is the training job's."): [
             f"--chief={NAME}-chief:{SIZES['port']}", "submit", f"{JOBS_MOUNT}/{JOB_FILE}",
-            "--watch"],
+            "--watch"] + tls_args(),
         "resources": resources("submit"),
-        "volumeMounts": [{"name": "jobs", "mountPath": JOBS_MOUNT, "readOnly": True}],
+        "volumeMounts": [{"name": "jobs", "mountPath": JOBS_MOUNT, "readOnly": True}] +
+                        ([tls_mount()] if OPTIONS["tls"] else []),
     }
     job = {
         "apiVersion": "batch/v1", "kind": "Job",
@@ -396,7 +479,8 @@ def submit_job():
                 "restartPolicy": "Never",
                 "enableServiceLinks": False,
                 "containers": [cont],
-                "volumes": [{"name": "jobs", "configMap": {"name": f"{NAME}-jobs"}}],
+                "volumes": [{"name": "jobs", "configMap": {"name": f"{NAME}-jobs"}}] +
+                           ([tls_volume("admin")] if OPTIONS["tls"] else []),
             }},
         },
     }
@@ -475,7 +559,9 @@ def tfjob():
             args = [f"--checkpoint_dir={CKPT_DIR}", f"--metrics_file={METRICS_FILE}",
                     "--backend=cpu"]
         # TFJob writes TF_CONFIG; the entrypoint keeps it and runs the daemon of its task.type.
-        cont = container(role, args, env=[], name="tensorflow", port_name="tfjob-port")
+        # The evaluator, left out of its cluster, listens only on the health port.
+        cont = container(role, args, env=[], name="tensorflow", port_name="tfjob-port",
+                         serves=role != "evaluator")
         del cont["env"]
         spec = pod_spec(role, cont)
         key = rtype
@@ -521,15 +607,13 @@ def python_workers():
     for role, replicas in (("worker", SIZES["num_workers"]), ("evaluator", 1)):
         if role == "evaluator" and not SIZES["evaluator"]:
             continue
-        sts = statefulset(role, replicas, [], kind="worker_cpu" if role == "worker" else None)
+        sts = statefulset(role, replicas, [], kind="worker_cpu" if role == "worker" else None,
+                          env=cluster_env() + [{"name": "SHARDPS_PYTHON_SCRIPT",
+                                                "value": f"{SCRIPT_MOUNT}/train.py"}],
+                          script=True)
         pod = sts["spec"]["template"]["spec"]
         (cont,) = pod["containers"]
         cont["image"] = PYTHON_IMAGE
-        cont["env"] = cluster_env() + [
-            {"name": "SHARDPS_PYTHON_SCRIPT", "value": f"{SCRIPT_MOUNT}/train.py"}]
-        if role == "evaluator":  # shardps.Evaluator answers health checks at its address
-            cont["ports"] = [{"name": "grpc", "containerPort": SIZES["port"], "protocol": "TCP"}]
-            cont.update(probes())
         cont["volumeMounts"] = cont.get("volumeMounts", []) + [
             {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True}]
         pod["volumes"] = pod.get("volumes", []) + [
@@ -548,7 +632,76 @@ def python_workers():
     return docs
 
 
+def dns_names(role):
+    """Every name a role's pods are dialled by, in every form: the StatefulSets' pods under their
+    headless Service (a wildcard) and the Service itself (shardctl's --chief), the JobSet's
+    pods, the TFJob's (the training operator's Service per pod)."""
+    ns = SIZES["namespace"]
+    count = {"chief": 1, "ps": SIZES["num_ps"], "worker": SIZES["num_workers"],
+             "evaluator": 1}[role]
+    names = [f"{NAME}-{role}", f"{NAME}-{role}.{ns}.svc", f"*.{NAME}-{role}.{ns}.svc"]
+    names += [f"{JOBSET_NAME}-{role}-0-{i}.{JOBSET_NAME}.{ns}.svc" for i in range(count)]
+    if role != "evaluator":  # TFJob leaves the evaluator out of its cluster
+        names += [f"{TFJOB_NAME}-{role}-{i}.{ns}.svc" for i in range(count)]
+    return names
+
+
+def tls():
+    issuer_ref = lambda name: {"name": name, "kind": "Issuer", "group": "cert-manager.io"}
+    docs = [
+        ("The bootstrap: an Issuer that self-signs, for the CA certificate only.", {
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": {"name": f"{NAME}-selfsigned", "labels": labels("tls")},
+            "spec": {"selfSigned": {}},
+        }),
+        ("The cluster's CA: every daemon trusts it (ca.crt in each Secret) and nothing else.", {
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": f"{NAME}-ca", "labels": labels("tls")},
+            "spec": {
+                "isCA": True,
+                "commonName": f"{NAME}-ca",
+                "secretName": f"{NAME}-ca",
+                N("duration", "Long-lived: a new CA is trusted by a pod only once its own "
+                  "certificate is renewed,\nso rotating it is a planned step "
+                  "(docs/security.md#kubernetes)."): CA_DURATION,
+                "privateKey": {"algorithm": "ECDSA", "size": 256},
+                "issuerRef": issuer_ref(f"{NAME}-selfsigned"),
+            },
+        }),
+        ("Signs the roles' certificates with the CA.", {
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": {"name": f"{NAME}-ca", "labels": labels("tls")},
+            "spec": {"ca": {"secretName": f"{NAME}-ca"}},
+        }),
+    ]
+    roles = [r for r in ROLES if r != "evaluator" or SIZES["evaluator"]] + ["admin"]
+    for role in roles:
+        spec = {"secretName": f"{NAME}-{role}-tls"}
+        if role != "admin":
+            spec[N("dnsNames", "The names its pods are dialled by, which a client checks "
+                   f"(namespace {SIZES['namespace']}).")] = dns_names(role)
+        spec[N("uris", "The role, which a server reads from its client's certificate.")] = [
+            f"spiffe://shardps/{role}"]
+        spec["duration"] = CERT_DURATION
+        spec["renewBefore"] = CERT_RENEW_BEFORE
+        spec[N("privateKey", "A new key at each renewal.")] = {
+            "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"}
+        spec["usages"] = ["digital signature", "client auth"] if role == "admin" else \
+            ["digital signature", "server auth", "client auth"]
+        spec["issuerRef"] = issuer_ref(f"{NAME}-ca")
+        note = ("shardctl's certificate (the submit Job's): a client only, role admin." if
+                role == "admin" else
+                f"The {role} pods' certificate, server and client, in every form.")
+        docs.append((note, {
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": f"{NAME}-{role}", "labels": labels("tls")},
+            "spec": spec,
+        }))
+    return docs
+
+
 FILES = {
+    "tls.yaml": tls,
     "common.yaml": common,
     "cluster.yaml": cluster,
     "workers-gpu.yaml": lambda: workers(True),
@@ -560,22 +713,60 @@ FILES = {
 }
 
 HEADER = ("Generated by deploy/k8s/generate.py from its SIZES ({num_ps} ps, {num_workers} "
-          "workers, evaluator: {evaluator},\nimage {image}); edit SIZES there and run it "
-          "again rather than editing this file.")
+          "workers, evaluator: {evaluator},\nimage {image}, TLS {tls}{namespace_note}); edit "
+          "SIZES there and\nrun it again rather than editing this file.")
+
+USAGE = "usage: generate.py [--check] [--tls on|off] [--namespace NS] [--out DIR]"
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def parse_args(argv):
+    """{"check", "tls", "namespace", "out"} from the command line; exits 2 naming a bad one."""
+    opts = {"check": False, "tls": "on", "namespace": SIZES["namespace"], "out": HERE}
+    args = list(argv[1:])
+    while args:
+        arg = args.pop(0)
+        if arg == "--check":
+            opts["check"] = True
+            continue
+        key, eq, value = arg.partition("=")
+        if key not in ("--tls", "--namespace", "--out"):
+            print(f"generate.py: unknown argument {arg} ({USAGE})", file=sys.stderr)
+            sys.exit(2)
+        if not eq:
+            if not args:
+                print(f"generate.py: {key} needs a value ({USAGE})", file=sys.stderr)
+                sys.exit(2)
+            value = args.pop(0)
+        opts[key[2:]] = value
+    if opts["tls"] not in ("on", "off"):
+        print(f"generate.py: --tls must be on or off, got {opts['tls']!r}", file=sys.stderr)
+        sys.exit(2)
+    if not _LABEL.match(opts["namespace"]):
+        print(f"generate.py: --namespace {opts['namespace']!r} is not a namespace (a DNS label)",
+              file=sys.stderr)
+        sys.exit(2)
+    return opts
 
 
 def main(argv):
-    check = "--check" in argv[1:]
-    unknown = [a for a in argv[1:] if a != "--check"]
-    if unknown:
-        print(f"generate.py: unknown argument {unknown[0]} (usage: generate.py [--check])",
-              file=sys.stderr)
-        return 2
+    opts = parse_args(argv)
+    OPTIONS["tls"] = opts["tls"] == "on"
+    SIZES["namespace"] = opts["namespace"]
+    header = HEADER.format(
+        **SIZES, tls=opts["tls"],
+        namespace_note=f", certificates for namespace {SIZES['namespace']}" if OPTIONS["tls"]
+        else "")
+    os.makedirs(opts["out"], exist_ok=True)
     stale = []
     for name, make in FILES.items():
-        text = render(make(), HEADER.format(**SIZES))
-        path = os.path.join(HERE, name)
-        if check:
+        path = os.path.join(opts["out"], name)
+        if name == "tls.yaml" and not OPTIONS["tls"]:
+            if not opts["check"] and os.path.exists(path):
+                os.remove(path)  # none: a tls.yaml left from before would not match the rest
+            continue
+        text = render(make(), header)
+        if opts["check"]:
             try:
                 with open(path) as f:
                     if f.read() != text:
@@ -587,7 +778,7 @@ def main(argv):
                 f.write(text)
     if stale:
         print("generate.py: out of date (run python3 deploy/k8s/generate.py): "
-              + ", ".join(f"deploy/k8s/{n}" for n in stale), file=sys.stderr)
+              + ", ".join(os.path.join(opts["out"], n) for n in stale), file=sys.stderr)
         return 1
     return 0
 
