@@ -112,6 +112,16 @@ GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|ns))+$")
 DNS_NAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 TLS_MOUNT = "/etc/shardps/tls"
+CKPT_MOUNT = "/ckpt"
+_CKPT_STANDIN = []
+
+
+def ckpt_standin():
+    """An existing directory in place of the checkpoint volume, for --validate_config."""
+    if not _CKPT_STANDIN:
+        _CKPT_STANDIN.append(tempfile.mkdtemp(prefix="k8s_ckpt_",
+                                              dir=os.environ.get("TEST_TMPDIR")))
+    return _CKPT_STANDIN[0]
 TLS_ARGS = [f"--tls_cert_file={TLS_MOUNT}/tls.crt", f"--tls_key_file={TLS_MOUNT}/tls.key",
             f"--tls_ca_file={TLS_MOUNT}/ca.crt", "--tls_client_auth"]
 TLS_ENV = {"SHARDPS_TLS_CERT_FILE": f"{TLS_MOUNT}/tls.crt",
@@ -674,6 +684,13 @@ def run_pod(entrypoint, bins, container, env, where, expect_role, known_hosts, p
     """Dry-runs the entrypoint, checks the daemon accepts the result; returns TF_CONFIG.
     `tls_dir`: where the pod's TLS Secret is, in place of TLS_MOUNT."""
     args = container.get("args", [])
+    # A daemon that keeps files is confined to the checkpoint volume (docs/security.md).
+    mounts = {m.get("mountPath") for m in container.get("volumeMounts", [])}
+    if expect_role != "worker" and not env.get("SHARDPS_PYTHON_SCRIPT"):
+        if f"--data_root={CKPT_MOUNT}" not in args or CKPT_MOUNT not in mounts:
+            problem(where, f"no --data_root={CKPT_MOUNT} on the mounted checkpoint volume")
+    args = [a.replace(f"--data_root={CKPT_MOUNT}", f"--data_root={ckpt_standin()}")
+            for a in args]
     if tls_dir is not None:
         args = [a.replace(TLS_MOUNT, tls_dir) for a in args]
         env = {k: v.replace(TLS_MOUNT, tls_dir) for k, v in env.items()}

@@ -255,6 +255,8 @@ def container(role, args, kind=None, env=None, name="shardps", serves=True, port
         env = env + tls_env()
     else:
         args = args + tls_args() + [f"--health_port={SIZES['health_port']}"]
+        if role != "worker":  # its files stay on the checkpoint volume (docs/security.md)
+            args = args + [f"--data_root={CKPT_MOUNT}"]
     c = {
         "name": name,
         "image": image(kind),
