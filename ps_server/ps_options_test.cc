@@ -23,6 +23,31 @@ TEST(PsOptionsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.snapshot_reserve, 0.5);
   EXPECT_EQ(options.max_reply_bytes, 64 << 20);
   EXPECT_EQ(options.test_snapshot_write_delay_ms, 0);
+  EXPECT_EQ(options.max_request_memory_bytes, -1);
+}
+
+// Requests in flight are bounded inside the memory budget: by default 4 requests of the cap,
+// at least 64 MiB, at most a quarter of the budget; the rest is the store's.
+TEST(PsOptionsTest, RequestMemoryComesOutOfTheBudget) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  absl::StatusOr<RequestMemory> m = ResolveRequestMemory(-1, 1024 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->request_bytes, 64 * kMiB);
+  EXPECT_EQ(m->store_bytes, 960 * kMiB);
+  m = ResolveRequestMemory(-1, 1024 * kMiB, 100 * kMiB);
+  EXPECT_EQ(m->request_bytes, 256 * kMiB);  // a quarter of the budget
+  m = ResolveRequestMemory(-1, 0, 100 * kMiB);  // no budget: 4 requests
+  EXPECT_EQ(m->request_bytes, 400 * kMiB);
+  EXPECT_EQ(m->store_bytes, 0);
+  m = ResolveRequestMemory(0, 1024 * kMiB, 16 * kMiB);  // no bound
+  EXPECT_EQ(m->request_bytes, 0);
+  EXPECT_EQ(m->store_bytes, 1024 * kMiB);
+  m = ResolveRequestMemory(8 * kMiB, 1024 * kMiB, 16 * kMiB);
+  EXPECT_EQ(m->request_bytes, 8 * kMiB);
+  EXPECT_EQ(m->store_bytes, 1016 * kMiB);
+  m = ResolveRequestMemory(1024 * kMiB, 1024 * kMiB, 16 * kMiB);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("--max_request_memory_bytes"), std::string::npos);
 }
 
 TEST(PsOptionsTest, ValuesOutsideTheirRangesAreRefusedNamingTheFlag) {
