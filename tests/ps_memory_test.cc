@@ -177,7 +177,7 @@ TEST_F(PsMemoryTest, NewKeysPastTheBudgetAreRefusedAndRssStaysBounded) {
 // (--max_request_memory_bytes) the ps refuses it holding a bounded amount; the same push to
 // a ps without the quota shows what it used to cost.
 TEST_F(PsMemoryTest, ARequestOverTheCapIsRefusedWithoutBufferingItWhole) {
-  constexpr int64_t kPush = 256 * kMiB;
+  constexpr int64_t kPush = 128 * kMiB;
   struct Case {
     std::string quota;
     int64_t growth = 0;
