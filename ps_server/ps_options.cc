@@ -22,9 +22,9 @@ void PsOptions::AddFlags(FlagParser* flags) {
                 "largest reply one pull may ask for (0: no limit)", IntRange::AtLeast(0));
   flags->AddInt("max_request_memory_bytes", &max_request_memory_bytes,
                 "bytes that requests in flight may hold in gRPC's buffers, all connections "
-                "together (more is refused with RESOURCE_EXHAUSTED), taken out of "
-                "--memory_budget_bytes; -1: 4 x --max_request_bytes, at least 64 MiB, at most "
-                "a quarter of the budget; 0: no bound",
+                "together (past it gRPC resets streams: RESOURCE_EXHAUSTED), taken out of "
+                "--memory_budget_bytes; -1: a quarter of the budget (4 x --max_request_bytes "
+                "if more, at most half; no bound without a budget); 0: no bound",
                 IntRange::AtLeast(-1));
   flags->AddInt("test_snapshot_write_delay_ms", &test_snapshot_write_delay_ms,
                 "a test aid, not for production: wait this long before writing each checkpoint "
@@ -46,10 +46,10 @@ absl::StatusOr<RequestMemory> ResolveRequestMemory(int64_t max_request_memory_by
           " bytes) for parameters: lower it, or raise --memory_budget_bytes"));
     }
     out.request_bytes = max_request_memory_bytes;
-  } else {
-    constexpr int64_t kFloor = int64_t{64} << 20;
-    out.request_bytes = std::max(kFloor, 4 * max_request_bytes);
-    if (budget_bytes > 0) out.request_bytes = std::min(out.request_bytes, budget_bytes / 4);
+  } else if (budget_bytes > 0) {
+    // A quarter of the budget, or 4 requests of the cap when that is more (at most half).
+    out.request_bytes =
+        std::max(budget_bytes / 4, std::min(4 * max_request_bytes, budget_bytes / 2));
   }
   if (budget_bytes > 0) out.store_bytes = budget_bytes - out.request_bytes;
   return out;

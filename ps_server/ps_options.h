@@ -23,8 +23,10 @@ struct PsOptions {
   double snapshot_reserve = 0.5;  // of the budget, kept for the blocks updates copy
   int64_t max_reply_bytes = int64_t{64} << 20;  // of one pull; 0: no limit
   // What gRPC's buffers for requests in flight may hold (a resource quota), taken out of the
-  // memory budget; -1: 4 x --max_request_bytes, at least 64 MiB, at most a quarter of the
-  // budget (RequestMemory); 0: no bound.
+  // memory budget; -1: a quarter of the budget, or 4 x --max_request_bytes when that is more
+  // (at most half the budget), none without a budget (ResolveRequestMemory); 0: no bound.
+  // Past it gRPC resets streams (RESOURCE_EXHAUSTED): a small quota refuses heavy traffic of
+  // requests under the cap too (32 pushes of 16 MiB at once past a 64 MiB quota were reset).
   int64_t max_request_memory_bytes = -1;
   int64_t test_snapshot_write_delay_ms = 0;     // a test aid
 

@@ -26,18 +26,20 @@ TEST(PsOptionsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.max_request_memory_bytes, -1);
 }
 
-// Requests in flight are bounded inside the memory budget: by default 4 requests of the cap,
-// at least 64 MiB, at most a quarter of the budget; the rest is the store's.
+// Requests in flight are bounded inside the memory budget: by default a quarter of it (4
+// requests of the cap when that is more, at most half); the rest is the store's.
 TEST(PsOptionsTest, RequestMemoryComesOutOfTheBudget) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   absl::StatusOr<RequestMemory> m = ResolveRequestMemory(-1, 1024 * kMiB, 16 * kMiB);
   ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->request_bytes, 256 * kMiB);
+  EXPECT_EQ(m->store_bytes, 768 * kMiB);
+  m = ResolveRequestMemory(-1, 128 * kMiB, 16 * kMiB);  // 4 requests of the cap
   EXPECT_EQ(m->request_bytes, 64 * kMiB);
-  EXPECT_EQ(m->store_bytes, 960 * kMiB);
-  m = ResolveRequestMemory(-1, 1024 * kMiB, 100 * kMiB);
-  EXPECT_EQ(m->request_bytes, 256 * kMiB);  // a quarter of the budget
-  m = ResolveRequestMemory(-1, 0, 100 * kMiB);  // no budget: 4 requests
-  EXPECT_EQ(m->request_bytes, 400 * kMiB);
+  m = ResolveRequestMemory(-1, 64 * kMiB, 16 * kMiB);  // at most half the budget
+  EXPECT_EQ(m->request_bytes, 32 * kMiB);
+  m = ResolveRequestMemory(-1, 0, 100 * kMiB);  // no budget: no bound
+  EXPECT_EQ(m->request_bytes, 0);
   EXPECT_EQ(m->store_bytes, 0);
   m = ResolveRequestMemory(0, 1024 * kMiB, 16 * kMiB);  // no bound
   EXPECT_EQ(m->request_bytes, 0);
