@@ -135,7 +135,20 @@ class KernelOptimizer final : public Optimizer {
     const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
     const int64_t width = params.width;
     const float* row_slots[kMaxSlots] = {};
+    // As ApplyRowsScaled: the rows a few ids ahead are prefetched (for writing: the update
+    // that follows the check writes them), so that their misses overlap the checks before.
+    constexpr size_t kAhead = 8;
+    const size_t lines = std::min<size_t>(static_cast<size_t>(width) * sizeof(float), 256);
     for (size_t k = 0; k < rows.size(); ++k) {
+      if (k + kAhead < rows.size()) {
+        const int64_t ahead = rows[k + kAhead];
+        const char* p = reinterpret_cast<const char*>(params.Row(ahead));
+        for (size_t line = 0; line < lines; line += 64) __builtin_prefetch(p + line, 1);
+        for (int s = 0; s < kSlots; ++s) {
+          const char* q = reinterpret_cast<const char*>(slots[s].Row(ahead));
+          for (size_t line = 0; line < lines; line += 64) __builtin_prefetch(q + line, 1);
+        }
+      }
       for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s].Row(rows[k]);
       const int64_t at = static_cast<int64_t>(k) * width;
       const int64_t bad = FirstNonFiniteOf(c, width, grad + at, params.Row(rows[k]), row_slots);
