@@ -11,6 +11,12 @@
 // parameters, and as much per slot), one thread, against the dense update of the same
 // 16 MiB: what a row costs beyond its bytes (each row a cache miss).
 //
+// The finiteness check (issue 23 §5): the ps runs Optimizer::FirstNonFiniteDense/Rows over
+// every update before applying it, so that an update that would overflow a parameter or slot
+// is refused; each figure also times the check followed by the update on the same arrays, as
+// the ps runs them, in the same run ("checked ns": per float or row; "+check": checked /
+// update).
+//
 //   bazel run //bench:optimizer_bench -- [--json] [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -115,8 +121,8 @@ absl::StatusOr<nlohmann::json> DenseFigures(int reps) {
   };
   const Size sizes[] = {{"16MiB_2threads", int64_t{4} << 20, 2}, {"1MiB_1thread", 1 << 18, 1}};
   nlohmann::json out = nlohmann::json::array();
-  std::fprintf(stderr, "%-10s %-16s %10s %10s %10s %8s\n", "optimizer", "size", "ns/float",
-               "floor ns", "GB/s", "vs floor");
+  std::fprintf(stderr, "%-10s %-16s %10s %10s %10s %8s %10s %8s\n", "optimizer", "size",
+               "ns/float", "floor ns", "GB/s", "vs floor", "checked ns", "+check");
   for (const Size& size : sizes) {
     for (const Case& c : kCases) {
       auto opt = MakeOptimizer(c.type);
@@ -130,12 +136,24 @@ absl::StatusOr<nlohmann::json> DenseFigures(int reps) {
         for (auto& v : a.slot) s.push_back(v.data());
         (*opt)->ApplyDense(++step, a.grad, a.params.data(), s);
       });
+      int64_t bad = 0;
+      const double checked = Time(arrays, reps, [&](Arrays& a) {
+        std::vector<float*> s;
+        for (auto& v : a.slot) s.push_back(v.data());
+        const std::vector<const float*> cs(s.begin(), s.end());
+        ++step;
+        bad += (*opt)->FirstNonFiniteDense(step, 1.0, a.grad, a.params.data(), cs) !=
+               static_cast<int64_t>(a.grad.size());
+        (*opt)->ApplyDense(step, a.grad, a.params.data(), s);
+      });
+      if (bad != 0) return absl::InternalError("the finiteness check refused a finite update");
       const double floor = Time(arrays, reps, [&](Arrays& a) { FusedFloor(slots, a); });
       const double separate = Time(arrays, reps, [&](Arrays& a) { Floor(slots, a); });
       const double n = static_cast<double>(size.floats);
       const double bytes = n * 4.0 * (1 + 2 * (1 + slots));  // grad; params and slots r+w
-      std::fprintf(stderr, "%-10s %-16s %10.3f %10.3f %10.1f %8.2f\n", c.name, size.name,
-                   update / n * 1e9, floor / n * 1e9, bytes / update / 1e9, update / floor);
+      std::fprintf(stderr, "%-10s %-16s %10.3f %10.3f %10.1f %8.2f %10.3f %8.2f\n", c.name,
+                   size.name, update / n * 1e9, floor / n * 1e9, bytes / update / 1e9,
+                   update / floor, checked / n * 1e9, checked / update);
       out.push_back({{"optimizer", c.name},
                      {"size", size.name},
                      {"floats", size.floats},
@@ -145,7 +163,10 @@ absl::StatusOr<nlohmann::json> DenseFigures(int reps) {
                      {"separate_floor_s", separate},
                      {"bytes_streamed", bytes},
                      {"update_gb_per_s", bytes / update / 1e9},
-                     {"update_vs_floor", update / floor}});
+                     {"update_vs_floor", update / floor},
+                     {"checked_update_s", checked},
+                     {"checked_ns_per_float", checked / n * 1e9},
+                     {"checked_vs_update", checked / update}});
     }
   }
   return out;
@@ -154,8 +175,8 @@ absl::StatusOr<nlohmann::json> DenseFigures(int reps) {
 // The row-sparse update of SGD, Adagrad and Adam against the dense update of as many bytes.
 absl::StatusOr<nlohmann::json> RowFigures(int reps) {
   constexpr int64_t kTableRows = int64_t{1} << 20, kWidth = 64, kIds = 65536;
-  std::fprintf(stderr, "\n%-10s %-24s %12s %12s %10s\n", "optimizer", "rows", "ns/row",
-               "dense ns/row", "vs dense");
+  std::fprintf(stderr, "\n%-10s %-24s %12s %12s %10s %12s %8s\n", "optimizer", "rows",
+               "ns/row", "dense ns/row", "vs dense", "checked ns", "+check");
   nlohmann::json rows_out = nlohmann::json::array();
   std::mt19937_64 rng(1);
   std::vector<int64_t> ids(kTableRows);
@@ -189,21 +210,42 @@ absl::StatusOr<nlohmann::json> RowFigures(int reps) {
                               RowBlocks::Contiguous(&param_base, kWidth),
                               absl::MakeConstSpan(slot_blocks, slots));
     });
+    int64_t bad = 0;
+    const double checked = Time(one, reps, [&](Arrays&) {
+      float* const param_base = table.params.data();
+      float* slot_base[Optimizer::kMaxSlots] = {};
+      RowBlocks slot_blocks[Optimizer::kMaxSlots] = {};
+      for (int j = 0; j < slots; ++j) {
+        slot_base[j] = table.slot[j].data();
+        slot_blocks[j] = RowBlocks::Contiguous(&slot_base[j], kWidth);
+      }
+      ++step;
+      bad += (*opt)->FirstNonFiniteRows(step, 1.0, ids, grad.data(),
+                                        RowBlocks::Contiguous(&param_base, kWidth),
+                                        absl::MakeConstSpan(slot_blocks, slots)) !=
+             kIds * kWidth;
+      (*opt)->ApplyRowsScaled(step, 1.0, ids, grad.data(),
+                              RowBlocks::Contiguous(&param_base, kWidth),
+                              absl::MakeConstSpan(slot_blocks, slots));
+    });
+    if (bad != 0) return absl::InternalError("the finiteness check refused a finite update");
     const double contiguous = Time(dense, reps, [&](Arrays& a) {
       std::vector<float*> s;
       for (auto& v : a.slot) s.push_back(v.data());
       (*opt)->ApplyDense(++step, a.grad, a.params.data(), s);
     });
-    std::fprintf(stderr, "%-10s %-24s %12.1f %12.1f %10.2f\n", c.name,
+    std::fprintf(stderr, "%-10s %-24s %12.1f %12.1f %10.2f %12.1f %8.2f\n", c.name,
                  "65536 of 2^20 x 64", sparse / kIds * 1e9, contiguous / kIds * 1e9,
-                 sparse / contiguous);
+                 sparse / contiguous, checked / kIds * 1e9, checked / sparse);
     rows_out.push_back({{"optimizer", c.name},
                         {"table_rows", kTableRows},
                         {"width", kWidth},
                         {"ids", kIds},
                         {"rows_s", sparse},
                         {"dense_s", contiguous},
-                        {"rows_vs_dense", sparse / contiguous}});
+                        {"rows_vs_dense", sparse / contiguous},
+                        {"checked_rows_s", checked},
+                        {"checked_vs_rows", checked / sparse}});
   }
   return rows_out;
 }

@@ -501,6 +501,38 @@ TEST_F(ChiefTest, AStepThatKeepsFailingFailsTheJob) {
   EXPECT_EQ(status.workers(0).failures(), 0);
 }
 
+// Issue 23 §5: a sync step whose summed update the ps refuses (it would make a parameter
+// non-finite) fails for all its replicas: the replica whose push completed it, and the
+// others, whose next pull waits for the version the step never reaches. Each failure
+// counts, so the step is not leased forever: the job fails after the attempt limit, saying
+// why (the ps' message).
+TEST_F(ChiefTest, AStepThePsRefusesFailsTheJobAfterTheAttemptLimitSayingWhy) {
+  StartChief(2);
+  Submit(R"("mode": "sync", "num_replicas": 2, "steps": 20)");
+  const absl::Status refused = absl::InvalidArgumentError(
+      "step 0: push: push rows to shard 'emb/part_0': variable 'emb' (shard 'emb/part_0'): "
+      "sync step 0 (update 1, the sum of its replicas' gradients) would make row 3 (element 0) "
+      "of the parameters or an optimizer slot non-finite; the step is refused for all its "
+      "replicas");
+  // Replica 0's part of sync step 0 went in; replica 1's push completed the step: refused.
+  for (FakeWorker* w : workers_) ASSERT_TRUE(w->WaitForPending(1));
+  workers_[0]->Finish();
+  workers_[1]->Finish(refused);
+  // From here on every call fails as the ps answers it: re-runs' pushes, next steps' pulls.
+  int calls = 0;
+  while (!chief_->WaitForJobEnd(absl::Milliseconds(10)) && calls < 200) {
+    for (FakeWorker* w : workers_) {
+      if (w->Finish(refused) >= 0) ++calls;
+    }
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait)) << calls << " calls failed and the job goes on";
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::FAILED);
+  EXPECT_NE(status.error().find("failed 4 times"), std::string::npos) << status.error();
+  EXPECT_NE(status.error().find("non-finite"), std::string::npos) << status.error();
+  EXPECT_LE(calls, 2 * 4) << status.error();
+}
+
 // A job that ends (here: cancelled) with two calls in flight on one worker ends only when both
 // are back.
 TEST_F(ChiefTest, JobEndsOnlyWhenEveryCallIsBack) {

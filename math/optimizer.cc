@@ -12,6 +12,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "common/finite.h"
 #include "common/status_macros.h"
 
 namespace shardps {
@@ -43,6 +44,19 @@ absl::Status CheckRange(double v, absl::string_view field, double lo, bool lo_op
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Whether x[0, n) are all finite: a float is NaN or infinite exactly when its exponent bits
+// are all ones, and adding one to that field then carries into the sign bit. One OR over the
+// tile, which the compiler vectorizes (common/finite.h finds the element after a miss).
+inline bool TileFinite(const float* __restrict x, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    acc |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (acc & 0x80000000u) == 0;
+}
 
 // Dense and lazy row-sparse applies for a Kernel that provides:
 //   struct Coefficients;                       per-update constants (Adam's lr_t)
@@ -107,9 +121,70 @@ class KernelOptimizer final : public Optimizer {
     }
   }
 
+  int64_t FirstNonFiniteDense(int64_t step, double lr_scale, absl::Span<const float> grad,
+                              const float* params,
+                              absl::Span<const float* const> slots) const override {
+    const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
+    return FirstNonFiniteOf(c, static_cast<int64_t>(grad.size()), grad.data(), params,
+                            slots.data());
+  }
+
+  int64_t FirstNonFiniteRows(int64_t step, double lr_scale, absl::Span<const int64_t> rows,
+                             const float* grad, const RowBlocks& params,
+                             absl::Span<const RowBlocks> slots) const override {
+    const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
+    const int64_t width = params.width;
+    const float* row_slots[kMaxSlots] = {};
+    // As ApplyRowsScaled: the rows a few ids ahead are prefetched (for writing: the update
+    // that follows the check writes them), so that their misses overlap the checks before.
+    constexpr size_t kAhead = 8;
+    const size_t lines = std::min<size_t>(static_cast<size_t>(width) * sizeof(float), 256);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (k + kAhead < rows.size()) {
+        const int64_t ahead = rows[k + kAhead];
+        const char* p = reinterpret_cast<const char*>(params.Row(ahead));
+        for (size_t line = 0; line < lines; line += 64) __builtin_prefetch(p + line, 1);
+        for (int s = 0; s < kSlots; ++s) {
+          const char* q = reinterpret_cast<const char*>(slots[s].Row(ahead));
+          for (size_t line = 0; line < lines; line += 64) __builtin_prefetch(q + line, 1);
+        }
+      }
+      for (int s = 0; s < kSlots; ++s) row_slots[s] = slots[s].Row(rows[k]);
+      const int64_t at = static_cast<int64_t>(k) * width;
+      const int64_t bad = FirstNonFiniteOf(c, width, grad + at, params.Row(rows[k]), row_slots);
+      if (bad < width) return at + bad;
+    }
+    return static_cast<int64_t>(rows.size()) * width;
+  }
+
   absl::string_view slot_name(int slot) const override { return kernel_.slot_name(slot); }
 
  private:
+  // The update of n elements computed on copies, a tile at a time (in L1), and the first
+  // element whose parameter or a slot came out non-finite (n: none).
+  template <typename Coefficients>
+  int64_t FirstNonFiniteOf(const Coefficients& c, int64_t n, const float* grad,
+                           const float* params, const float* const* slots) const {
+    constexpr int64_t kTile = 1024;  // 12 KiB with two slots: in L1
+    alignas(64) float p[kTile];
+    alignas(64) float s[kMaxSlots][kTile];
+    float* const tile_slots[kMaxSlots] = {s[0], s[1]};
+    for (int64_t begin = 0; begin < n; begin += kTile) {
+      const int64_t m = std::min(kTile, n - begin);
+      const size_t bytes = static_cast<size_t>(m) * sizeof(float);
+      std::memcpy(p, params + begin, bytes);
+      for (int j = 0; j < kSlots; ++j) std::memcpy(s[j], slots[j] + begin, bytes);
+      kernel_.Update(c, m, grad + begin, p, tile_slots);
+      bool finite = TileFinite(p, m);
+      for (int j = 0; j < kSlots; ++j) finite = finite && TileFinite(s[j], m);
+      if (finite) continue;
+      int64_t bad = FirstNonFinite(p, m);
+      for (int j = 0; j < kSlots; ++j) bad = std::min(bad, FirstNonFinite(s[j], m));
+      return begin + bad;
+    }
+    return n;
+  }
+
   const Kernel kernel_;
   const LearningRateDecay decay_;
 };

@@ -113,6 +113,22 @@ class Optimizer {
                                const float* grad, const RowBlocks& params,
                                absl::Span<const RowBlocks> slots) const = 0;
 
+  // The finiteness check of an update, before it is applied: the index of the first element
+  // (into `grad`; for rows, k * width + column of row rows[k]) whose parameter or a slot the
+  // same update (ApplyDenseScaled / ApplyRowsScaled with these arguments) would leave NaN or
+  // infinite, or grad.size() (rows.size() * width) when none would. Reads only: the update
+  // is computed, bit for bit as the apply computes it, on a small copy of each piece of the
+  // buffers (every rule is elementwise), so a caller can refuse an update that would overflow
+  // a parameter or a slot (SGD's p - lr * g, Adam's v + g * g) and leave everything as it was.
+  // REQUIRES: as for the applies.
+  virtual int64_t FirstNonFiniteDense(int64_t step, double lr_scale,
+                                      absl::Span<const float> grad, const float* params,
+                                      absl::Span<const float* const> slots) const = 0;
+  virtual int64_t FirstNonFiniteRows(int64_t step, double lr_scale,
+                                     absl::Span<const int64_t> rows, const float* grad,
+                                     const RowBlocks& params,
+                                     absl::Span<const RowBlocks> slots) const = 0;
+
   // The name of slot `slot` (checkpoint tensors are "<shard>/<slot name>"): MOMENTUM's
   // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v", FTRL's "accumulator"
   // and "linear".

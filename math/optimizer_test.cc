@@ -787,3 +787,93 @@ TEST(OptimizerRowsTest, AdagradAndLazyAdamMatchFormulaAndLeaveOtherRows) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// The finiteness check computes the update on copies: it finds the first element that the
+// apply would leave non-finite (the issue's -3e38 pushes: SGD and momentum rows overflow to
+// inf, Adam's second moment overflows), changes nothing, and agrees with the apply itself.
+TEST(OptimizerFiniteCheckTest, FindsTheFirstElementAnUpdateWouldOverflow) {
+  for (OptimizerSpec::Type type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM,
+                                   OptimizerSpec::ADAGRAD, OptimizerSpec::ADAM,
+                                   OptimizerSpec::FTRL}) {
+    SCOPED_TRACE(OptimizerSpec::Type_Name(type));
+    OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_learning_rate(type == OptimizerSpec::SGD ? 2.0 : 0.5);
+    spec.set_momentum(0.9);
+    std::unique_ptr<Optimizer> opt = Make(spec);
+    constexpr int kLen = 600;  // over two tiles and a tail
+    State s;
+    // SGD's and momentum's parameters overflow when near the float range already; the
+    // others' slots overflow from the gradient's square.
+    const bool near_max = type == OptimizerSpec::SGD || type == OptimizerSpec::MOMENTUM;
+    s.params.assign(kLen, near_max ? -3e38f : 0.5f);
+    for (int k = 0; k < opt->num_slots(); ++k) {
+      s.slots.emplace_back(kLen, opt->initial_slot_value(k));
+    }
+    std::vector<float*> slots;
+    for (auto& v : s.slots) slots.push_back(v.data());
+    std::vector<float> g(kLen, 1.0f);
+    // A small gradient keeps everything finite.
+    EXPECT_EQ(opt->FirstNonFiniteDense(1, 1.0, g, s.params.data(), slots), kLen);
+    // Element 517's huge gradient overflows its parameter or a slot.
+    g[517] = 3e38f;
+    const State before = s;
+    const int64_t bad = opt->FirstNonFiniteDense(1, 1.0, g, s.params.data(), slots);
+    EXPECT_EQ(bad, 517);
+    EXPECT_EQ(s.params, before.params);
+    EXPECT_EQ(s.slots, before.slots);
+    // The apply agrees: that element, and only it, comes out non-finite.
+    opt->ApplyDense(1, g, s.params.data(), slots);
+    bool any_bad = !std::isfinite(s.params[517]);
+    for (auto& v : s.slots) any_bad = any_bad || !std::isfinite(v[517]);
+    EXPECT_TRUE(any_bad);
+    for (int i = 0; i < kLen; ++i) {
+      if (i == 517) continue;
+      ASSERT_TRUE(std::isfinite(s.params[i])) << i;
+    }
+  }
+}
+
+// 40 pushes of -3e38: without the check, SGD's row goes to inf after the second and Adam's
+// v overflows on the first. The rows variant names the row and column.
+TEST(OptimizerFiniteCheckTest, RowsNameTheRowAndColumn) {
+  constexpr int kWidth = 4;
+  for (OptimizerSpec::Type type : {OptimizerSpec::SGD, OptimizerSpec::ADAM}) {
+    SCOPED_TRACE(OptimizerSpec::Type_Name(type));
+    OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_learning_rate(1.0);
+    std::unique_ptr<Optimizer> opt = Make(spec);
+    std::vector<float> params(3 * kWidth, 0.0f), m(3 * kWidth, 0.0f), v = m;
+    float* p_base = params.data();
+    float* m_base = m.data();
+    float* v_base = v.data();
+    const RowBlocks p_rows = RowBlocks::Contiguous(&p_base, kWidth);
+    const RowBlocks slot_rows[] = {RowBlocks::Contiguous(&m_base, kWidth),
+                                   RowBlocks::Contiguous(&v_base, kWidth)};
+    const absl::Span<const RowBlocks> slots(slot_rows, opt->num_slots());
+    const std::vector<int64_t> rows = {2, 0};
+    std::vector<float> grad(rows.size() * kWidth, 0.5f);
+    grad[1 * kWidth + 3] = -3e38f;  // row 0, column 3
+    int64_t first_refused = -1;
+    for (int t = 1; t <= 40 && first_refused < 0; ++t) {
+      const int64_t bad = opt->FirstNonFiniteRows(t, 1.0, rows, grad.data(), p_rows, slots);
+      if (bad < static_cast<int64_t>(grad.size())) {
+        EXPECT_EQ(bad, 1 * kWidth + 3);
+        first_refused = t;
+      } else {
+        opt->ApplyRows(t, rows, grad.data(), p_rows, slots);
+      }
+    }
+    ASSERT_GE(first_refused, 1) << "40 pushes of -3e38 were all accepted";
+    for (float x : params) EXPECT_TRUE(std::isfinite(x));
+    for (float x : m) EXPECT_TRUE(std::isfinite(x));
+    for (float x : v) EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+}  // namespace
+}  // namespace shardps

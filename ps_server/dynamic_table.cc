@@ -40,6 +40,9 @@ constexpr double kMaxLoad = 0.85;
 constexpr uint64_t kMinIndexCapacity = 64;
 constexpr int kSketchDepth = 4;
 constexpr int kEvictionSamples = 1024;
+// A row's share of its stripe's index: a key and a row number (12 bytes) at a load between
+// 0.57 and 0.85, rounded up.
+constexpr int64_t kIndexBytesPerRow = 24;
 
 uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -237,6 +240,12 @@ DynamicTable::DynamicTable(const DynamicTableOptions& options, KeyedRowInitializ
           64, static_cast<uint64_t>(options.admission_sketch_bytes) /
                   (static_cast<uint64_t>(options.num_stripes) * kSketchDepth))),
       initializer_(std::move(initializer)),
+      row_budget_(options.row_budget),
+      budget_name_(options.budget_name.empty() ? absl::StrCat("table '", options.name, "'")
+                                               : options.budget_name),
+      row_bytes_(static_cast<int64_t>(sizeof(float)) * options.dim *
+                     (1 + optimizer.num_slots()) +
+                 2 * static_cast<int64_t>(sizeof(uint32_t)) + kIndexBytesPerRow),
       held_(new std::atomic<bool>[options.num_buckets]),
       stripes_(new Stripe[options.num_stripes]) {
   for (int s = 0; s < num_slots_; ++s) initial_slot_[s] = optimizer.initial_slot_value(s);
@@ -257,7 +266,46 @@ DynamicTable::DynamicTable(const DynamicTableOptions& options, KeyedRowInitializ
   }
 }
 
-DynamicTable::~DynamicTable() = default;
+DynamicTable::~DynamicTable() {
+  if (row_budget_ == nullptr) return;
+  absl::MutexLock lock(&charge_mu_);
+  row_budget_->Release(charged_rows_ * row_bytes_);
+}
+
+absl::Status DynamicTable::ChargeNewRows(int64_t candidates,
+                                         const std::function<int64_t()>& count_missing,
+                                         absl::string_view doing) {
+  if (row_budget_ == nullptr || candidates == 0) return absl::OkStatus();
+  absl::MutexLock lock(&charge_mu_);
+  // Every candidate first (the common case: room to spare); then only those that are new.
+  if (row_budget_->Reserve(candidates * row_bytes_, "").ok()) {
+    charged_rows_ += candidates;
+    return absl::OkStatus();
+  }
+  const int64_t missing = count_missing();
+  if (missing == 0) return absl::OkStatus();
+  const absl::Status reserved = row_budget_->Reserve(
+      missing * row_bytes_,
+      absl::StrCat(budget_name_, ": ", doing, " makes ", missing, " new rows of ", row_bytes_,
+                   " bytes (the table has ", size(), "; without max_rows each row counts in "
+                   "the ps' memory budget, and a key without a row is refused past it)"));
+  if (!reserved.ok()) return reserved;
+  charged_rows_ += missing;
+  return absl::OkStatus();
+}
+
+void DynamicTable::SettleCharge() {
+  if (row_budget_ == nullptr) return;
+  absl::MutexLock lock(&charge_mu_);
+  const int64_t rows = size();
+  if (rows < charged_rows_) {
+    row_budget_->Release((charged_rows_ - rows) * row_bytes_);
+  } else if (rows > charged_rows_) {
+    // Rows made that no reservation covered (pushes that raced): counted as they are.
+    row_budget_->Charge((rows - charged_rows_) * row_bytes_);
+  }
+  charged_rows_ = rows;
+}
 
 absl::StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(
     const DynamicTableOptions& options, const Optimizer& optimizer) {
@@ -570,6 +618,25 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
   for (size_t u = 0; u < first.size(); ++u) stripe_of[u] = places[first[u]].stripe;
   std::vector<uint32_t> order, begin;
   GroupByStripe(stripe_of, num_stripes_, &order, &begin);
+  // Before anything changes: the update must leave every row finite, and the rows it makes
+  // must fit in the row budget.
+  RETURN_IF_ERROR(
+      CheckFiniteUpdate(keys, first, sums, order, begin, optimizer, step, lr_scale));
+  RETURN_IF_ERROR(ChargeNewRows(
+      static_cast<int64_t>(first.size()),
+      [&] {
+        int64_t missing = 0;
+        for (int32_t si = 0; si < num_stripes_; ++si) {
+          if (begin[si] == begin[si + 1]) continue;
+          const Stripe& s = stripes_[si];
+          absl::ReaderMutexLock lock(&s.mu);
+          for (uint32_t i = begin[si]; i < begin[si + 1]; ++i) {
+            if (s.Find(keys[first[order[i]]]) < 0) ++missing;
+          }
+        }
+        return missing;
+      },
+      absl::StrCat("a push of ", first.size(), " keys at step ", step)));
 
   DynamicPushResult result;
   const uint32_t now = StepStamp(step);
@@ -608,7 +675,82 @@ absl::StatusOr<DynamicPushResult> DynamicTable::Push(absl::Span<const int64_t> k
     }
     EvictAfterPush(s, now, evicted);
   }
+  SettleCharge();
   return result;
+}
+
+absl::Status DynamicTable::CheckFiniteUpdate(absl::Span<const int64_t> keys,
+                                             const std::vector<uint32_t>& first,
+                                             const std::vector<float>& sums,
+                                             const std::vector<uint32_t>& order,
+                                             const std::vector<uint32_t>& begin,
+                                             const Optimizer& optimizer, int64_t step,
+                                             double lr_scale) const {
+  // Per stripe: its rows in place, and the keys without a row from their initial values
+  // (contiguous copies), each checked with one call.
+  std::vector<int64_t> rows, fresh_index;
+  std::vector<uint32_t> row_u, fresh_u;
+  std::vector<float> row_grads, fresh_grads, fresh_params;
+  std::vector<float> fresh_slots[Optimizer::kMaxSlots];
+  auto refuse = [&](uint32_t u, int64_t column) {
+    const float g = sums[static_cast<size_t>(u) * dim_ + column];
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", name_, "': update ", step, " would make the row of key ", keys[first[u]],
+        " (position ", first[u], ", element ", column,
+        ") non-finite in its parameters or an optimizer slot (the gradient there is ", g,
+        "); refused, the table is unchanged"));
+  };
+  for (int32_t si = 0; si < num_stripes_; ++si) {
+    if (begin[si] == begin[si + 1]) continue;
+    const Stripe& s = stripes_[si];
+    absl::ReaderMutexLock lock(&s.mu);
+    rows.clear();
+    row_u.clear();
+    row_grads.clear();
+    fresh_u.clear();
+    fresh_grads.clear();
+    for (uint32_t i = begin[si]; i < begin[si + 1]; ++i) {
+      const uint32_t u = order[i];
+      const float* g = sums.data() + static_cast<size_t>(u) * dim_;
+      const int64_t row = s.Find(keys[first[u]]);
+      if (row >= 0) {
+        rows.push_back(row);
+        row_u.push_back(u);
+        row_grads.insert(row_grads.end(), g, g + dim_);
+      } else {
+        fresh_u.push_back(u);
+        fresh_grads.insert(fresh_grads.end(), g, g + dim_);
+      }
+    }
+    if (!rows.empty()) {
+      const RowBlocks params{s.param_blocks.data(), kChunkShift, dim_};
+      RowBlocks slots[Optimizer::kMaxSlots] = {};
+      for (int j = 0; j < num_slots_; ++j) slots[j] = {s.slot_blocks[j].data(), kChunkShift, dim_};
+      const int64_t bad = optimizer.FirstNonFiniteRows(step, lr_scale, rows, row_grads.data(),
+                                                       params,
+                                                       absl::MakeConstSpan(slots, num_slots_));
+      if (bad < static_cast<int64_t>(rows.size()) * dim_) {
+        return refuse(row_u[bad / dim_], bad % dim_);
+      }
+    }
+    if (!fresh_u.empty()) {
+      const size_t n = fresh_u.size() * static_cast<size_t>(dim_);
+      fresh_params.resize(n);
+      for (size_t k = 0; k < fresh_u.size(); ++k) {
+        initializer_.Fill(keys[first[fresh_u[k]]], fresh_params.data() + k * dim_);
+      }
+      const float* slot_ptrs[Optimizer::kMaxSlots] = {};
+      for (int j = 0; j < num_slots_; ++j) {
+        fresh_slots[j].assign(n, initial_slot_[j]);
+        slot_ptrs[j] = fresh_slots[j].data();
+      }
+      const int64_t bad = optimizer.FirstNonFiniteDense(
+          step, lr_scale, fresh_grads, fresh_params.data(),
+          absl::Span<const float* const>(slot_ptrs, num_slots_));
+      if (bad < static_cast<int64_t>(n)) return refuse(fresh_u[bad / dim_], bad % dim_);
+    }
+  }
+  return absl::OkStatus();
 }
 
 void DynamicTable::ApplyToRows(Stripe& s, const std::vector<int64_t>& rows,
@@ -649,6 +791,7 @@ int64_t DynamicTable::EvictExpired(int64_t now_step) {
     evicted += EvictOlderThan(s, threshold, std::numeric_limits<int64_t>::max(), &s.evicted_ttl,
                               nullptr);
   }
+  SettleCharge();
   return evicted;
 }
 
@@ -765,6 +908,14 @@ absl::Status DynamicTable::ImportBuckets(absl::Span<const int32_t> buckets,
     }
     stripe_of[k] = StripeOfBucket(b);
   }
+  // The buckets are not held: every row is new (keys repeated in a batch overwrite).
+  RETURN_IF_ERROR(ChargeNewRows(
+      static_cast<int64_t>(rows.keys.size()),
+      [&] {
+        return static_cast<int64_t>(
+            absl::flat_hash_set<int64_t>(rows.keys.begin(), rows.keys.end()).size());
+      },
+      absl::StrCat("importing ", buckets.size(), " buckets")));
   std::vector<uint32_t> order, begin;
   GroupByStripe(stripe_of, num_stripes_, &order, &begin);
   std::vector<std::vector<int32_t>> stripe_buckets(num_stripes_);
@@ -781,6 +932,7 @@ absl::Status DynamicTable::ImportBuckets(absl::Span<const int32_t> buckets,
     s.held_buckets += static_cast<int32_t>(stripe_buckets[i].size());
     total_held_.fetch_add(static_cast<int32_t>(stripe_buckets[i].size()));
   }
+  SettleCharge();
   return absl::OkStatus();
 }
 
@@ -808,6 +960,7 @@ absl::Status DynamicTable::DropBuckets(absl::Span<const int32_t> buckets) {
     });
     for (const auto& [key, row] : victims) RemoveRow(s, key, row, &s.dropped);
   }
+  SettleCharge();
   return absl::OkStatus();
 }
 
@@ -895,6 +1048,18 @@ absl::Status DynamicTable::UpsertRows(const RowBatch& rows) {
   for (size_t k = 0; k < rows.keys.size(); ++k) stripe_of[k] = places[k].stripe;
   std::vector<uint32_t> order, begin;
   GroupByStripe(stripe_of, num_stripes_, &order, &begin);
+  RETURN_IF_ERROR(ChargeNewRows(
+      static_cast<int64_t>(rows.keys.size()),
+      [&] {
+        absl::flat_hash_set<int64_t> missing;
+        for (size_t k = 0; k < rows.keys.size(); ++k) {
+          const Stripe& s = stripes_[places[k].stripe];
+          absl::ReaderMutexLock lock(&s.mu);
+          if (s.Find(rows.keys[k]) < 0) missing.insert(rows.keys[k]);
+        }
+        return static_cast<int64_t>(missing.size());
+      },
+      absl::StrCat("restoring ", rows.keys.size(), " rows")));
   for (int32_t i = 0; i < num_stripes_; ++i) {
     if (begin[i] == begin[i + 1]) continue;
     Stripe& s = stripes_[i];
@@ -904,6 +1069,7 @@ absl::Status DynamicTable::UpsertRows(const RowBatch& rows) {
       WriteRow(s, rows.keys[k], rows.values.data() + k * row_floats(), rows.last_steps[k]);
     }
   }
+  SettleCharge();
   return absl::OkStatus();
 }
 
@@ -916,6 +1082,7 @@ absl::Status DynamicTable::EraseKeys(absl::Span<const int64_t> keys) {
     const int64_t row = s.Find(keys[k]);
     if (row >= 0) RemoveRow(s, keys[k], static_cast<uint32_t>(row), &s.dropped);
   }
+  SettleCharge();
   return absl::OkStatus();
 }
 

@@ -8,7 +8,9 @@
 //
 // Thread-safety: all methods are thread-safe. Keys map to stripes by bucket; a push or pull is
 // atomic per stripe, not across stripes. A push racing DropBuckets skips the keys of a bucket
-// dropped meanwhile (counted in DynamicPushResult::not_held).
+// dropped meanwhile (counted in DynamicPushResult::not_held). A push's checks (finiteness,
+// the row budget) see the rows before it; pushes that race each other (the shard serializes
+// them) may pass the row budget by the rows they create meanwhile.
 #ifndef SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
 #define SHARDPS_PS_SERVER_DYNAMIC_TABLE_H_
 
@@ -19,13 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "math/initializer.h"
 #include "math/optimizer.h"
 #include "partitioners/buckets.h"
 #include "proto/ps.pb.h"
+#include "ps_server/memory_budget.h"
 
 namespace shardps {
 
@@ -55,6 +61,14 @@ struct DynamicTableOptions {
   int64_t max_rows = 0;
   // Deleted keys kept for incremental checkpoints, at most (over all stripes).
   int64_t max_logged_deletions = int64_t{1} << 22;
+  // Memory: when set, each row counts DynamicTable::row_bytes() in this budget while it
+  // exists (its parameters, slots, metadata and index entry), so that a table fed new keys
+  // cannot grow past the ps' memory (a table with max_rows has its rows reserved up front
+  // instead, and leaves this null). A push, import or restore that would make rows past the
+  // budget fails with RESOURCE_EXHAUSTED naming the table (budget_name) and changes
+  // nothing; pushes of keys that have rows go on. Must outlive the table.
+  MemoryBudget* row_budget = nullptr;
+  std::string budget_name;  // how budget errors name the table (default "table '<name>'")
 };
 
 // Rows in a flat layout: what export, import and checkpoints move.
@@ -109,7 +123,10 @@ class DynamicTable {
   // Optimizer::initial_slot_value.
   // REQUIRES: `optimizer` is the one the table was created with (its num_slots is checked).
   // Bad input (size, non-finite gradient, bucket not held, step, scale) changes nothing and
-  // names the key and its position. `evicted`, when given, gets the rows this push evicts
+  // names the key and its position. So does an update that would leave a row's parameter or
+  // slot non-finite (INVALID_ARGUMENT naming the key; a new row is checked from its initial
+  // value) and, with a row budget, new rows past it (RESOURCE_EXHAUSTED naming the table).
+  // `evicted`, when given, gets the rows this push evicts
   // (by ttl or budget), as they were just before they went: a SYNC shard keeps them so that
   // a re-run of the step reads what the step read.
   absl::StatusOr<DynamicPushResult> Push(absl::Span<const int64_t> keys,
@@ -166,6 +183,9 @@ class DynamicTable {
 
   DynamicTableStats stats() const;
   int64_t size() const { return total_rows_.load(std::memory_order_relaxed); }
+  // What a row counts in the row budget: (1 + num_slots) * dim floats, its step and epoch
+  // stamps and its index entry (12 bytes at a load of 0.5 to 0.85).
+  int64_t row_bytes() const { return row_bytes_; }
 
  private:
   struct Stripe;
@@ -184,6 +204,21 @@ class DynamicTable {
   // Push's arguments: sizes, slots, step, scale, finite gradients.
   absl::Status CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
                          const Optimizer& optimizer, int64_t step, double lr_scale) const;
+  // Push's finiteness check of its distinct keys (keys[first[u]], gradient sums[u * dim]),
+  // grouped by stripe (order, begin): the update must leave every row finite.
+  absl::Status CheckFiniteUpdate(absl::Span<const int64_t> keys,
+                                 const std::vector<uint32_t>& first,
+                                 const std::vector<float>& sums,
+                                 const std::vector<uint32_t>& order,
+                                 const std::vector<uint32_t>& begin, const Optimizer& optimizer,
+                                 int64_t step, double lr_scale) const;
+  // Row budget (no-ops without one). Reserves room for up to `candidates` new rows, or, when
+  // that does not fit, for the `count_missing()` there are exactly: RESOURCE_EXHAUSTED naming
+  // the table when even that does not fit, nothing reserved.
+  absl::Status ChargeNewRows(int64_t candidates, const std::function<int64_t()>& count_missing,
+                             absl::string_view doing);
+  // Squares the reservation with the rows there are now (after rows were made or removed).
+  void SettleCharge();
   // Stripe helpers: each REQUIRES the stripe's lock held exclusively (CopyRow: shared) and
   // asserts it, which is what lets the thread-safety analysis check their bodies (Stripe is
   // defined in the .cc, so an annotation here cannot name its mutex).
@@ -216,6 +251,11 @@ class DynamicTable {
   const uint64_t sketch_width_;
   const KeyedRowInitializer initializer_;
   float initial_slot_[Optimizer::kMaxSlots] = {};
+  MemoryBudget* const row_budget_;
+  const std::string budget_name_;
+  const int64_t row_bytes_;
+  absl::Mutex charge_mu_;
+  int64_t charged_rows_ ABSL_GUARDED_BY(charge_mu_) = 0;  // rows reserved in row_budget_
 
   std::unique_ptr<std::atomic<bool>[]> held_;  // per bucket; written under its stripe's lock
   std::unique_ptr<Stripe[]> stripes_;

@@ -607,3 +607,126 @@ TEST(DynamicTableTest, ConcurrentPushesAndPulls) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Issue 23 §5: a table without max_rows fed new keys grew past the ps' budget (1 GiB to
+// 4 GiB RSS) with no error. Each row counts in the budget now: new keys past it are refused
+// with RESOURCE_EXHAUSTED naming the table, nothing changes, keys that have rows still
+// train, and the bytes come back as rows go (eviction, drops, the table's end).
+TEST(DynamicTableBudgetTest, RowsCountInTheBudgetAndNewKeysPastItAreRefused) {
+  auto opt = MakeOptimizer(OptimizerSpec::ADAM);
+  MemoryBudget budget(/*budget_bytes=*/1 << 20, /*snapshot_reserve=*/0.5, /*ps_task=*/3);
+  DynamicTableOptions o = Options();
+  o.row_budget = &budget;
+  o.budget_name = "variable 'emb' (shard 'emb/part_0')";
+  o.ttl_steps = 1000;
+  auto table = Make(o, *opt);
+  const int64_t row_bytes = table->row_bytes();
+  EXPECT_EQ(row_bytes, 4 * kDim * 3 + 8 + 24);  // Adam: two slots
+  const int64_t fits = budget.limit_bytes() / row_bytes;
+  int64_t next_key = 0;
+  int64_t step = 1;
+  // Pushes of 100 new keys until one is refused.
+  absl::Status refused;
+  while (refused.ok()) {
+    ASSERT_LT(next_key, 2 * fits) << "the table grew past its budget";
+    std::vector<int64_t> keys(100);
+    for (int64_t& k : keys) k = next_key++;
+    const int64_t available = budget.available_bytes();
+    absl::StatusOr<DynamicPushResult> r = table->Push(keys, Grads(100), *opt, step++);
+    if (!r.ok()) {
+      refused = r.status();
+      next_key -= 100;
+    } else {
+      // Health's figure falls as rows grow.
+      EXPECT_EQ(budget.available_bytes(), available - 100 * row_bytes);
+    }
+  }
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("variable 'emb' (shard 'emb/part_0')"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("max_rows"), std::string::npos) << refused;
+  EXPECT_EQ(table->size(), next_key);
+  EXPECT_GT(next_key, fits - 100);
+  EXPECT_LE(next_key, fits);
+  EXPECT_EQ(budget.used_bytes(), next_key * row_bytes);
+  // Keys that have rows still train, new ones do not.
+  const std::vector<int64_t> old_keys = {0, 1, 2};
+  const std::vector<float> before = PullRows(*table, old_keys);
+  ASSERT_TRUE(table->Push(old_keys, Grads(3), *opt, step++).ok());
+  EXPECT_NE(PullRows(*table, old_keys), before);
+  // One key at a time, the budget fills to its last row.
+  while (table->Push({next_key}, Grads(1), *opt, step++).ok()) ++next_key;
+  EXPECT_LT(budget.available_bytes(), row_bytes);
+  EXPECT_EQ(table->size(), next_key);
+  EXPECT_EQ(budget.used_bytes(), next_key * row_bytes);
+  // Rows that go give their bytes back.
+  ASSERT_TRUE(table->EraseKeys({0, 1, 2}).ok());
+  EXPECT_EQ(budget.used_bytes(), (next_key - 3) * row_bytes);
+  EXPECT_EQ(table->EvictExpired(step + 2000), next_key - 3);
+  EXPECT_EQ(budget.used_bytes(), 0);
+  ASSERT_TRUE(table->Push({1, 2, 3}, Grads(3), *opt, step + 2001).ok());
+  EXPECT_EQ(budget.used_bytes(), 3 * row_bytes);
+  table.reset();
+  EXPECT_EQ(budget.used_bytes(), 0);
+}
+
+// A restore's rows count too: past the budget the restore is refused, nothing written.
+TEST(DynamicTableBudgetTest, UpsertPastTheBudgetIsRefused) {
+  auto opt = MakeOptimizer(OptimizerSpec::SGD);
+  auto source = Make(Options(), *opt);
+  std::vector<int64_t> keys(1000);
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] = static_cast<int64_t>(k);
+  ASSERT_TRUE(source->Push(keys, Grads(keys.size()), *opt, 1).ok());
+  absl::StatusOr<RowBatch> rows = source->ExportBuckets(source->HeldBuckets());
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  MemoryBudget budget(/*budget_bytes=*/20000, /*snapshot_reserve=*/0, /*ps_task=*/0);
+  DynamicTableOptions o = Options();
+  o.row_budget = &budget;
+  auto target = Make(o, *opt);
+  const absl::Status s = target->UpsertRows(*rows);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("table 'emb'"), std::string::npos) << s;
+  EXPECT_EQ(target->size(), 0);
+  EXPECT_EQ(budget.used_bytes(), 0);
+}
+
+// A push that would overflow a row (an existing one, or a new one from its initial value) is
+// refused naming the key, and changes nothing: no row made, none updated.
+TEST(DynamicTableFiniteTest, AnUpdateThatWouldOverflowARowIsRefused) {
+  for (OptimizerSpec::Type type : {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM,
+                                   OptimizerSpec::ADAM}) {
+    SCOPED_TRACE(OptimizerSpec::Type_Name(type));
+    auto opt = MakeOptimizer(type, 1.0);
+    auto table = Make(Options(), *opt);
+    const std::vector<int64_t> keys = {10, 20};
+    std::vector<float> huge = Grads(2);
+    for (int64_t c = 0; c < kDim; ++c) huge[kDim + c] = -3e38f;  // key 20
+    absl::Status refused;
+    int pushes = 0;
+    std::vector<float> before;
+    int64_t size_before = 0;
+    for (; pushes < 40 && refused.ok(); ++pushes) {
+      before = PullRows(*table, keys);
+      size_before = table->size();
+      refused = table->Push(keys, huge, *opt, pushes + 1).status();
+    }
+    ASSERT_FALSE(refused.ok()) << "40 pushes of -3e38 were all applied";
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find("key 20"), std::string::npos) << refused;
+    EXPECT_EQ(PullRows(*table, keys), before);
+    EXPECT_EQ(table->size(), size_before);
+    for (float x : PullRows(*table, keys)) EXPECT_TRUE(std::isfinite(x));
+  }
+  // A new key's first push is checked from its initial value.
+  auto adam = MakeOptimizer(OptimizerSpec::ADAM);
+  auto table = Make(Options(), *adam);
+  std::vector<float> g(kDim, 3e38f);
+  EXPECT_EQ(table->Push({77}, g, *adam, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->size(), 0);
+}
+
+}  // namespace
+}  // namespace shardps

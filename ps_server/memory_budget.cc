@@ -54,6 +54,11 @@ void MemoryBudget::Release(int64_t bytes) {
   used_ -= bytes;
 }
 
+void MemoryBudget::Charge(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  used_ += bytes;
+}
+
 int64_t MemoryBudget::used_bytes() const {
   absl::MutexLock lock(&mu_);
   return used_;

@@ -40,6 +40,9 @@ class MemoryBudget {
   absl::Status Reserve(int64_t bytes, absl::string_view what);
   // Returns bytes reserved before (a shard dropped, or one not created after all).
   void Release(int64_t bytes);
+  // Counts `bytes` already taken, past the limit if need be (a dynamic table's rows that
+  // racing pushes made without a reservation): available_bytes() says so at once.
+  void Charge(int64_t bytes);
 
   int64_t used_bytes() const;
   // limit_bytes() - used_bytes(), at least 0; 0 without a budget.

@@ -86,6 +86,10 @@ class ParamBlocks {
            (r & ((int64_t{1} << shift_) - 1)) * width_;
   }
 
+  // The row map to read through (never to write: see Writable); valid until the next
+  // Writable, WritableRows or assignment.
+  RowBlocks ReadRows() const { return RowBlocks{pointers_.data(), shift_, width_}; }
+
   // Copies elements [begin, end) to `out`.
   void CopyOut(int64_t begin, int64_t end, float* out) const;
 

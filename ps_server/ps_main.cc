@@ -10,7 +10,8 @@
 // take (CreateShards fails past it, naming the variable), less --snapshot_reserve of it, kept
 // for the blocks that updates copy while a checkpoint snapshot is being written. The default
 // is 90% of the memory this process may use (the machine's, or its cgroup's limit when
-// lower). --max_reply_bytes bounds one pull's reply.
+// lower). --max_reply_bytes bounds one pull's reply. --max_request_memory_bytes bounds what
+// requests in flight may hold in gRPC's buffers (a resource quota), out of the budget.
 #include <memory>
 #include <string>
 
@@ -76,9 +77,14 @@ class PsBody : public DaemonBody {
 
   std::vector<grpc::Service*> Services() override { return {service_.get()}; }
   std::string Describe() const override {
-    return absl::StrCat("; memory budget ", budget_.bytes, " bytes (", budget_.source, "), ",
-                        options_.snapshot_reserve, " of it reserved for snapshots; replies up to ",
-                        options_.max_reply_bytes, " bytes");
+    return absl::StrCat("; memory budget ", budget_.bytes, " bytes (", budget_.source,
+                        budget_.request_bytes > 0
+                            ? absl::StrCat(", less ", budget_.request_bytes,
+                                           " for requests in flight")
+                            : std::string(),
+                        "), ", options_.snapshot_reserve,
+                        " of it reserved for snapshots; replies up to ", options_.max_reply_bytes,
+                        " bytes");
   }
   // Waiting pulls fail, and the test aid's wait ends, so that the server can drain.
   void BeginShutdown() override {
@@ -108,6 +114,14 @@ int Main(int argc, char** argv) {
   absl::StatusOr<MemoryBudget> budget =
       ResolveMemoryBudget(options.memory_budget_bytes, [] { return ProcessMemoryLimit(); });
   if (!budget.ok()) return ExitBadConfig(budget.status().message());
+  // Requests in flight are bounded inside the budget (gRPC receives a message whole before
+  // it checks its size): what the store may take is the rest.
+  absl::StatusOr<RequestMemory> requests = ResolveRequestMemory(
+      options.max_request_memory_bytes, budget->bytes, daemon.max_request_bytes());
+  if (!requests.ok()) return ExitBadConfig(requests.status().message());
+  daemon.set_request_memory_bytes(requests->request_bytes);
+  budget->request_bytes = requests->request_bytes;
+  budget->bytes = requests->store_bytes;
   absl::StatusOr<std::unique_ptr<PsBody>> body =
       PsBody::Create(options, *std::move(budget), daemon);
   if (!body.ok()) {

@@ -1,5 +1,6 @@
 #include "ps_server/ps_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -19,10 +20,39 @@ void PsOptions::AddFlags(FlagParser* flags) {
                    DoubleRange::HalfOpen(0, 1));
   flags->AddInt("max_reply_bytes", &max_reply_bytes,
                 "largest reply one pull may ask for (0: no limit)", IntRange::AtLeast(0));
+  flags->AddInt("max_request_memory_bytes", &max_request_memory_bytes,
+                "bytes that requests in flight may hold in gRPC's buffers, all connections "
+                "together (past it gRPC resets streams: RESOURCE_EXHAUSTED), taken out of "
+                "--memory_budget_bytes; -1: a quarter of the budget (4 x --max_request_bytes "
+                "if more, at most half; no bound without a budget); 0: no bound",
+                IntRange::AtLeast(-1));
   flags->AddInt("test_snapshot_write_delay_ms", &test_snapshot_write_delay_ms,
                 "a test aid, not for production: wait this long before writing each checkpoint "
                 "snapshot's file, so that a test can kill the ps while it writes one (0: none)",
                 IntRange::AtLeast(0));
+}
+
+absl::StatusOr<RequestMemory> ResolveRequestMemory(int64_t max_request_memory_bytes,
+                                                   int64_t budget_bytes,
+                                                   int64_t max_request_bytes) {
+  RequestMemory out;
+  out.store_bytes = budget_bytes;
+  if (max_request_memory_bytes == 0) return out;
+  if (max_request_memory_bytes > 0) {
+    if (budget_bytes > 0 && max_request_memory_bytes >= budget_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_request_memory_bytes=", max_request_memory_bytes,
+          " leaves nothing of the memory budget (", budget_bytes,
+          " bytes) for parameters: lower it, or raise --memory_budget_bytes"));
+    }
+    out.request_bytes = max_request_memory_bytes;
+  } else if (budget_bytes > 0) {
+    // A quarter of the budget, or 4 requests of the cap when that is more (at most half).
+    out.request_bytes =
+        std::max(budget_bytes / 4, std::min(4 * max_request_bytes, budget_bytes / 2));
+  }
+  if (budget_bytes > 0) out.store_bytes = budget_bytes - out.request_bytes;
+  return out;
 }
 
 absl::StatusOr<MemoryBudget> ResolveMemoryBudget(

@@ -23,6 +23,33 @@ TEST(PsOptionsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.snapshot_reserve, 0.5);
   EXPECT_EQ(options.max_reply_bytes, 64 << 20);
   EXPECT_EQ(options.test_snapshot_write_delay_ms, 0);
+  EXPECT_EQ(options.max_request_memory_bytes, -1);
+}
+
+// Requests in flight are bounded inside the memory budget: by default a quarter of it (4
+// requests of the cap when that is more, at most half); the rest is the store's.
+TEST(PsOptionsTest, RequestMemoryComesOutOfTheBudget) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  absl::StatusOr<RequestMemory> m = ResolveRequestMemory(-1, 1024 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->request_bytes, 256 * kMiB);
+  EXPECT_EQ(m->store_bytes, 768 * kMiB);
+  m = ResolveRequestMemory(-1, 128 * kMiB, 16 * kMiB);  // 4 requests of the cap
+  EXPECT_EQ(m->request_bytes, 64 * kMiB);
+  m = ResolveRequestMemory(-1, 64 * kMiB, 16 * kMiB);  // at most half the budget
+  EXPECT_EQ(m->request_bytes, 32 * kMiB);
+  m = ResolveRequestMemory(-1, 0, 100 * kMiB);  // no budget: no bound
+  EXPECT_EQ(m->request_bytes, 0);
+  EXPECT_EQ(m->store_bytes, 0);
+  m = ResolveRequestMemory(0, 1024 * kMiB, 16 * kMiB);  // no bound
+  EXPECT_EQ(m->request_bytes, 0);
+  EXPECT_EQ(m->store_bytes, 1024 * kMiB);
+  m = ResolveRequestMemory(8 * kMiB, 1024 * kMiB, 16 * kMiB);
+  EXPECT_EQ(m->request_bytes, 8 * kMiB);
+  EXPECT_EQ(m->store_bytes, 1016 * kMiB);
+  m = ResolveRequestMemory(1024 * kMiB, 1024 * kMiB, 16 * kMiB);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("--max_request_memory_bytes"), std::string::npos);
 }
 
 TEST(PsOptionsTest, ValuesOutsideTheirRangesAreRefusedNamingTheFlag) {

@@ -20,6 +20,8 @@ absl::Status PullWaits::FillOrWait(
     return shards_->NoSuchShard(absl::StrCat("pull from ", QuotedShard(shard->name())));
   }
   if (shard->version() >= min_version) return fill_now();
+  // A refused SYNC step will not be applied: waiting for a version past it is in vain.
+  if (!shard->refused_step().ok()) return shard->refused_step();
   if (shutdown_.load(std::memory_order_acquire)) {
     return absl::CancelledError(
         absl::StrCat("pull from ", QuotedShard(shard->name()), ": the ps is shutting down"));

@@ -34,7 +34,8 @@ class PullWaits {
   // min_version, else registers a waiter whose fill make_deferred_fill() makes, completed
   // later by an update, the timer (timeout_ms > 0), DropShards or Shutdown: then *pending is
   // true and `*done` has been moved into the waiter (the last step, after everything that
-  // may throw). NOT_FOUND for a dropped shard; CANCELLED once shut down.
+  // may throw). NOT_FOUND for a dropped shard; CANCELLED once shut down; the step's error
+  // when the shard refused its SYNC step (Shard::refused_step).
   absl::Status FillOrWait(std::shared_ptr<Shard> shard, int64_t min_version, int64_t timeout_ms,
                           absl::FunctionRef<absl::Status()> fill_now,
                           absl::FunctionRef<std::function<absl::Status()>()> make_deferred_fill,

@@ -23,7 +23,8 @@ constexpr int64_t kParallelGrain = int64_t{1} << 17;
 std::string QuotedShard(absl::string_view name) { return absl::StrCat("shard '", name, "'"); }
 
 Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
-             int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes)
+             int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes,
+             MemoryBudget* row_budget)
     : spec_(spec),
       rows_(geometry.rows),
       width_(geometry.width),
@@ -37,6 +38,7 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       bytes_(static_cast<int64_t>(sizeof(float)) * size_ * (1 + optimizer_->num_slots())),
       slots_count_(static_cast<size_t>(optimizer_->num_slots())),
       snapshot_copy_bytes_(snapshot_copy_bytes),
+      row_budget_(row_budget),
       params_(0, 1),
       recent_ids_(request_id_window),
       accumulator_(num_replicas_, sync_ ? spec.update().replicas_to_aggregate() : 0,
@@ -63,7 +65,7 @@ absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry
 
 absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
     const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
-    std::atomic<int64_t>* snapshot_copy_bytes) {
+    std::atomic<int64_t>* snapshot_copy_bytes, MemoryBudget* row_budget) {
   const std::string what = QuotedShard(spec.name());
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return Annotate(optimizer.status(), what);
@@ -71,7 +73,8 @@ absl::StatusOr<std::shared_ptr<Shard>> Shard::Create(
   State state;
   try {
     shard = std::shared_ptr<Shard>(
-        new Shard(spec, geometry, *std::move(optimizer), request_id_window, snapshot_copy_bytes));
+        new Shard(spec, geometry, *std::move(optimizer), request_id_window, snapshot_copy_bytes,
+                  row_budget));
     state = shard->NewState();
     absl::MutexLock lock(&shard->mu_);
     if (shard->staleness_.enabled()) shard->history_.Enable();
@@ -113,6 +116,15 @@ absl::StatusOr<std::unique_ptr<DynamicTable>> Shard::NewTable() const {
   options.admit_after = d.admit_after();
   options.ttl_steps = d.ttl_steps();
   options.max_rows = d.max_rows();
+  // Without a row budget, every row counts in the ps' memory budget as it is made (with one,
+  // the table's max_rows were reserved when the shard was created).
+  if (d.max_rows() == 0) {
+    options.row_budget = row_budget_;
+    options.budget_name = spec_.variable().empty() || spec_.variable() == spec_.name()
+                              ? QuotedShard(name())
+                              : absl::StrCat("variable '", spec_.variable(), "' (",
+                                             QuotedShard(name()), ")");
+  }
   absl::StatusOr<std::unique_ptr<DynamicTable>> table = DynamicTable::Create(options, *optimizer_);
   if (!table.ok()) return Annotate(table.status(), QuotedShard(name()));
   return table;
@@ -159,6 +171,7 @@ Shard::DynamicCut Shard::TakeDynamicCut(int64_t checkpoint_id, int64_t base) {
 
 void Shard::ReplaceTable(std::unique_ptr<DynamicTable> table, int64_t version) {
   table_ = std::move(table);
+  refused_step_ = absl::OkStatus();
   version_ = version;
   prev_keys_.clear();
   prev_rows_.clear();
@@ -233,10 +246,11 @@ void Shard::KeepEvictedRows(const RowBatch& evicted) {
 }
 
 absl::Status Shard::ApplyKeys(absl::Span<const int64_t> keys, const float* grad) {
-  RETURN_IF_ERROR(
+  RETURN_IF_ERROR(Annotate(
       table_->Push(keys, absl::MakeConstSpan(grad, keys.size() * static_cast<size_t>(width_)),
                    *optimizer_, version_ + 1)
-          .status());
+          .status(),
+      Described()));
   ++version_;
   return absl::OkStatus();
 }
@@ -295,6 +309,7 @@ void Shard::ReplaceState(State state, int64_t version) {
   version_ = version;
   accumulator_.Clear();
   recent_ids_.Clear();
+  refused_step_ = absl::OkStatus();
 }
 
 Shard::WritableState Shard::MakeWritable(int64_t row_begin, int64_t row_end) {
@@ -360,8 +375,8 @@ int64_t Shard::StalenessBytes() const {
          static_cast<int64_t>(mean_square_.size() * sizeof(float));
 }
 
-void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
-                       int64_t base_version) {
+absl::Status Shard::ApplyDense(RowRange range, const GradientBytes& grad,
+                               ParallelFor* parallel, int64_t base_version) {
   const int64_t offset = range.begin * width_;
   const int64_t n = range.size() * width_;
   const int64_t step = version_ + 1;
@@ -408,9 +423,11 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
       applied = &compensated_bytes;
     }
   }
+  const double lr_scale = policy.lr_scale;
+  RETURN_IF_ERROR(CheckFiniteDense(step, lr_scale, offset, *applied, n, parallel,
+                                   absl::StrCat("update ", step)));
   BeforeAsyncUpdate();
   const WritableState state = MakeWritable(range.begin, range.end);
-  const double lr_scale = policy.lr_scale;
   // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
   // analysis cannot follow the lock across threads.
   parallel->Run(n, kParallelGrain, /*align=*/16,
@@ -424,6 +441,7 @@ void Shard::ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* p
                 });
   ++version_;
   AfterAsyncUpdate(range.begin, range.end);
+  return absl::OkStatus();
 }
 
 void Shard::ApplyDenseRun(int64_t step, double lr_scale, int64_t first, const float* grad,
@@ -439,8 +457,8 @@ void Shard::ApplyDenseRun(int64_t step, double lr_scale, int64_t first, const fl
   });
 }
 
-void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel,
-                      int64_t base_version) {
+absl::Status Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad,
+                              ParallelFor* parallel, int64_t base_version) {
   const int64_t step = version_ + 1;
   int64_t lowest = rows_;
   int64_t highest = -1;
@@ -476,9 +494,10 @@ void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, Parallel
                   });
     if (compensate) applied = compensated.get();
   }
+  const double lr_scale = policy.lr_scale;
+  RETURN_IF_ERROR(CheckFiniteRows(step, lr_scale, ids, applied, absl::StrCat("update ", step)));
   BeforeAsyncUpdate();
   const WritableState state = MakeWritableRows(ids);
-  const double lr_scale = policy.lr_scale;
   // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
   // analysis cannot follow the lock across threads.
   parallel->Run(static_cast<int64_t>(ids.size()), grain,
@@ -489,6 +508,71 @@ void Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad, Parallel
                 });
   ++version_;
   AfterAsyncUpdate(lowest, highest + 1);
+  return absl::OkStatus();
+}
+
+std::string Shard::Described() const {
+  if (spec_.variable().empty() || spec_.variable() == spec_.name()) return QuotedShard(name());
+  return absl::StrCat("variable '", spec_.variable(), "' (", QuotedShard(name()), ")");
+}
+
+absl::Status Shard::NonFinite(absl::string_view update, int64_t row, int64_t column,
+                              float grad) const {
+  return absl::InvalidArgumentError(absl::StrCat(
+      Described(), ": ", update, " would make row ", row, " (element ", column,
+      ") of the parameters or an optimizer slot non-finite (its gradient there is ", grad,
+      ", optimizer ", OptimizerSpec::Type_Name(spec_.optimizer().type()),
+      "); refused, the shard is unchanged"));
+}
+
+absl::Status Shard::CheckFiniteDense(int64_t step, double lr_scale, int64_t first,
+                                     const GradientBytes& grad, int64_t n, ParallelFor* parallel,
+                                     absl::string_view update) const {
+  // The lowest bad element found by the pieces (n: none) and its gradient.
+  absl::Mutex mu;
+  int64_t bad = n;
+  float bad_grad = 0;
+  const ParamBlocks& params = params_;
+  // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
+  // analysis cannot follow the lock across threads.
+  parallel->Run(n, kParallelGrain, /*align=*/16,
+                [&](int64_t begin, int64_t end) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  grad.ForEachRun(begin, end, [&](int64_t at, const float* g, int64_t m)
+                                                  ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    params.ForEachRun(
+                        first + at, first + at + m,
+                        [&](int64_t e, const float* p, int64_t k) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                          std::array<const float*, Optimizer::kMaxSlots> at_slots{};
+                          for (size_t s = 0; s < slots_count_; ++s) {
+                            at_slots[s] = slots_[s].Row(e / width_) + e % width_;
+                          }
+                          const float* ge = g + (e - first - at);
+                          const int64_t i = optimizer_->FirstNonFiniteDense(
+                              step, lr_scale, absl::MakeConstSpan(ge, static_cast<size_t>(k)), p,
+                              absl::Span<const float* const>(at_slots.data(), slots_count_));
+                          if (i == k) return;
+                          absl::MutexLock lock(&mu);
+                          if (e - first + i < bad) {
+                            bad = e - first + i;
+                            bad_grad = ge[i];
+                          }
+                        });
+                  });
+                });
+  if (bad == n) return absl::OkStatus();
+  const int64_t element = first + bad;
+  return NonFinite(update, element / width_, element % width_, bad_grad);
+}
+
+absl::Status Shard::CheckFiniteRows(int64_t step, double lr_scale, absl::Span<const int64_t> ids,
+                                    const float* grad, absl::string_view update) const {
+  std::array<RowBlocks, Optimizer::kMaxSlots> slots{};
+  for (size_t s = 0; s < slots_count_; ++s) slots[s] = slots_[s].ReadRows();
+  const int64_t bad = optimizer_->FirstNonFiniteRows(
+      step, lr_scale, ids, grad, params_.ReadRows(),
+      absl::Span<const RowBlocks>(slots.data(), slots_count_));
+  if (bad == static_cast<int64_t>(ids.size()) * width_) return absl::OkStatus();
+  return NonFinite(update, ids[static_cast<size_t>(bad / width_)], bad % width_, grad[bad]);
 }
 
 absl::Status Shard::CheckStep(int64_t step) const {
@@ -506,7 +590,8 @@ absl::Status Shard::CheckStep(int64_t step) const {
   return absl::OkStatus();
 }
 
-UpdateResult Shard::AddDense(int replica, RowRange range, const GradientBytes& grad) {
+absl::StatusOr<UpdateResult> Shard::AddDense(int replica, RowRange range,
+                                             const GradientBytes& grad) {
   return FinishIfComplete(accumulator_.AddDense(replica, range.begin, range.end, grad));
 }
 
@@ -520,26 +605,38 @@ absl::StatusOr<UpdateResult> Shard::AddRows(int replica, std::vector<int64_t> id
   return FinishIfComplete(*result);
 }
 
-UpdateResult Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
+absl::StatusOr<UpdateResult> Shard::FinishIfComplete(const SyncAccumulator::Result& result) {
   UpdateResult update;
   update.duplicate = result.duplicate;
   update.dropped = result.dropped;
   if (result.complete) {
-    FinishStep();
+    RETURN_IF_ERROR(FinishStep());
     update.applied = true;
   }
   return update;
 }
 
-void Shard::FinishStep() {
+absl::Status Shard::FinishStep() {
   // Everything that may run out of memory comes before the first write: the blocks are made
   // writable (copies keep the values), then the sum is taken (which may move the first
-  // replica's buffer out of the accumulator).
+  // replica's buffer out of the accumulator), then the sum is checked (an overflow refuses
+  // the step, the shard as it was: the copies hold the same values).
   const int64_t step = version_ + 1;
+  const std::string update = absl::StrCat("sync step ", version_, " (update ", step,
+                                          ", the sum of its replicas' gradients)");
   // The parameters of this version stay readable for the step's re-runs (ParamsAt); the
-  // writes below copy the blocks they change.
+  // writes below copy the blocks they change. A refused step puts the old ones back.
+  ParamBlocks kept_prev = std::move(prev_params_);
+  const int64_t kept_prev_version = prev_version_;
   prev_params_ = params_.ShareAll();
   prev_version_ = version_;
+  auto refuse = [&](absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    prev_params_ = std::move(kept_prev);
+    prev_version_ = kept_prev_version;
+    refused_step_ = Annotate(status, "the step is refused for all its replicas");
+    LogWarning() << refused_step_;
+    return refused_step_;
+  };
   if (dynamic()) {
     // Keeps the rows the step changes, as they are, then applies the step through the table;
     // the rows the step's push evicts (ttl, budget) are kept too, as they were. A re-run of
@@ -551,29 +648,38 @@ void Shard::FinishStep() {
     if (status.ok()) {
       status = table_->Push(sum.ids, sum.values, *optimizer_, step, 1.0, &evicted).status();
     }
-    // Every key was checked when it was pushed, every gradient is finite: a failure here is
-    // a bug, and the step is applied as far as the table took it.
-    if (!status.ok()) LogError() << QuotedShard(name()) << ": sync step " << step << ": " << status;
+    // Every key was checked when it was pushed, every gradient is finite; the table refuses
+    // a sum that would overflow a row, or new rows past the memory budget, changing nothing.
+    if (!status.ok()) return refuse(Annotate(status, absl::StrCat(Described(), ": ", update)));
     prev_keys_ = std::move(sum.ids);
     prev_rows_ = std::move(before);
     if (!evicted.keys.empty()) KeepEvictedRows(evicted);
     ++version_;
     accumulator_.Clear();
-    return;
+    return absl::OkStatus();
   }
   if (accumulator_.rows_only()) {
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
     if (!sum.ids.empty()) {
+      absl::Status finite = CheckFiniteRows(step, 1.0, sum.ids, sum.values.data(), update);
+      if (!finite.ok()) return refuse(finite);
       const WritableState state = MakeWritableRows(sum.ids);
       optimizer_->ApplyRows(step, sum.ids, sum.values.data(), state.params, SlotSpan(state));
     }
   } else {
     const WritableState state = MakeWritable(0, rows_);
     SyncAccumulator::StepGradient sum = accumulator_.Sum();
+    const absl::string_view bytes(reinterpret_cast<const char*>(sum.values.data()),
+                                  sum.values.size() * sizeof(float));
+    ParallelFor serial(0);
+    absl::Status finite =
+        CheckFiniteDense(step, 1.0, 0, GradientBytes(bytes), size_, &serial, update);
+    if (!finite.ok()) return refuse(finite);
     ApplyDenseRun(step, /*lr_scale=*/1.0, 0, sum.values.data(), size_, state);
   }
   ++version_;
   accumulator_.Clear();
+  return absl::OkStatus();
 }
 
 void Shard::Assign(RowRange range, const float* values, bool reset_slots) {

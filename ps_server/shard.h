@@ -29,6 +29,7 @@
 #include "proto/ps.pb.h"
 #include "ps_server/dynamic_table.h"
 #include "ps_server/gradient_bytes.h"
+#include "ps_server/memory_budget.h"
 #include "ps_server/param_blocks.h"
 #include "ps_server/recent_request_ids.h"
 #include "ps_server/staleness.h"
@@ -85,11 +86,13 @@ class Shard {
   // Allocates the shard and initializes its parameters from spec.initializer and its slots
   // to the optimizer's initial values. RESOURCE_EXHAUSTED when memory runs out; errors name
   // the shard. Bytes of blocks copied because a snapshot held them are added to
-  // `*snapshot_copy_bytes` when given (it must outlive every update of the shard).
+  // `*snapshot_copy_bytes` when given (it must outlive every update of the shard). A dynamic
+  // table without max_rows counts its rows in `row_budget` when given (DynamicTableOptions::
+  // row_budget; it must outlive the shard's tables).
   // REQUIRES: `spec` validated and `geometry` computed from it.
   static absl::StatusOr<std::shared_ptr<Shard>> Create(
       const ShardSpec& spec, Geometry geometry, int64_t request_id_window,
-      std::atomic<int64_t>* snapshot_copy_bytes = nullptr);
+      std::atomic<int64_t>* snapshot_copy_bytes = nullptr, MemoryBudget* row_budget = nullptr);
   // The bytes a shard of this spec may take (parameters and slots, and at most: a SYNC
   // shard's parameters before its last step, a delay-compensated shard's retained versions
   // and mean squares), or an error naming the shard when the optimizer is invalid.
@@ -184,6 +187,11 @@ class Shard {
 
   // --- Updates. Each either changes the shard as a whole or, when it throws std::bad_alloc
   // (a block copied on write, a buffer for a step), changes nothing that a read can see.
+  //
+  // An update that would leave a parameter or an optimizer slot NaN or infinite (a finite
+  // gradient can overflow them: SGD's p - lr * g near the float range, Adam's g * g) is
+  // refused before it writes anything: INVALID_ARGUMENT naming the variable, the shard, the
+  // update, the row and the element (Optimizer::FirstNonFiniteDense), the shard unchanged.
 
   // A push's base version (the version its gradient was computed at; 0: unknown) against
   // the shard: INVALID_ARGUMENT when negative or above the shard's version.
@@ -193,13 +201,14 @@ class Shard {
   // split over `parallel`'s threads when large. The gradient is read where it lies. With a
   // base version (> 0) the shard's staleness policy applies (ps_server/staleness.h).
   // REQUIRES: `grad` holds range.size() * width finite floats; CheckBaseVersion passed.
-  void ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
-                  int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
+                          int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC: applies row gradients now, as one update, with the policy as ApplyDense.
   // REQUIRES: ids unique and in range; grad holds ids.size() * width floats;
   // CheckBaseVersion passed.
-  void ApplyRows(absl::Span<const int64_t> ids, const float* grad, ParallelFor* parallel,
-                 int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ApplyRows(absl::Span<const int64_t> ids, const float* grad,
+                         ParallelFor* parallel, int64_t base_version = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Dynamic: FAILED_PRECONDITION naming the key, its position, its bucket and the shard when
   // a key's bucket is not held here (the caller's layout is stale).
@@ -232,13 +241,24 @@ class Shard {
     return has_backups_ && step < version_;
   }
   // SYNC: adds a replica's dense chunk or its rows to the step (SyncAccumulator) and, when
-  // that completes the step, applies the sum and advances the version.
-  // REQUIRES: CheckStep passed; replica in [0, num_replicas).
-  UpdateResult AddDense(int replica, RowRange range, const GradientBytes& grad)
+  // that completes the step, applies the sum and advances the version. A sum that would make
+  // a parameter or slot non-finite (or a dynamic table's new rows that pass the memory
+  // budget) refuses the step: the push that completed it fails with that error, the shard
+  // stays at its version, and the step stays refused (refused_step()) until a restore.
+  // REQUIRES: CheckStep passed, refused_step() OK; replica in [0, num_replicas).
+  absl::StatusOr<UpdateResult> AddDense(int replica, RowRange range, const GradientBytes& grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<UpdateResult> AddRows(int replica, std::vector<int64_t> ids,
                                        std::vector<float> rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // SYNC: OK, or the error that refused the step in progress (AddDense). Every later push
+  // for that step, and every pull that waits for a later version, fails with it: the step
+  // fails for all its replicas, so the chief counts its attempts and ends the job after its
+  // attempt limit instead of leasing the step forever.
+  const absl::Status& refused_step() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return refused_step_;
+  }
 
   // Overwrites `range` with `values` (range.size() * width floats); with reset_slots, also
   // returns those rows' slots to their initial values. The version does not change.
@@ -275,7 +295,8 @@ class Shard {
 
  private:
   Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer> optimizer,
-        int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes);
+        int64_t request_id_window, std::atomic<int64_t>* snapshot_copy_bytes,
+        MemoryBudget* row_budget);
 
   // Where the rows of the parameters and of each slot are, once made writable.
   struct WritableState {
@@ -311,10 +332,25 @@ class Shard {
   void AfterAsyncUpdate(int64_t begin, int64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the update history and retained versions (the parameters were replaced).
   void ForgetHistory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  UpdateResult FinishIfComplete(const SyncAccumulator::Result& result)
+  absl::StatusOr<UpdateResult> FinishIfComplete(const SyncAccumulator::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // SYNC: applies the step's summed gradient once and starts the next step.
-  void FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: applies the step's summed gradient once and starts the next step, or refuses it
+  // (refused_step_) leaving the shard as it was.
+  absl::Status FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The finiteness checks of an update at `step` before it writes: dense over elements
+  // [first, first + n) of the parameters (`grad` holds n floats), or rows `ids`.
+  absl::Status CheckFiniteDense(int64_t step, double lr_scale, int64_t first,
+                                const GradientBytes& grad, int64_t n, ParallelFor* parallel,
+                                absl::string_view update) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckFiniteRows(int64_t step, double lr_scale, absl::Span<const int64_t> ids,
+                               const float* grad, absl::string_view update) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "variable 'v' (shard 'v/part_1')", or "shard 'v'" for an unsplit variable.
+  std::string Described() const;
+  // The refusal: element `element` of the parameters (row and column), its gradient.
+  absl::Status NonFinite(absl::string_view update, int64_t row, int64_t column,
+                         float grad) const;
   // Dynamic, SYNC: adds the rows the step's push evicted to prev_keys_ / prev_rows_.
   void KeepEvictedRows(const RowBatch& evicted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -330,6 +366,7 @@ class Shard {
   const int64_t bytes_;
   const size_t slots_count_;
   std::atomic<int64_t>* const snapshot_copy_bytes_;
+  MemoryBudget* const row_budget_;  // for a dynamic table without max_rows; may be null
 
   // Dynamic shards only (else null). Thread-safe itself; the shard's lock orders its updates
   // with the version, the SYNC step and the request ids. Set at creation, replaced only by a
@@ -356,6 +393,7 @@ class Shard {
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
   VersionWaiters waiters_ ABSL_GUARDED_BY(mu_);
   bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status refused_step_ ABSL_GUARDED_BY(mu_);  // SYNC: see refused_step()
   // With a staleness policy: the rows of recent updates (to count a push's staleness), the
   // parameters of the last versions (delay compensation's w_bak) and, for DC-ASGD-a, the
   // moving mean square of the gradient per element (size_ floats; empty otherwise).

@@ -86,6 +86,7 @@ template <typename Request, typename Response, typename Apply>
 absl::Status ShardPushes::ApplyGradient(Shard& shard, const Request& request,
                                         const std::string& what, Response* response, Apply apply) {
   std::vector<WaiterPtr> ready;
+  absl::Status refused;
   {
     absl::MutexLock lock(&shard.mu());
     RETURN_IF_ERROR(fence_->CheckUpdate(shard, request.generation(), what));
@@ -96,11 +97,27 @@ absl::Status ShardPushes::ApplyGradient(Shard& shard, const Request& request,
       response->set_dropped(true);
       return absl::OkStatus();
     }
-    if (shard.sync()) RETURN_IF_ERROR(Annotate(shard.CheckStep(request.sync().step()), what));
+    if (shard.sync()) {
+      RETURN_IF_ERROR(Annotate(shard.CheckStep(request.sync().step()), what));
+      // A refused step stays refused: a re-run's push fails as the first did.
+      RETURN_IF_ERROR(Annotate(shard.refused_step(), what));
+    }
     RETURN_IF_ERROR(Annotate(shard.CheckBaseVersion(request.base_version()), what));
     PrepareUpdate(shard, &ready);
-    ASSIGN_OR_RETURN(const UpdateResult result, apply());
-    RecordUpdate(shard, request.request_id(), result, response, &ready);
+    absl::StatusOr<UpdateResult> result = apply();
+    if (result.ok()) {
+      RecordUpdate(shard, request.request_id(), *result, response, &ready);
+    } else if (shard.sync() && !shard.refused_step().ok()) {
+      refused = shard.refused_step();  // this push completed the step, which was refused
+    } else {
+      return result.status();
+    }
+  }
+  if (!refused.ok()) {
+    // The step fails for all its replicas: the pulls waiting for the version after it (the
+    // other replicas' next steps) fail with its error too.
+    waits_->FailWaiters(shard, [&] { return refused; });
+    return Annotate(refused, what);
   }
   waits_->CompleteReady(&ready);
   return absl::OkStatus();
@@ -157,12 +174,9 @@ absl::Status ShardPushes::PushDense(const PushRequest& request, const GradientBy
     // ApplyGradient holds it, as `shard`: the analysis cannot tell that is the same lock.
     shard->mu().AssertHeld();
     UpdateResult result;
-    if (shard->sync()) {
-      result = shard->AddDense(request.sync().replica(), range, grad);
-    } else {
-      shard->ApplyDense(range, grad, parallel_, request.base_version());
-      result.applied = true;
-    }
+    if (shard->sync()) return shard->AddDense(request.sync().replica(), range, grad);
+    RETURN_IF_ERROR(shard->ApplyDense(range, grad, parallel_, request.base_version()));
+    result.applied = true;
     return result;
   });
 }
@@ -203,9 +217,10 @@ absl::Status ShardPushes::PushRowsChecked(const PushRowsRequest& request,
       result.applied = true;
     } else if (!ids.empty()) {
       if (has_duplicates) {
-        shard->ApplyRows(unique_ids, summed.data(), parallel_, request.base_version());
+        RETURN_IF_ERROR(
+            shard->ApplyRows(unique_ids, summed.data(), parallel_, request.base_version()));
       } else {
-        shard->ApplyRows(ids, grad, parallel_, request.base_version());
+        RETURN_IF_ERROR(shard->ApplyRows(ids, grad, parallel_, request.base_version()));
       }
       result.applied = true;
     }

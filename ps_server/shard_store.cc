@@ -162,7 +162,9 @@ class ShardStoreImpl final : public ShardStore {
     response->set_num_shards(totals.num_shards);
     response->set_bytes(totals.bytes);
     // A dynamic table holds what its rows take now (index and arena), which grows with the
-    // keys pushed and may pass its reservation (none without a row budget).
+    // keys pushed. A table with max_rows reserved its rows in the budget up front; one
+    // without counts each row in the budget as it is made (so the available memory below
+    // falls as it grows, and new keys are refused past it).
     for (const std::shared_ptr<Shard>& shard : totals.dynamic) {
       absl::MutexLock lock(&shard->mu());
       const DynamicTableStats stats = shard->table()->stats();
@@ -281,7 +283,7 @@ class ShardStoreImpl final : public ShardStore {
     for (int i : fresh) {
       ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
                        Shard::Create(request.shards(i), geometry[i], options_.request_id_window,
-                                     &snapshot_copy_bytes_));
+                                     &snapshot_copy_bytes_, &budget_));
       built.push_back(std::move(shard));
     }
     // 5. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.

@@ -37,7 +37,9 @@ class ShardStore {
     // Memory for parameters, optimizer slots and checkpoint snapshots' copies. CreateShards
     // fails (RESOURCE_EXHAUSTED, naming the variable and the bytes) past
     // memory_budget_bytes * (1 - snapshot_reserve); the reserve is left for the blocks a
-    // snapshot being written makes updates copy. 0: no budget.
+    // snapshot being written makes updates copy. 0: no budget. A dynamic table without
+    // max_rows counts each row in it as the row is made: a push of new keys past it fails
+    // with RESOURCE_EXHAUSTED naming the table (keys that have rows still train).
     int64_t memory_budget_bytes = 0;
     double snapshot_reserve = 0.5;
     // The largest reply a pull may ask for (RESOURCE_EXHAUSTED, naming the limit, past it).

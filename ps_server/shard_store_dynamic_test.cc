@@ -379,3 +379,108 @@ TEST(DynamicShardTest, AdmissionAndBudgetComeFromTheSpec) {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Issue 23 §5: a table without max_rows counts in the ps' memory budget. Health's available
+// memory falls as rows are made; a push of new keys past the budget fails with
+// RESOURCE_EXHAUSTED naming the variable and shard, and changes nothing; pushes of keys that
+// have rows go on; dropping the table gives the memory back.
+TEST(DynamicShardBudgetTest, NewKeysPastTheBudgetAreRefusedNamingTheTable) {
+  ShardStore::Options options;
+  options.memory_budget_bytes = 64 << 10;
+  options.snapshot_reserve = 0.5;
+  auto store = ShardStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  CreateShardsRequest create;
+  *create.add_shards() = DynamicShard("emb", 1, 2, 0, 64, OptimizerSpec::ADAM);
+  CreateShardsResponse created;
+  ASSERT_TRUE((*store)->CreateShards(create, &created).ok());
+  HealthResponse health;
+  (*store)->Health(&health);
+  const int64_t empty_available = health.memory_available_bytes();
+  EXPECT_EQ(empty_available, 32 << 10);
+  const std::vector<int64_t> keys = KeysIn(0, 64, 2000);
+  uint64_t request_id = 1;
+  size_t pushed = 0;
+  absl::Status refused;
+  int64_t last_available = empty_available;
+  while (refused.ok() && pushed < keys.size()) {
+    const std::vector<int64_t> batch(keys.begin() + pushed, keys.begin() + pushed + 50);
+    refused = PushKeys(**store, "emb/part_1", batch, std::vector<float>(50 * kDim, 0.5f),
+                       request_id++);
+    if (!refused.ok()) break;
+    pushed += 50;
+    (*store)->Health(&health);
+    EXPECT_LT(health.memory_available_bytes(), last_available);
+    last_available = health.memory_available_bytes();
+  }
+  ASSERT_LT(pushed, keys.size()) << "2000 new keys fit in 32 KiB";
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "variable 'emb' (shard 'emb/part_1')"))
+      << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "--memory_budget_bytes")) << refused;
+  ListShardsRequest list;
+  ListShardsResponse shards;
+  ASSERT_TRUE((*store)->ListShards(list, &shards).ok());
+  EXPECT_EQ(shards.shards(0).dynamic().rows(), static_cast<int64_t>(pushed));
+  // Keys that have rows still train.
+  const std::vector<int64_t> old(keys.begin(), keys.begin() + 10);
+  auto before = PullKeys(**store, "emb/part_1", old);
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(PushKeys(**store, "emb/part_1", old, std::vector<float>(10 * kDim, 0.5f),
+                       request_id++)
+                  .ok());
+  EXPECT_NE(*PullKeys(**store, "emb/part_1", old), *before);
+  DropShardsRequest drop;
+  drop.set_all(true);
+  DropShardsResponse dropped;
+  ASSERT_TRUE((*store)->DropShards(drop, &dropped).ok());
+  (*store)->Health(&health);
+  EXPECT_EQ(health.memory_available_bytes(), empty_available);
+}
+
+// Issue 23 §5: in SYNC mode the overflow comes from the summed update. The step fails for
+// all its replicas: the push that completes it fails (INVALID_ARGUMENT naming the variable
+// and shard), a pull waiting for the version after it fails with the same error, the shard
+// stays at its version with its rows unchanged, and a re-run's push fails again.
+TEST(DynamicShardFiniteTest, ASyncStepWhoseSumOverflowsFailsForAllReplicas) {
+  auto store = StoreWith({DynamicShard("s", 0, 2, 0, 64, OptimizerSpec::SGD, 2)});
+  const std::vector<int64_t> keys = KeysIn(0, 64, 2);
+  auto before = PullKeys(*store, "s/part_0", keys);
+  ASSERT_TRUE(before.ok());
+  // Replica 1's next step waits for version 1.
+  PullRowsRequest wait;
+  wait.set_shard("s/part_0");
+  wait.set_ids_bytes(IdsBytes(keys));
+  wait.set_min_version(1);
+  wait.set_wait_timeout_ms(60000);
+  PullRowsResponse waited;
+  absl::Status wait_status = absl::UnknownError("not done");
+  store->PullRows(wait, &waited, [&](const absl::Status& s) { wait_status = s; });
+  EXPECT_EQ(wait_status.code(), absl::StatusCode::kUnknown);  // still waiting
+  // Each gradient is finite, their sum is not (and lr * sum passes the float range).
+  std::vector<float> g(2 * kDim, 1.0f);
+  g[0] = -3e38f;
+  ASSERT_TRUE(PushKeys(*store, "s/part_0", keys, g, 1, /*replica=*/1, /*step=*/0).ok());
+  const absl::Status last = PushKeys(*store, "s/part_0", keys, g, 2, /*replica=*/0, 0);
+  EXPECT_EQ(last.code(), absl::StatusCode::kInvalidArgument) << last;
+  EXPECT_TRUE(absl::StrContains(last.message(), "variable 's' (shard 's/part_0')")) << last;
+  EXPECT_TRUE(absl::StrContains(last.message(), "sync step 0")) << last;
+  EXPECT_EQ(wait_status.code(), absl::StatusCode::kInvalidArgument) << wait_status;
+  int64_t version = -1;
+  auto after = PullKeys(*store, "s/part_0", keys, -1, &version);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(version, 0);
+  EXPECT_EQ(*after, *before);
+  // A re-run of replica 0's step: refused the same way (the chief counts the attempts).
+  const absl::Status rerun = PushKeys(*store, "s/part_0", keys, g, 2, 0, 0);
+  EXPECT_EQ(rerun.code(), absl::StatusCode::kInvalidArgument) << rerun;
+  // A later pull for the next version fails at once instead of waiting for its timeout.
+  store->PullRows(wait, &waited, [&](const absl::Status& s) { wait_status = s; });
+  EXPECT_EQ(wait_status.code(), absl::StatusCode::kInvalidArgument) << wait_status;
+}
+
+}  // namespace
+}  // namespace shardps

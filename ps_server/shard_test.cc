@@ -1,5 +1,6 @@
 #include "ps_server/shard.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -89,8 +90,8 @@ TEST(ShardTest, DenseAndRowUpdatesAgreeAndAdvanceTheVersion) {
   for (int t = 0; t < 3; ++t) {
     absl::MutexLock a(&dense->mu());
     absl::MutexLock b(&rows->mu());
-    dense->ApplyDense({0, 4}, GradientBytes(bytes), &parallel);
-    rows->ApplyRows(ids, grad.data(), &parallel);
+    ASSERT_TRUE(dense->ApplyDense({0, 4}, GradientBytes(bytes), &parallel).ok());
+    ASSERT_TRUE(rows->ApplyRows(ids, grad.data(), &parallel).ok());
   }
   EXPECT_EQ(All(*dense), All(*rows));
   EXPECT_NE(All(*dense), std::vector<float>(12, 1.0f));
@@ -107,7 +108,7 @@ TEST(ShardTest, ASharedRangeKeepsItsBytesThroughAnUpdate) {
     absl::MutexLock lock(&shard->mu());
     shard->ShareRange({0, 2}, &pieces, &holds);
     const std::string grad = Bytes({1, 1, 1, 1});
-    shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);
+    ASSERT_TRUE(shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel).ok());
   }
   std::string shared;
   for (absl::string_view p : pieces) shared.append(p.data(), p.size());
@@ -133,11 +134,12 @@ TEST(ShardTest, AssignResetsSlotsOnlyWhenAsked) {
   auto shard = Make(Spec(2, 1, OptimizerSpec::MOMENTUM));
   absl::MutexLock lock(&shard->mu());
   const std::string grad = Bytes({1, 1});
-  shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);  // v = -0.5, p = 0.5
+  // v = -0.5, p = 0.5
+  ASSERT_TRUE(shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel).ok());
   const std::vector<float> ten = {10};
   shard->Assign({0, 1}, ten.data(), /*reset_slots=*/false);   // row 0 keeps v
   shard->Assign({1, 2}, ten.data(), /*reset_slots=*/true);    // row 1: v = 0
-  shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel);
+  ASSERT_TRUE(shard->ApplyDense({0, 2}, GradientBytes(grad), &parallel).ok());
   std::vector<float> out(2);
   shard->CopyRange({0, 2}, out.data());
   // Row 0: v = 0.5 * -0.5 - 0.5 = -0.75. Row 1: v = -0.5.
@@ -152,8 +154,9 @@ TEST(ShardTest, SyncStepsApplyOnceWhenEveryReplicaIsIn) {
   EXPECT_EQ(shard->CheckStep(1).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(shard->CheckStep(0).ok());
   const std::string g0 = Bytes({1, 2});
-  UpdateResult r = shard->AddDense(0, {0, 2}, GradientBytes(g0));
-  EXPECT_FALSE(r.applied);
+  absl::StatusOr<UpdateResult> r = shard->AddDense(0, {0, 2}, GradientBytes(g0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->applied);
   EXPECT_EQ(shard->version(), 0);
   auto rows = shard->AddRows(1, {1}, {4});
   ASSERT_TRUE(rows.ok());
@@ -163,6 +166,76 @@ TEST(ShardTest, SyncStepsApplyOnceWhenEveryReplicaIsIn) {
   shard->CopyRange({0, 2}, out.data());
   EXPECT_EQ(out, (std::vector<float>{1 - 0.5f, 1 - 0.5f * 6}));
   EXPECT_EQ(shard->CheckStep(0).code(), absl::StatusCode::kAborted);
+}
+
+// Issue 23 §5: pushes of -3e38 (finite, so the gradient check passes them) must not turn SGD
+// or momentum rows into inf, nor overflow Adam's second moment: the update that would is
+// refused, naming the variable and the shard, and the shard is unchanged (values, version).
+TEST(ShardFiniteTest, AnUpdateThatWouldOverflowIsRefusedAndChangesNothing) {
+  for (OptimizerSpec::Type type :
+       {OptimizerSpec::SGD, OptimizerSpec::MOMENTUM, OptimizerSpec::ADAM}) {
+    SCOPED_TRACE(OptimizerSpec::Type_Name(type));
+    ParallelFor parallel(1);
+    auto dense = Make(Spec(4, 3, type));
+    auto rows = Make(Spec(4, 3, type));
+    const std::vector<float> huge(12, -3e38f);
+    const std::string bytes = Bytes(huge);
+    const std::vector<int64_t> ids = {0, 1, 2, 3};
+    absl::Status dense_status, rows_status;
+    int pushes = 0;
+    std::vector<float> dense_before, rows_before;
+    for (; pushes < 40; ++pushes) {
+      dense_before = All(*dense);
+      rows_before = All(*rows);
+      absl::MutexLock a(&dense->mu());
+      absl::MutexLock b(&rows->mu());
+      dense_status = dense->ApplyDense({0, 4}, GradientBytes(bytes), &parallel);
+      rows_status = rows->ApplyRows(ids, huge.data(), &parallel);
+      if (!dense_status.ok()) break;
+    }
+    ASSERT_LT(pushes, 40) << "40 pushes of -3e38 were all applied";
+    EXPECT_EQ(dense_status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(dense_status.message().find("variable 'v' (shard 'v/part_0')"), std::string::npos)
+        << dense_status;
+    EXPECT_NE(dense_status.message().find("non-finite"), std::string::npos) << dense_status;
+    EXPECT_EQ(rows_status.code(), absl::StatusCode::kInvalidArgument) << rows_status;
+    EXPECT_EQ(All(*dense), dense_before);
+    EXPECT_EQ(All(*rows), rows_before);
+    for (float x : All(*dense)) EXPECT_TRUE(std::isfinite(x));
+    absl::MutexLock lock(&dense->mu());
+    EXPECT_EQ(dense->version(), pushes);
+  }
+}
+
+// SYNC: each replica's gradient is harmless, their sum overflows. The step is refused for all
+// its replicas: the push that completes it fails, the shard keeps its version and values, and
+// a re-run's push for the step fails the same way (so the chief counts attempts), until a
+// restore replaces the state.
+TEST(ShardFiniteTest, ASyncStepWhoseSumWouldOverflowIsRefusedForAllReplicas) {
+  auto shard = Make(Spec(2, 1, OptimizerSpec::SGD, /*sync_replicas=*/2));
+  // SGD with lr 0.5 from p = 1: p - 0.5 * (g0 + g1); the sum of two -3.4e38 is -inf in float
+  // (each is finite, and so is p - 0.5 * g for either alone).
+  const std::string g = Bytes({-3.4e38f, 1.0f});
+  absl::MutexLock lock(&shard->mu());
+  absl::StatusOr<UpdateResult> first = shard->AddDense(0, {0, 2}, GradientBytes(g));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->applied);
+  absl::StatusOr<UpdateResult> last = shard->AddDense(1, {0, 2}, GradientBytes(g));
+  ASSERT_FALSE(last.ok());
+  EXPECT_EQ(last.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(last.status().message().find("sync step 0"), std::string::npos) << last.status();
+  EXPECT_NE(last.status().message().find("shard 'v/part_0'"), std::string::npos)
+      << last.status();
+  EXPECT_NE(last.status().message().find("all its replicas"), std::string::npos)
+      << last.status();
+  EXPECT_EQ(shard->version(), 0);
+  EXPECT_EQ(shard->refused_step().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<float> out(2);
+  shard->CopyRange({0, 2}, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1, 1}));
+  // A restore starts afresh.
+  shard->ReplaceState(shard->NewState(), 0);
+  EXPECT_TRUE(shard->refused_step().ok());
 }
 
 TEST(ShardTest, RequestIdsAreRemembered) {
@@ -196,16 +269,20 @@ TEST(ShardTest, DelayCompensationCountsItsMemory) {
   EXPECT_EQ(shard->StalenessBytes(), 0);
   // Five updates of row 0 (block 0): the three versions kept each hold their own block 0.
   for (int k = 0; k < 5; ++k) {
-    shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, shard->version());
+    ASSERT_TRUE(
+        shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, shard->version())
+            .ok());
   }
   EXPECT_EQ(shard->StalenessBytes(), 3 * block);
   // An update of row 4 (block 1) at version 5 keeps versions 3, 4, 5: the old block 0 of
   // versions 3 and 4 (version 5's is the current one), and one old block 1 that they share.
-  shard->ApplyDense({4, 5}, GradientBytes(Bytes(row_grad)), &parallel, shard->version());
+  ASSERT_TRUE(
+      shard->ApplyDense({4, 5}, GradientBytes(Bytes(row_grad)), &parallel, shard->version())
+          .ok());
   EXPECT_EQ(shard->StalenessBytes(), 2 * block + block);
   // A push to row 0 computed at version 2, now at 6: versions 3, 4 and 5 touched row 0 (6 did
   // not), and version 2 is no longer kept: compensated against the oldest kept, version 3.
-  shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, 2);
+  ASSERT_TRUE(shard->ApplyDense({0, 1}, GradientBytes(Bytes(row_grad)), &parallel, 2).ok());
   const StalenessStats& stats = shard->staleness_stats();
   EXPECT_EQ(stats.pushes_with_base, 6);  // the first push, at version 0, had none
   EXPECT_EQ(stats.max_staleness, 3);

@@ -15,6 +15,7 @@
 #include "common/process_tuning.h"
 #include "common/protocol_version.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "rpc/grpc_util.h"
 #include "rpc/health_service.h"
@@ -215,11 +216,19 @@ void Daemon::StartOrphanWatch() {
   });
 }
 
-void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes) {
+void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes,
+                              int64_t request_memory_bytes) {
   ConfigureServerBuilder(builder);
   if (max_request_bytes > 0) {
     builder->SetMaxReceiveMessageSize(
         static_cast<int>(std::min<int64_t>(max_request_bytes, std::numeric_limits<int>::max())));
+  }
+  if (request_memory_bytes > 0) {
+    // Past it, gRPC shrinks its read buffers and flow-control windows and cancels streams
+    // (RESOURCE_EXHAUSTED) rather than buffer more.
+    grpc::ResourceQuota quota("shardps server requests");
+    quota.Resize(static_cast<size_t>(request_memory_bytes));
+    builder->SetResourceQuota(quota);
   }
 }
 
@@ -249,7 +258,7 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
   // as a whole ("") answers SERVING while it runs, for Kubernetes' gRPC probes.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  ConfigureBuilder(&builder, max_request_bytes_);
+  ConfigureBuilder(&builder, max_request_bytes_, request_memory_bytes_);
   builder.AddListeningPort(listen_, ServerCredentialsFor(tls_), &bound_port_);
   LogInfo() << "TLS on " << listen_ << ": "
             << (!tls_.can_serve()       ? "off (plaintext)"

@@ -83,6 +83,11 @@ class Daemon {
 
   // Defaults of the common flags, before Init (the flag, when given, wins).
   void set_default_max_request_bytes(int64_t bytes) { max_request_bytes_ = bytes; }
+  // Before Serve: the most memory gRPC's buffers for requests in flight may hold, all
+  // connections together (a grpc::ResourceQuota on the server); 0 (the default): no bound.
+  // gRPC 1.51 receives a message whole before it checks its size against
+  // --max_request_bytes: without a quota, a 512 MiB push to a 1 MiB cap takes 512 MiB first.
+  void set_request_memory_bytes(int64_t bytes) { request_memory_bytes_ = bytes; }
   void set_default_orphan_timeout_s(double seconds) { orphan_timeout_s_ = seconds; }
   // Before Init: run without TF_CONFIG when neither --tf_config nor $TF_CONFIG is given
   // (has_config() is then false). For the evaluator's sidecar mode.
@@ -107,8 +112,10 @@ class Daemon {
   const std::string& bind_host() const { return bind_host_; }
 
   // shardps' server settings (rpc/grpc_util.h) with requests capped at `max_request_bytes`
-  // (0: no cap): what Serve applies.
-  static void ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes);
+  // (0: no cap) and their buffers at `request_memory_bytes` (0: no bound): what Serve
+  // applies.
+  static void ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_bytes,
+                               int64_t request_memory_bytes = 0);
 
   // Builds and starts a gRPC server with `services` on this task's port, requests capped at
   // max_request_bytes() (by default 16 MiB for the ps, 4 MiB for the others): gRPC refuses a
@@ -185,6 +192,7 @@ class Daemon {
   bool has_config_ = false;
   int64_t max_request_bytes_;
   int64_t health_port_ = 0;
+  int64_t request_memory_bytes_ = 0;
   double orphan_timeout_s_ = 3600;
   TfConfig config_;
   std::string listen_;
