@@ -36,7 +36,7 @@ namespace {
 class PsBody : public DaemonBody {
  public:
   static absl::StatusOr<std::unique_ptr<PsBody>> Create(const PsOptions& options,
-                                                        MemoryBudget budget, Daemon& daemon) {
+                                                        BudgetSetting budget, Daemon& daemon) {
     auto body = std::unique_ptr<PsBody>(new PsBody(options, std::move(budget)));
     ShardStore::Options store_options;
     store_options.task_index = daemon.config().task_index;
@@ -94,11 +94,11 @@ class PsBody : public DaemonBody {
   void FinishShutdown() override { executor_.reset(); }  // runs what calls scheduled
 
  private:
-  PsBody(const PsOptions& options, MemoryBudget budget)
+  PsBody(const PsOptions& options, BudgetSetting budget)
       : options_(options), budget_(std::move(budget)) {}
 
   const PsOptions options_;
-  const MemoryBudget budget_;
+  const BudgetSetting budget_;
   absl::Notification stopping_;  // read by the store's snapshot hook
   std::unique_ptr<ShardStore> store_;
   std::unique_ptr<Executor> executor_;
@@ -111,7 +111,7 @@ int Main(int argc, char** argv) {
   PsOptions options;
   options.AddFlags(&flags);
   if (int rc = daemon.Init(argc, argv); rc >= 0) return rc;
-  absl::StatusOr<MemoryBudget> budget =
+  absl::StatusOr<BudgetSetting> budget =
       ResolveMemoryBudget(options.memory_budget_bytes, [] { return ProcessMemoryLimit(); });
   if (!budget.ok()) return ExitBadConfig(budget.status().message());
   // Requests in flight are bounded inside the budget (gRPC receives a message whole before

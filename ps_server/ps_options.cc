@@ -55,9 +55,9 @@ absl::StatusOr<RequestMemory> ResolveRequestMemory(int64_t max_request_memory_by
   return out;
 }
 
-absl::StatusOr<MemoryBudget> ResolveMemoryBudget(
+absl::StatusOr<BudgetSetting> ResolveMemoryBudget(
     int64_t memory_budget_bytes, const std::function<absl::StatusOr<MemoryLimit>()>& limit) {
-  if (memory_budget_bytes != -1) return MemoryBudget{memory_budget_bytes, "--memory_budget_bytes"};
+  if (memory_budget_bytes != -1) return BudgetSetting{memory_budget_bytes, "--memory_budget_bytes"};
   absl::StatusOr<MemoryLimit> process = limit();
   if (!process.ok()) {
     return absl::InvalidArgumentError(
@@ -65,7 +65,7 @@ absl::StatusOr<MemoryBudget> ResolveMemoryBudget(
                      "--memory_budget_bytes (set it): ",
                      process.status().ToString()));
   }
-  return MemoryBudget{
+  return BudgetSetting{
       static_cast<int64_t>(std::floor(0.9 * static_cast<double>(process->bytes))),
       absl::StrCat("90% of ", process->bytes, " bytes (", process->source, ")")};
 }

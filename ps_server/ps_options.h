@@ -34,7 +34,10 @@ struct PsOptions {
   void AddFlags(FlagParser* flags);
 };
 
-struct MemoryBudget {
+// The budget as the flags and the memory limit set it (the accounting of what is used against
+// it is ps_server/memory_budget.h's MemoryBudget; this was once a second type of that name,
+// which broke the one-definition rule in a binary holding both).
+struct BudgetSetting {
   int64_t bytes = 0;
   std::string source;  // "--memory_budget_bytes", or "90% of N bytes (<limit's source>)"
   int64_t request_bytes = 0;  // taken out of it for requests in flight (RequestMemory)
@@ -54,7 +57,7 @@ absl::StatusOr<RequestMemory> ResolveRequestMemory(int64_t max_request_memory_by
 
 // The budget --memory_budget_bytes gives: its value, or for -1 90% of what `limit` reads
 // (called only then). INVALID_ARGUMENT naming the flag when the limit cannot be read.
-absl::StatusOr<MemoryBudget> ResolveMemoryBudget(
+absl::StatusOr<BudgetSetting> ResolveMemoryBudget(
     int64_t memory_budget_bytes, const std::function<absl::StatusOr<MemoryLimit>()>& limit);
 
 }  // namespace shardps

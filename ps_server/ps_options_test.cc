@@ -83,7 +83,7 @@ TEST(PsOptionsTest, TheDefaultBudgetIsNinetyPercentOfTheProcessLimit) {
     ++reads;
     return MemoryLimit{1000, "memory.max"};
   };
-  absl::StatusOr<MemoryBudget> budget = ResolveMemoryBudget(-1, limit);
+  absl::StatusOr<BudgetSetting> budget = ResolveMemoryBudget(-1, limit);
   ASSERT_TRUE(budget.ok()) << budget.status();
   EXPECT_EQ(budget->bytes, 900);
   EXPECT_EQ(budget->source, "90% of 1000 bytes (memory.max)");
@@ -96,7 +96,7 @@ TEST(PsOptionsTest, TheDefaultBudgetIsNinetyPercentOfTheProcessLimit) {
 }
 
 TEST(PsOptionsTest, AnUnreadableLimitIsABadConfigurationNamingTheFlag) {
-  absl::StatusOr<MemoryBudget> budget = ResolveMemoryBudget(-1, [] {
+  absl::StatusOr<BudgetSetting> budget = ResolveMemoryBudget(-1, [] {
     return absl::StatusOr<MemoryLimit>(absl::FailedPreconditionError("no MemTotal"));
   });
   EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
