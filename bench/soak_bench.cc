@@ -363,6 +363,12 @@ int RunBench(const Config& config, const char* argv0) {
         "fds %d -> %d; threads %d -> %d\n",
         k, first.rss / 1048576.0, last.rss / 1048576.0, growth * 100,
         growth < 0.10 ? "met" : "MISSED", first.fds, last.fds, first.threads, last.threads);
+    // Warm-up (the dynamic table filling, message pools reaching their size) is over by the
+    // middle of a long run: growth over the second half is what a leak would show.
+    const PsSample& middle = samples[k][samples[k].size() / 2];
+    std::cout << absl::StrFormat("ps%d: RSS over the second half %.1f -> %.1f MiB (%+.1f%%)\n", k,
+                                 middle.rss / 1048576.0, last.rss / 1048576.0,
+                                 middle.rss > 0 ? (100.0 * last.rss / middle.rss - 100) : 0.0);
   }
   std::cout << "checkpoints cut: " << checkpoints << ", failed " << checkpoint_errors
             << (checkpoint_error.empty() ? "" : " (" + checkpoint_error + ")") << "\n";
