@@ -78,7 +78,11 @@ class ChiefBody : public DaemonBody {
       LogWarning() << "--checkpoint_dir: no job resumed: " << found.status().message();
       return "";
     }
-    if (!found->has_value()) return "";
+    if (!found->has_value()) {
+      LogInfo() << "no --job and no unfinished job in " << options_.checkpoint_dir
+                << "; waiting for a submitted job";
+      return "";
+    }
     LogInfo() << "no --job: resuming job " << (*found)->job_id << ", unfinished in "
               << options_.checkpoint_dir;
     return JobSpecToJson((*found)->job);
