@@ -23,7 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kSteps = 20000;
+constexpr int64_t kSteps = 8000;
 
 TEST(ChiefRestartTest, SigtermedChiefRestartedWithoutJobResumesAndTheWatchEndsZero) {
   TrainingCluster::Options options;
