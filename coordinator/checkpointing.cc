@@ -267,6 +267,8 @@ namespace {
 using Kind = JobPhase::Kind;
 constexpr char kInterrupted[] = "interrupted";
 constexpr char kOnDemand[] = "on demand";
+// The longest wait between two attempts at a final checkpoint that failed on the disk.
+constexpr absl::Duration kFinalRetryMax = absl::Seconds(30);
 }  // namespace
 
 CheckpointDriver::CheckpointDriver(ChiefState* state, Recovery* recovery, PsClient* ps)
@@ -276,6 +278,7 @@ void CheckpointDriver::StartJobLocked() {
   incremental_base_ = 0;
   increments_ = 0;
   final_retry_at_ = absl::InfinitePast();
+  final_failures_ = 0;
   last_checkpoint_steps_ = s_->scheduler->done_steps();
   last_checkpoint_time_ = absl::Now();
 }
@@ -340,14 +343,10 @@ void CheckpointDriver::RunLocked(const std::string& why) {
   last_checkpoint_time_ = absl::Now();  // a failed one is not retried at once either
   RecordLocked(why, info);
   if (final && FinalDoneLocked(info)) {
-    // Training is over either way (a full disk, say); without a final checkpoint a restart
-    // retrains from the last one.
     s_->SetPhaseLocked(Kind::kTrainingDone);
-    if (info.ok()) {
-      s_->store_state.finished = true;
-      s_->store_state.final_checkpoint = info->id();
-      s_->WriteStateLocked();
-    }
+    s_->store_state.finished = true;
+    s_->store_state.final_checkpoint = info->id();
+    s_->WriteStateLocked();
     s_->WakeDispatcherLocked();
   }
   if (!requests.empty()) {
@@ -393,7 +392,21 @@ bool CheckpointDriver::FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& inf
   } else if (failure.kind == StepFailureKind::kPsUnavailable) {
     recovery_->ProbeNow();
   } else {
-    return true;
+    // The disk (full, read-only) or another cause: the ps hold the only copy of the trained
+    // model, so the job does not end without it (it would end SUCCEEDED with the newest
+    // durable state far behind). Taken again, backing off, until it commits or the job is
+    // cancelled; the ps keep their state meanwhile.
+    const absl::Duration wait =
+        std::min(kFinalRetryMax, absl::Seconds(1) * (int64_t{1} << std::min(final_failures_, 5)));
+    ++final_failures_;
+    final_retry_at_ = absl::Now() + wait;
+    s_->status.set_checkpoint_error(absl::StrCat(
+        s_->status.checkpoint_error(), "; the ps keep the trained state: the final checkpoint "
+        "is taken again in ", absl::FormatDuration(wait), " (attempt ", final_failures_,
+        " failed) until it commits or the job is cancelled (shardctl cancel)"));
+    LogWarning() << "final checkpoint failed " << final_failures_ << " time(s); taken again in "
+                 << wait << ": the job ends only once it commits or is cancelled";
+    return false;
   }
   final_retry_at_ = absl::Now() + absl::Seconds(1);
   return false;

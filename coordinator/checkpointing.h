@@ -96,7 +96,11 @@ absl::StatusOr<CheckpointInfo> CommitCheckpoint(PsClient& ps, const CheckpointDi
 // checkpoint is due, holds the job at the barrier (phase kCheckpointCut), and records the
 // outcome (the committed checkpoint in the job's status, or the error). The final checkpoint
 // ends training (kTrainingDone), unless a ps lost its state or cannot be reached: the job is
-// then rolled back or paused, and the final checkpoint is taken again.
+// then rolled back or paused, and the final checkpoint is taken again. Any other failure of
+// the final checkpoint (a full disk, a read-only mount) does not end the job either: the ps
+// keep the trained state, and the final checkpoint is taken again with a backoff (1 s
+// doubling to kFinalRetryMax) until it commits or an operator cancels the job; the job's
+// checkpoint_error says so meanwhile.
 class CheckpointDriver {
  public:
   using Done = std::function<void(absl::StatusOr<CheckpointInfo>)>;
@@ -186,8 +190,10 @@ class CheckpointDriver {
   std::vector<Request> requests_ ABSL_GUARDED_BY(s_->mu);
   int64_t last_checkpoint_steps_ ABSL_GUARDED_BY(s_->mu) = 0;
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(s_->mu);
-  // A final checkpoint that failed on a ps is taken again no sooner than this.
+  // A final checkpoint that failed is taken again no sooner than this.
   absl::Time final_retry_at_ ABSL_GUARDED_BY(s_->mu) = absl::InfinitePast();
+  // Final checkpoints failed in a row on the disk (or another cause than a ps): its backoff.
+  int final_failures_ ABSL_GUARDED_BY(s_->mu) = 0;
   // Incremental checkpoints of dynamic tables: the committed checkpoint of this generation
   // the next one may be an increment on (0: none; the next is whole), and how many
   // increments are chained on the last whole one.

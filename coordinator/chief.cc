@@ -137,8 +137,19 @@ class ChiefImpl : public Chief {
       return absl::FailedPreconditionError(
           absl::StrCat("job \"", s_.status.job_id(), "\" is not running"));
     }
+    std::string why = "cancelled by request";
+    if (s_.store != nullptr && s_.scheduler->Finished() && !s_.phase.final_checkpoint_done()) {
+      // Trained, and the final checkpoint never committed: the ps' state goes with the job.
+      why = absl::StrCat(
+          why, "; the final checkpoint was never committed (", s_.status.checkpoint_error(),
+          "): the trained state after step ", s_.scheduler->done_steps(), " is not saved; ",
+          s_.status.has_checkpoint()
+              ? absl::StrCat("the newest checkpoint is ", s_.status.last_checkpoint().id(),
+                             " at step ", s_.status.last_checkpoint().steps_done())
+              : std::string("no checkpoint was committed"));
+    }
     s_.scheduler->Cancel();
-    s_.EndJobLocked(JobStatus::CANCELLED, "cancelled by request");
+    s_.EndJobLocked(JobStatus::CANCELLED, why);
     return absl::OkStatus();
   }
 
@@ -323,6 +334,20 @@ class ChiefImpl : public Chief {
     s_.status.set_mode(JobSpec::Mode_Name(job.mode()));
     s_.status.set_checkpoint_error(prepared.checkpoint_error);
     s_.status.set_resumed_from(prepared.response.resumed_from());
+    // The recoveries before a chief restart, from the job's journal.
+    for (const JobStore::State::Recovery& r : prepared.state.recoveries) {
+      RecoveryInfo* info = s_.status.add_recoveries();
+      info->set_unix_time(r.unix_time);
+      info->set_cause(r.cause);
+      info->set_action(r.action);
+      info->set_steps_lost(r.steps_lost);
+      info->set_seconds(r.seconds);
+    }
+    s_.status.set_steps_lost(prepared.state.steps_lost);
+    if (s_.store != nullptr && !s_.store_state.ended.empty()) {
+      s_.store_state.ended.clear();  // submitted again: it runs
+      s_.WriteStateLocked();
+    }
     *s_.status.mutable_job() = job;
     s_.start = absl::Now();
     s_.final_eval = false;

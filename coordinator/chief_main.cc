@@ -16,6 +16,10 @@
 //
 // With --tensorboard_dir it writes the training series there as TensorBoard event files
 // (coordinator/training_summary.h), from the status it polls.
+//
+// Without --job, a chief whose --checkpoint_dir records a job that neither finished nor
+// ended (a chief restarted by its supervisor after a SIGTERM, say) resumes that job as if it
+// were given its job file, and logs so; a job that ended is not resumed.
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -30,6 +34,8 @@
 #include "common/log.h"
 #include "coordinator/chief.h"
 #include "coordinator/chief_options.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/job_store.h"
 #include "coordinator/rpc/grpc_coordinator_service.h"
 #include "coordinator/rpc/grpc_worker_interface.h"
 #include "coordinator/training_summary.h"
@@ -62,16 +68,37 @@ class ChiefBody : public DaemonBody {
   std::vector<grpc::Service*> Services() override { return {service_.get()}; }
   std::string Describe() const override { return cluster_; }
   int Run(Daemon& daemon) override {
-    if (!job_json_.empty()) {
-      if (std::optional<int> ended = StartJob(daemon)) return *ended;
+    std::string job_json = job_json_;
+    if (job_json.empty() && !options_.checkpoint_dir.empty()) job_json = RecordedJob();
+    if (!job_json.empty()) {
+      if (std::optional<int> ended = StartJob(daemon, job_json)) return *ended;
     }
     return FollowJobs(daemon);
   }
 
  private:
-  // Waits for every ps to answer, then submits --job. An exit code when that failed or the
+  // Waits for every ps to answer, then submits `job_json`. An exit code when that failed or the
   // daemon was stopped meanwhile.
-  std::optional<int> StartJob(Daemon& daemon) {
+  // The job file of the unfinished job recorded in --checkpoint_dir; "" when there is none
+  // (or it cannot be read: logged, and the chief waits for a submitted job).
+  std::string RecordedJob() const {
+    absl::StatusOr<std::optional<JobStore::Identity>> found =
+        JobStore::UnfinishedJob(options_.checkpoint_dir);
+    if (!found.ok()) {
+      LogWarning() << "--checkpoint_dir: no job resumed: " << found.status().message();
+      return "";
+    }
+    if (!found->has_value()) {
+      LogInfo() << "no --job and no unfinished job in " << options_.checkpoint_dir
+                << "; waiting for a submitted job";
+      return "";
+    }
+    LogInfo() << "no --job: resuming job " << (*found)->job_id << ", unfinished in "
+              << options_.checkpoint_dir;
+    return JobSpecToJson((*found)->job);
+  }
+
+  std::optional<int> StartJob(Daemon& daemon, const std::string& job_json) {
     // The ps tasks may still be starting (or restarting): wait for them before the job.
     const absl::Time deadline = absl::Now() + absl::Seconds(options_.ps_wait_s);
     std::vector<HealthResponse> health;
@@ -91,7 +118,7 @@ class ChiefBody : public DaemonBody {
                  << " s: " << ps_health.message();
       return kExitError;
     }
-    absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(job_json_, options_.resume_mode());
+    absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(job_json, options_.resume_mode());
     if (!submitted.ok()) {
       LogError() << submitted.status().message();
       return submitted.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadConfig

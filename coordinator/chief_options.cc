@@ -11,7 +11,8 @@ constexpr IntRange kSeconds = {0, 365 * 86400};
 void ChiefOptions::AddFlags(FlagParser* flags) {
   flags->AddString("job", &job_file, "run this job file at once (else wait for shardctl submit)");
   flags->AddString("checkpoint_dir", &checkpoint_dir,
-                   "checkpoint directory for jobs whose job file names none");
+                   "checkpoint directory for jobs whose job file names none; without --job, "
+                   "the unfinished job recorded there is resumed");
   flags->AddInt("checkpoint_every_s", &checkpoint_every_s,
                 "with --checkpoint_dir, for jobs without a checkpoint schedule: seconds between "
                 "checkpoints",

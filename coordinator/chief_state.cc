@@ -27,6 +27,11 @@ bool ChiefState::ReleasePhaseLocked(JobPhase::Kind hold) {
 void ChiefState::EndJobLocked(JobStatus::State state, const std::string& error) {
   status.set_state(state);
   if (!error.empty()) status.set_error(error);
+  if (store != nullptr && state != JobStatus::SUCCEEDED) {
+    // Not resumed by a chief restarted without --job.
+    store_state.ended = JobStatus::State_Name(state);
+    WriteStateLocked();
+  }
   SetPhaseLocked(JobPhase::Kind::kEnding);
   dispatch_wake = true;
   control_wake = true;

@@ -25,6 +25,18 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& dir)
   return std::unique_ptr<JobStore>(new JobStore(std::move(opened)));
 }
 
+absl::StatusOr<std::optional<JobStore::Identity>> JobStore::UnfinishedJob(
+    const std::string& dir) {
+  absl::StatusOr<CheckpointDir> opened = CheckpointDir::OpenReadOnly(dir);
+  if (!opened.ok()) return std::optional<Identity>();  // no directory: no job in it
+  JobStore store(*std::move(opened));
+  ASSIGN_OR_RETURN(std::optional<Identity> identity, store.ReadIdentity());
+  if (!identity.has_value()) return identity;
+  ASSIGN_OR_RETURN(const State state, store.ReadState());
+  if (state.finished || !state.ended.empty()) return std::optional<Identity>();
+  return identity;
+}
+
 absl::StatusOr<std::optional<JobStore::Identity>> JobStore::ReadIdentity() const {
   const std::string file = dir_.JobFile();
   absl::StatusOr<std::string> text = ReadWholeFile(file);
@@ -84,6 +96,31 @@ absl::StatusOr<JobStore::State> JobStore::ReadState() const {
     if (!json["finished"].is_boolean()) return Corrupt(file, "\"finished\" must be a boolean");
     state.finished = json["finished"].get<bool>();
   }
+  RETURN_IF_ERROR(integer("steps_lost", &state.steps_lost));
+  if (json.contains("ended")) {
+    if (!json["ended"].is_string()) return Corrupt(file, "\"ended\" must be a string");
+    state.ended = json["ended"].get<std::string>();
+  }
+  if (json.contains("recoveries")) {
+    const Json& list = json["recoveries"];
+    if (!list.is_array()) return Corrupt(file, "\"recoveries\" must be an array");
+    for (const Json& r : list) {
+      if (!r.is_object() || !r.value("cause", Json()).is_string() ||
+          !r.value("action", Json()).is_string() ||
+          !r.value("steps_lost", Json()).is_number_integer() ||
+          !r.value("unix_time", Json()).is_number() || !r.value("seconds", Json()).is_number()) {
+        return Corrupt(file, "each of \"recoveries\" needs \"unix_time\", \"cause\", "
+                             "\"action\", \"steps_lost\" and \"seconds\"");
+      }
+      State::Recovery recovery;
+      recovery.unix_time = r["unix_time"].get<double>();
+      recovery.cause = r["cause"].get<std::string>();
+      recovery.action = r["action"].get<std::string>();
+      recovery.steps_lost = r["steps_lost"].get<int64_t>();
+      recovery.seconds = r["seconds"].get<double>();
+      state.recoveries.push_back(std::move(recovery));
+    }
+  }
   return state;
 }
 
@@ -96,6 +133,17 @@ absl::Status JobStore::WriteState(const State& state) {
   json["generation_start_steps"] = state.generation_start_steps;
   json["best_checkpoint"] = state.best_checkpoint;
   json["best_accuracy"] = state.best_accuracy;
+  json["ended"] = state.ended;
+  json["steps_lost"] = state.steps_lost;
+  Json recoveries = Json::array();
+  for (const State::Recovery& r : state.recoveries) {
+    recoveries.push_back({{"unix_time", r.unix_time},
+                          {"cause", r.cause},
+                          {"action", r.action},
+                          {"steps_lost", r.steps_lost},
+                          {"seconds", r.seconds}});
+  }
+  json["recoveries"] = std::move(recoveries);
   return WriteFileAtomically(dir_.StateFile(), json.dump(2) + "\n");
 }
 

@@ -1,7 +1,8 @@
 // JobStore: the chief's durable record of one job in its checkpoint directory
 // (checkpoint/checkpoint_dir.h): the job's identity (job.json: its id and job file, written
 // when the job first starts, so that the id survives chief restarts), the chief's small
-// mutable state (state.json: recovery generation, total steps after add-steps, finished) and
+// mutable state (state.json: recovery generation, total steps after add-steps, finished or
+// otherwise ended, the recoveries and the steps they lost) and
 // the step journal of the current generation (steps completed since the job's newest
 // checkpoint, so that a restarted chief that finds every ps alive resumes without losing
 // work). The checkpoints themselves are written by the ps tasks and committed by the chief
@@ -41,11 +42,33 @@ class JobStore {
     // keep_best: the checkpoint the evaluator rated best, and its accuracy.
     int64_t best_checkpoint = 0;
     double best_accuracy = 0;
+    // The job ended without succeeding ("CANCELLED" or "FAILED"); "" while it may run. A
+    // chief restarted without --job resumes only a job neither finished nor ended.
+    std::string ended;
+    // The recoveries so far (JobStatus.recoveries, the newest kMaxRecoveries), and the steps
+    // they lost in all: a restarted chief reports them as its predecessor did.
+    struct Recovery {
+      double unix_time = 0;
+      std::string cause;
+      std::string action;
+      int64_t steps_lost = 0;
+      double seconds = 0;
+    };
+    std::vector<Recovery> recoveries;
+    int64_t steps_lost = 0;
   };
+  // State.recoveries keeps this many, the newest (steps_lost counts them all).
+  static constexpr int kMaxRecoveries = 100;
 
   // Opens (creating) the directory. FAILED_PRECONDITION naming it when it cannot be created
   // or written.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& dir);
+
+  // The identity of the job recorded in `dir` when it neither finished nor ended otherwise
+  // (State.finished, State.ended): the job a chief restarted without --job resumes. nullopt
+  // when `dir` does not exist or holds no such job (it is not created); DATA_LOSS naming the
+  // file when job.json or state.json is unreadable.
+  static absl::StatusOr<std::optional<Identity>> UnfinishedJob(const std::string& dir);
 
   const CheckpointDir& dir() const { return dir_; }
 

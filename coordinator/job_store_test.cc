@@ -63,6 +63,69 @@ TEST(JobStoreTest, StateDefaultsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(read.best_accuracy, 0.8765);
 }
 
+// The recoveries and the steps they lost survive a chief restart in state.json (issue 23
+// §5: they were forgotten), and so does a job's end other than success.
+TEST(JobStoreTest, RecoveriesAndEndRoundTrip) {
+  auto store = *JobStore::Open(FreshDir("recoveries"));
+  JobStore::State state = *store->ReadState();
+  EXPECT_TRUE(state.recoveries.empty());
+  EXPECT_EQ(state.steps_lost, 0);
+  EXPECT_EQ(state.ended, "");
+  state.recoveries.push_back({1.5e9, "ps 1 restarted", "rolled back to checkpoint 2 (step 40)",
+                              13, 0.25});
+  state.recoveries.push_back({1.6e9, "ps 0 restarted", "re-initialized", 7, 1.0});
+  state.steps_lost = 20;
+  state.ended = "CANCELLED";
+  ASSERT_TRUE(store->WriteState(state).ok());
+  JobStore::State read = *store->ReadState();
+  ASSERT_EQ(read.recoveries.size(), 2u);
+  EXPECT_EQ(read.recoveries[0].cause, "ps 1 restarted");
+  EXPECT_EQ(read.recoveries[0].action, "rolled back to checkpoint 2 (step 40)");
+  EXPECT_EQ(read.recoveries[0].steps_lost, 13);
+  EXPECT_DOUBLE_EQ(read.recoveries[0].unix_time, 1.5e9);
+  EXPECT_DOUBLE_EQ(read.recoveries[0].seconds, 0.25);
+  EXPECT_EQ(read.recoveries[1].steps_lost, 7);
+  EXPECT_EQ(read.steps_lost, 20);
+  EXPECT_EQ(read.ended, "CANCELLED");
+}
+
+// A chief restarted without --job resumes the job its directory records, unless that job
+// finished or ended; a directory that does not exist is not created.
+TEST(JobStoreTest, UnfinishedJobIsTheRecordedJobUntilItEnds) {
+  const std::string missing = FreshDir("unfinished_missing");
+  auto none = JobStore::UnfinishedJob(missing);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_FALSE(std::ifstream(missing).good()) << "UnfinishedJob created " << missing;
+
+  const std::string dir = FreshDir("unfinished");
+  auto store = *JobStore::Open(dir);
+  auto empty = JobStore::UnfinishedJob(dir);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_FALSE(empty->has_value());
+  ASSERT_TRUE(store->WriteIdentity({"j-1", Spec()}).ok());
+  auto running = JobStore::UnfinishedJob(dir);
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_TRUE(running->has_value());
+  EXPECT_EQ((*running)->job_id, "j-1");
+  EXPECT_EQ((*running)->job.name(), "j");
+
+  JobStore::State state;
+  state.ended = "CANCELLED";
+  ASSERT_TRUE(store->WriteState(state).ok());
+  EXPECT_FALSE(JobStore::UnfinishedJob(dir)->has_value());
+  state.ended = "";
+  state.finished = true;
+  ASSERT_TRUE(store->WriteState(state).ok());
+  EXPECT_FALSE(JobStore::UnfinishedJob(dir)->has_value());
+
+  std::ofstream(dir + "/state.json") << "{\"recoveries\": 3}";
+  auto corrupt = JobStore::UnfinishedJob(dir);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(corrupt.status().message().find("state.json"), std::string::npos)
+      << corrupt.status();
+}
+
 TEST(JobStoreTest, CorruptFilesAreDataLossNamingTheFile) {
   const std::string dir = FreshDir("corrupt");
   auto store = *JobStore::Open(dir);

@@ -194,6 +194,19 @@ Recovery::Result Recovery::ApplyLocked(const std::string& cause, absl::Time t0,
   r->set_steps_lost(lost);
   r->set_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
   s_->status.set_steps_lost(s_->status.steps_lost() + lost);
+  if (s_->store != nullptr) {
+    // In the job's journal, so that a restarted chief reports them too.
+    JobStore::State::Recovery kept{r->unix_time(), r->cause(), r->action(), r->steps_lost(),
+                                   r->seconds()};
+    std::vector<JobStore::State::Recovery>& recoveries = s_->store_state.recoveries;
+    recoveries.push_back(std::move(kept));
+    if (recoveries.size() > static_cast<size_t>(JobStore::kMaxRecoveries)) {
+      recoveries.erase(recoveries.begin(),
+                       recoveries.end() - JobStore::kMaxRecoveries);
+    }
+    s_->store_state.steps_lost = s_->status.steps_lost();
+    s_->WriteStateLocked();
+  }
   LogInfo() << "recovered from " << cause << ": " << r->action() << ", " << lost
             << " steps lost, " << r->seconds() << " s; generation " << generation;
   cause_.clear();

@@ -1,6 +1,9 @@
 // A checkpoint directory whose disk fills up mid-job, as processes on localhost: the
 // checkpoint that finds no space fails (shardctl shows why), training goes on to the end,
-// and the checkpoint committed before stays whole. The small disk is a tmpfs mounted in a
+// and the checkpoint committed before stays whole. The final checkpoint fails too, and the
+// job does not end on it (it once ended SUCCEEDED, its newest durable state far behind): it
+// stays RUNNING, the ps keeping the trained state, and retries until the disk has room again
+// (the test frees it), then ends SUCCEEDED with a final checkpoint of every step. The small disk is a tmpfs mounted in a
 // mount namespace of this test's own (it needs CAP_SYS_ADMIN; without it the test is
 // skipped, saying so), so it vanishes with the test process whatever happens. Its own binary:
 // unshare(CLONE_NEWNS) needs a process that has no other thread yet.
@@ -76,7 +79,7 @@ class SmallDisk {
   std::string path_;
 };
 
-TEST(CheckpointDiskFullTest, ACheckpointThatFindsNoSpaceFailsButTrainingGoesOn) {
+TEST(CheckpointDiskFullTest, ACheckpointThatFindsNoSpaceFailsButTrainingGoesOnAndTheModelIsKept) {
   std::string why;
   std::unique_ptr<SmallDisk> disk = SmallDisk::Mount(FreshTempDir("small_disk"), "4m", &why);
   if (disk == nullptr) GTEST_SKIP() << "no small disk can be mounted here: " << why;
@@ -119,11 +122,30 @@ TEST(CheckpointDiskFullTest, ACheckpointThatFindsNoSpaceFailsButTrainingGoesOn) 
   EXPECT_EQ(*code, 0) << out;
   EXPECT_THAT(out, HasSubstr("CHECKPOINT FAILED")) << out;
 
+  // Every step done, and the final checkpoint failed: the job waits for it, running.
+  auto unsaved = c->WaitForStatus(
+      [](const JobStatus& s) {
+        return s.state() != JobStatus::RUNNING ||
+               (s.training_done() &&
+                s.checkpoint_error().find("(final) failed") != std::string::npos);
+      },
+      absl::Minutes(3));
+  ASSERT_TRUE(unsaved.ok()) << unsaved.status();
+  EXPECT_EQ(unsaved->state(), JobStatus::RUNNING) << unsaved->DebugString();
+  EXPECT_EQ(unsaved->steps_done(), kSteps);
+  EXPECT_THAT(unsaved->checkpoint_error(), HasSubstr("No space left")) << c->Logs();
+  EXPECT_THAT(unsaved->checkpoint_error(), HasSubstr("the ps keep the trained state"));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(c->ps(i)->Running()) << "ps " << i;
+  // Room again: the final checkpoint retried commits, and the job ends.
+  ASSERT_EQ(unlink(absl::StrCat(TempDir(), "/small_disk/filler").c_str()), 0)
+      << std::strerror(errno);
   auto status = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(3));
-  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_TRUE(status.ok()) << status.status() << c->Logs();
   EXPECT_EQ(status->steps_done(), kSteps);
-  EXPECT_FALSE(status->checkpoint_error().empty());
-  EXPECT_THAT(status->checkpoint_error(), HasSubstr("No space left")) << c->Logs();
+  EXPECT_EQ(status->checkpoint_error(), "");
+  ASSERT_TRUE(status->has_checkpoint());
+  EXPECT_TRUE(status->last_checkpoint().final());
+  EXPECT_EQ(status->last_checkpoint().steps_done(), kSteps);
   // A failed checkpoint is retried an interval later, not at every step.
   const std::string log = c->chief()->Log();
   int failures = 0;
@@ -134,10 +156,20 @@ TEST(CheckpointDiskFullTest, ACheckpointThatFindsNoSpaceFailsButTrainingGoesOn) 
   EXPECT_GE(failures, 1);
   EXPECT_LE(failures, kSteps / kEverySteps) << log;
   // The checkpoint committed before is still there, every byte as its manifest says.
+  // No checkpoint committed on the full disk: the newest ones are the final one and, if not
+  // pruned, the one committed before.
   committed = CommittedCheckpoints(dir);
   ASSERT_FALSE(committed.empty());
-  EXPECT_EQ(committed[0].id, previous.id) << "a checkpoint committed on a full disk";
-  auto reader = CheckpointReader::Open(previous.path);
+  EXPECT_EQ(committed[0].id, status->last_checkpoint().id());
+  EXPECT_TRUE(committed[0].manifest.final);
+  if (committed.size() > 1) {
+    EXPECT_EQ(committed[1].id, previous.id) << "a checkpoint committed on a full disk";
+    auto reader = CheckpointReader::Open(previous.path);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    absl::Status verified = (*reader)->VerifyFiles();
+    EXPECT_TRUE(verified.ok()) << verified;
+  }
+  auto reader = CheckpointReader::Open(committed[0].path);
   ASSERT_TRUE(reader.ok()) << reader.status();
   absl::Status verified = (*reader)->VerifyFiles();
   EXPECT_TRUE(verified.ok()) << verified;

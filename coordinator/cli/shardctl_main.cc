@@ -356,9 +356,12 @@ class JobWatch {
   }
 
   // A chief once reached that stops answering is waited for; else the call's error ends it.
+  // CANCELLED is the chief going away too: a chief stopped by SIGTERM cancels the calls in
+  // flight as its server shuts down (a Ctrl-C of this watch was handled before).
   absl::Status OnFailedCall(const absl::Status& rpc) {
     const bool transient = rpc.code() == absl::StatusCode::kUnavailable ||
-                           rpc.code() == absl::StatusCode::kDeadlineExceeded;
+                           rpc.code() == absl::StatusCode::kDeadlineExceeded ||
+                           rpc.code() == absl::StatusCode::kCancelled;
     if (transient && reached_ &&
         RideOut(absl::StrCat("lost the chief at ", address_, " (", rpc.message(), ")"))) {
       return absl::OkStatus();

@@ -318,8 +318,11 @@ EVALUATOR_NOTE = ("The evaluator calls the chief and the ps; at its TF_CONFIG ad
                   "only gRPC's\nhealth check, and nothing else connects to it.")
 
 # docs/exit-codes.md's table as a Job's podFailurePolicy: 2 (bad configuration), 4 (job
-# failed), 6 (orphaned) fail the Job; 5 (SIGTERM: eviction, drain, preemption) and a
-# disruption are not counted against backoffLimit; 1 and the rest are retried and counted.
+# failed or cancelled, a job cancelled with its final checkpoint never committed included),
+# 6 (orphaned) fail the Job; 5 (SIGTERM: eviction, drain, preemption) and a disruption are
+# not counted against backoffLimit; 1 and the rest are retried and counted. A final
+# checkpoint that fails (a full volume) takes no exit code: the chief keeps the job running,
+# every pod up, and retries it until it commits or the job is cancelled.
 # JobSet's API requires onPodConditions[].status (a core Job defaults it to "True").
 def pod_failure_policy(container_name="shardps"):
     return {"rules": [
