@@ -120,6 +120,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
+  // gRPC binds "localhost" on the loopback addresses only; a scraper asks 127.0.0.1 first.
+  if (host == "localhost") host = "127.0.0.1";
   if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
     return absl::UnavailableError(
         absl::StrCat("metrics server: cannot resolve ", address, ": ", gai_strerror(rc)));

@@ -20,7 +20,8 @@ namespace shardps {
 namespace metrics {
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";  // an IP or name to bind; "0.0.0.0" or "::" for all
+  // An IP or name to bind ("localhost": 127.0.0.1); "0.0.0.0" or "::" for all interfaces.
+  std::string host = "127.0.0.1";
   int port = 0;                    // 0: the kernel chooses (port() says which)
   // TLS: both or neither (plaintext).
   std::string cert_file;
