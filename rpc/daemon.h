@@ -141,6 +141,8 @@ class Daemon {
   // RunDaemon calls it once the gRPC server runs, and StopMetrics before the body shuts down.
   int StartMetrics();
   void StopMetrics() { metrics_server_.reset(); }
+  // Whether --metrics_port asks for metrics (a daemon may skip counting without it).
+  bool metrics_enabled() const { return metrics_port_flag_ > 0; }
   // The port /metrics is served on (0: not served).
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
 
