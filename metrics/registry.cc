@@ -302,12 +302,20 @@ absl::Status Registry::AddCallbackGauge(const std::string& name, const std::stri
       .status();
 }
 
+void Registry::AddScrapeHook(std::function<void()> before) {
+  absl::MutexLock lock(&mu_);
+  hooks_.push_back(std::move(before));
+}
+
 std::string Registry::Render() const {
   std::vector<FamilyData*> families;
+  std::vector<std::function<void()>> hooks;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [name, family] : families_) families.push_back(family.get());
+    hooks = hooks_;
   }
+  for (const std::function<void()>& hook : hooks) hook();
   std::string out;
   for (FamilyData* family : families) {
     std::string help;

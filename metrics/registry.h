@@ -139,6 +139,10 @@ class Registry {
                                 std::function<void(Sink*)> collect,
                                 size_t max_series = kDefaultMaxSeries);
 
+  // `before` runs at the start of each Render, before any callback family: a source read by
+  // several families takes one snapshot there (all of a scrape's samples then agree).
+  void AddScrapeHook(std::function<void()> before);
+
   // Every family in the text exposition format, sorted by name.
   std::string Render() const;
 
@@ -154,6 +158,7 @@ class Registry {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<FamilyData>> families_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> hooks_ ABSL_GUARDED_BY(mu_);
 };
 
 template <>

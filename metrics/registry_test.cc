@@ -106,6 +106,20 @@ TEST(RegistryTest, CallbackGaugesAreReadAtScrape) {
   EXPECT_THAT(text, Not(HasSubstr("wrong")));
 }
 
+TEST(RegistryTest, ScrapeHooksRunBeforeCallbacks) {
+  Registry registry;
+  int snapshot = 0;
+  int source = 5;
+  registry.AddScrapeHook([&] { snapshot = source; });
+  ASSERT_TRUE(registry
+                  .AddCallbackGauge("a_value", "a", {},
+                                    [&](Sink* sink) { sink->Add({}, snapshot); })
+                  .ok());
+  EXPECT_THAT(registry.Render(), HasSubstr("a_value 5\n"));
+  source = 6;
+  EXPECT_THAT(registry.Render(), HasSubstr("a_value 6\n"));
+}
+
 // promtool (Debian's prometheus package) checks the format and Prometheus' naming rules.
 TEST(RegistryTest, PromtoolAcceptsTheOutput) {
   std::string promtool = "/usr/bin/promtool";
