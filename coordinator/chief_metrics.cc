@@ -126,10 +126,9 @@ absl::Status AddChiefMetrics(metrics::Registry* registry, std::function<JobStatu
       "Mean time of recent steps' phases on their workers (pull, compute, push).", {"phase"},
       [snapshot](metrics::Sink* sink) {
         absl::MutexLock lock(&snapshot->mu);
-        const JobStatus& s = snapshot->status;
-        sink->Add({"pull"}, s.pull_ms() / 1000);
-        sink->Add({"compute"}, s.compute_ms() / 1000);
-        sink->Add({"push"}, s.push_ms() / 1000);
+        sink->Add({"pull"}, snapshot->status.pull_ms() / 1000);
+        sink->Add({"compute"}, snapshot->status.compute_ms() / 1000);
+        sink->Add({"push"}, snapshot->status.push_ms() / 1000);
       });
   if (!phases.ok()) return phases;
   absl::Status workers = registry->AddCallbackGauge(
