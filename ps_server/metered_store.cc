@@ -38,7 +38,29 @@ struct VariableCounters {
   metrics::Counter* pushes;
   metrics::Counter* applied;
   metrics::Counter* rejected;
+  metrics::Histogram* staleness;
 };
+
+// The RPCs timed, in the order of kRpcNames.
+enum Rpc {
+  kCreateShards, kListShards, kPull, kPullBatch, kPullRows, kPullRowsBatch, kPush, kPushBatch,
+  kPushRows, kPushRowsBatch, kAssign, kSetGeneration, kDropShards, kSnapshot, kRestore, kNumRpcs
+};
+constexpr const char* kRpcNames[kNumRpcs] = {
+    "CreateShards", "ListShards", "Pull", "PullBatch", "PullRows", "PullRowsBatch", "Push",
+    "PushBatch", "PushRows", "PushRowsBatch", "Assign", "SetGeneration", "DropShards",
+    "Snapshot", "Restore"};
+
+// Updates applied to the shard between the version a gradient was computed at and the push's
+// own: a push at base version b that made version v saw v - 1 - b others land first. -1: not
+// known (no base version, or nothing applied now).
+template <typename Response>
+int64_t Staleness(int64_t base_version, const Response& response) {
+  if (base_version <= 0 || response.duplicate() || response.dropped() || response.version() <= 0) {
+    return -1;
+  }
+  return std::max<int64_t>(0, response.version() - 1 - base_version);
+}
 
 // Every MeteredStore has its own id, so a thread's cache never serves a dead store's entries.
 std::atomic<uint64_t> next_store_id{1};
@@ -55,102 +77,110 @@ class MeteredStore : public ShardStore {
                metrics::Registry::Family<metrics::Counter> pushes,
                metrics::Registry::Family<metrics::Counter> applied,
                metrics::Registry::Family<metrics::Counter> rejected,
+               metrics::Registry::Family<metrics::Histogram> staleness,
                metrics::Registry::Family<metrics::Histogram> latency)
       : store_(std::move(store)),
         pulls_(pulls),
         pushes_(pushes),
         applied_(applied),
-        rejected_(rejected) {
-    for (const char* rpc : {"CreateShards", "ListShards", "Pull", "PullBatch", "PullRows",
-                            "PullRowsBatch", "Push", "PushBatch", "PushRows", "PushRowsBatch",
-                            "Assign", "SetGeneration", "DropShards", "Snapshot", "Restore"}) {
-      latency_[rpc] = latency.With({rpc});
-    }
+        rejected_(rejected),
+        staleness_(staleness) {
+    for (int rpc = 0; rpc < kNumRpcs; ++rpc) latency_[rpc] = latency.With({kRpcNames[rpc]});
   }
 
   absl::Status CreateShards(const CreateShardsRequest& request,
                             CreateShardsResponse* response) override {
-    return Timed("CreateShards", [&] { return store_->CreateShards(request, response); });
+    return Timed(kCreateShards, [&] { return store_->CreateShards(request, response); });
   }
   absl::Status ListShards(const ListShardsRequest& request,
                           ListShardsResponse* response) override {
-    return Timed("ListShards", [&] { return store_->ListShards(request, response); });
+    return Timed(kListShards, [&] { return store_->ListShards(request, response); });
   }
 
   void Pull(const PullRequest& request, PullResponse* response, DoneCallback done) override {
     For(request.shard()).pulls->Add();
-    store_->Pull(request, response, TimedDone("Pull", std::move(done)));
+    store_->Pull(request, response, TimedDone(kPull, std::move(done)));
   }
   void Pull(const PullRequest& request, PullResponse* response, PulledBytes* in_place,
             DoneCallback done) override {
     For(request.shard()).pulls->Add();
-    store_->Pull(request, response, in_place, TimedDone("Pull", std::move(done)));
+    store_->Pull(request, response, in_place, TimedDone(kPull, std::move(done)));
   }
   void PullBatch(const PullBatchRequest& request, std::vector<PullResponse>* responses,
                  std::vector<PulledBytes>* in_place, DoneCallback done) override {
     for (const PullRequest& item : request.pulls()) For(item.shard()).pulls->Add();
-    store_->PullBatch(request, responses, in_place, TimedDone("PullBatch", std::move(done)));
+    store_->PullBatch(request, responses, in_place, TimedDone(kPullBatch, std::move(done)));
   }
   void PullRows(const PullRowsRequest& request, PullRowsResponse* response,
                 DoneCallback done) override {
     For(request.shard()).pulls->Add();
-    store_->PullRows(request, response, TimedDone("PullRows", std::move(done)));
+    store_->PullRows(request, response, TimedDone(kPullRows, std::move(done)));
   }
   void PullRowsBatch(const PullRowsBatchRequest& request,
                      absl::Span<PullRowsResponse* const> responses, DoneCallback done) override {
     for (const PullRowsRequest& item : request.pulls()) For(item.shard()).pulls->Add();
-    store_->PullRowsBatch(request, responses, TimedDone("PullRowsBatch", std::move(done)));
+    store_->PullRowsBatch(request, responses, TimedDone(kPullRowsBatch, std::move(done)));
   }
 
   absl::Status Push(const PushRequest& request, PushResponse* response) override {
-    return Pushed("Push", {&request.shard()}, [&] { return store_->Push(request, response); });
+    return Pushed(
+        kPush, {&request.shard()}, [&] { return store_->Push(request, response); },
+        [&](size_t) { return Staleness(request.base_version(), *response); });
   }
   absl::Status Push(const PushRequest& request, absl::string_view data,
                     PushResponse* response) override {
-    return Pushed("Push", {&request.shard()},
-                  [&] { return store_->Push(request, data, response); });
+    return Pushed(
+        kPush, {&request.shard()}, [&] { return store_->Push(request, data, response); },
+        [&](size_t) { return Staleness(request.base_version(), *response); });
   }
   absl::Status PushBatch(const PushBatchRequest& request, PushBatchResponse* response) override {
-    return Pushed("PushBatch", ShardsOf(request.pushes()),
-                  [&] { return store_->PushBatch(request, response); });
+    return Pushed(
+        kPushBatch, ShardsOf(request.pushes()),
+        [&] { return store_->PushBatch(request, response); },
+        [&](size_t i) { return BatchStaleness(request.pushes(), response->pushes(), i); });
   }
   absl::Status PushBatch(const PushBatchRequest& request,
                          absl::Span<const absl::string_view> data,
                          PushBatchResponse* response) override {
-    return Pushed("PushBatch", ShardsOf(request.pushes()),
-                  [&] { return store_->PushBatch(request, data, response); });
+    return Pushed(
+        kPushBatch, ShardsOf(request.pushes()),
+        [&] { return store_->PushBatch(request, data, response); },
+        [&](size_t i) { return BatchStaleness(request.pushes(), response->pushes(), i); });
   }
   absl::Status PushRows(const PushRowsRequest& request, PushRowsResponse* response) override {
-    return Pushed("PushRows", {&request.shard()},
-                  [&] { return store_->PushRows(request, response); });
+    return Pushed(
+        kPushRows, {&request.shard()}, [&] { return store_->PushRows(request, response); },
+        [&](size_t) { return Staleness(request.base_version(), *response); });
   }
   absl::Status PushRowsBatch(const PushRowsBatchRequest& request,
                              PushRowsBatchResponse* response) override {
-    return Pushed("PushRowsBatch", ShardsOf(request.pushes()),
-                  [&] { return store_->PushRowsBatch(request, response); });
+    return Pushed(
+        kPushRowsBatch, ShardsOf(request.pushes()),
+        [&] { return store_->PushRowsBatch(request, response); },
+        [&](size_t i) { return BatchStaleness(request.pushes(), response->pushes(), i); });
   }
   absl::Status Assign(const AssignRequest& request, AssignResponse* response) override {
-    return Timed("Assign", [&] { return store_->Assign(request, response); });
+    return Timed(kAssign, [&] { return store_->Assign(request, response); });
   }
 
   void Health(HealthResponse* response) override { store_->Health(response); }
   absl::Status SetGeneration(const SetGenerationRequest& request,
                              SetGenerationResponse* response) override {
-    return Timed("SetGeneration", [&] { return store_->SetGeneration(request, response); });
+    return Timed(kSetGeneration, [&] { return store_->SetGeneration(request, response); });
   }
   absl::Status DropShards(const DropShardsRequest& request,
                           DropShardsResponse* response) override {
-    return Timed("DropShards", [&] { return store_->DropShards(request, response); });
+    return Timed(kDropShards, [&] { return store_->DropShards(request, response); });
   }
   absl::Status Snapshot(const SnapshotRequest& request, SnapshotResponse* response) override {
-    return Timed("Snapshot", [&] { return store_->Snapshot(request, response); });
+    return Timed(kSnapshot, [&] { return store_->Snapshot(request, response); });
   }
   absl::Status SnapshotStatus(const SnapshotStatusRequest& request,
                               SnapshotStatusResponse* response) override {
     return store_->SnapshotStatus(request, response);
   }
   absl::Status Restore(const RestoreRequest& request, RestoreResponse* response) override {
-    return Timed("Restore", [&] { return store_->Restore(request, response); });
+    return Timed(kRestore, [&] { return store_->Restore(request, response); });
   }
   absl::Status HoldPushes(const HoldPushesRequest& request,
                           HoldPushesResponse* response) override {
@@ -162,6 +192,13 @@ class MeteredStore : public ShardStore {
   void Shutdown() override { store_->Shutdown(); }
 
  private:
+  template <typename Requests, typename Responses>
+  static int64_t BatchStaleness(const Requests& requests, const Responses& responses, size_t i) {
+    if (i >= static_cast<size_t>(responses.size())) return -1;
+    return Staleness(requests[static_cast<int>(i)].base_version(),
+                     responses[static_cast<int>(i)]);
+  }
+
   template <typename Items>
   static std::vector<const std::string*> ShardsOf(const Items& items) {
     std::vector<const std::string*> shards;
@@ -190,23 +227,25 @@ class MeteredStore : public ShardStore {
     std::unique_ptr<VariableCounters>& slot = by_shard_[shard];
     if (slot == nullptr) {
       const std::vector<std::string> labels = {VariableOfShard(shard)};
-      slot = std::make_unique<VariableCounters>(VariableCounters{
-          pulls_.With(labels), pushes_.With(labels), applied_.With(labels),
-          rejected_.With(labels)});
+      slot = std::make_unique<VariableCounters>(
+          VariableCounters{pulls_.With(labels), pushes_.With(labels), applied_.With(labels),
+                           rejected_.With(labels), staleness_.With(labels)});
     }
     return slot.get();
   }
 
   template <typename F>
-  absl::Status Timed(const char* rpc, F call) {
+  absl::Status Timed(Rpc rpc, F call) {
     const Clock::time_point start = Clock::now();
     absl::Status status = call();
-    latency_.at(rpc)->Observe(SecondsSince(start));
+    latency_[rpc]->Observe(SecondsSince(start));
     return status;
   }
 
-  template <typename F>
-  absl::Status Pushed(const char* rpc, const std::vector<const std::string*>& shards, F call) {
+  // `staleness(i)`: item i's staleness once the call returned (-1: unknown).
+  template <typename F, typename S>
+  absl::Status Pushed(Rpc rpc, const std::vector<const std::string*>& shards, F call,
+                      S staleness) {
     std::vector<const VariableCounters*> counters;
     counters.reserve(shards.size());
     for (const std::string* shard : shards) {
@@ -214,12 +253,18 @@ class MeteredStore : public ShardStore {
       counters.back()->pushes->Add();
     }
     absl::Status status = Timed(rpc, call);
-    for (const VariableCounters* c : counters) (status.ok() ? c->applied : c->rejected)->Add();
+    for (size_t i = 0; i < counters.size(); ++i) {
+      const VariableCounters* c = counters[i];
+      (status.ok() ? c->applied : c->rejected)->Add();
+      if (!status.ok()) continue;
+      const int64_t stale = staleness(i);
+      if (stale >= 0) c->staleness->Observe(static_cast<double>(stale));
+    }
     return status;
   }
 
-  DoneCallback TimedDone(const char* rpc, DoneCallback done) {
-    return [histogram = latency_.at(rpc), start = Clock::now(),
+  DoneCallback TimedDone(Rpc rpc, DoneCallback done) {
+    return [histogram = latency_[rpc], start = Clock::now(),
             done = std::move(done)](const absl::Status& status) {
       histogram->Observe(SecondsSince(start));
       done(status);
@@ -232,7 +277,8 @@ class MeteredStore : public ShardStore {
   metrics::Registry::Family<metrics::Counter> pushes_;
   metrics::Registry::Family<metrics::Counter> applied_;
   metrics::Registry::Family<metrics::Counter> rejected_;
-  std::map<std::string, metrics::Histogram*> latency_;  // filled in the constructor only
+  metrics::Registry::Family<metrics::Histogram> staleness_;
+  metrics::Histogram* latency_[kNumRpcs];  // set in the constructor only
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<VariableCounters>> by_shard_ ABSL_GUARDED_BY(mu_);
 };
@@ -280,11 +326,17 @@ absl::StatusOr<std::unique_ptr<ShardStore>> NewMeteredStore(std::unique_ptr<Shar
       "shardps_ps_updates_rejected_total",
       "Pushes to each variable that the ps refused (stale generation, duplicate, bad shape).",
       {"variable"});
+  auto staleness = registry->AddHistogram(
+      "shardps_ps_push_staleness",
+      "Updates applied to a shard between the version a push's gradient was computed at and "
+      "the push (pushes that name their base version).",
+      {"variable"}, {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024});
   auto latency = registry->AddHistogram("shardps_ps_request_seconds",
                                         "Time of each request in the ps's store, by RPC.",
                                         {"rpc"}, metrics::LatencyBuckets());
   for (const absl::Status& status : {pulls.status(), pushes.status(), applied.status(),
-                                     rejected.status(), latency.status()}) {
+                                     rejected.status(), staleness.status(),
+                                     latency.status()}) {
     if (!status.ok()) return status;
   }
   ShardStore* inner = store.get();
@@ -342,7 +394,8 @@ absl::StatusOr<std::unique_ptr<ShardStore>> NewMeteredStore(std::unique_ptr<Shar
     if (!added.ok()) return added;
   }
   return std::unique_ptr<ShardStore>(new MeteredStore(std::move(store), *pulls,
-                                                      *pushes, *applied, *rejected, *latency));
+                                                      *pushes, *applied, *rejected, *staleness,
+                                                      *latency));
 }
 
 }  // namespace shardps

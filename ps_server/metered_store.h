@@ -4,6 +4,8 @@
 //     items each count), pulls and pushes of rows alike;
 //   shardps_ps_updates_applied_total{variable}, shardps_ps_updates_rejected_total{variable}:
 //     pushes by their outcome (a batch's items take the batch's);
+//   shardps_ps_push_staleness{variable}: a histogram of the updates applied to a shard between
+//     the version a push's gradient was computed at (its base_version) and the push;
 //   shardps_ps_request_seconds{rpc}: each call's time in the store, from the call to its
 //     completion (a pull that waits for a version counts its wait);
 // and, read at scrape from ListShards and Health:

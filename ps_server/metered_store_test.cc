@@ -46,9 +46,11 @@ void Create(ShardStore* store, const std::string& variable, int parts, int64_t r
   ASSERT_TRUE(store->CreateShards(request, &response).ok());
 }
 
-absl::Status Push(ShardStore* store, const std::string& shard, uint64_t id, int floats) {
+absl::Status Push(ShardStore* store, const std::string& shard, uint64_t id, int floats,
+                  int64_t base_version = 0) {
   PushRequest request;
   request.set_request_id(id);
+  request.set_base_version(base_version);
   request.set_shard(shard);
   request.set_data(std::string(floats * sizeof(float), '\0'));
   PushResponse response;
@@ -95,6 +97,21 @@ TEST(MeteredStoreTest, CountsPerVariableAcrossItsShards) {
   EXPECT_THAT(text, HasSubstr("shardps_ps_variable_bytes{variable=\"w\"} "));
   EXPECT_THAT(text, HasSubstr("shardps_ps_shards 3\n"));
   EXPECT_THAT(text, HasSubstr("shardps_ps_memory_used_bytes "));
+}
+
+TEST(MeteredStoreTest, StalenessCountsTheUpdatesBetweenBaseAndPush) {
+  metrics::Registry registry;
+  std::unique_ptr<ShardStore> store = NewStore(&registry);
+  Create(store.get(), "w", 1, 3);
+  ASSERT_TRUE(Push(store.get(), "w", 1, 12).ok());                      // version 1, unknown
+  ASSERT_TRUE(Push(store.get(), "w", 2, 12, /*base_version=*/1).ok());  // version 2: fresh
+  ASSERT_TRUE(Push(store.get(), "w", 3, 12).ok());                      // version 3
+  ASSERT_TRUE(Push(store.get(), "w", 4, 12).ok());                      // version 4
+  ASSERT_TRUE(Push(store.get(), "w", 5, 12, /*base_version=*/2).ok());  // version 5: 2 between
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("shardps_ps_push_staleness_count{variable=\"w\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("shardps_ps_push_staleness_sum{variable=\"w\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("shardps_ps_push_staleness_bucket{variable=\"w\",le=\"0\"} 1\n"));
 }
 
 TEST(MeteredStoreTest, AStoreAfterAnotherOnTheSameThreadCountsItsOwn) {
