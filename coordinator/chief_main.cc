@@ -33,6 +33,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "coordinator/chief.h"
+#include "coordinator/chief_metrics.h"
 #include "coordinator/chief_options.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_store.h"
@@ -240,7 +241,13 @@ int Main(int argc, char** argv) {
   chief_options.default_checkpoint_every = options.checkpoint_every();
   absl::StatusOr<std::unique_ptr<Chief>> chief = Chief::Create(std::move(chief_options));
   if (!chief.ok()) return ExitBadConfig(chief.status().message());
+  Chief* chief_ptr = chief->get();
   ChiefBody body(options, config, std::move(job_json), *std::move(ps), *std::move(chief));
+  if (daemon.metrics_enabled()) {
+    absl::Status added =
+        AddChiefMetrics(daemon.metrics(), [chief_ptr] { return chief_ptr->Status(); });
+    if (!added.ok()) LogError() << added.message();
+  }
   return RunDaemon(daemon, body);
 }
 

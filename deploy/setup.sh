@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
   iperf3 dataset-fashion-mnist openssl
   python3-dev pybind11-dev
+  prometheus-cpp-dev
   "$@"
 )
 
@@ -28,6 +29,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
     "${missing[@]}" >&2
+fi
+
+# promtool alone (metrics/registry_test checks the /metrics format with it), taken out of
+# Debian's prometheus package without installing it: installing it would start a Prometheus
+# server.
+if [ ! -x /usr/bin/promtool ] && [ ! -x /usr/local/bin/promtool ]; then
+  echo "setup: installing promtool (from Debian's prometheus package)" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q prometheus >&2 &&
+    dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool &&
+    $SUDO install -m 0755 usr/bin/promtool /usr/local/bin/promtool)
+  rm -rf "$tmp"
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then

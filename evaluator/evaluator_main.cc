@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "compute/backend_kind.h"
 #include "compute/compute_device.h"
+#include "evaluator/eval_gauges.h"
 #include "evaluator/eval_loop.h"
 #include "evaluator/evaluator_options.h"
 #include "evaluator/job_follower.h"
@@ -50,9 +51,14 @@ namespace {
 // server, if any, answers health checks only.
 class EvaluatorBody : public DaemonBody {
  public:
+  // `gauges`: null without --metrics_port.
   EvaluatorBody(const EvaluatorOptions& options, const TfConfig* config,
-                ComputeDevice device, std::unique_ptr<MetricsFile> metrics)
-      : options_(options), device_(std::move(device)), metrics_(std::move(metrics)) {
+                ComputeDevice device, std::unique_ptr<MetricsFile> metrics,
+                std::unique_ptr<EvalGauges> gauges)
+      : options_(options),
+        device_(std::move(device)),
+        metrics_(std::move(metrics)),
+        gauges_(std::move(gauges)) {
     if (!options_.tensorboard_dir.empty()) {
       tensorboard_ = std::make_unique<SummaryWriter>(options_.tensorboard_dir);
     }
@@ -85,6 +91,7 @@ class EvaluatorBody : public DaemonBody {
       if (tensorboard_ != nullptr) {
         tensorboard_->Write(record.metrics.steps_done(), EvalScalars(record));
       }
+      if (gauges_ != nullptr) gauges_->Record(record);
     };
     // The loops still name the evaluator in their lines; the log names it already.
     hooks.log = [](const std::string& line) {
@@ -127,6 +134,7 @@ class EvaluatorBody : public DaemonBody {
   const ComputeDevice device_;  // where each job's model computes
   std::unique_ptr<MetricsFile> metrics_;
   std::unique_ptr<SummaryWriter> tensorboard_;  // null without --tensorboard_dir
+  std::unique_ptr<EvalGauges> gauges_;
   std::vector<std::string> ps_addresses_;
   std::string chief_address_;
   std::unique_ptr<ChiefLink> chief_;
@@ -154,7 +162,16 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<std::unique_ptr<MetricsFile>> metrics = MetricsFile::Open(options.metrics_file);
   if (!metrics.ok()) return ExitBadConfig(absl::StrCat("--metrics_file: ", metrics.status().message()));
-  EvaluatorBody body(options, config, *std::move(device), *std::move(metrics));
+  std::unique_ptr<EvalGauges> gauges;
+  if (daemon.metrics_enabled()) {
+    absl::StatusOr<std::unique_ptr<EvalGauges>> made = EvalGauges::Create(daemon.metrics());
+    if (!made.ok()) {
+      LogError() << made.status().message();
+      return kExitError;
+    }
+    gauges = *std::move(made);
+  }
+  EvaluatorBody body(options, config, *std::move(device), *std::move(metrics), std::move(gauges));
   RunOptions run;
   run.address = options.HealthAddress(config);
   run.listen = run.address.empty() ? RunOptions::Listen::kNone : RunOptions::Listen::kAddress;

@@ -21,6 +21,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "ps_server/process_memory.h"
+#include "ps_server/metered_store.h"
 #include "ps_server/ps_options.h"
 #include "ps_server/rpc/grpc_ps_service.h"
 #include "ps_server/shard_store.h"
@@ -56,6 +57,10 @@ class PsBody : public DaemonBody {
     }
     absl::StatusOr<std::unique_ptr<ShardStore>> store = ShardStore::Create(store_options);
     if (!store.ok()) return store.status();
+    if (daemon.metrics_enabled()) {  // without --metrics_port the data path counts nothing
+      store = NewMeteredStore(*std::move(store), daemon.metrics());
+      if (!store.ok()) return store.status();
+    }
     body->store_ = *std::move(store);
 
     PsServiceOptions service_options;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "metrics/cert_expiry.h"
 #include "rpc/grpc_util.h"
 #include "rpc/health_service.h"
 #include "rpc/orphan_clock.h"
@@ -95,6 +98,10 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                     [](const std::string& value) { return ParseProtocolHeader(value).status(); });
   tls_.AddFlags(flags_);
   auth_.AddFlags(flags_, serves_);
+  flags_->AddInt("metrics_port", &metrics_port_flag_,
+                 "serve Prometheus metrics at /metrics on this port, with the daemon's TLS "
+                 "(0: off)",
+                 {0, 65535});
   flags_->AddString("data_root", &data_root_flag_,
                     "the directory tree this daemon's files (checkpoints, snapshots, the job "
                     "files' paths) must lie in; a request or job naming a path outside it is "
@@ -230,6 +237,57 @@ void Daemon::ConfigureBuilder(grpc::ServerBuilder* builder, int64_t max_request_
     quota.Resize(static_cast<size_t>(request_memory_bytes));
     builder->SetResourceQuota(quota);
   }
+}
+
+int Daemon::StartMetrics() {
+  if (metrics_port_flag_ == 0) return -1;
+  std::string host_of = listen_;
+  if (host_of.empty()) {
+    absl::StatusOr<std::string> listen =
+        ListenAddress(has_config_ ? config_.TaskAddress() : "127.0.0.1:0", bind_host_);
+    if (!listen.ok()) return ExitBadConfig(listen.status().message());
+    host_of = *listen;
+  }
+  metrics::HttpServerOptions options;
+  options.host = host_of.substr(0, host_of.rfind(':'));
+  options.port = static_cast<int>(metrics_port_flag_);
+  const std::string address = absl::StrCat(options.host, ":", options.port);
+  if (absl::Status binding = CheckBinding(address, tls_); !binding.ok()) {
+    return ExitBadConfig(absl::StrCat("--metrics_port: ", binding.message()));
+  }
+  if (tls_.can_serve()) {
+    options.cert_file = tls_.cert_file;
+    options.key_file = tls_.key_file;
+    options.ca_file = tls_.ca_file;
+    options.client_auth = tls_.client_auth;
+  }
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!tls_.cert_file.empty()) files.emplace_back("cert", tls_.cert_file);
+  if (!tls_.ca_file.empty()) files.emplace_back("ca", tls_.ca_file);
+  if (!files.empty()) {
+    // Read at each scrape: a renewed certificate shows at once.
+    absl::Status added = metrics_.AddCallbackGauge(
+        "shardps_certificate_expiry_seconds",
+        "Seconds until the TLS certificate in each file (cert: this daemon's, ca: the CA's) "
+        "expires; negative once it has.",
+        {"file", "path"}, [files](metrics::Sink* sink) {
+          for (const auto& [kind, path] : files) {
+            absl::StatusOr<double> seconds = metrics::SecondsUntilExpiry(path, absl::Now());
+            if (seconds.ok()) sink->Add({kind, path}, *seconds);
+          }
+        });
+    if (!added.ok()) LogError() << added.message();
+  }
+  absl::StatusOr<std::unique_ptr<metrics::HttpServer>> server =
+      metrics::HttpServer::Start(options, [this] { return metrics_.Render(); });
+  if (!server.ok()) {
+    LogError() << server.status().message();
+    return kExitError;
+  }
+  metrics_server_ = *std::move(server);
+  LogInfo() << "metrics on " << (tls_.can_serve() ? "https://" : "http://") << options.host
+            << ":" << metrics_server_->port() << "/metrics";
+  return -1;
 }
 
 std::unique_ptr<grpc::Server> Daemon::Serve(const std::vector<grpc::Service*>& services) {

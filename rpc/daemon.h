@@ -3,7 +3,7 @@
 // --test_protocol_version; --bind_host, --max_request_bytes and --health_port (a plaintext
 // health-only port: rpc/health_port.h) for a daemon that serves;
 // --orphan_timeout_s for one that follows a chief; the TLS flags of rpc/tls.h, for its
-// servers and every channel it opens), TF_CONFIG, serving gRPC on the task's
+// servers and every channel it opens; --metrics_port, Prometheus' /metrics), TF_CONFIG, serving gRPC on the task's
 // address, stopping (SIGINT/SIGTERM, a Shutdown RPC, or the chief gone too long) and the exit
 // code of each stop (below; docs/exit-codes.md says what a supervisor should do with each).
 //
@@ -34,6 +34,8 @@
 #include "common/tf_config.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "metrics/http_server.h"
+#include "metrics/registry.h"
 #include "rpc/signal_watcher.h"
 #include "rpc/auth.h"
 #include "rpc/tls.h"
@@ -140,6 +142,22 @@ class Daemon {
   // The TLS flags as parsed (also the process's: SetProcessTls, in Init).
   const TlsOptions& tls() const { return tls_; }
 
+  // The daemon's Prometheus metrics: register families before StartMetrics (a callback
+  // family's callback must stay valid until StopMetrics).
+  metrics::Registry* metrics() { return &metrics_; }
+  // With --metrics_port (0: off), serves metrics() at /metrics on that port, on the host the
+  // daemon's gRPC server listens on (or would: TF_CONFIG's and --bind_host's rule), with the
+  // daemon's TLS certificate and client-certificate rule; the binding rule applies to it as
+  // to gRPC. Adds shardps_certificate_expiry_seconds for the TLS files. Returns an exit code
+  // (kExitBadConfig: the binding rule refused; kExitError: the port is taken) or -1 to go on.
+  // RunDaemon calls it once the gRPC server runs, and StopMetrics before the body shuts down.
+  int StartMetrics();
+  void StopMetrics() { metrics_server_.reset(); }
+  // Whether --metrics_port asks for metrics (a daemon may skip counting without it).
+  bool metrics_enabled() const { return metrics_port_flag_ > 0; }
+  // The port /metrics is served on (0: not served).
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
   // Before the daemon stops: tells whether it holds no job (a ps with no shards, a worker
   // that runs none). A --long_lived daemon stopped by a signal while idle exits kExitDone:
   // nothing needs it back. Without --long_lived a daemon exists for one job, which has not
@@ -184,6 +202,9 @@ class Daemon {
   std::string test_protocol_version_;
   TlsOptions tls_;
   AuthOptions auth_;
+  int64_t metrics_port_flag_ = 0;
+  metrics::Registry metrics_;
+  std::unique_ptr<metrics::HttpServer> metrics_server_;
   std::string data_root_flag_;
   DataRoot data_root_;
   int serve_exit_code_ = kExitError;

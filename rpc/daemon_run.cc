@@ -81,8 +81,13 @@ int RunDaemon(Daemon& daemon, DaemonBody& body, const RunOptions& options) {
   LogInfo() << (daemon.has_config() ? daemon.config().DebugString() : "no TF_CONFIG")
             << (server != nullptr ? absl::StrCat(" serving on ", daemon.listen_address()) : "")
             << body.Describe();
+  if (int rc = daemon.StartMetrics(); rc >= 0) {
+    if (server != nullptr) server->Shutdown(std::chrono::system_clock::now());
+    return rc;
+  }
 
   const int exit_code = body.Run(daemon);
+  daemon.StopMetrics();  // before the body tears down what the metrics' callbacks read
   {
     ShutdownDeadline deadline(options.shutdown_grace, exit_code);
     body.BeginShutdown();

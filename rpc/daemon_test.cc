@@ -1,6 +1,10 @@
 #include "rpc/daemon.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,6 +21,7 @@
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
+#include "rpc/test_pki.h"
 
 namespace shardps {
 namespace {
@@ -339,6 +344,144 @@ TEST(RequestCapNoLimitTest, ZeroAcceptsLargeRequests) {
   grpc::Status status = stub->StartJob(&ctx, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   server->Shutdown();
+}
+
+// A port nothing listens on now (the kernel's choice, released).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+    send(fd, request.data(), request.size(), 0);
+    char buffer[4096];
+    for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, n);
+  }
+  close(fd);
+  return answer;
+}
+
+TEST(DaemonTest, MetricsPortServesTheRegistry) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  const int port = FreePort();
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0",
+                                 absl::StrCat("--metrics_port=", port)}),
+            -1);
+  auto steps = daemon.metrics()->AddCounter("shardps_test_steps_total", "steps", {});
+  ASSERT_TRUE(steps.ok());
+  steps->With({})->Add(7);
+  ASSERT_EQ(daemon.StartMetrics(), -1);
+  EXPECT_EQ(daemon.metrics_port(), port);
+  EXPECT_THAT(Scrape(port), HasSubstr("\nshardps_test_steps_total 7\n"));
+  daemon.StopMetrics();
+  EXPECT_EQ(daemon.metrics_port(), 0);
+  EXPECT_EQ(Scrape(port), "");
+}
+
+TEST(DaemonTest, MetricsPortOffByDefault) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0"}), -1);
+  EXPECT_EQ(daemon.StartMetrics(), -1);
+  EXPECT_EQ(daemon.metrics_port(), 0);
+}
+
+TEST(DaemonTest, PlaintextMetricsBeyondLoopbackNeedInsecure) {
+  FlagParser flags("chief", "test");
+  Daemon daemon("chief", &flags);
+  ASSERT_EQ(InitDaemon(&daemon, {kChiefConfig, "--bind_host=0.0.0.0",
+                                 absl::StrCat("--metrics_port=", FreePort())}),
+            -1);
+  EXPECT_EQ(daemon.StartMetrics(), kExitBadConfig);
+  EXPECT_EQ(daemon.metrics_port(), 0);
+
+  FlagParser insecure_flags("chief", "test");
+  Daemon insecure("chief", &insecure_flags);
+  ASSERT_EQ(InitDaemon(&insecure, {kChiefConfig, "--bind_host=0.0.0.0", "--insecure",
+                                   absl::StrCat("--metrics_port=", FreePort())}),
+            -1);
+  EXPECT_EQ(insecure.StartMetrics(), -1);
+  EXPECT_GT(insecure.metrics_port(), 0);
+}
+
+// GET /metrics over TLS, presenting `cert` when given; "" when the handshake fails.
+std::string ScrapeTls(int port, const std::string& ca, const std::string& cert,
+                      const std::string& key) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (!cert.empty()) {
+    SSL_CTX_use_certificate_chain_file(ctx, cert.c_str());
+    SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM);
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  SSL* ssl = SSL_new(ctx);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) == 1) {
+      const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+      SSL_write(ssl, request.data(), static_cast<int>(request.size()));
+      char buffer[4096];
+      for (int n; (n = SSL_read(ssl, buffer, sizeof(buffer))) > 0;) answer.append(buffer, n);
+    }
+  }
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  close(fd);
+  return answer;
+}
+
+TEST(DaemonTest, MetricsUseTheDaemonsTlsAndClientCertificates) {
+  TestPki pki(std::getenv("TEST_TMPDIR"), "metrics_ca");
+  pki.Issue("metrics_server");
+  pki.Issue("scraper");
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  const int port = FreePort();
+  ASSERT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--orphan_timeout_s=0",
+                                 absl::StrCat("--metrics_port=", port),
+                                 "--tls_cert_file=" + pki.cert("metrics_server"),
+                                 "--tls_key_file=" + pki.key("metrics_server"),
+                                 "--tls_ca_file=" + pki.ca_file(), "--tls_client_auth"}),
+            -1);
+  ASSERT_EQ(daemon.StartMetrics(), -1);
+  EXPECT_EQ(ScrapeTls(port, pki.ca_file(), "", ""), "");  // no client certificate
+  EXPECT_EQ(Scrape(port).find("200 OK"), std::string::npos);  // plaintext
+  const std::string answer =
+      ScrapeTls(port, pki.ca_file(), pki.cert("scraper"), pki.key("scraper"));
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_THAT(answer, HasSubstr("shardps_certificate_expiry_seconds{file=\"cert\",path=\"" +
+                                pki.cert("metrics_server") + "\"} "));
+  EXPECT_THAT(answer, HasSubstr("shardps_certificate_expiry_seconds{file=\"ca\","));
+  daemon.StopMetrics();
+  SetProcessTls(TlsOptions());  // the other tests' channels are plaintext
+}
+
+TEST(DaemonTest, MetricsPortOutOfRangeIsABadCommandLine) {
+  FlagParser flags("worker", "test");
+  Daemon daemon("worker", &flags, /*serves=*/false);
+  EXPECT_EQ(InitDaemon(&daemon, {kWorkerConfig, "--metrics_port=70000"}), kExitBadConfig);
 }
 
 }  // namespace

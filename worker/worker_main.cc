@@ -22,6 +22,7 @@
 #include "rpc/daemon_run.h"
 #include "rpc/executor.h"
 #include "worker/rpc/grpc_worker_service.h"
+#include "worker/metered_steps.h"
 #include "worker/step_executor.h"
 #include "worker/worker_options.h"
 
@@ -84,6 +85,13 @@ int Main(int argc, char** argv) {
   if (!steps.ok()) {
     LogError() << steps.status().message();
     return kExitError;
+  }
+  if (daemon.metrics_enabled()) {
+    steps = NewMeteredStepExecutor(*std::move(steps), daemon.metrics());
+    if (!steps.ok()) {
+      LogError() << steps.status().message();
+      return kExitError;
+    }
   }
   WorkerBody body(*std::move(steps), daemon);
   // A step waiting on the ps (for a version, or a ps that is down) would hold up the
