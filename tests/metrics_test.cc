@@ -97,7 +97,9 @@ TEST(MetricsTest, EveryDaemonServesMetricsThatMoveAsTrainingGoesOn) {
   options.chief_flags = {absl::StrCat("--metrics_port=", ports["chief"])};
   options.task_flags[{"ps", 0}] = {absl::StrCat("--metrics_port=", ports["ps"])};
   options.task_flags[{"worker", 0}] = {absl::StrCat("--metrics_port=", ports["worker"])};
-  options.evaluator_flags = {absl::StrCat("--metrics_port=", ports["evaluator"])};
+  // --long_lived: the evaluator too stays up after its final evaluation (else it exits, and
+  // the scrape after the job races its exit).
+  options.evaluator_flags = {absl::StrCat("--metrics_port=", ports["evaluator"]), "--long_lived"};
   auto cluster = TrainingCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::map<std::string, std::string> hosts = {
