@@ -107,23 +107,29 @@ trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster" >&2; exit 130' INT TERM
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
+# Every C++ daemon serves Prometheus /metrics on port 9100 of its own address, with its TLS
+# (docs/observability.md).
+METRICS_PORT=9100
 # Two runs for TensorBoard: chief (training) and evaluator (docs/observability.md).
 TENSORBOARD_DIR="$RUN_DIR/tensorboard"
 for ((i = 0; i < NUM_PS; i++)); do
   tls_env "ps-$i"
-  supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
+  supervise ps "$i" env "${TLS_ENV[@]}" "$BIN/ps_server/ps" --data_root="$RUN_DIR" \
+    --metrics_port="$METRICS_PORT"
 done
 for ((i = 0; i < NUM_WORKERS; i++)); do
   tls_env "worker-$i"
   if [ -n "$PYTHON_SCRIPT" ]; then
     supervise worker "$i" env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
   else
-    supervise worker "$i" env "${TLS_ENV[@]}" "$BIN/worker/worker" --threads=1
+    supervise worker "$i" env "${TLS_ENV[@]}" "$BIN/worker/worker" --threads=1 \
+      --metrics_port="$METRICS_PORT"
   fi
 done
 tls_env evaluator-0
 if [ -z "$PYTHON_SCRIPT" ]; then
   supervise evaluator 0 env "${TLS_ENV[@]}" "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
+    --metrics_port="$METRICS_PORT" \
     --metrics_file="$RUN_DIR/metrics.jsonl" \
     --tensorboard_dir="$TENSORBOARD_DIR/evaluator"
 elif [ -n "$EVALUATOR" ]; then
@@ -133,7 +139,7 @@ fi
 tls_env chief-0
 supervise chief 0 env "${TLS_ENV[@]}" "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR" \
-  --tensorboard_dir="$TENSORBOARD_DIR/chief"
+  --tensorboard_dir="$TENSORBOARD_DIR/chief" --metrics_port="$METRICS_PORT"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF_ADDRESS, $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS; logs in $RUN_DIR" >&2

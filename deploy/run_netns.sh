@@ -215,21 +215,26 @@ supervise_in_ns() {
 }
 
 CHECKPOINT_DIR="$RUN_DIR/checkpoints"
+# Every C++ daemon serves Prometheus /metrics on port 9100 of its own address, with its TLS
+# (docs/observability.md).
+METRICS_PORT=9100
 # Two runs for TensorBoard: chief (training) and evaluator (docs/observability.md).
 TENSORBOARD_DIR="$RUN_DIR/tensorboard"
 # Daemons bind 0.0.0.0:2222 in their namespace (no --bind_host), as in a pod.
 for ((i = 0; i < NUM_PS; i++)); do
-  supervise_in_ns ps "$i" "$BIN/ps_server/ps" --data_root="$RUN_DIR"
+  supervise_in_ns ps "$i" "$BIN/ps_server/ps" --data_root="$RUN_DIR" \
+    --metrics_port="$METRICS_PORT"
 done
 for ((i = 0; i < NUM_WORKERS; i++)); do
   if [ -n "$PYTHON_SCRIPT" ]; then
     supervise_in_ns worker "$i" "$PYTHON" "$PYTHON_SCRIPT"
   else
-    supervise_in_ns worker "$i" "$BIN/worker/worker" --threads=1
+    supervise_in_ns worker "$i" "$BIN/worker/worker" --threads=1 --metrics_port="$METRICS_PORT"
   fi
 done
 if [ -z "$PYTHON_SCRIPT" ]; then
   supervise_in_ns evaluator 0 "$BIN/evaluator/evaluator" --data_root="$RUN_DIR" \
+    --metrics_port="$METRICS_PORT" \
     --metrics_file="$RUN_DIR/metrics.jsonl" \
     --tensorboard_dir="$TENSORBOARD_DIR/evaluator"
 elif [ -z "$NO_EVALUATOR" ]; then
@@ -237,7 +242,7 @@ elif [ -z "$NO_EVALUATOR" ]; then
 fi
 supervise_in_ns chief 0 "$BIN/coordinator/chief" --job="$JOB" \
   --checkpoint_dir="$CHECKPOINT_DIR" --data_root="$RUN_DIR" \
-  --tensorboard_dir="$TENSORBOARD_DIR/chief"
+  --tensorboard_dir="$TENSORBOARD_DIR/chief" --metrics_port="$METRICS_PORT"
 CHIEF_SUPERVISOR=${SUPERVISORS[-1]}
 
 echo "cluster: chief $CHIEF ($SUBNET.2), $NUM_PS ps, $NUM_WORKERS workers${PYTHON_SCRIPT:+ running $PYTHON_SCRIPT}${EVALUATOR:+, evaluator}, TLS $TLS, each in its own network namespace ($PREFIX-*, bridge $BRIDGE, $SUBNET.0/24); logs in $RUN_DIR" >&2

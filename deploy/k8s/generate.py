@@ -41,6 +41,8 @@ SIZES = {
     "port": 2222,
     # Every daemon's plaintext health-only port (--health_port), which the probes call.
     "health_port": 8080,
+    # Every daemon's Prometheus /metrics (--metrics_port), with the daemon's TLS.
+    "metrics_port": 9100,
     # The namespace the certificates' DNS names are for (TLS on): apply the manifests there.
     "namespace": "default",
     # requests and limits per role (the CPU worker variant uses "worker_cpu").
@@ -254,7 +256,8 @@ def container(role, args, kind=None, env=None, name="shardps", serves=True, port
     if script:
         env = env + tls_env()
     else:
-        args = args + tls_args() + [f"--health_port={SIZES['health_port']}"]
+        args = args + tls_args() + [f"--health_port={SIZES['health_port']}",
+                                    f"--metrics_port={SIZES['metrics_port']}"]
         if role != "worker":  # its files stay on the checkpoint volume (docs/security.md)
             args = args + [f"--data_root={CKPT_MOUNT}"]
     c = {
@@ -272,6 +275,8 @@ def container(role, args, kind=None, env=None, name="shardps", serves=True, port
         ports.append({"name": port_name, "containerPort": SIZES["port"], "protocol": "TCP"})
     if not script:
         ports.append({"name": "health", "containerPort": SIZES["health_port"], "protocol": "TCP"})
+        ports.append({"name": "metrics", "containerPort": SIZES["metrics_port"],
+                      "protocol": "TCP"})
     c["ports"] = ports
     c.update(probes(script))
     mounts = []
@@ -386,6 +391,21 @@ def service(role):
             "metadata": {"name": f"{NAME}-{role}", "labels": labels(role)}, "spec": spec}
 
 
+def pod_meta(pod_labels, script=False):
+    """A daemon pod's template metadata: its labels and the scrape annotations that
+    Prometheus' kubernetes_sd_configs relabelling reads (docs/observability.md); a user's
+    script serves no /metrics."""
+    meta = {"labels": pod_labels}
+    if not script:
+        meta["annotations"] = {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(SIZES["metrics_port"]),
+            "prometheus.io/path": "/metrics",
+            "prometheus.io/scheme": "https" if OPTIONS["tls"] else "http",
+        }
+    return meta
+
+
 def statefulset(role, replicas, args, kind=None, env=None, script=False):
     cont = container(role, args, kind=kind, env=env, script=script)
     return {
@@ -398,7 +418,7 @@ def statefulset(role, replicas, args, kind=None, env=None, script=False):
               "no task waits for another to be\nready (the chief waits for the ps itself)."):
                 "Parallel",
             "selector": {"matchLabels": labels(role)},
-            "template": {"metadata": {"labels": labels(role)}, "spec": pod_spec(role, cont)},
+            "template": {"metadata": pod_meta(labels(role), script), "spec": pod_spec(role, cont)},
         },
     }
 
@@ -511,7 +531,7 @@ def jobset():
                  "evaluator": 1}[role]
         cont = container(role, BATCH_ARGS[role], env=cluster_env(role, jobset=True))
         spec = pod_spec(role, cont, restart_policy="Never")
-        template = {"metadata": {"labels": labels(role, JOBSET_NAME)}, "spec": spec}
+        template = {"metadata": pod_meta(labels(role, JOBSET_NAME)), "spec": spec}
         replicated.append({
             "name": role,
             N("replicas", "One Job per role; its pods are <jobset>-<role>-0-<index>."): 1,
@@ -581,7 +601,7 @@ def tfjob():
             "replicas": count,
             N("restartPolicy", "Not ExitCode: it would take exit 5 (SIGTERM) as permanent. "
               "OnFailure restarts it.") if role == "chief" else "restartPolicy": "OnFailure",
-            "template": {"metadata": {"labels": labels(role, TFJOB_NAME)}, "spec": spec},
+            "template": {"metadata": pod_meta(labels(role, TFJOB_NAME)), "spec": spec},
         }
     tj = {
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
