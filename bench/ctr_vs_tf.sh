@@ -181,7 +181,7 @@ for w in "${workers[@]}"; do
  "batch_size": $batch, "epochs": $epochs, "backend": "$backend",
  "optimizer": {"type": "adagrad", "learning_rate": 0.05, "initial_accumulator_value": 0.1},
  "mode": "async", "steps_in_flight": $steps_in_flight, "partitioner": "$shardps_partitioner", "seed": 5, "eval_every_steps": $eval_every,
- "checkpoint": {"dir": "$run_dir/shardps-$w-checkpoints", "every_steps": 100000000}}
+ "checkpoint": {"dir": "$run_dir/shardps-$w/checkpoints", "every_steps": 100000000}}
 JSON
   echo "ctr_vs_tf: shardps, $w worker(s)" >&2
   # Plaintext, as TensorFlow's ParameterServerStrategy can only be.

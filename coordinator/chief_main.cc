@@ -122,8 +122,13 @@ class ChiefBody : public DaemonBody {
     absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(job_json, options_.resume_mode());
     if (!submitted.ok()) {
       LogError() << submitted.status().message();
-      return submitted.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadConfig
-                                                                              : kExitError;
+      // A job file that does not parse, or names paths outside --data_root: a restart
+      // cannot fix it.
+      const absl::StatusCode code = submitted.status().code();
+      return code == absl::StatusCode::kInvalidArgument ||
+                     code == absl::StatusCode::kPermissionDenied
+                 ? kExitBadConfig
+                 : kExitError;
     }
     if (submitted->already_finished()) {
       LogInfo() << "job " << submitted->job_id() << " had already finished ("
