@@ -372,6 +372,16 @@ absl::StatusOr<std::unique_ptr<CtrBinarySource>> CtrBinarySource::Open(const std
   const unsigned char* p = static_cast<const unsigned char*>(s->map_);
   ASSIGN_OR_RETURN(const FixedHeader h, ReadFixedHeader(path, p, s->map_size_));
   RETURN_IF_ERROR(ReadSchema(path, p, h.header_size, &s->schema_, &s->description_));
+  // Every record holds at least the schema's fixed part (checksum, label, dense values,
+  // counts), so a header whose schema is larger than its records is corrupt: Read sizes its
+  // batch by the schema before it reads a record.
+  const uint64_t fixed = 8 + 4 * static_cast<uint64_t>(s->schema_.num_dense) +
+                         4 * static_cast<uint64_t>(s->schema_.features.size());
+  if (h.num_examples > 0 && fixed > h.records_size / h.num_examples) {
+    return NotWellFormed(path, absl::StrCat("the schema's ", fixed, "-byte record prefix times ",
+                                            h.num_examples, " examples exceeds the records' ",
+                                            h.records_size, " bytes"));
+  }
   s->num_examples_ = static_cast<int64_t>(h.num_examples);
   s->records_ = p + h.records_offset;
   s->records_size_ = h.records_size;

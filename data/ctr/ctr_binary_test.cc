@@ -1,9 +1,12 @@
 #include "data/ctr/ctr_binary.h"
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/test_files.h"
+#include "data/ctr/ctr_hash.h"
 #include "data/ctr/synthetic_ctr.h"
 #include "gtest/gtest.h"
 
@@ -115,6 +118,24 @@ TEST(CtrBinaryTest, TruncatedAndCorruptFilesAreRejected) {
 
   EXPECT_EQ(CtrBinarySource::Open(dir + "/absent").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A header (with a right checksum) whose schema is larger than its records: Read sized its
+// batch by num_dense before reading a record, so 2^31 - 1 dense values made it allocate 8 GiB
+// per example (fuzz/ctr_binary_fuzzer; its regression case regression_num_dense).
+TEST(CtrBinaryTest, ASchemaLargerThanTheRecordsIsRejected) {
+  const std::string bytes = ReadFileBytes(Written("big.ctrbin"));
+  std::string header = bytes;
+  const uint32_t num_dense = 0x7fffffff;
+  std::memcpy(&header[64], &num_dense, 4);
+  uint32_t header_size;
+  std::memcpy(&header_size, &header[12], 4);
+  std::memset(&header[56], 0, 8);
+  const uint64_t checksum = Checksum64(header.data(), header_size);
+  std::memcpy(&header[56], &checksum, 8);
+  const std::string path = MakeTestDir("big") + "/dense";
+  WriteFileBytes(path, header);
+  ExpectOpenDataLoss(path, "exceeds the records");
 }
 
 TEST(CtrBinaryTest, WriterRejectsBatchesThatDoNotFitTheSchema) {
