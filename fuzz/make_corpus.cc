@@ -59,11 +59,13 @@ std::string Gzip(absl::string_view bytes) {
 
 void TfConfigs() {
   Write("tf_config_fuzzer", "ps.json",
-        R"({"cluster": {"chief": ["localhost:2220"], "worker": ["localhost:2221", "localhost:2222"],)"
+        R"({"cluster": {"chief": ["localhost:2220"],)"
+        R"( "worker": ["localhost:2221", "localhost:2222"],)"
         R"( "ps": ["localhost:2223", "[::1]:2224"]}, "task": {"type": "ps", "index": 1}})");
   Write("tf_config_fuzzer", "evaluator.json",
         R"({"cluster": {"chief": ["chief-0.svc:2222"], "ps": ["ps-0.svc:2222"]},)"
-        R"( "task": {"type": "evaluator", "index": "0"}, "rpc_layer": "grpc", "environment": "cloud"})");
+        R"( "task": {"type": "evaluator", "index": "0"}, "rpc_layer": "grpc",)"
+        R"( "environment": "cloud"})");
   Write("tf_config_fuzzer", "kubeflow.json",
         R"({"cluster":{"chief":["job-chief-0:2222"],"worker":["job-worker-0:2222"],)"
         R"("ps":["job-ps-0:2222"],"evaluator":["job-evaluator-0:2222"]},)"
@@ -108,8 +110,12 @@ void CriteoFiles() {
   std::string criteo;
   for (int line = 0; line < 3; ++line) {
     criteo += line == 1 ? "1" : "0";
-    for (int i = 0; i < 13; ++i) criteo += absl::StrCat("\t", i == 4 ? "" : std::to_string(i * line - 2));
-    for (int i = 0; i < 26; ++i) criteo += i == 7 ? "\t" : absl::StrCat("\t", absl::Hex(0x9a3b0c11u * (i + 1) + line));
+    for (int i = 0; i < 13; ++i) {
+      criteo += absl::StrCat("\t", i == 4 ? "" : std::to_string(i * line - 2));
+    }
+    for (int i = 0; i < 26; ++i) {
+      criteo += i == 7 ? "\t" : absl::StrCat("\t", absl::Hex(0x9a3b0c11u * (i + 1) + line));
+    }
     criteo += line == 2 ? "\r\n" : "\n";
   }
   Write("criteo_tsv_fuzzer", "criteo.tsv", criteo);

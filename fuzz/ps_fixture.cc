@@ -128,7 +128,9 @@ void PsFixture::Pull(const PullRequest& request) {
   store_->Pull(call->request, &call->response, &call->pulled, [call, done](const absl::Status& s) {
     if (s.ok()) {
       int64_t bytes = 0;
-      for (absl::string_view piece : call->pulled.pieces) bytes += static_cast<int64_t>(piece.size());
+      for (absl::string_view piece : call->pulled.pieces) {
+        bytes += static_cast<int64_t>(piece.size());
+      }
       if (!call->response.data().empty() || bytes != 4 * Elements(call->response.shape())) {
         BadReply(call->request, absl::StrCat("a pull answered ", bytes, " bytes for shape ",
                                              call->response.shape().ShortDebugString()));

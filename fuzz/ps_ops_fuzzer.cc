@@ -123,6 +123,12 @@ class Ops {
     return in_.ConsumeProbability<float>() < 0.9f ? Small(-1, 9) : in_.ConsumeIntegral<int64_t>();
   }
 
+  // Rows of [begin, end) (-1 when the difference does not fit an int64).
+  static int64_t Rows(int64_t begin, int64_t end) {
+    int64_t rows;
+    return __builtin_sub_overflow(end, begin, &rows) ? -1 : rows;
+  }
+
   std::string ShardName() {
     static const char* const kNames[] = {"dense", "sync", "stale", "scalar", "table",
                                          "ftrl",  "a",    "b",     "c",      ""};
@@ -196,7 +202,7 @@ class Ops {
     FillUpdate(r);
     r->set_row_begin(Row());
     r->set_row_end(Row());
-    const int64_t rows = r->row_end() - r->row_begin();
+    const int64_t rows = Rows(r->row_begin(), r->row_end());
     r->set_data(Floats(rows > 0 && rows <= 16 ? rows * Small(1, 4) : Small(0, 40)));
   }
 
@@ -225,7 +231,7 @@ class Ops {
     r.set_shard(ShardName());
     r.set_row_begin(Row());
     r.set_row_end(Row());
-    const int64_t rows = r.row_end() - r.row_begin();
+    const int64_t rows = Rows(r.row_begin(), r.row_end());
     r.set_data(Floats(rows > 0 && rows <= 16 ? rows * Small(1, 4) : Small(0, 40)));
     r.set_reset_slots(in_.ConsumeBool());
     if (in_.ConsumeBool()) r.set_generation(Small(0, 3));

@@ -18,7 +18,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = shardps::WriteFuzzFile(
-      "ps-00000-of-00001.safetensors", absl::string_view(reinterpret_cast<const char*>(data), size));
+      "ps.safetensors", absl::string_view(reinterpret_cast<const char*>(data), size));
   auto file = shardps::SafetensorsFile::Open(path);
   if (!file.ok()) return 0;
   const shardps::SafetensorsFile& f = **file;
@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t t = 0; t < count; ++t) {
     const shardps::TensorInfo& tensor = f.tensors()[t];
     const int64_t bytes = tensor.data_end() - tensor.data_begin();
-    if (tensor.data_begin() < 0 || bytes < 0 || f.data_offset() + tensor.data_end() > f.file_bytes()) {
+    if (tensor.data_begin() < 0 || bytes < 0 ||
+        f.data_offset() + tensor.data_end() > f.file_bytes()) {
       std::fprintf(stderr, "tensor %s lies outside the file\n", tensor.name().c_str());
       std::abort();
     }
