@@ -74,8 +74,8 @@ void CtrBatch::Reset(const CtrSchema& schema, int capacity) {
     ids.ids.clear();
     // max_hotness bounds an example's ids, it does not size them (a file's schema may say
     // 2^31 - 1): reserve for a few ids an example; more grow as they come.
-    ids.ids.reserve(static_cast<size_t>(capacity) *
-                    static_cast<size_t>(std::min(schema.features[f].max_hotness, kReservedHotness)));
+    const int hotness = std::min(schema.features[f].max_hotness, kReservedHotness);
+    ids.ids.reserve(static_cast<size_t>(capacity) * static_cast<size_t>(hotness));
   }
 }
 

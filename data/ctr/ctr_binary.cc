@@ -275,8 +275,11 @@ absl::Status CtrBinaryWriter::Append(const CtrBatch& batch) {
   for (int j = 0; j < batch.size; ++j) {
     record_.assign(4, '\0');
     Put<float>(&record_, batch.labels[j]);
-    record_.append(reinterpret_cast<const char*>(&batch.dense[static_cast<size_t>(j) * num_dense]),
-                   sizeof(float) * num_dense);
+    if (num_dense > 0) {  // no dense features: batch.dense is empty, with no element
+      record_.append(
+          reinterpret_cast<const char*>(&batch.dense[static_cast<size_t>(j) * num_dense]),
+          sizeof(float) * num_dense);
+    }
     for (const CtrFeatureIds& f : batch.features) {
       Put<uint32_t>(&record_, static_cast<uint32_t>(f.offsets[j + 1] - f.offsets[j]));
     }
@@ -415,7 +418,9 @@ absl::Status CtrBinarySource::Read(absl::Span<const int64_t> example_indices,
     const float label = Get<float>(r + 4);
     if (label != 0.0f && label != 1.0f) return Corrupt(i, "label is not 0 or 1");
     out->labels[j] = label;
-    std::memcpy(&out->dense[static_cast<size_t>(j) * num_dense], r + 8, 4 * num_dense);
+    if (num_dense > 0) {  // as in Append
+      std::memcpy(&out->dense[static_cast<size_t>(j) * num_dense], r + 8, 4 * num_dense);
+    }
     const unsigned char* counts = r + 8 + 4 * num_dense;
     const unsigned char* ids = r + fixed;
     size_t total = 0;

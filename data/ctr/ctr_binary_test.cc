@@ -138,6 +138,30 @@ TEST(CtrBinaryTest, ASchemaLargerThanTheRecordsIsRejected) {
   ExpectOpenDataLoss(path, "exceeds the records");
 }
 
+// Without dense features a read took &dense[0] of an empty vector (UBSan: a reference to
+// null; fuzz/ctr_binary_fuzzer's regression case regression_no_dense).
+TEST(CtrBinaryTest, NoDenseFeaturesRoundTrips) {
+  CtrSchema schema;
+  schema.features = {{"C1", 0, 2}};
+  CtrBatch batch;
+  batch.Reset(schema, 2);
+  for (int i = 0; i < 2; ++i) {
+    batch.BeginExample(static_cast<float>(i), nullptr, 0);
+    batch.AddId(0, 40 + i);
+    batch.EndExample();
+  }
+  const std::string path = MakeTestDir("nodense") + "/a.ctrbin";
+  auto writer = CtrBinaryWriter::Create(path, schema, "");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->Append(batch).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  auto binary = CtrBinarySource::Open(path);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  CtrBatch got;
+  ASSERT_TRUE((*binary)->Read(std::vector<int64_t>{0, 1}, &got).ok());
+  EXPECT_EQ(got, batch);
+}
+
 TEST(CtrBinaryTest, WriterRejectsBatchesThatDoNotFitTheSchema) {
   auto source = Source();
   const std::string path = MakeTestDir("ctrbin") + "/w.ctrbin";
