@@ -49,8 +49,9 @@ echo "fuzz/run.sh: $target for ${seconds}s, -max_len=$max_len, corpus $work/corp
 (cd "$work" && "$binary" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${parallel[@]}" \
   ${SHARDPS_FUZZ_FLAGS:-} "$work/corpus") 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE|pulse)|==[0-9]+==|SUMMARY|stat::)' >&2 || true
-executions=$(grep -h '^stat::number_of_executed_units' "$log" "$work"/fuzz-*.log 2>/dev/null |
-               awk '{s += $2} END {print s + 0}')
+logs=("$log")
+if [ "$jobs" -gt 1 ]; then logs=("$work"/fuzz-*.log); fi
+executions=$(cat "${logs[@]}" | awk '/^stat::number_of_executed_units/ {s += $2} END {print s + 0}')
 crashes=$(( $(find "$work/artifacts" -type f | wc -l) - before ))
 echo "$target: $executions executions, $crashes new crashing inputs (in $work/artifacts)"
 [ "$crashes" -eq 0 ]
