@@ -186,6 +186,12 @@ absl::StatusOr<IdxShape> ReadIdxShape(const std::string& images_path,
         images[0], labels_path, labels[0]));
   }
   if (images[0] == 0) return absl::InvalidArgumentError(absl::StrCat(images_path, " has no examples"));
+  // Each dimension is below 2^32, so their product may not fit an int64 (LoadIdxDataset
+  // bounds it by the file's size; only the header is read here).
+  if (images[1] > 0 && images[2] > std::numeric_limits<int64_t>::max() / images[1]) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("images file %s: dimensions are too large", images_path));
+  }
   IdxShape shape;
   shape.num_examples = images[0];
   shape.feature_dim = images[1] * images[2];

@@ -161,6 +161,18 @@ TEST(IdxReaderTest, ShapeErrorsNameTheFile) {
   EXPECT_THAT(shape.status().message(), HasSubstr(header_cut));
 }
 
+// The feature count of two dimensions near 2^32 overflowed (UBSan, on
+// fuzz/corpus/idx_fuzzer/regression_shape_overflow).
+TEST(IdxReaderTest, ShapeOfImagesTooLargeIsAnError) {
+  const std::string images =
+      WriteRaw("shape-huge-images", ImagesIdx(1, 0xf0000000u, 0xf0000000u, {}));
+  const std::string labels = WriteRaw("shape-huge-labels", LabelsIdx({0}));
+  const absl::StatusOr<IdxShape> shape = ReadIdxShape(images, labels);
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(shape.status().message(), HasSubstr("dimensions are too large"));
+  EXPECT_THAT(shape.status().message(), HasSubstr(images));
+}
+
 TEST(IdxReaderTest, MissingFileIsNotFoundAndNamesPath) {
   const std::string labels = WriteRaw("missing-labels", LabelsIdx(kLabels));
   const std::string missing = TmpPath("no-such-images.gz");

@@ -8,7 +8,9 @@
 #   clang-asan  compiles every C++ file again with clang 14 (--config=clang-asan: its
 #               thread-safety analysis as errors, AddressSanitizer + UndefinedBehaviorSanitizer)
 #               in an output base of its own, and links and runs the C++ unit tests (every
-#               cc_test outside tests/ and bench/) under the sanitizers.
+#               cc_test outside tests/ and bench/) under the sanitizers, and the fuzz targets
+#               (sh_tests tagged `fuzz`: each runs libFuzzer for a fixed number of executions
+#               with a fixed seed; fuzz/fuzz.bzl).
 #               SHARDPS_TEST_CLANG=0 leaves it out.
 #
 # and ends with the lines
@@ -197,7 +199,8 @@ if [ "${SHARDPS_TEST_CLANG:-1}" != 0 ]; then
     all="(${all# + })"
     mapfile -t units < <("${clang_bazel[@]}" query --noshow_progress \
         "kind(cc_test, tests($all)) except tests(//tests/...) except tests(//bench/...)
-         except attr(tags, gpu, tests($all))" 2>/dev/null)
+         except attr(tags, gpu, tests($all))
+         + attr(tags, '\\bfuzz\\b', tests($all))" 2>/dev/null)
     "${clang_bazel[@]}" test "${clang_flags[@]}" "${venv_args[@]}" "${units[@]}" 2>&1 | tee "$log"
     clang_rc=${PIPESTATUS[0]}
   fi

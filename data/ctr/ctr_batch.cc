@@ -55,6 +55,10 @@ absl::Status ValidateSchema(const CtrSchema& schema) {
   return absl::OkStatus();
 }
 
+namespace {
+constexpr int kReservedHotness = 64;
+}  // namespace
+
 void CtrBatch::Reset(const CtrSchema& schema, int capacity) {
   size = 0;
   dense.clear();
@@ -68,7 +72,10 @@ void CtrBatch::Reset(const CtrSchema& schema, int capacity) {
     ids.offsets.reserve(static_cast<size_t>(capacity) + 1);
     ids.offsets.push_back(0);
     ids.ids.clear();
-    ids.ids.reserve(static_cast<size_t>(capacity) * schema.features[f].max_hotness);
+    // max_hotness bounds an example's ids, it does not size them (a file's schema may say
+    // 2^31 - 1): reserve for a few ids an example; more grow as they come.
+    const int hotness = std::min(schema.features[f].max_hotness, kReservedHotness);
+    ids.ids.reserve(static_cast<size_t>(capacity) * static_cast<size_t>(hotness));
   }
 }
 

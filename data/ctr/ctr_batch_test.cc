@@ -69,6 +69,26 @@ TEST(CtrBatchTest, SchemaValidation) {
   EXPECT_FALSE(ValidateSchema(schema).ok());
 }
 
+// A schema's max_hotness bounds an example's ids; Reset reserved capacity x max_hotness ids,
+// 2^37 bytes for a ctrbin file's header saying 2^31 - 1 (fuzz/ctr_binary_fuzzer; its
+// regression case regression_max_hotness).
+TEST(CtrBatchTest, ResetDoesNotReserveByMaxHotness) {
+  CtrSchema schema = TwoFeatures();
+  schema.features[1].max_hotness = 0x7fffffff;
+  ASSERT_TRUE(ValidateSchema(schema).ok());
+  CtrBatch batch;
+  batch.Reset(schema, 64);
+  EXPECT_EQ(batch.size, 0);
+  ASSERT_EQ(batch.features.size(), 2u);
+  EXPECT_LE(batch.features[1].ids.capacity(), 64u * 64u);
+  const float dense[2] = {1, 2};
+  batch.BeginExample(1, dense, 2);
+  for (int64_t id = 0; id < 100; ++id) batch.AddId(1, id);
+  batch.EndExample();
+  EXPECT_TRUE(ValidateBatch(schema, batch).ok());
+  EXPECT_EQ(batch.features[1].ids.size(), 100u);
+}
+
 TEST(CtrBatchTest, IndexChecksNameTheIndex) {
   const std::vector<int64_t> indices = {0, 4, 5};
   const absl::Status status = CheckExampleIndices(indices, 5);

@@ -275,8 +275,11 @@ absl::Status CtrBinaryWriter::Append(const CtrBatch& batch) {
   for (int j = 0; j < batch.size; ++j) {
     record_.assign(4, '\0');
     Put<float>(&record_, batch.labels[j]);
-    record_.append(reinterpret_cast<const char*>(&batch.dense[static_cast<size_t>(j) * num_dense]),
-                   sizeof(float) * num_dense);
+    if (num_dense > 0) {  // no dense features: batch.dense is empty, with no element
+      record_.append(
+          reinterpret_cast<const char*>(&batch.dense[static_cast<size_t>(j) * num_dense]),
+          sizeof(float) * num_dense);
+    }
     for (const CtrFeatureIds& f : batch.features) {
       Put<uint32_t>(&record_, static_cast<uint32_t>(f.offsets[j + 1] - f.offsets[j]));
     }
@@ -372,6 +375,16 @@ absl::StatusOr<std::unique_ptr<CtrBinarySource>> CtrBinarySource::Open(const std
   const unsigned char* p = static_cast<const unsigned char*>(s->map_);
   ASSIGN_OR_RETURN(const FixedHeader h, ReadFixedHeader(path, p, s->map_size_));
   RETURN_IF_ERROR(ReadSchema(path, p, h.header_size, &s->schema_, &s->description_));
+  // Every record holds at least the schema's fixed part (checksum, label, dense values,
+  // counts), so a header whose schema is larger than its records is corrupt: Read sizes its
+  // batch by the schema before it reads a record.
+  const uint64_t fixed = 8 + 4 * static_cast<uint64_t>(s->schema_.num_dense) +
+                         4 * static_cast<uint64_t>(s->schema_.features.size());
+  if (h.num_examples > 0 && fixed > h.records_size / h.num_examples) {
+    return NotWellFormed(path, absl::StrCat("the schema's ", fixed, "-byte record prefix times ",
+                                            h.num_examples, " examples exceeds the records' ",
+                                            h.records_size, " bytes"));
+  }
   s->num_examples_ = static_cast<int64_t>(h.num_examples);
   s->records_ = p + h.records_offset;
   s->records_size_ = h.records_size;
@@ -405,7 +418,9 @@ absl::Status CtrBinarySource::Read(absl::Span<const int64_t> example_indices,
     const float label = Get<float>(r + 4);
     if (label != 0.0f && label != 1.0f) return Corrupt(i, "label is not 0 or 1");
     out->labels[j] = label;
-    std::memcpy(&out->dense[static_cast<size_t>(j) * num_dense], r + 8, 4 * num_dense);
+    if (num_dense > 0) {  // as in Append
+      std::memcpy(&out->dense[static_cast<size_t>(j) * num_dense], r + 8, 4 * num_dense);
+    }
     const unsigned char* counts = r + 8 + 4 * num_dense;
     const unsigned char* ids = r + fixed;
     size_t total = 0;

@@ -1,9 +1,12 @@
 #include "data/ctr/ctr_binary.h"
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/test_files.h"
+#include "data/ctr/ctr_hash.h"
 #include "data/ctr/synthetic_ctr.h"
 #include "gtest/gtest.h"
 
@@ -115,6 +118,48 @@ TEST(CtrBinaryTest, TruncatedAndCorruptFilesAreRejected) {
 
   EXPECT_EQ(CtrBinarySource::Open(dir + "/absent").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A header (with a right checksum) whose schema is larger than its records: Read sized its
+// batch by num_dense before reading a record, so 2^31 - 1 dense values made it allocate 8 GiB
+// per example (fuzz/ctr_binary_fuzzer; its regression case regression_num_dense).
+TEST(CtrBinaryTest, ASchemaLargerThanTheRecordsIsRejected) {
+  const std::string bytes = ReadFileBytes(Written("big.ctrbin"));
+  std::string header = bytes;
+  const uint32_t num_dense = 0x7fffffff;
+  std::memcpy(&header[64], &num_dense, 4);
+  uint32_t header_size;
+  std::memcpy(&header_size, &header[12], 4);
+  std::memset(&header[56], 0, 8);
+  const uint64_t checksum = Checksum64(header.data(), header_size);
+  std::memcpy(&header[56], &checksum, 8);
+  const std::string path = MakeTestDir("big") + "/dense";
+  WriteFileBytes(path, header);
+  ExpectOpenDataLoss(path, "exceeds the records");
+}
+
+// Without dense features a read took &dense[0] of an empty vector (UBSan: a reference to
+// null; fuzz/ctr_binary_fuzzer's regression case regression_no_dense).
+TEST(CtrBinaryTest, NoDenseFeaturesRoundTrips) {
+  CtrSchema schema;
+  schema.features = {{"C1", 0, 2}};
+  CtrBatch batch;
+  batch.Reset(schema, 2);
+  for (int i = 0; i < 2; ++i) {
+    batch.BeginExample(static_cast<float>(i), nullptr, 0);
+    batch.AddId(0, 40 + i);
+    batch.EndExample();
+  }
+  const std::string path = MakeTestDir("nodense") + "/a.ctrbin";
+  auto writer = CtrBinaryWriter::Create(path, schema, "");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->Append(batch).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  auto binary = CtrBinarySource::Open(path);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  CtrBatch got;
+  ASSERT_TRUE((*binary)->Read(std::vector<int64_t>{0, 1}, &got).ok());
+  EXPECT_EQ(got, batch);
 }
 
 TEST(CtrBinaryTest, WriterRejectsBatchesThatDoNotFitTheSchema) {
