@@ -1,5 +1,6 @@
 #include "ps_server/rpc/grpc_ps_service.h"
 
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -15,6 +16,14 @@
 
 namespace shardps {
 namespace {
+
+// The rows a pull asks for, only to choose the thread that serves it (the store checks the
+// range itself): a range that is not 0 <= begin <= end counts as large, without the
+// subtraction that could overflow on a stranger's values.
+int64_t RowsAsked(int64_t begin, int64_t end) {
+  if (begin < 0 || end < begin) return std::numeric_limits<int64_t>::max();
+  return end - begin;
+}
 
 // Rows or ids up to this count are treated as a small request (see PsServiceOptions).
 constexpr int64_t kInlineRows = 64;
@@ -215,7 +224,7 @@ class GrpcPsService : public PsServiceBase {
       return reactor;
     }
     const PullRequest& request = call->request;
-    int64_t rows = request.row_end() - request.row_begin();
+    const int64_t rows = RowsAsked(request.row_begin(), request.row_end());
     bool large = request.row_end() == 0 || rows > kInlineRows;
     Run(large, [=] {
       store_->Pull(call->request, &call->response, &call->pulled,
@@ -264,7 +273,10 @@ class GrpcPsService : public PsServiceBase {
     int64_t rows = 0;
     bool whole = false;
     for (const PullRequest& item : call->request.pulls()) {
-      rows += item.row_end() - item.row_begin();
+      const int64_t asked = RowsAsked(item.row_begin(), item.row_end());
+      rows = asked > std::numeric_limits<int64_t>::max() - rows
+                 ? std::numeric_limits<int64_t>::max()
+                 : rows + asked;
       whole |= item.row_end() == 0;
     }
     // A step's small shards are copied on gRPC's thread: handing them to the executor costs
