@@ -1,7 +1,7 @@
 // transport_bench: how close shardps' data path comes to what this machine's loopback and a
 // bare gRPC unary call can do, measured in one run.
 //
-//   bazel run //bench:transport_bench -- [--json] [--quick]
+//   bazel run //bench:transport_bench -- [--json] [--quick] [--tls=off|on|both]
 //
 // 1. Baselines: iperf3's single-stream loopback TCP goodput (run twice, before and after
 //    the dense transfers; the better run is the machine's limit); a bare gRPC echo service
@@ -17,6 +17,18 @@
 //    PullRows/PushRows of Zipf(1.1) batches over 10^6 rows deduplicated by the caller
 //    (unique rows/s and the dedup ratio), and Adam vs NOOP pushes at 16 MiB.
 // 3. Each figure as a ratio to its baseline, beside the target from the issue, met or not.
+//
+// 4. --tls: `off` (the default) runs all of the above over plaintext; `on` runs it against
+//    ps daemons serving mutual TLS, roles on (the client's certificate names
+//    spiffe://shardps/chief/0; ECDSA P-256 certificates made with openssl for this run);
+//    `both` starts a plaintext and a mutual-TLS cluster side by side and measures the dense
+//    section and the 4-byte pull on both, their repetitions alternating so that both see the
+//    same machine, then prints per size goodput off, on and on/off against issue 23's target
+//    (>= 0.7 at 16 and 64 MiB); rows and optimizer figures are taken on the plaintext cluster
+//    only. The bare gRPC baseline stays plaintext in every mode. With TLS, `openssl speed -evp
+//    aes-128-gcm` (one process, then -multi 2) runs first: its 16 KiB-block throughput is
+//    the cipher's limit on one core, printed beside each TLS goodput (skipped, with a
+//    message, when openssl is missing).
 //
 // Every figure is the median of several timed repetitions after warm-up. The table goes to
 // stdout; with --json it goes to stderr and stdout carries one JSON object. The "cores"
@@ -41,6 +53,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -53,7 +66,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/host_stats.h"
@@ -67,6 +83,7 @@
 #include "nlohmann/json.hpp"
 #include "partitioners/partitioner.h"
 #include "partitioners/placement.h"
+#include "rpc/tls.h"
 #include "tests/process.h"
 #include "tests/ps_cluster.h"
 
@@ -89,6 +106,10 @@ struct Config {
   int warmup = 2;
   int reps = 10;
   int latency_samples = 3000;
+  std::string tls = "off";  // off, on, both
+  int64_t openssl_seconds = 2;  // openssl speed's -seconds; 0: not run
+  bool tls_both() const { return tls == "both"; }
+  bool tls_any() const { return tls != "off"; }
   // Sections to measure (iperf3, grpc, dense, small, rows, optimizer); empty: all. Figures
   // whose baseline was skipped show no ratio.
   std::vector<std::string> only;
@@ -237,6 +258,7 @@ nlohmann::json ToJson(const std::vector<Figure>& figures, const Config& config) 
                    {"max_chunk_bytes", config.max_chunk_bytes},
                    {"connections_per_ps", config.connections_per_ps},
                    {"calls_in_flight_per_ps", config.calls_in_flight_per_ps},
+                   {"tls", config.tls},
                    {"cores", OnlineCores()}};
   nlohmann::json list = nlohmann::json::array();
   int met = 0, total = 0;
@@ -508,6 +530,125 @@ absl::StatusOr<GrpcBaseline> MeasureBareGrpc(const Config& config, EchoPeer* ech
 }
 
 // ---------------------------------------------------------------------------------------
+// Baseline 3 (with TLS): openssl's AES-128-GCM, the cipher gRPC's TLS 1.3 picks here.
+
+struct AesGcmSpeed {
+  double one_process = kNaN;  // bytes/s of 16 KiB blocks, one process (one core)
+  double multi = kNaN;        // the same with -multi 2, all processes together
+  std::string skipped;        // why not measured ("": measured)
+};
+
+// The 16 KiB-block column of the AES-128-GCM line `openssl speed` prints (in 1000s of bytes
+// per second, "4366077.31k"), as bytes per second.
+absl::StatusOr<double> ParseOpensslSpeed(const std::string& output) {
+  double found = kNaN;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() != 7 || !absl::EqualsIgnoreCase(words[0], "aes-128-gcm")) continue;
+    absl::string_view k = words[6];
+    if (!absl::ConsumeSuffix(&k, "k")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(k, &v) && v > 0) found = v * 1000;
+  }
+  if (std::isnan(found)) {
+    return absl::InternalError(absl::StrCat("no AES-128-GCM line in openssl speed's output:\n",
+                                            output));
+  }
+  return found;
+}
+
+AesGcmSpeed MeasureAesGcm(const Config& config) {
+  AesGcmSpeed speed;
+  if (config.openssl_seconds == 0) {
+    speed.skipped = "--openssl_seconds=0";
+    return speed;
+  }
+  const std::string openssl = FindInPath("openssl");
+  if (openssl.empty()) {
+    speed.skipped = "openssl not found";
+    std::cerr << "openssl not found: the AES-GCM baseline is skipped\n";
+    return speed;
+  }
+  for (int multi : {1, 2}) {
+    std::cerr << "openssl speed -evp aes-128-gcm -seconds " << config.openssl_seconds
+              << (multi > 1 ? " -multi 2" : "") << "...\n";
+    std::vector<std::string> args = {"speed", "-evp", "aes-128-gcm", "-seconds",
+                                     absl::StrCat(config.openssl_seconds)};
+    if (multi > 1) {
+      args.push_back("-multi");
+      args.push_back(absl::StrCat(multi));
+    }
+    std::string output;
+    absl::StatusOr<int> code =
+        testing::RunCommand(openssl, args, {}, &output,
+                            absl::Seconds(static_cast<double>(config.openssl_seconds) * 8 + 60));
+    absl::StatusOr<double> bps =
+        !code.ok()    ? absl::StatusOr<double>(code.status())
+        : *code != 0 ? absl::StatusOr<double>(absl::InternalError(
+                            absl::StrCat("openssl speed exited with ", *code, ":\n", output)))
+                      : ParseOpensslSpeed(output);
+    if (!bps.ok()) {
+      std::cerr << "openssl speed" << (multi > 1 ? " -multi 2" : "")
+                << " gave no figure: " << bps.status() << "\n";
+      if (multi == 1) speed.skipped = "openssl speed failed";
+      continue;
+    }
+    (multi == 1 ? speed.one_process : speed.multi) = *bps;
+  }
+  return speed;
+}
+
+// A CA, the ps daemons' certificate and the client's (URI SAN spiffe://shardps/chief/0, a
+// role that may make every call of the ps), made with openssl in `dir`: ECDSA P-256, as
+// deploy/certs.sh makes them. The ps daemons listen on loopback addresses of this process'
+// /24 (tests/process.h LoopbackAddress: 127.A.B.1, .2, ... in order), so one certificate that
+// names all of 127.A.B.1-254 serves every ps of the run.
+struct BenchPki {
+  TlsOptions client;                  // the bench's channels: chief's certificate, the CA
+  std::vector<std::string> ps_flags;  // the daemons' TLS flags, client certificates required
+};
+
+absl::StatusOr<BenchPki> MakeBenchPki() {
+  const std::string probe = testing::LoopbackAddress();  // learns the /24 (uses one address)
+  const size_t last_dot = probe.rfind('.');
+  if (probe.empty() || last_dot == std::string::npos) {
+    return absl::InternalError("no loopback address to learn the ps daemons' /24 from");
+  }
+  const std::string prefix = probe.substr(0, last_dot + 1);  // "127.A.B."
+  std::string ps_sans = "DNS:localhost,IP:127.0.0.1,URI:spiffe://shardps/ps/0";
+  for (int i = 1; i <= 254; ++i) absl::StrAppend(&ps_sans, ",IP:", prefix, i);
+  const std::string dir = absl::StrCat(testing::TempDir(), "/tls_pki");
+  const std::string script = absl::StrCat(
+      "set -e; rm -rf '", dir, "'; mkdir -p '", dir, "'; cd '", dir, "'\n",
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 ",
+      "-subj /CN=bench-ca -keyout ca.key -out ca.crt\n",
+      "issue() {\n",
+      "  printf 'subjectAltName=%s\\n' \"$2\" > \"$1.ext\"\n",
+      "  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj \"/CN=$1\" ",
+      "-keyout \"$1.key\" -out \"$1.csr\"\n",
+      "  openssl x509 -req -in \"$1.csr\" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 ",
+      "-extfile \"$1.ext\" -out \"$1.crt\"\n",
+      "}\n",
+      "issue ps '", ps_sans, "'\n",
+      "issue chief 'DNS:localhost,URI:spiffe://shardps/chief/0'\n");
+  std::string output;
+  ASSIGN_OR_RETURN(int code, testing::RunCommand("/bin/sh", {"-c", script}, {}, &output));
+  if (code != 0) {
+    return absl::InternalError(
+        absl::StrCat("making the bench's certificates with openssl failed (", code, "):\n",
+                     output));
+  }
+  BenchPki pki;
+  pki.client.ca_file = dir + "/ca.crt";
+  pki.client.cert_file = dir + "/chief.crt";
+  pki.client.key_file = dir + "/chief.key";
+  RETURN_IF_ERROR(pki.client.Validate());
+  pki.ps_flags = {"--tls_cert_file=" + dir + "/ps.crt", "--tls_key_file=" + dir + "/ps.key",
+                  "--tls_ca_file=" + dir + "/ca.crt", "--tls_client_auth"};
+  return pki;
+}
+
+// ---------------------------------------------------------------------------------------
 // shardps: two ps daemons, one PsClient.
 
 struct ShardpsResults {
@@ -565,10 +706,16 @@ struct ShardpsSetup {
   std::unique_ptr<CpuMeter> meter;
 };
 
-absl::StatusOr<ShardpsSetup> StartShardps(const Config& config) {
+// `pki` null: plaintext. Otherwise the daemons serve mutual TLS and the process's channels
+// (the cluster's health probe and the client: both made here) present the chief's
+// certificate; channels made earlier keep their plaintext credentials.
+absl::StatusOr<ShardpsSetup> StartShardps(const Config& config, const BenchPki* pki) {
   ShardpsSetup setup;
-  std::cerr << "starting 2 ps daemons...\n";
-  ASSIGN_OR_RETURN(setup.cluster, PsCluster::Start(2));
+  std::cerr << "starting 2 ps daemons" << (pki != nullptr ? " (mutual TLS)" : "") << "...\n";
+  if (pki != nullptr) SetProcessTls(pki->client);
+  ASSIGN_OR_RETURN(setup.cluster,
+                   PsCluster::Start(2, pki != nullptr ? pki->ps_flags
+                                                      : std::vector<std::string>{}));
   PsClient::Options options;
   if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
   if (config.calls_in_flight_per_ps >= 0) {
@@ -586,8 +733,9 @@ absl::StatusOr<ShardpsSetup> StartShardps(const Config& config) {
   return setup;
 }
 
-// Every variable the benchmark uses, each split over both ps tasks.
-absl::Status CreateBenchVariables(PsClient& client) {
+// Every variable the benchmark uses, each split over both ps tasks (`dense_only`: the dense
+// and 4-byte ones, for the second cluster of --tls=both).
+absl::Status CreateBenchVariables(PsClient& client, bool dense_only) {
   std::vector<VariableDef> defs;
   for (int64_t mib : kDenseMiB) {
     defs.push_back(Def(absl::StrCat("dense_", mib, "MiB"),
@@ -595,13 +743,16 @@ absl::Status CreateBenchVariables(PsClient& client) {
   }
   defs.push_back(Def("tiny", {1}, OptimizerSpec::SGD, 1e-3));
   for (int64_t width : kRowWidths) {
+    if (dense_only) break;
     defs.push_back(
         Def(absl::StrCat("table_w", width), {kTableRows, width}, OptimizerSpec::SGD, 1e-3));
   }
-  defs.push_back(Def("adam_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
-                     OptimizerSpec::ADAM, 1e-3));
-  defs.push_back(Def("noop_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
-                     OptimizerSpec::NOOP, 1e-3));
+  if (!dense_only) {
+    defs.push_back(Def("adam_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
+                       OptimizerSpec::ADAM, 1e-3));
+    defs.push_back(Def("noop_16MiB", {16 * kMiB / 4 / kDenseWidth, kDenseWidth},
+                       OptimizerSpec::NOOP, 1e-3));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Partitioner> partitioner, NewFixedShardsPartitioner(2));
   ASSIGN_OR_RETURN(std::unique_ptr<Placer> placer, NewRoundRobinPlacer(2));
   std::cerr << "creating variables...\n";
@@ -616,23 +767,71 @@ absl::Status CreateBenchVariables(PsClient& client) {
   return absl::OkStatus();
 }
 
-absl::Status MeasureDense(const Config& config, PsClient* client, const CpuMeter& meter,
-                          ShardpsResults* r) {
+// One cluster and its figures, for the measurements that take turns between clusters.
+struct Side {
+  ShardpsSetup* setup;
+  ShardpsResults* results;
+};
+
+// TimeCalls over several sides: after `warmup` untimed calls on each, `reps` rounds in which
+// each side makes one timed call, the order rotating from round to round, so that every side
+// sees the same machine. Each side's CPU-seconds per wall-second is summed over its own calls.
+absl::StatusOr<std::vector<Timing>> TimeAlternating(
+    int warmup, int reps, const std::vector<Side>& sides,
+    const std::function<absl::Status(int side)>& fn) {
+  const int n = static_cast<int>(sides.size());
+  for (int i = 0; i < warmup; ++i) {
+    for (int k = 0; k < n; ++k) RETURN_IF_ERROR(fn(k));
+  }
+  std::vector<std::vector<double>> samples(static_cast<size_t>(n));
+  std::vector<double> wall(static_cast<size_t>(n), 0), cpu(static_cast<size_t>(n), 0);
+  for (int i = 0; i < reps; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const int k = (i + j) % n;
+      const CpuMeter& meter = *sides[static_cast<size_t>(k)].setup->meter;
+      const double c0 = meter.Total();
+      const double t0 = Now();
+      RETURN_IF_ERROR(fn(k));
+      const double dt = Now() - t0;
+      cpu[static_cast<size_t>(k)] += meter.Total() - c0;
+      wall[static_cast<size_t>(k)] += dt;
+      samples[static_cast<size_t>(k)].push_back(dt);
+    }
+  }
+  std::vector<Timing> out;
+  for (int k = 0; k < n; ++k) {
+    Timing t = Summarize(samples[static_cast<size_t>(k)]);
+    const double w = wall[static_cast<size_t>(k)];
+    t.cpu_per_wall = w > 0 ? cpu[static_cast<size_t>(k)] / w : kNaN;
+    out.push_back(t);
+  }
+  return out;
+}
+
+absl::Status MeasureDense(const Config& config, const std::vector<Side>& sides) {
   for (int i = 0; i < 3; ++i) {
     const int64_t bytes = kDenseMiB[i] * kMiB;
     const std::string name = absl::StrCat("dense_", kDenseMiB[i], "MiB");
-    std::cerr << "dense " << kDenseMiB[i] << " MiB...\n";
+    std::cerr << "dense " << kDenseMiB[i] << " MiB"
+              << (sides.size() > 1 ? ", the clusters taking turns" : "") << "...\n";
     std::vector<float> buffer(static_cast<size_t>(bytes / 4), 1e-3f);
-    ASSIGN_OR_RETURN(Timing pull, TimeCalls(config.warmup, config.reps, meter, [&] {
-                       return client->Pull(name, absl::MakeSpan(buffer));
+    ASSIGN_OR_RETURN(std::vector<Timing> pull,
+                     TimeAlternating(config.warmup, config.reps, sides, [&](int k) {
+                       return sides[static_cast<size_t>(k)].setup->client->Pull(
+                           name, absl::MakeSpan(buffer));
                      }));
     std::fill(buffer.begin(), buffer.end(), 1e-3f);
-    ASSIGN_OR_RETURN(Timing push, TimeCalls(config.warmup, config.reps, meter,
-                                            [&] { return client->Push(name, buffer); }));
-    r->pull_bytes_per_s[i] = bytes / pull.median_s;
-    r->push_bytes_per_s[i] = bytes / push.median_s;
-    r->pull_cpu[i] = pull.cpu_per_wall;
-    r->push_cpu[i] = push.cpu_per_wall;
+    ASSIGN_OR_RETURN(std::vector<Timing> push,
+                     TimeAlternating(config.warmup, config.reps, sides, [&](int k) {
+                       return sides[static_cast<size_t>(k)].setup->client->Push(name, buffer);
+                     }));
+    for (size_t k = 0; k < sides.size(); ++k) {
+      ShardpsResults* r = sides[k].results;
+      r->pull_bytes_per_s[i] = bytes / pull[k].median_s;
+      r->push_bytes_per_s[i] = bytes / push[k].median_s;
+      r->pull_cpu[i] = pull[k].cpu_per_wall;
+      r->push_cpu[i] = push[k].cpu_per_wall;
+    }
   }
   return absl::OkStatus();
 }
@@ -640,17 +839,19 @@ absl::Status MeasureDense(const Config& config, PsClient* client, const CpuMeter
 // Blocks of back-to-back calls of one kind (warm, as in a loop of pulls), the kinds taking
 // turns, so that the pull and its bare gRPC baselines see the same machine (this one is
 // shared and noisy). The first calls of a block are not timed.
-absl::Status MeasureSmall(const Config& config, PsClient* client, EchoPeer* echo,
-                          ShardpsResults* r) {
+// With several sides, each side's pull is one more kind taking turns with the others.
+absl::Status MeasureSmall(const Config& config, const std::vector<Side>& sides, EchoPeer* echo) {
   std::cerr << "4-byte round trips: shardps pull and bare gRPC, in alternating blocks...\n";
   constexpr int kBlock = 100, kBlockWarmup = 10;
   float one = 0;
-  const int kinds = echo != nullptr ? 3 : 1;
-  std::vector<double> samples[3];
+  const int pulls = static_cast<int>(sides.size());
+  const int kinds = pulls + (echo != nullptr ? 2 : 0);
+  std::vector<std::vector<double>> samples(static_cast<size_t>(pulls + 2));
   auto call = [&](int which) {
-    return which == 0 ? client->Pull("tiny", absl::MakeSpan(&one, 1))
-           : which == 1 ? echo->EchoSync()
-                        : echo->EchoCallback();
+    return which < pulls ? sides[static_cast<size_t>(which)].setup->client->Pull(
+                               "tiny", absl::MakeSpan(&one, 1))
+           : which == pulls ? echo->EchoSync()
+                            : echo->EchoCallback();
   };
   for (int k = 0; k < kinds; ++k) {  // warm-up
     for (int i = 0; i < config.latency_samples / 10; ++i) RETURN_IF_ERROR(call(k));
@@ -661,13 +862,16 @@ absl::Status MeasureSmall(const Config& config, PsClient* client, EchoPeer* echo
       for (int i = 0; i < kBlockWarmup + kBlock; ++i) {
         const double t0 = Now();
         RETURN_IF_ERROR(call(which));
-        if (i >= kBlockWarmup) samples[which].push_back(Now() - t0);
+        if (i >= kBlockWarmup) samples[static_cast<size_t>(which)].push_back(Now() - t0);
       }
     }
   }
-  r->tiny_pull = Summarize(samples[0]);
-  r->echo_sync = Summarize(samples[1]);
-  r->echo_callback = Summarize(samples[2]);
+  for (int k = 0; k < pulls; ++k) {
+    ShardpsResults* r = sides[static_cast<size_t>(k)].results;
+    r->tiny_pull = Summarize(samples[static_cast<size_t>(k)]);
+    r->echo_sync = Summarize(samples[static_cast<size_t>(pulls)]);
+    r->echo_callback = Summarize(samples[static_cast<size_t>(pulls + 1)]);
+  }
   return absl::OkStatus();
 }
 
@@ -774,22 +978,40 @@ absl::Status MeasureOptimizers(const Config& config, PsClient* client, const Cpu
   return absl::OkStatus();
 }
 
+// The figures of a run: those of the cluster of --tls (plaintext with --tls=both), and with
+// --tls=both the mutual-TLS cluster's dense and 4-byte ones.
+struct ShardpsRun {
+  ShardpsResults main;
+  ShardpsResults tls;  // --tls=both only
+};
+
 // `echo` (optional) is sampled interleaved with the 4-byte pulls; `loopback` runs iperf3
-// again after the dense transfers.
-absl::StatusOr<ShardpsResults> MeasureShardps(
+// again after the dense transfers. `pki`: the certificates for --tls on or both.
+absl::StatusOr<ShardpsRun> MeasureShardps(
     const Config& config, EchoPeer* echo,
-    const std::function<absl::StatusOr<double>()>& loopback) {
-  ASSIGN_OR_RETURN(ShardpsSetup setup, StartShardps(config));
+    const std::function<absl::StatusOr<double>()>& loopback, const BenchPki* pki) {
+  // The plaintext cluster first: its channels are made before the process's turn to TLS.
+  ASSIGN_OR_RETURN(ShardpsSetup setup, StartShardps(config, config.tls == "on" ? pki : nullptr));
+  ShardpsSetup tls_setup;
+  if (config.tls_both()) {
+    ASSIGN_OR_RETURN(tls_setup, StartShardps(config, pki));
+  }
   PsClient* const client = setup.client.get();
   const CpuMeter& meter = *setup.meter;
-  RETURN_IF_ERROR(CreateBenchVariables(*client));
-  ShardpsResults r;
-  if (config.Wants("dense")) RETURN_IF_ERROR(MeasureDense(config, client, meter, &r));
+  RETURN_IF_ERROR(CreateBenchVariables(*client, /*dense_only=*/false));
+  if (config.tls_both()) {
+    RETURN_IF_ERROR(CreateBenchVariables(*tls_setup.client, /*dense_only=*/true));
+  }
+  ShardpsRun run;
+  ShardpsResults& r = run.main;
+  std::vector<Side> sides = {{&setup, &run.main}};
+  if (config.tls_both()) sides.push_back({&tls_setup, &run.tls});
+  if (config.Wants("dense")) RETURN_IF_ERROR(MeasureDense(config, sides));
   if (config.Wants("dense") && config.Wants("iperf3")) {
     std::cerr << "iperf3 loopback again...\n";
     ASSIGN_OR_RETURN(r.loopback_after, loopback());
   }
-  if (config.Wants("small")) RETURN_IF_ERROR(MeasureSmall(config, client, echo, &r));
+  if (config.Wants("small")) RETURN_IF_ERROR(MeasureSmall(config, sides, echo));
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<int64_t> pick(0, kTableRows - 1);
   std::vector<int64_t> ids(kNumIds);
@@ -799,7 +1021,7 @@ absl::StatusOr<ShardpsResults> MeasureShardps(
     RETURN_IF_ERROR(MeasureZipfRows(config, client, meter, rng, &r));
   }
   if (config.Wants("optimizer")) RETURN_IF_ERROR(MeasureOptimizers(config, client, meter, &r));
-  return r;
+  return run;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -865,9 +1087,10 @@ void AddBaselineFigures(const Config& config, double loopback, const GrpcBaselin
   }
 }
 
-void AddDenseFigures(double loopback, const GrpcBaseline& g, const ShardpsResults& r,
-                     std::vector<Figure>* out) {
-  const std::string dense = "shardps dense (2 ps, FixedShards(2))";
+void AddDenseFigures(const Config& config, double loopback, const GrpcBaseline& g,
+                     const ShardpsResults& r, std::vector<Figure>* out) {
+  const std::string dense = absl::StrCat("shardps dense (2 ps, FixedShards(2)",
+                                         config.tls == "on" ? ", mutual TLS" : "", ")");
   for (int dir = 0; dir < 2; ++dir) {
     for (int i = 0; i < 3; ++i) {
       const double bps = dir == 0 ? r.pull_bytes_per_s[i] : r.push_bytes_per_s[i];
@@ -888,8 +1111,8 @@ void AddDenseFigures(double loopback, const GrpcBaseline& g, const ShardpsResult
   }
 }
 
-void AddSmallFigures(const ShardpsResults& r, std::vector<Figure>* out) {
-  const std::string small = "shardps small";
+void AddSmallFigures(const Config& config, const ShardpsResults& r, std::vector<Figure>* out) {
+  const std::string small = config.tls == "on" ? "shardps small (mutual TLS)" : "shardps small";
   Figure f = LatencyFigure(small, "pull_4B_p50", "pull 4 B p50", r.tiny_pull.p50_s);
   f.ratio = r.tiny_pull.p50_s / r.echo_sync.p50_s;
   f.ratio_of = "bare gRPC p50";
@@ -972,12 +1195,110 @@ void AddOptimizerFigures(double loopback, const ShardpsResults& r, std::vector<F
   out->push_back(f);
 }
 
+constexpr double kTlsTarget = 0.7;  // issue 23: dense goodput with TLS >= 0.7 of plaintext
+constexpr char kTlsSection[] = "TLS on vs off (mutual TLS, roles on; same run, alternating)";
+
+void AddAesFigures(const AesGcmSpeed& aes, std::vector<Figure>* out) {
+  if (!aes.skipped.empty()) return;
+  out->push_back(GoodputFigure(kBaselines, "openssl_aes128gcm_16KiB",
+                               "openssl AES-128-GCM 16 KiB, 1 core", aes.one_process));
+  out->push_back(GoodputFigure(kBaselines, "openssl_aes128gcm_16KiB_multi2",
+                               "openssl AES-128-GCM 16 KiB, -multi 2", aes.multi));
+}
+
+// --tls=both: each mutual-TLS figure as a ratio to the plaintext cluster's, same run.
+void AddTlsFigures(const Config& config, const ShardpsRun& run, std::vector<Figure>* out) {
+  const ShardpsResults& off = run.main;
+  const ShardpsResults& on = run.tls;
+  for (int dir = 0; dir < 2 && config.Wants("dense"); ++dir) {
+    for (int i = 0; i < 3; ++i) {
+      const char* what = dir == 0 ? "pull" : "push";
+      const double bps_on = dir == 0 ? on.pull_bytes_per_s[i] : on.push_bytes_per_s[i];
+      const double bps_off = dir == 0 ? off.pull_bytes_per_s[i] : off.push_bytes_per_s[i];
+      Figure f = GoodputFigure(kTlsSection, absl::StrCat("tls_", what, "_", kDenseMiB[i], "MiB"),
+                               absl::StrCat("dense ", what, " ", kDenseMiB[i], " MiB, TLS"),
+                               bps_on);
+      f.ratio = bps_on / bps_off;
+      f.ratio_of = "plaintext";
+      f.cpu_per_wall = dir == 0 ? on.pull_cpu[i] : on.push_cpu[i];
+      if (kDenseMiB[i] >= 16) {
+        f.target_op = ">=";
+        f.target = kTlsTarget;
+      }
+      out->push_back(f);
+    }
+  }
+  if (config.Wants("small")) {
+    Figure f = LatencyFigure(kTlsSection, "tls_pull_4B_p50", "pull 4 B p50, TLS", on.tiny_pull.p50_s);
+    f.ratio = on.tiny_pull.p50_s / off.tiny_pull.p50_s;
+    f.ratio_of = "plaintext p50";
+    out->push_back(f);
+    f = LatencyFigure(kTlsSection, "tls_pull_4B_p99", "pull 4 B p99, TLS", on.tiny_pull.p99_s);
+    f.ratio = on.tiny_pull.p99_s / off.tiny_pull.p99_s;
+    f.ratio_of = "plaintext p99";
+    out->push_back(f);
+  }
+}
+
+// --tls=both's own table: per size goodput off and on, on/off against the target, and the
+// TLS goodput over one core's AES-128-GCM (openssl speed).
+std::string TlsTable(const Config& config, const ShardpsRun& run, const AesGcmSpeed& aes) {
+  const ShardpsResults& off = run.main;
+  const ShardpsResults& on = run.tls;
+  std::string t = absl::StrCat(
+      "\nTLS on vs off: 2 ps each, mutual TLS (ECDSA P-256, client certificate with role chief, "
+      "roles on) against plaintext, the two clusters' repetitions alternating (the bare gRPC "
+      "baseline above is plaintext)\n");
+  if (aes.skipped.empty()) {
+    absl::StrAppend(&t, "openssl speed -evp aes-128-gcm -seconds ", config.openssl_seconds,
+                    ", 16 KiB blocks: 1 process ", Num(MiBps(aes.one_process), "%.0f"),
+                    " MiB/s, -multi 2 ", Num(MiBps(aes.multi), "%.0f"), " MiB/s\n");
+  } else {
+    absl::StrAppend(&t, "openssl speed: skipped (", aes.skipped, ")\n");
+  }
+  const std::string header =
+      absl::StrFormat("%-22s %11s %11s %7s %7s %-8s %12s %9s", "transfer", "off MiB/s",
+                      "on MiB/s", "on/off", "target", "met", "on/AES 1core", "on cores");
+  absl::StrAppend(&t, header, "\n", std::string(header.size(), '-'), "\n");
+  for (int dir = 0; dir < 2 && config.Wants("dense"); ++dir) {
+    for (int i = 0; i < 3; ++i) {
+      const double a = dir == 0 ? off.pull_bytes_per_s[i] : off.push_bytes_per_s[i];
+      const double b = dir == 0 ? on.pull_bytes_per_s[i] : on.push_bytes_per_s[i];
+      const double ratio = b / a;
+      const bool has_target = kDenseMiB[i] >= 16;
+      absl::StrAppend(
+          &t, absl::StrFormat("%-22s %11s %11s %7s %7s %-8s %12s %9s\n",
+                              absl::StrCat("dense ", dir == 0 ? "pull " : "push ",
+                                           kDenseMiB[i], " MiB"),
+                              Num(MiBps(a), "%.1f"), Num(MiBps(b), "%.1f"),
+                              Num(ratio, "%.2f"), has_target ? ">=0.7" : "",
+                              !has_target ? "" : ratio >= kTlsTarget ? "met" : "MISSED",
+                              Num(b / aes.one_process, "%.2f"),
+                              Num(dir == 0 ? on.pull_cpu[i] : on.push_cpu[i], "%.2f")));
+    }
+  }
+  if (config.Wants("small")) {
+    absl::StrAppend(&t, absl::StrFormat("%-22s %11s %11s %7s\n", "pull 4 B p50 (us)",
+                                        Num(off.tiny_pull.p50_s * 1e6, "%.1f"),
+                                        Num(on.tiny_pull.p50_s * 1e6, "%.1f"),
+                                        Num(on.tiny_pull.p50_s / off.tiny_pull.p50_s, "%.2f")));
+    absl::StrAppend(&t, absl::StrFormat("%-22s %11s %11s %7s\n", "pull 4 B p99 (us)",
+                                        Num(off.tiny_pull.p99_s * 1e6, "%.1f"),
+                                        Num(on.tiny_pull.p99_s * 1e6, "%.1f"),
+                                        Num(on.tiny_pull.p99_s / off.tiny_pull.p99_s, "%.2f")));
+  }
+  return t;
+}
+
 std::vector<Figure> BuildFigures(const Config& config, double loopback, const GrpcBaseline& g,
-                                 const ShardpsResults& r) {
+                                 const ShardpsRun& run, const AesGcmSpeed& aes) {
+  const ShardpsResults& r = run.main;
   std::vector<Figure> out;
   AddBaselineFigures(config, loopback, g, r, &out);
-  if (config.Wants("dense")) AddDenseFigures(loopback, g, r, &out);
-  if (config.Wants("small")) AddSmallFigures(r, &out);
+  AddAesFigures(aes, &out);
+  if (config.Wants("dense")) AddDenseFigures(config, loopback, g, r, &out);
+  if (config.Wants("small")) AddSmallFigures(config, r, &out);
+  if (config.tls_both()) AddTlsFigures(config, run, &out);
   if (config.Wants("rows")) AddRowFigures(config, loopback, r, &out);
   if (config.Wants("optimizer")) AddOptimizerFigures(loopback, r, &out);
   return out;
@@ -1004,6 +1325,11 @@ int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port)
   flags.AddString("only", &only,
                   "comma-separated sections to run: iperf3,grpc,dense,small,rows,optimizer "
                   "(default: all; for profiling one part)");
+  flags.AddString("tls", &config->tls,
+                  "off: plaintext ps; on: mutual-TLS ps (roles on); both: the dense and 4-byte "
+                  "figures on a plaintext and a mutual-TLS cluster, alternating, with on/off");
+  flags.AddInt("openssl_seconds", &config->openssl_seconds,
+               "with --tls on or both: `openssl speed -seconds N` of aes-128-gcm (0: skip)");
   flags.AddInt("echo_server_port", echo_server_port,
                "internal: serve the bare gRPC echo service on this port");
   const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
@@ -1014,16 +1340,26 @@ int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port)
     config->latency_samples = 300;
   }
   config->only = absl::StrSplit(only, ',', absl::SkipEmpty());
+  if (config->tls != "off" && config->tls != "on" && config->tls != "both") {
+    std::cerr << "transport_bench: --tls must be off, on or both, not \"" << config->tls
+              << "\"\n";
+    return 2;
+  }
+  if (config->openssl_seconds < 0) {
+    std::cerr << "transport_bench: --openssl_seconds must be 0 or more\n";
+    return 2;
+  }
   if (reps > 0) config->reps = static_cast<int>(reps);
   if (latency_samples > 0) config->latency_samples = static_cast<int>(latency_samples);
   return -1;
 }
 
-// Every section asked for: the baselines, then shardps' data path.
+// Every section asked for: the baselines, then shardps' data path. `tls_table`: with
+// --tls=both, the on/off table (TlsTable).
 absl::StatusOr<std::vector<Figure>> MeasureAll(const Config& config, double* first_loopback,
-                                               double* second_loopback) {
+                                               double* second_loopback, std::string* tls_table) {
   const std::string iperf3 = FindInPath("iperf3");
-  if (iperf3.empty()) {
+  if (iperf3.empty() && config.Wants("iperf3")) {
     return absl::FailedPreconditionError(
         "iperf3 not found: install iperf3 (deploy/setup.sh does)");
   }
@@ -1042,17 +1378,27 @@ absl::StatusOr<std::vector<Figure>> MeasureAll(const Config& config, double* fir
     std::cerr << "bare gRPC bulk...\n";
     ASSIGN_OR_RETURN(grpc_baseline, MeasureBareGrpc(config, echo.get()));
   }
-  ASSIGN_OR_RETURN(ShardpsResults shardps, MeasureShardps(config, echo.get(), [&] {
-                     return MeasureIperf3(iperf3, 3);
-                   }));
+  AesGcmSpeed aes;
+  aes.skipped = "--tls=off";
+  std::optional<BenchPki> pki;
+  if (config.tls_any()) {
+    aes = MeasureAesGcm(config);
+    ASSIGN_OR_RETURN(pki, MakeBenchPki());
+  }
+  ASSIGN_OR_RETURN(ShardpsRun run, MeasureShardps(
+                                       config, echo.get(),
+                                       [&] { return MeasureIperf3(iperf3, 3); },
+                                       pki.has_value() ? &*pki : nullptr));
+  const ShardpsResults& shardps = run.main;
   *first_loopback = *loopback;
   *second_loopback = shardps.loopback_after;
+  if (config.tls_both()) *tls_table = TlsTable(config, run, aes);
   // The machine's limit: the better of the two iperf3 runs (the other may have shared the
   // cores with someone else's work).
   const double limit = std::isnan(shardps.loopback_after)
                            ? *loopback
                            : std::max(*loopback, shardps.loopback_after);
-  return BuildFigures(config, limit, grpc_baseline, shardps);
+  return BuildFigures(config, limit, grpc_baseline, run, aes);
 }
 
 int Main(int argc, char** argv) {
@@ -1065,7 +1411,9 @@ int Main(int argc, char** argv) {
   testing::SetUpRunfilesForBazelRun(argv[0], "ps_server/ps", "transport_bench");
   const HostRun host_run;
   double loopback = kNaN, loopback_after = kNaN;
-  absl::StatusOr<std::vector<Figure>> figures = MeasureAll(config, &loopback, &loopback_after);
+  std::string tls_table;
+  absl::StatusOr<std::vector<Figure>> figures =
+      MeasureAll(config, &loopback, &loopback_after, &tls_table);
   if (!figures.ok()) {
     std::cerr << "transport_bench: " << figures.status() << "\n";
     return 1;
@@ -1073,6 +1421,7 @@ int Main(int argc, char** argv) {
   const HostStats host = host_run.Stop();
   std::ostream& table = config.json ? std::cerr : std::cout;
   PrintTable(table, *figures, config);
+  table << tls_table;
   table << "host during the run (bench/host_stats.h): " << host.Line() << "\n";
   if (config.json) {
     nlohmann::json out = ToJson(*figures, config);

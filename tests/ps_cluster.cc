@@ -1,5 +1,7 @@
 #include "tests/ps_cluster.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -11,9 +13,11 @@ namespace testing {
 PsCluster::PsCluster(std::unique_ptr<LoopbackLauncher> launcher)
     : launcher_(std::move(launcher)), addresses_(launcher_->Addresses("ps")) {}
 
-absl::StatusOr<std::unique_ptr<PsCluster>> PsCluster::Start(int num_ps) {
+absl::StatusOr<std::unique_ptr<PsCluster>> PsCluster::Start(int num_ps,
+                                                            std::vector<std::string> ps_flags) {
   LoopbackLauncher::Options options;
   options.num_ps = num_ps;
+  options.ps_flags = std::move(ps_flags);
   options.num_workers = 0;
   options.start_chief = false;  // a chief entry makes the config look like a real job's
   ASSIGN_OR_RETURN(std::unique_ptr<LoopbackLauncher> launcher, LoopbackLauncher::Start(options));

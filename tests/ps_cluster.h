@@ -21,8 +21,10 @@ namespace testing {
 
 class PsCluster {
  public:
-  // Starts `num_ps` daemons and waits until each answers Health.
-  static absl::StatusOr<std::unique_ptr<PsCluster>> Start(int num_ps);
+  // Starts `num_ps` daemons (each given `ps_flags` after the launcher's own) and waits until
+  // each answers Health, over the process's channel credentials (rpc/tls.h).
+  static absl::StatusOr<std::unique_ptr<PsCluster>> Start(int num_ps,
+                                                          std::vector<std::string> ps_flags = {});
 
   const std::vector<std::string>& addresses() const { return addresses_; }
   Process* ps(int i) { return launcher_->Current("ps", i); }
