@@ -107,6 +107,8 @@ struct Config {
   int reps = 10;
   int latency_samples = 3000;
   std::string tls = "off";  // off, on, both
+  // The ps serve Prometheus /metrics on this port (0: off): the data path's counting on.
+  int64_t ps_metrics_port = 0;
   int64_t openssl_seconds = 2;  // openssl speed's -seconds; 0: not run
   bool tls_both() const { return tls == "both"; }
   bool tls_any() const { return tls != "off"; }
@@ -713,9 +715,13 @@ absl::StatusOr<ShardpsSetup> StartShardps(const Config& config, const BenchPki* 
   ShardpsSetup setup;
   std::cerr << "starting 2 ps daemons" << (pki != nullptr ? " (mutual TLS)" : "") << "...\n";
   if (pki != nullptr) SetProcessTls(pki->client);
-  ASSIGN_OR_RETURN(setup.cluster,
-                   PsCluster::Start(2, pki != nullptr ? pki->ps_flags
-                                                      : std::vector<std::string>{}));
+  std::vector<std::string> ps_flags =
+      pki != nullptr ? pki->ps_flags : std::vector<std::string>{};
+  // Each ps listens on a loopback address of its own: one port number serves both.
+  if (config.ps_metrics_port > 0) {
+    ps_flags.push_back(absl::StrCat("--metrics_port=", config.ps_metrics_port));
+  }
+  ASSIGN_OR_RETURN(setup.cluster, PsCluster::Start(2, ps_flags));
   PsClient::Options options;
   if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
   if (config.calls_in_flight_per_ps >= 0) {
@@ -1328,6 +1334,10 @@ int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port)
   flags.AddString("tls", &config->tls,
                   "off: plaintext ps; on: mutual-TLS ps (roles on); both: the dense and 4-byte "
                   "figures on a plaintext and a mutual-TLS cluster, alternating, with on/off");
+  flags.AddInt("ps_metrics_port", &config->ps_metrics_port,
+               "the ps serve /metrics on this port, so that their data path counts (0: off; "
+               "for the metrics on/off comparison, docs/observability.md)",
+               {0, 65535});
   flags.AddInt("openssl_seconds", &config->openssl_seconds,
                "with --tls on or both: `openssl speed -seconds N` of aes-128-gcm (0: skip)");
   flags.AddInt("echo_server_port", echo_server_port,
