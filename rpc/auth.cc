@@ -24,19 +24,6 @@ namespace {
 constexpr size_t kMinTokenLength = 16;
 constexpr char kSpiffePrefix[] = "spiffe://shardps/";
 
-const char* Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
-std::optional<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string Digest(absl::string_view token) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -46,7 +33,7 @@ std::string Digest(absl::string_view token) {
 
 // The client token file's token: its first line, trimmed.
 absl::StatusOr<std::string> LoadToken(const std::string& path) {
-  std::optional<std::string> text = ReadAll(path);
+  std::optional<std::string> text = ReadConfigFile(path);
   if (!text.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--auth_token_file=", path, ": cannot read the file"));
@@ -94,8 +81,10 @@ void Publish(ProcessAuthState state) {
 }  // namespace
 
 void AuthOptions::AddFlags(FlagParser* flags, bool server) {
-  if (const char* v = Env("SHARDPS_AUTH_TOKENS_FILE"); v != nullptr && server) tokens_file = v;
-  if (const char* v = Env("SHARDPS_AUTH_TOKEN_FILE")) token_file = v;
+  if (const char* v = NonEmptyEnv("SHARDPS_AUTH_TOKENS_FILE"); v != nullptr && server) {
+    tokens_file = v;
+  }
+  if (const char* v = NonEmptyEnv("SHARDPS_AUTH_TOKEN_FILE")) token_file = v;
   if (server) {
     flags->AddString("auth_tokens_file", &tokens_file,
                      "file of \"TOKEN ROLE\" lines: callers sending a listed bearer token get its "
@@ -168,7 +157,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::strin
 }
 
 absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
-  std::optional<std::string> text = ReadAll(path);
+  std::optional<std::string> text = ReadConfigFile(path);
   if (!text.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--auth_tokens_file=", path, ": cannot read the file"));

@@ -32,10 +32,6 @@
 namespace shardps {
 namespace {
 
-const char* Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
 
 // "1", "true", "yes" / "0", "false", "no" (any case).
 bool ParseBool(absl::string_view text, bool* out) {
@@ -81,14 +77,6 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
-// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Whether `cert_pem`'s first certificate and `key_pem`'s private key are a pair.
 bool PairMatches(const std::string& cert_pem, const std::string& key_pem) {
@@ -150,8 +138,8 @@ class PairMirror {
       : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)), dir_(std::move(dir)) {}
 
   void Refresh() {
-    std::optional<std::string> cert = ReadAll(cert_file_);
-    std::optional<std::string> key = ReadAll(key_file_);
+    std::optional<std::string> cert = ReadConfigFile(cert_file_);
+    std::optional<std::string> key = ReadConfigFile(key_file_);
     if (!cert.has_value() || !key.has_value()) return;
     if (*cert == cert_ && *key == key_) return;
     if (!PairMatches(*cert, *key)) return;  // half written: keep the pair in use
@@ -231,17 +219,32 @@ ProcessSetting& ProcessState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu) {
 
 }  // namespace
 
+const char* NonEmptyEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+std::optional<std::string> ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 void TlsOptions::AddFlags(FlagParser* flags) {
-  if (const char* v = Env("SHARDPS_TLS_CERT_FILE")) cert_file = v;
-  if (const char* v = Env("SHARDPS_TLS_KEY_FILE")) key_file = v;
-  if (const char* v = Env("SHARDPS_TLS_CA_FILE")) ca_file = v;
-  if (const char* v = Env("SHARDPS_TLS_CLIENT_AUTH"); v != nullptr && !ParseBool(v, &client_auth)) {
+  if (const char* v = NonEmptyEnv("SHARDPS_TLS_CERT_FILE")) cert_file = v;
+  if (const char* v = NonEmptyEnv("SHARDPS_TLS_KEY_FILE")) key_file = v;
+  if (const char* v = NonEmptyEnv("SHARDPS_TLS_CA_FILE")) ca_file = v;
+  if (const char* v = NonEmptyEnv("SHARDPS_TLS_CLIENT_AUTH");
+      v != nullptr && !ParseBool(v, &client_auth)) {
     environment_error = absl::StrCat("SHARDPS_TLS_CLIENT_AUTH=", v, ": expected true or false");
   }
-  if (const char* v = Env("SHARDPS_INSECURE"); v != nullptr && !ParseBool(v, &insecure)) {
+  if (const char* v = NonEmptyEnv("SHARDPS_INSECURE"); v != nullptr && !ParseBool(v, &insecure)) {
     environment_error = absl::StrCat("SHARDPS_INSECURE=", v, ": expected true or false");
   }
-  if (const char* v = Env("SHARDPS_TLS_REFRESH_S"); v != nullptr && !absl::SimpleAtoi(v, &refresh_s)) {
+  if (const char* v = NonEmptyEnv("SHARDPS_TLS_REFRESH_S");
+      v != nullptr && !absl::SimpleAtoi(v, &refresh_s)) {
     environment_error = absl::StrCat("SHARDPS_TLS_REFRESH_S=", v, ": expected whole seconds");
   }
   flags->AddString("tls_cert_file", &cert_file,
@@ -290,7 +293,7 @@ absl::Status TlsOptions::Validate() const {
     if (absl::Status s = CheckPemFile("tls_key_file", key_file, "a private key"); !s.ok()) {
       return s;
     }
-    if (!PairMatches(ReadAll(cert_file).value_or(""), ReadAll(key_file).value_or(""))) {
+    if (!PairMatches(ReadConfigFile(cert_file).value_or(""), ReadConfigFile(key_file).value_or(""))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls_cert_file=", cert_file, " and --tls_key_file=", key_file,
           " are not a pair (the key is not the certificate's, or one does not parse)"));

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -56,6 +57,12 @@ struct TlsOptions {
   // What AddFlags found wrong in the environment ("": nothing).
   std::string environment_error;
 };
+
+// The value of environment variable `name`, or null when it is unset or empty (the flags'
+// defaults here and in rpc/auth.h).
+const char* NonEmptyEnv(const char* name);
+// The whole file at `path`, or nullopt when it cannot be read (certificate and token files).
+std::optional<std::string> ReadConfigFile(const std::string& path);
 
 // Credentials from `options` (REQUIRES: Validate passed). A server without a certificate, or a
 // process with TLS off, gets the insecure kind.
