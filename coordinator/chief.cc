@@ -4,12 +4,15 @@
 // recoveries (recovery.h), one at a time; the ps monitor (ps_monitor.h) wakes both.
 #include "coordinator/chief.h"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
@@ -30,6 +33,15 @@ using Kind = JobPhase::Kind;
 
 // How long, with no worker running the job, before the status says so.
 constexpr absl::Duration kNoWorkerGrace = absl::Seconds(5);
+// How long the end of a job keeps telling a worker that has not answered to shut down, and
+// how long between the tries.
+constexpr absl::Duration kShutdownPatience = absl::Seconds(15);
+constexpr absl::Duration kShutdownRetryDelay = absl::Milliseconds(250);
+
+// A worker's Shutdown that failed on the way (not by the worker's answer): worth a retry.
+bool ShutdownDidNotArrive(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsResourceExhausted(s);
+}
 
 std::vector<WorkerInterface*> Pointers(const std::vector<std::unique_ptr<WorkerInterface>>& v) {
   std::vector<WorkerInterface*> out;
@@ -241,17 +253,48 @@ class ChiefImpl : public Chief {
   }
 
   void ShutdownCluster(const std::string& reason) override {
+    // Each worker is told until it answers, for up to kShutdownPatience: one lost Shutdown
+    // (a busy worker past the deadline, a channel between connections) would leave that
+    // worker waiting for steps forever. A worker that is gone costs the patience, once.
     const size_t n = options_.workers.size();
-    std::vector<WorkerShutdownRequest> requests(n);
-    std::vector<WorkerShutdownResponse> responses(n);
-    std::vector<absl::Notification> done(n);
-    for (size_t i = 0; i < n; ++i) {
-      requests[i].set_reason(reason);
-      options_.workers[i]->ShutdownAsync(&requests[i], &responses[i],
-                                         absl::Now() + absl::Seconds(5),
-                                         [&done, i](const absl::Status&) { done[i].Notify(); });
+    std::vector<bool> told(n, false);
+    const absl::Time give_up = absl::Now() + kShutdownPatience;
+    for (int round = 0;; ++round) {
+      std::vector<WorkerShutdownRequest> requests(n);
+      std::vector<WorkerShutdownResponse> responses(n);
+      std::vector<absl::Status> results(n);
+      std::vector<absl::Notification> done(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (told[i]) {
+          done[i].Notify();
+          continue;
+        }
+        requests[i].set_reason(reason);
+        options_.workers[i]->ShutdownAsync(
+            &requests[i], &responses[i], std::min(give_up, absl::Now() + absl::Seconds(5)),
+            [&done, &results, i](const absl::Status& s) {
+              results[i] = s;
+              done[i].Notify();
+            });
+      }
+      for (auto& d : done) d.WaitForNotification();
+      std::vector<std::string> untold;
+      for (size_t i = 0; i < n; ++i) {
+        if (told[i]) continue;
+        // UNIMPLEMENTED or PERMISSION_DENIED will not change: the worker heard us.
+        told[i] = results[i].ok() || !ShutdownDidNotArrive(results[i]);
+        if (!told[i]) {
+          untold.push_back(absl::StrCat(i, " (", results[i].ToString(), ")"));
+        }
+      }
+      if (untold.empty()) break;
+      if (absl::Now() + kShutdownRetryDelay >= give_up) {
+        LogWarning() << "workers " << absl::StrJoin(untold, ", ")
+                     << " did not acknowledge the shutdown; they keep waiting for steps";
+        break;
+      }
+      absl::SleepFor(kShutdownRetryDelay);
     }
-    for (auto& d : done) d.WaitForNotification();
     (void)options_.ps->ShutdownAll(reason);
   }
 

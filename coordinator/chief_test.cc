@@ -151,6 +151,17 @@ TEST_F(ChiefTest, WithoutAnEvaluatorTheJobSucceedsWhenItsStepsAreDone) {
   EXPECT_FALSE(chief_->Status().has_eval());
 }
 
+// A worker whose Shutdown is lost on the way (here twice) is told again: otherwise it would
+// wait for steps forever after the job (a Python worker's loop never ended, found by CI). One
+// that answers at once is told once.
+TEST_F(ChiefTest, ShutdownClusterRetriesAWorkerUntilItHearsIt) {
+  StartChief(2);
+  workers_[1]->set_lost_shutdowns(2);
+  chief_->ShutdownCluster("job t ended");
+  EXPECT_EQ(workers_[0]->shutdowns(), 1);
+  EXPECT_EQ(workers_[1]->shutdowns(), 3);
+}
+
 // Sync steps 0 and 1 (replicas of sync step 0) both need version 0 only, so one worker could
 // hold both at once (and leave the other idle); sync mode's default keeps one per worker. Two
 // workers, as a sync job may not have more replicas than workers.

@@ -68,9 +68,27 @@ class FakeWorker : public WorkerInterface {
     absl::MutexLock lock(&mu_);
     threads_.emplace_back([done = std::move(done)] { done(absl::OkStatus()); });
   }
+  // OK, or UNAVAILABLE for the first set_lost_shutdowns(n) calls (a Shutdown lost on the way).
   void ShutdownAsync(const WorkerShutdownRequest*, WorkerShutdownResponse*, absl::Time,
                      StatusCallback done) override {
-    done(absl::OkStatus());
+    absl::Status s;
+    {
+      absl::MutexLock lock(&mu_);
+      ++shutdowns_;
+      if (lost_shutdowns_ > 0) {
+        --lost_shutdowns_;
+        s = absl::UnavailableError("connection reset (a fake)");
+      }
+    }
+    done(s);
+  }
+  void set_lost_shutdowns(int n) {
+    absl::MutexLock lock(&mu_);
+    lost_shutdowns_ = n;
+  }
+  int shutdowns() {
+    absl::MutexLock lock(&mu_);
+    return shutdowns_;
   }
 
   // Counts the request and, unless set_answer_cancel(false), finishes every pending call
@@ -154,6 +172,8 @@ class FakeWorker : public WorkerInterface {
  private:
   const std::string address_;
   absl::Mutex mu_;
+  int shutdowns_ ABSL_GUARDED_BY(mu_) = 0;
+  int lost_shutdowns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Call> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   int steps_received_ ABSL_GUARDED_BY(mu_) = 0;

@@ -133,16 +133,31 @@ class Job:
 
     def start_task(self, cluster, kind, i, log, args):
         out = open(os.path.join(self.tmp, f"{kind}-{i}.log"), "ab")
+        # -X faulthandler: a task stuck at the end dumps every thread's Python stack into its
+        # log when wait() aborts it.
         return subprocess.Popen(
-            [sys.executable, self.script, log, *args],
+            [sys.executable, "-X", "faulthandler", self.script, log, *args],
             env=dict(os.environ, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": kind, "index": i}})),
             stdout=out, stderr=subprocess.STDOUT)
 
     def wait(self, timeout=120):
+        """The chief's exit code once it and every task have exited; a task still running
+        30 s after the chief is aborted (its stacks go to its log) and named in the error."""
         code = self.chief_proc.wait(timeout=timeout)
-        for p in [*self.worker_procs, self.evaluator_proc]:
-            p.wait(timeout=30)
+        tasks = [*(f"worker-{i}" for i in range(len(self.worker_procs))), "evaluator-0"]
+        stuck = []
+        deadline = time.monotonic() + 30
+        for name, p in zip(tasks, [*self.worker_procs, self.evaluator_proc]):
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                stuck.append(name)
+                p.send_signal(signal.SIGABRT)
+                p.wait()
+        if stuck:
+            raise AssertionError(f"{', '.join(stuck)} still running 30 s after the chief "
+                                 f"exited {code}\n{self.logs()}")
         return code
 
     def evaluations(self):
@@ -159,7 +174,7 @@ class Job:
         for name in sorted(os.listdir(self.tmp)):
             if name.endswith(".log"):
                 with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    out.append(f"--- {name}\n{f.read()[-3000:]}")
+                    out.append(f"--- {name}\n{f.read()[-6000:]}")
         return "\n".join(out) + "\n" + self.ps.logs()
 
     def wait_for_steps(self, n, timeout=60):
