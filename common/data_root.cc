@@ -4,11 +4,14 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace shardps {
@@ -42,13 +45,49 @@ absl::StatusOr<DataRoot> DataRoot::Open(const std::string& path, absl::string_vi
   return root;
 }
 
+absl::Status DataRoot::AddDatasetRoots(absl::string_view dataset_roots, absl::string_view flag,
+                                       bool required) {
+  if (!confined()) return absl::OkStatus();
+  for (absl::string_view dir : absl::StrSplit(dataset_roots, ',', absl::SkipWhitespace())) {
+    const std::string path(absl::StripAsciiWhitespace(dir));
+    struct stat st;
+    const std::string real = RealPath(path);
+    if (real.empty() || ::stat(real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      if (!required) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": ", path, " is not an existing directory"));
+    }
+    if (real == "/") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": ", path, " is the whole file system"));
+    }
+    dataset_roots_.push_back(real);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> DataRoot::Resolve(absl::string_view path,
                                               absl::string_view what) const {
+  return ResolveIn(path, what, {root_}, absl::StrCat("the data root ", root_, " (--data_root)"));
+}
+
+absl::StatusOr<std::string> DataRoot::ResolveInput(absl::string_view path,
+                                                   absl::string_view what) const {
+  std::vector<std::string> roots = {root_};
+  roots.insert(roots.end(), dataset_roots_.begin(), dataset_roots_.end());
+  return ResolveIn(path, what, roots,
+                   absl::StrCat("the data root ", root_, " (--data_root) and the dataset roots [",
+                                absl::StrJoin(dataset_roots_, ", "), "] (--dataset_roots)"));
+}
+
+absl::StatusOr<std::string> DataRoot::ResolveIn(absl::string_view path, absl::string_view what,
+                                                const std::vector<std::string>& roots,
+                                                absl::string_view roots_name) const {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": the path is empty"));
   if (!confined()) return std::string(path);
   auto refuse = [&](const std::string& why) {
-    return absl::PermissionDeniedError(absl::StrCat(what, " \"", path, "\" ", why,
-                                                    " the data root ", root_, " (--data_root)"));
+    return absl::PermissionDeniedError(absl::StrCat(what, " \"", path, "\" ", why, " ",
+                                                    roots_name));
   };
   std::vector<absl::string_view> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
   for (absl::string_view part : parts) {
@@ -69,7 +108,9 @@ absl::StatusOr<std::string> DataRoot::Resolve(absl::string_view path,
     existing.resize(slash);
     real = RealPath(existing);
   }
-  if (!Within(real, root_)) {
+  const bool inside = std::any_of(roots.begin(), roots.end(),
+                                  [&](const std::string& root) { return Within(real, root); });
+  if (!inside) {
     return refuse(real == existing ? std::string("is outside")
                                    : absl::StrCat("resolves (through ", existing, " -> ", real,
                                                   ") outside"));

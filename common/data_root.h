@@ -4,6 +4,10 @@
 // component, or when it or its deepest existing ancestor, with every symlink resolved, lies
 // outside the root. A relative path is taken as relative to the root.
 //
+// Datasets are inputs that live in shared, read-only places (/usr/share/datasets, a cache
+// volume): a job's data_dir may also lie inside one of the dataset roots (--dataset_roots),
+// checked the same way by ResolveInput. Nothing is ever written there.
+//
 // An unconfined DataRoot (no --data_root) lets every path through: the daemons log so at
 // start, and the launchers and the manifests always give one.
 //
@@ -16,11 +20,16 @@
 #define SHARDPS_COMMON_DATA_ROOT_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace shardps {
+
+// The dataset roots without --dataset_roots (those that exist).
+inline constexpr absl::string_view kDefaultDatasetRoots = "/usr/share/datasets";
 
 class DataRoot {
  public:
@@ -31,6 +40,12 @@ class DataRoot {
   // otherwise). Empty `path`: unconfined.
   static absl::StatusOr<DataRoot> Open(const std::string& path, absl::string_view flag);
 
+  // Also `dataset_roots` (comma-separated directories) as roots of inputs read only. One that
+  // does not exist is an error when `required` (given by the operator), skipped otherwise
+  // (a default). Unconfined: ignored.
+  absl::Status AddDatasetRoots(absl::string_view dataset_roots, absl::string_view flag,
+                               bool required);
+
   bool confined() const { return !root_.empty(); }
   // The root with symlinks resolved ("" when unconfined).
   const std::string& path() const { return root_; }
@@ -40,8 +55,20 @@ class DataRoot {
   // is empty. Unconfined: `path` itself.
   absl::StatusOr<std::string> Resolve(absl::string_view path, absl::string_view what) const;
 
+  // As Resolve, for an input read only (a dataset): inside the root or a dataset root.
+  absl::StatusOr<std::string> ResolveInput(absl::string_view path, absl::string_view what) const;
+
+  // The dataset roots, symlinks resolved.
+  const std::vector<std::string>& dataset_roots() const { return dataset_roots_; }
+
  private:
+  // `path` resolved as Resolve does, or PERMISSION_DENIED when it is inside none of `roots`.
+  absl::StatusOr<std::string> ResolveIn(absl::string_view path, absl::string_view what,
+                                        const std::vector<std::string>& roots,
+                                        absl::string_view roots_name) const;
+
   std::string root_;
+  std::vector<std::string> dataset_roots_;
 };
 
 }  // namespace shardps

@@ -57,6 +57,39 @@ TEST_F(DataRootTest, PathTricksAreRefusedNamingThePath) {
   EXPECT_EQ(root_.Resolve("", "restore").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A dataset root is for inputs read only: ResolveInput takes paths in it (and in the data
+// root), Resolve (what is written) still refuses them; tricks are refused for both.
+TEST_F(DataRootTest, DatasetRootsAreForInputsOnly) {
+  ASSERT_EQ(::mkdir((base_ + "/datasets").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((base_ + "/datasets/mnist").c_str(), 0755), 0);
+  ASSERT_TRUE(root_.AddDatasetRoots(base_ + "/datasets, " + base_ + "/missing", "dataset_roots",
+                                    /*required=*/false)
+                  .ok());
+  ASSERT_EQ(root_.dataset_roots().size(), 1u);  // the missing default is skipped
+  EXPECT_TRUE(root_.ResolveInput(base_ + "/datasets/mnist", "data_dir").ok());
+  EXPECT_TRUE(root_.ResolveInput(base_ + "/root/ckpt", "data_dir").ok());
+  EXPECT_TRUE(root_.ResolveInput("ckpt", "data_dir").ok());  // relative: to the data root
+  EXPECT_EQ(root_.Resolve(base_ + "/datasets/mnist/x", "snapshot").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  for (const std::string& bad : {std::string("/etc"), base_ + "/datasets/../outside",
+                                 base_ + "/root/escape", base_ + "/datasetsx"}) {
+    absl::StatusOr<std::string> r = root_.ResolveInput(bad, "job: \"data_dir\"");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << bad;
+    EXPECT_NE(r.status().message().find("--dataset_roots"), absl::string_view::npos);
+  }
+  // Given by the operator, a missing root or the whole file system is an error.
+  EXPECT_EQ(root_.AddDatasetRoots(base_ + "/missing", "dataset_roots", true).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root_.AddDatasetRoots("/", "dataset_roots", true).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Unconfined, dataset roots change nothing.
+  DataRoot open;
+  ASSERT_TRUE(open.AddDatasetRoots(base_ + "/datasets", "dataset_roots", true).ok());
+  EXPECT_TRUE(open.dataset_roots().empty());
+  EXPECT_EQ(*open.ResolveInput("/etc", "x"), "/etc");
+}
+
 TEST_F(DataRootTest, UnconfinedLetsEverythingThroughAndABadRootIsAnError) {
   DataRoot open;
   EXPECT_FALSE(open.confined());

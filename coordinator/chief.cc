@@ -309,9 +309,14 @@ class ChiefImpl : public Chief {
   }
 
   // The job's durable state (its checkpoints, a warm start's source) inside the data root,
-  // as resolved there; else PERMISSION_DENIED naming the field. The dataset is an input read
-  // only, not confined (docs/security.md).
+  // and its dataset inside it or a dataset root, as resolved there; else PERMISSION_DENIED
+  // naming the field.
   absl::Status ConfineJobPaths(JobSpec* job) const {
+    if (!job->data_dir().empty()) {
+      ASSIGN_OR_RETURN(std::string dir,
+                       options_.data_root.ResolveInput(job->data_dir(), "job: \"data_dir\""));
+      job->set_data_dir(dir);
+    }
     if (!job->checkpoint().dir().empty()) {
       ASSIGN_OR_RETURN(std::string dir, options_.data_root.Resolve(job->checkpoint().dir(),
                                                                    "job: \"checkpoint.dir\""));

@@ -2,6 +2,9 @@
 // in-process ps task, on the real Fashion-MNIST (the chief reads it to size epochs).
 #include "coordinator/chief.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -14,7 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/ps_client.h"
+#include "common/data_root.h"
 #include "common/error_detail.h"
+#include "common/test_files.h"
 #include "coordinator/fake_worker.h"
 #include "coordinator/in_process_ps.h"
 #include "gtest/gtest.h"
@@ -44,8 +49,9 @@ class ChiefTest : public ::testing::Test {
 
   // A chief over `n` fake workers; probes of failed workers wait an hour (never, in a test).
   void StartChief(int n, bool has_evaluator = false,
-                  absl::Duration probe_interval = absl::Hours(1)) {
+                  absl::Duration probe_interval = absl::Hours(1), DataRoot data_root = {}) {
     Chief::Options options;
+    options.data_root = std::move(data_root);
     options.has_evaluator = has_evaluator;
     options.ps_addresses = {"ps0"};
     options.ps = tasks_->client();
@@ -149,6 +155,46 @@ TEST_F(ChiefTest, WithoutAnEvaluatorTheJobSucceedsWhenItsStepsAreDone) {
   ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
   EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
   EXPECT_FALSE(chief_->Status().has_eval());
+}
+
+// With a data root, no job file can make the chief write or read elsewhere: its checkpoint
+// dir, its warm start's source and its dataset (which may also lie in a dataset root, read
+// only) are refused before anything starts, naming the field and the path.
+TEST_F(ChiefTest, AJobNamingPathsOutsideTheDataRootIsRefusedBeforeAnythingStarts) {
+  const std::string base = FreshTestDir("chief_data_root");
+  ASSERT_EQ(::mkdir((base + "/root").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("/etc", (base + "/root/escape").c_str()), 0);
+  absl::StatusOr<DataRoot> root = DataRoot::Open(base + "/root", "data_root");
+  ASSERT_TRUE(root.ok()) << root.status();
+  ASSERT_TRUE(root->AddDatasetRoots("/usr/share/datasets", "dataset_roots", true).ok());
+  StartChief(1, false, absl::Hours(1), *root);
+  const std::string head = R"({"name": "t", "model": "softmax", "batch_size": 64, )";
+  struct Case {
+    std::string fields, field, path;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"("data_dir": "/etc")", "data_dir", "/etc"},
+           {R"("data_dir": "escape/x")", "data_dir", "escape/x"},
+           {R"("data_dir": "/usr/share/datasets/../../../etc")", "data_dir", "/etc"},
+           {R"("checkpoint": {"dir": "/tmp/elsewhere", "every_steps": 5})", "checkpoint.dir",
+            "/tmp/elsewhere"},
+           {absl::StrCat(R"("checkpoint": {"dir": ")", base, R"(/root/escape", "every_steps": 5})"),
+            "checkpoint.dir", "/root/escape"},
+           {R"("warm_start": "/etc/shardps-ckpt")", "warm_start.from", "/etc/shardps-ckpt"}}) {
+    absl::StatusOr<SubmitJobResponse> submitted =
+        chief_->Submit(absl::StrCat(head, c.fields, "}"));
+    ASSERT_FALSE(submitted.ok()) << c.fields;
+    EXPECT_EQ(submitted.status().code(), absl::StatusCode::kPermissionDenied) << c.fields;
+    EXPECT_NE(submitted.status().message().find(c.field), absl::string_view::npos)
+        << submitted.status();
+    EXPECT_NE(submitted.status().message().find(c.path), absl::string_view::npos)
+        << submitted.status();
+    EXPECT_EQ(chief_->Status().state(), JobStatus::NO_JOB) << c.fields;
+  }
+  // The default dataset (in /usr/share/datasets) and a checkpoint dir inside the root pass.
+  absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(absl::StrCat(
+      head, R"("checkpoint": {"dir": ")", base, R"(/root/ckpt", "every_steps": 5}})"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
 }
 
 // A worker whose Shutdown is lost on the way (here twice) is told again: otherwise it would

@@ -81,11 +81,16 @@ absl::Status Evaluator::CollectRowKeys() {
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const JobSpec& job,
-                                                             const ComputeDevice& device) {
+                                                             const ComputeDevice& device,
+                                                             const DataRoot& data_root) {
   RETURN_IF_ERROR(Annotate(CheckDatasetName(job.dataset()),
                            absl::StrCat("job \"", job.job_id(), "\"")));
+  std::string data_dir = job.data_dir();
+  if (!data_dir.empty()) {
+    ASSIGN_OR_RETURN(data_dir, data_root.ResolveInput(data_dir, "evaluator: the job's data_dir"));
+  }
   absl::StatusOr<std::shared_ptr<const DataSource>> test =
-      LoadDataSource(job.dataset(), job.data_dir(), Split::kTest);
+      LoadDataSource(job.dataset(), data_dir, Split::kTest);
   if (!test.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("evaluator: cannot load the test set from data_dir \"",

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/data_root.h"
 #include "compute/compute_device.h"
 #include "data/dataset.h"
 #include "model/model.h"
@@ -29,9 +30,11 @@ class Evaluator {
   // Loads the test split of job.dataset() in job.data_dir() (empty: the default directory)
   // and creates job.model() (model/model.h). FAILED_PRECONDITION naming the directory when
   // the data cannot be loaded; INVALID_ARGUMENT for a bad model text. The model computes on
-  // `device` (its compute's errors otherwise).
+  // `device` (its compute's errors otherwise). PERMISSION_DENIED naming data_dir when it lies
+  // outside `data_root` and its dataset roots.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const JobSpec& job,
-                                                           const ComputeDevice& device);
+                                                           const ComputeDevice& device,
+                                                           const DataRoot& data_root = DataRoot());
 
   const JobSpec& job() const { return job_; }
   // The model's variables, in Model::variables() order.

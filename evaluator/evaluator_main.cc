@@ -113,6 +113,7 @@ class EvaluatorBody : public DaemonBody {
     SidecarOptions sidecar;
     sidecar.checkpoint_dir = options_.checkpoint_dir;
     sidecar.device = &device_;
+    sidecar.data_root = daemon.data_root();
     sidecar.chief = chief_.get();
     sidecar.long_lived = daemon.long_lived();
     sidecar.poll_interval = absl::Seconds(options_.poll_interval_s);
@@ -123,6 +124,7 @@ class EvaluatorBody : public DaemonBody {
     JobFollowerOptions follower;
     follower.chief = chief_.get();
     follower.device = &device_;
+    follower.data_root = daemon.data_root();
     follower.long_lived = daemon.long_lived();
     follower.connect_ps = [ps_addresses = ps_addresses_] {
       return NewGrpcPsClient(ps_addresses, PsClient::Options());
@@ -152,6 +154,13 @@ int Main(int argc, char** argv) {
   const TfConfig* config = daemon.has_config() ? &daemon.config() : nullptr;
   if (absl::Status valid = options.Validate(config); !valid.ok()) {
     return ExitBadConfig(valid.message());
+  }
+  if (options.sidecar()) {
+    // Checkpoints are read from inside the data root only, as the chief writes them there.
+    absl::StatusOr<std::string> dir =
+        daemon.data_root().Resolve(options.checkpoint_dir, "--checkpoint_dir");
+    if (!dir.ok()) return ExitBadConfig(dir.status().message());
+    options.checkpoint_dir = *dir;
   }
 
   absl::StatusOr<ComputeDevice> device =

@@ -54,9 +54,10 @@ class ModelLiveEvaluator : public LiveEvaluator {
 };
 
 absl::StatusOr<std::unique_ptr<LiveEvaluator>> NewModelLiveEvaluator(
-    const JobSpec& job, const ComputeDevice* device) {
+    const JobSpec& job, const ComputeDevice* device, const DataRoot& data_root) {
   if (device == nullptr) return absl::InternalError("evaluator: no compute device");
-  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator, Evaluator::Create(job, *device));
+  ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator,
+                   Evaluator::Create(job, *device, data_root));
   return std::make_unique<ModelLiveEvaluator>(std::move(evaluator));
 }
 
@@ -193,7 +194,7 @@ class Follower {
       if (options_.new_evaluator) {
         ASSIGN_OR_RETURN(evaluator_, options_.new_evaluator(status.job()));
       } else {
-        ASSIGN_OR_RETURN(evaluator_, NewModelLiveEvaluator(status.job(), options_.device));
+        ASSIGN_OR_RETURN(evaluator_, NewModelLiveEvaluator(status.job(), options_.device, options_.data_root));
       }
     }
     if (ps_ == nullptr) {

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/data_root.h"
 #include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "evaluator/chief_link.h"
@@ -39,6 +40,7 @@ class LiveEvaluator {
 struct JobFollowerOptions {
   ChiefLink* chief = nullptr;              // required
   const ComputeDevice* device = nullptr;  // where the job's model computes (default evaluator)
+  DataRoot data_root;  // where the job's data_dir must lie (default evaluator)
   // The evaluator of a newly followed job. Default: its model's (Evaluator::Create on
   // `device`, required then).
   std::function<absl::StatusOr<std::unique_ptr<LiveEvaluator>>(const JobSpec& job)>

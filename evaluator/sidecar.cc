@@ -145,7 +145,7 @@ class Sidecar {
         return Annotate(job.status(), absl::StrCat(reader->manifest_path(), ": \"job\""));
       }
       job->set_job_id(manifest.job_id);
-      ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(*job, *options_.device));
+      ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(*job, *options_.device, options_.data_root));
       evaluator_job_json_ = manifest.job_json;
     }
     std::vector<std::vector<float>> values = evaluator_->NewValues();

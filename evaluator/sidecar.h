@@ -14,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "common/data_root.h"
 #include "compute/compute_device.h"
 #include "evaluator/chief_link.h"
 #include "evaluator/eval_loop.h"
@@ -23,6 +24,7 @@ namespace shardps {
 struct SidecarOptions {
   std::string checkpoint_dir;             // required: the job's "checkpoint.dir"
   const ComputeDevice* device = nullptr;  // required: where the job's model computes
+  DataRoot data_root;  // where the job's data_dir must lie (default unconfined)
   ChiefLink* chief = nullptr;             // optional
   // Keep watching after the final checkpoint (and after the job ended).
   bool long_lived = false;

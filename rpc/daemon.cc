@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/daemon_config.h"
 #include "common/log.h"
@@ -106,6 +107,9 @@ Daemon::Daemon(std::string task_type, FlagParser* flags, bool serves)
                     "the directory tree this daemon's files (checkpoints, snapshots, the job "
                     "files' paths) must lie in; a request or job naming a path outside it is "
                     "refused (default: unconfined)");
+  flags_->AddString("dataset_roots", &dataset_roots_flag_,
+                    "with --data_root: comma-separated directories a job's data_dir may also "
+                    "lie in, read only (default: /usr/share/datasets where it exists)");
   if (serves_) {
     flags_->AddString("bind_host", &bind_host_,
                       "host to listen on (default: TF_CONFIG's host when it is a loopback "
@@ -164,6 +168,13 @@ int Daemon::Init(int argc, char** argv) {
   absl::StatusOr<DataRoot> data_root = DataRoot::Open(data_root_flag_, "data_root");
   if (!data_root.ok()) return ExitBadConfig(data_root.status().message());
   data_root_ = *std::move(data_root);
+  const bool dataset_roots_given = !dataset_roots_flag_.empty();
+  if (absl::Status s = data_root_.AddDatasetRoots(
+          dataset_roots_given ? dataset_roots_flag_ : std::string(kDefaultDatasetRoots),
+          "dataset_roots", dataset_roots_given);
+      !s.ok()) {
+    return ExitBadConfig(s.message());
+  }
   const char* env = std::getenv("TF_CONFIG");
   if (validate_only_) {
     return ValidateConfigMain(LoadTfConfig(tf_config_flag_, env), task_type_, std::cout, std::cerr);
@@ -323,7 +334,11 @@ std::unique_ptr<grpc::Server> Daemon::ServeAt(const std::string& address,
                 : tls_.client_auth      ? "on, client certificates of the CA required"
                                         : "on")
             << (tls_.enabled() ? absl::StrCat("; CA ", tls_.ca_file) : "") << "; "
-            << DescribeProcessAuth();
+            << DescribeProcessAuth() << "; files "
+            << (data_root_.confined()
+                    ? absl::StrCat("confined to ", data_root_.path(), " (datasets also in [",
+                                   absl::StrJoin(data_root_.dataset_roots(), ", "), "])")
+                    : std::string("unconfined (no --data_root)"));
   for (grpc::Service* service : services) builder.RegisterService(service);
   // gRPC's built-in health service runs on a server's own services; a server with none (the
   // evaluator's, which listens only for health checks) gets a synchronous one of its own.

@@ -206,6 +206,7 @@ class Daemon {
   metrics::Registry metrics_;
   std::unique_ptr<metrics::HttpServer> metrics_server_;
   std::string data_root_flag_;
+  std::string dataset_roots_flag_;
   DataRoot data_root_;
   int serve_exit_code_ = kExitError;
   bool long_lived_ = false;

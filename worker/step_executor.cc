@@ -653,8 +653,12 @@ class StepExecutorImpl : public StepExecutor {
                                                              const std::string& dir)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_) {
     if (data_ != nullptr && data_name_ == name && data_dir_ == dir) return data_;
+    std::string confined = dir;
+    if (!dir.empty()) {
+      ASSIGN_OR_RETURN(confined, options_.data_root.ResolveInput(dir, "the job's data_dir"));
+    }
     absl::StatusOr<std::shared_ptr<const DataSource>> data =
-        LoadDataSource(name, dir, Split::kTrain);
+        LoadDataSource(name, confined, Split::kTrain);
     if (!data.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot load the training set from data_dir \"", DatasetDir(name, dir),

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/ps_client.h"
+#include "common/data_root.h"
 #include "compute/backend_kind.h"
 #include "proto/worker.pb.h"
 
@@ -36,6 +37,8 @@ class StepExecutor {
     int num_threads = 0;
     // A client to the ps tasks of a job, given their addresses in task order.
     ConnectFn connect;
+    // Where a job's data_dir must lie (--data_root and its dataset roots).
+    DataRoot data_root;
     // How long a pull may wait for the step's min_version before the step fails.
     absl::Duration pull_wait_timeout = absl::Seconds(30);
     // Tests only (the worker's --test_only_delay_before_push_ms): each step sleeps this long

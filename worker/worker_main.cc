@@ -74,6 +74,7 @@ int Main(int argc, char** argv) {
 
   StepExecutor::Options executor_options;
   executor_options.task_index = daemon.config().task_index;
+  executor_options.data_root = daemon.data_root();
   executor_options.backend_override = options.backend_override();
   executor_options.num_threads = static_cast<int>(options.threads);
   executor_options.test_only_delay_before_push =
