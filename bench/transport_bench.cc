@@ -109,6 +109,8 @@ struct Config {
   std::string tls = "off";  // off, on, both
   // The ps serve Prometheus /metrics on this port (0: off): the data path's counting on.
   int64_t ps_metrics_port = 0;
+  // More flags for each ps daemon (--ps_flags, comma-separated).
+  std::vector<std::string> extra_ps_flags;
   int64_t openssl_seconds = 2;  // openssl speed's -seconds; 0: not run
   bool tls_both() const { return tls == "both"; }
   bool tls_any() const { return tls != "off"; }
@@ -721,6 +723,7 @@ absl::StatusOr<ShardpsSetup> StartShardps(const Config& config, const BenchPki* 
   if (config.ps_metrics_port > 0) {
     ps_flags.push_back(absl::StrCat("--metrics_port=", config.ps_metrics_port));
   }
+  ps_flags.insert(ps_flags.end(), config.extra_ps_flags.begin(), config.extra_ps_flags.end());
   ASSIGN_OR_RETURN(setup.cluster, PsCluster::Start(2, ps_flags));
   PsClient::Options options;
   if (config.max_chunk_bytes > 0) options.max_chunk_bytes = config.max_chunk_bytes;
@@ -1314,7 +1317,7 @@ std::vector<Figure> BuildFigures(const Config& config, double loopback, const Gr
 // code.
 int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port) {
   int64_t reps = 0, latency_samples = 0;
-  std::string only;
+  std::string only, ps_flags;
   FlagParser flags("transport_bench",
                    "shardps' data path against loopback TCP (iperf3) and bare gRPC.");
   flags.AddBool("json", &config->json, "print one JSON object on stdout (the table on stderr)");
@@ -1338,6 +1341,9 @@ int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port)
                "the ps serve /metrics on this port, so that their data path counts (0: off; "
                "for the metrics on/off comparison, docs/observability.md)",
                {0, 65535});
+  flags.AddString("ps_flags", &ps_flags,
+                  "comma-separated flags for each ps daemon, e.g. "
+                  "--max_request_memory_bytes=0 (to compare a ps setting in the same run)");
   flags.AddInt("openssl_seconds", &config->openssl_seconds,
                "with --tls on or both: `openssl speed -seconds N` of aes-128-gcm (0: skip)");
   flags.AddInt("echo_server_port", echo_server_port,
@@ -1350,6 +1356,13 @@ int ParseFlags(int argc, char** argv, Config* config, int64_t* echo_server_port)
     config->latency_samples = 300;
   }
   config->only = absl::StrSplit(only, ',', absl::SkipEmpty());
+  config->extra_ps_flags = absl::StrSplit(ps_flags, ',', absl::SkipEmpty());
+  for (const std::string& flag : config->extra_ps_flags) {
+    if (!absl::StartsWith(flag, "--")) {
+      std::cerr << "transport_bench: --ps_flags: \"" << flag << "\" is not a flag (--name=value)\n";
+      return 2;
+    }
+  }
   if (config->tls != "off" && config->tls != "on" && config->tls != "both") {
     std::cerr << "transport_bench: --tls must be off, on or both, not \"" << config->tls
               << "\"\n";
