@@ -120,7 +120,8 @@ done
 for ((i = 0; i < NUM_WORKERS; i++)); do
   tls_env "worker-$i"
   if [ -n "$PYTHON_SCRIPT" ]; then
-    supervise worker "$i" env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
+    supervise worker "$i" env "${TLS_ENV[@]}" SHARDPS_METRICS_PORT="$METRICS_PORT" \
+      "$PYTHON" "$PYTHON_SCRIPT"
   else
     supervise worker "$i" env "${TLS_ENV[@]}" "$BIN/worker/worker" --threads=1 \
       --metrics_port="$METRICS_PORT"
@@ -134,7 +135,8 @@ if [ -z "$PYTHON_SCRIPT" ]; then
     --tensorboard_dir="$TENSORBOARD_DIR/evaluator"
 elif [ -n "$EVALUATOR" ]; then
   SHARDPS_METRICS_FILE="$RUN_DIR/metrics.jsonl" supervise evaluator 0 \
-    env "${TLS_ENV[@]}" "$PYTHON" "$PYTHON_SCRIPT"
+    env "${TLS_ENV[@]}" SHARDPS_METRICS_PORT="$METRICS_PORT" \
+    SHARDPS_TENSORBOARD_DIR="$TENSORBOARD_DIR/evaluator" "$PYTHON" "$PYTHON_SCRIPT"
 fi
 tls_env chief-0
 supervise chief 0 env "${TLS_ENV[@]}" "$BIN/coordinator/chief" --job="$JOB" \

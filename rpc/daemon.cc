@@ -20,9 +20,9 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
-#include "metrics/cert_expiry.h"
 #include "rpc/grpc_util.h"
 #include "rpc/health_service.h"
+#include "rpc/metrics_endpoint.h"
 #include "rpc/orphan_clock.h"
 
 namespace shardps {
@@ -259,45 +259,18 @@ int Daemon::StartMetrics() {
     if (!listen.ok()) return ExitBadConfig(listen.status().message());
     host_of = *listen;
   }
-  metrics::HttpServerOptions options;
-  options.host = host_of.substr(0, host_of.rfind(':'));
-  options.port = static_cast<int>(metrics_port_flag_);
-  const std::string address = absl::StrCat(options.host, ":", options.port);
-  if (absl::Status binding = CheckBinding(address, tls_); !binding.ok()) {
-    return ExitBadConfig(absl::StrCat("--metrics_port: ", binding.message()));
-  }
-  if (tls_.can_serve()) {
-    options.cert_file = tls_.cert_file;
-    options.key_file = tls_.key_file;
-    options.ca_file = tls_.ca_file;
-    options.client_auth = tls_.client_auth;
-  }
-  std::vector<std::pair<std::string, std::string>> files;
-  if (!tls_.cert_file.empty()) files.emplace_back("cert", tls_.cert_file);
-  if (!tls_.ca_file.empty()) files.emplace_back("ca", tls_.ca_file);
-  if (!files.empty()) {
-    // Read at each scrape: a renewed certificate shows at once.
-    absl::Status added = metrics_.AddCallbackGauge(
-        "shardps_certificate_expiry_seconds",
-        "Seconds until the TLS certificate in each file (cert: this daemon's, ca: the CA's) "
-        "expires; negative once it has.",
-        {"file", "path"}, [files](metrics::Sink* sink) {
-          for (const auto& [kind, path] : files) {
-            absl::StatusOr<double> seconds = metrics::SecondsUntilExpiry(path, absl::Now());
-            if (seconds.ok()) sink->Add({kind, path}, *seconds);
-          }
-        });
-    if (!added.ok()) LogError() << added.message();
-  }
+  const std::string host = host_of.substr(0, host_of.rfind(':'));
   absl::StatusOr<std::unique_ptr<metrics::HttpServer>> server =
-      metrics::HttpServer::Start(options, [this] { return metrics_.Render(); });
+      ServeMetrics(&metrics_, host, static_cast<int>(metrics_port_flag_), tls_);
+  if (absl::IsInvalidArgument(server.status())) {
+    return ExitBadConfig(absl::StrCat("--metrics_port: ", server.status().message()));
+  }
   if (!server.ok()) {
     LogError() << server.status().message();
     return kExitError;
   }
   metrics_server_ = *std::move(server);
-  LogInfo() << "metrics on " << (tls_.can_serve() ? "https://" : "http://") << options.host
-            << ":" << metrics_server_->port() << "/metrics";
+  LogInfo() << "metrics on " << MetricsUrl(host, *metrics_server_, tls_);
   return -1;
 }
 

@@ -254,7 +254,9 @@ def container(role, args, kind=None, env=None, name="shardps", serves=True, port
     kind = kind or role
     env = env if env is not None else cluster_env()
     if script:
-        env = env + tls_env()
+        # shardps.Worker / Evaluator serve /metrics like the daemons (docs/python.md).
+        env = env + tls_env() + [{"name": "SHARDPS_METRICS_PORT",
+                                  "value": str(SIZES["metrics_port"])}]
     else:
         args = args + tls_args() + [f"--health_port={SIZES['health_port']}",
                                     f"--metrics_port={SIZES['metrics_port']}"]
@@ -275,8 +277,7 @@ def container(role, args, kind=None, env=None, name="shardps", serves=True, port
         ports.append({"name": port_name, "containerPort": SIZES["port"], "protocol": "TCP"})
     if not script:
         ports.append({"name": "health", "containerPort": SIZES["health_port"], "protocol": "TCP"})
-        ports.append({"name": "metrics", "containerPort": SIZES["metrics_port"],
-                      "protocol": "TCP"})
+    ports.append({"name": "metrics", "containerPort": SIZES["metrics_port"], "protocol": "TCP"})
     c["ports"] = ports
     c.update(probes(script))
     mounts = []
@@ -391,19 +392,19 @@ def service(role):
             "metadata": {"name": f"{NAME}-{role}", "labels": labels(role)}, "spec": spec}
 
 
-def pod_meta(pod_labels, script=False):
-    """A daemon pod's template metadata: its labels and the scrape annotations that
-    Prometheus' kubernetes_sd_configs relabelling reads (docs/observability.md); a user's
-    script serves no /metrics."""
-    meta = {"labels": pod_labels}
-    if not script:
-        meta["annotations"] = {
+def pod_meta(pod_labels):
+    """A pod's template metadata: its labels and the scrape annotations that Prometheus'
+    kubernetes_sd_configs relabelling reads (docs/observability.md); a user's script serves
+    /metrics through shardps.Worker / Evaluator ($SHARDPS_METRICS_PORT)."""
+    return {
+        "labels": pod_labels,
+        "annotations": {
             "prometheus.io/scrape": "true",
             "prometheus.io/port": str(SIZES["metrics_port"]),
             "prometheus.io/path": "/metrics",
             "prometheus.io/scheme": "https" if OPTIONS["tls"] else "http",
-        }
-    return meta
+        },
+    }
 
 
 def statefulset(role, replicas, args, kind=None, env=None, script=False):
@@ -418,7 +419,7 @@ def statefulset(role, replicas, args, kind=None, env=None, script=False):
               "no task waits for another to be\nready (the chief waits for the ps itself)."):
                 "Parallel",
             "selector": {"matchLabels": labels(role)},
-            "template": {"metadata": pod_meta(labels(role), script), "spec": pod_spec(role, cont)},
+            "template": {"metadata": pod_meta(labels(role)), "spec": pod_spec(role, cont)},
         },
     }
 

@@ -26,6 +26,7 @@
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "coordinator/job_spec.h"
+#include "evaluator/eval_gauges.h"
 #include "evaluator/eval_loop.h"
 #include "evaluator/job_follower.h"
 #include "evaluator/metrics_file.h"
@@ -33,10 +34,12 @@
 #include "evaluator/rpc/grpc_chief_link.h"
 #include "grpcpp/grpcpp.h"
 #include "model/external/external_model.h"
+#include "observability/summary_writer.h"
 #include "python/ext/arrays.h"
 #include "python/ext/call.h"
 #include "python/ext/errors.h"
 #include "python/ext/external_job.h"
+#include "python/ext/metrics_port.h"
 #include "rpc/grpc_util.h"
 #include "rpc/health_service.h"
 #include "rpc/tls.h"
@@ -268,7 +271,8 @@ class PyEvalState {
 class PyEvaluator {
  public:
   PyEvaluator(const std::string& tf_config, double rpc_timeout_s,
-              const std::string& metrics_file) {
+              const std::string& metrics_file, int metrics_port,
+              const std::string& tensorboard_dir) {
     const TfConfig config = ValueOrThrow(LoadTfConfig(tf_config, std::getenv("TF_CONFIG")));
     if (config.task_type != "evaluator") {
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
@@ -279,6 +283,10 @@ class PyEvaluator {
     ps_addresses_ = config.Tasks("ps");
     client_options_.rpc_timeout = absl::Seconds(rpc_timeout_s);
     if (!metrics_file.empty()) metrics_ = ValueOrThrow(MetricsFile::Open(metrics_file));
+    // Its Prometheus gauges and TensorBoard series, as the evaluator daemon writes them.
+    metrics_port_ = std::make_unique<MetricsPort>(config, metrics_port, "shardps.Evaluator");
+    gauges_ = ValueOrThrow(EvalGauges::Create(metrics_port_->registry()));
+    if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<SummaryWriter>(tensorboard_dir);
     chief_ = NewGrpcChiefLink(chief);
     ServeHealth(config);
 
@@ -299,6 +307,10 @@ class PyEvaluator {
     };
     hooks_.on_eval = [this](const EvalRecord& record) {
       if (metrics_ != nullptr) metrics_->Append(record).IgnoreError();  // logged by a reader
+      gauges_->Record(record);
+      if (tensorboard_ != nullptr) {
+        tensorboard_->Write(record.metrics.steps_done(), EvalScalars(record));
+      }
     };
     thread_ = std::thread([this] {
       const EvalOutcome outcome = FollowChiefJobs(options_, hooks_);
@@ -358,6 +370,7 @@ class PyEvaluator {
 
   // "running" until the followed job ends: then "succeeded" (its final model evaluated),
   // "job_failed" (failed or cancelled) or "stopped" (closed).
+  const std::string& metrics_url() const { return metrics_port_->url(); }
   std::string outcome_name() {
     absl::MutexLock lock(&mu_);
     return outcome_;
@@ -367,6 +380,9 @@ class PyEvaluator {
   std::vector<std::string> ps_addresses_;
   PsClient::Options client_options_;
   std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<MetricsPort> metrics_port_;
+  std::unique_ptr<EvalGauges> gauges_;
+  std::unique_ptr<SummaryWriter> tensorboard_;  // null without a tensorboard_dir
   std::unique_ptr<ChiefLink> chief_;
   EvalQueue queue_;
   JobFollowerOptions options_;
@@ -398,8 +414,12 @@ void DefineEvaluator(py::module_& m) {
       .def("fail", &PyEvalState::Fail, py::arg("message"));
 
   py::class_<PyEvaluator>(m, "_Evaluator")
-      .def(py::init<const std::string&, double, const std::string&>(), py::arg("tf_config"),
-           py::arg("rpc_timeout"), py::arg("metrics_file"))
+      .def(py::init<const std::string&, double, const std::string&, int, const std::string&>(),
+           py::arg("tf_config"),
+           py::arg("rpc_timeout"), py::arg("metrics_file"), py::arg("metrics_port"),
+           py::arg("tensorboard_dir"))
+      .def_property_readonly("metrics_url",
+                             [](const PyEvaluator& e) { return e.metrics_url(); })
       .def("next", &PyEvaluator::Next, py::arg("timeout"))
       .def("close", &PyEvaluator::Close)
       .def_property_readonly("outcome", &PyEvaluator::outcome_name);

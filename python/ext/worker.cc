@@ -36,10 +36,12 @@
 #include "python/ext/client.h"
 #include "python/ext/errors.h"
 #include "python/ext/external_job.h"
+#include "python/ext/metrics_port.h"
 #include "rpc/executor.h"
 #include "rpc/grpc_util.h"
 #include "rpc/tls.h"
 #include "worker/rpc/grpc_worker_service.h"
+#include "worker/metered_steps.h"
 #include "worker/step_executor.h"
 
 namespace shardps {
@@ -308,7 +310,7 @@ class PyStep {
 
 class PyWorker {
  public:
-  PyWorker(const std::string& tf_config, double rpc_timeout_s) {
+  PyWorker(const std::string& tf_config, double rpc_timeout_s, int metrics_port) {
     TfConfig config = ValueOrThrow(LoadTfConfig(tf_config, std::getenv("TF_CONFIG")));
     if (config.task_type != "worker") {
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
@@ -321,12 +323,16 @@ class PyWorker {
     }
     PsClient::Options options;
     options.rpc_timeout = absl::Seconds(rpc_timeout_s);
-    executor_ = std::make_unique<ExternalStepExecutor>(config.task_index, options);
+    auto executor = std::make_unique<ExternalStepExecutor>(config.task_index, options);
+    executor_ = executor.get();
+    // Counted as the worker daemon counts its steps (worker/metered_steps.h).
+    metrics_ = std::make_unique<MetricsPort>(config, metrics_port, "shardps.Worker");
+    steps_ = ValueOrThrow(NewMeteredStepExecutor(std::move(executor), metrics_->registry()));
     rpc_executor_ = std::make_unique<Executor>(2);
     WorkerServiceOptions service_options;
-    ExternalStepExecutor* steps = executor_.get();
+    ExternalStepExecutor* steps = executor_;
     service_options.on_shutdown = [steps](const std::string& reason) { steps->Stop(reason); };
-    service_ = NewGrpcWorkerService(executor_.get(), rpc_executor_.get(), service_options);
+    service_ = NewGrpcWorkerService(steps_.get(), rpc_executor_.get(), service_options);
     const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
     ThrowIfError(CheckBinding(listen, ProcessTls()));
     // grpc.health.v1 beside the worker service, as the daemons serve it (Kubernetes' probes).
@@ -372,6 +378,7 @@ class PyWorker {
   bool stopped() { return executor_->stopped(); }
   std::string stop_reason() { return executor_->stop_reason(); }
   const std::string& address() const { return address_; }
+  const std::string& metrics_url() const { return metrics_->url(); }
   int task_index() const { return task_index_; }
   // The job being run, as its job file (JobSpecToJson), or None before the first.
   py::object job_json() {
@@ -381,7 +388,9 @@ class PyWorker {
   }
 
  private:
-  std::unique_ptr<ExternalStepExecutor> executor_;
+  std::unique_ptr<MetricsPort> metrics_;
+  std::unique_ptr<StepExecutor> steps_;  // executor_, its steps counted into metrics_
+  ExternalStepExecutor* executor_ = nullptr;
   std::unique_ptr<Executor> rpc_executor_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -425,7 +434,10 @@ void DefineWorker(py::module_& m) {
            py::arg("ps_task"), py::arg("generation"));
 
   py::class_<PyWorker>(m, "_Worker")
-      .def(py::init<const std::string&, double>(), py::arg("tf_config"), py::arg("rpc_timeout"))
+      .def(py::init<const std::string&, double, int>(), py::arg("tf_config"),
+           py::arg("rpc_timeout"), py::arg("metrics_port"))
+      .def_property_readonly("metrics_url",
+                             [](const PyWorker& w) { return w.metrics_url(); })
       .def("next", &PyWorker::Next, py::arg("timeout"))
       .def("close", &PyWorker::Close)
       .def_property_readonly("stopped", &PyWorker::stopped)

@@ -1,5 +1,8 @@
 """What a Step and an EvalState share: a unit of work the chief (through the extension) hands
-to the user's code, which must end it, done or failed, before the loop moves on."""
+to the user's code, which must end it, done or failed, before the loop moves on; and what
+shardps.Worker and shardps.Evaluator share: their metrics port setting."""
+
+import os
 
 
 class Unit:
@@ -39,3 +42,20 @@ def each(next_unit, moved_on):
             return
         previous = unit
         yield unit
+
+
+def metrics_port_from(port):
+    """The metrics port: `port`, else $SHARDPS_METRICS_PORT, else 0 (off). A value that is not a
+    port raises InvalidArgument naming where it came from."""
+    from shardps.errors import InvalidArgument
+    source = "metrics_port"
+    if port is None:
+        port = os.environ.get("SHARDPS_METRICS_PORT", "0") or "0"
+        source = "$SHARDPS_METRICS_PORT"
+    try:
+        value = int(port)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{source}: expected a port number, got {port!r}") from None
+    if not 0 <= value <= 65535:
+        raise InvalidArgument(f"{source}: must be 0 to 65535, got {value}")
+    return value

@@ -16,8 +16,12 @@ state: every shard of every variable it pulls at the same version.
                 accuracy, loss = evaluate(w, test_x, test_y)
                 state.report(accuracy=accuracy, loss=loss, examples=len(test_x))
 
-Metrics go to the chief (``shardctl status``, the launcher) and, with ``metrics_file`` (default
-$SHARDPS_METRICS_FILE), to a JSON-lines file like the evaluator daemon's.
+Metrics go to the chief (``shardctl status``, the launcher) and, like the evaluator daemon's,
+with ``metrics_file`` (default $SHARDPS_METRICS_FILE) to a JSON-lines file, with
+``metrics_port`` (default $SHARDPS_METRICS_PORT, 0: off) to Prometheus at
+``http(s)://<task host>:<port>/metrics`` (shardps_evaluator_accuracy, _loss, _auc, ...), and
+with ``tensorboard_dir`` (default $SHARDPS_TENSORBOARD_DIR) to TensorBoard event files
+(eval/accuracy, eval/loss, eval/auc by step).
 """
 
 import json
@@ -26,7 +30,7 @@ import os
 import numpy as np
 
 from shardps import _core
-from shardps._units import Unit, each
+from shardps._units import Unit, each, metrics_port_from
 from shardps.errors import InvalidArgument
 from shardps.worker import Job
 
@@ -111,10 +115,19 @@ class Evaluator:
     """This process as TF_CONFIG's evaluator task (tf_config: the JSON or a file path;
     default $TF_CONFIG), following the chief's job until it ends or this is closed."""
 
-    def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_file=None):
+    def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_file=None,
+                 metrics_port=None, tensorboard_dir=None):
         if metrics_file is None:
             metrics_file = os.environ.get("SHARDPS_METRICS_FILE", "")
-        self._e = _core._Evaluator(tf_config or "", float(rpc_timeout), metrics_file)
+        if tensorboard_dir is None:
+            tensorboard_dir = os.environ.get("SHARDPS_TENSORBOARD_DIR", "")
+        self._e = _core._Evaluator(tf_config or "", float(rpc_timeout), metrics_file,
+                                   metrics_port_from(metrics_port), tensorboard_dir)
+
+    @property
+    def metrics_url(self):
+        """Where Prometheus scrapes this evaluator ("" without a metrics port)."""
+        return self._e.metrics_url
 
     def next_state(self, timeout=None):
         """The next evaluation, or None once the job has ended (timeout: seconds to wait,

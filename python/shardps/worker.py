@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from shardps import _core
-from shardps._units import Unit, each
+from shardps._units import Unit, each, metrics_port_from
 from shardps.client import Client
 from shardps.errors import Error, FailedPrecondition, InvalidArgument
 
@@ -231,8 +231,12 @@ class Worker:
     """This process as TF_CONFIG's worker task (tf_config: the JSON or a file path; default
     $TF_CONFIG): serves the chief at the task's address until closed."""
 
-    def __init__(self, tf_config=None, *, rpc_timeout=60.0):
-        self._w = _core._Worker(tf_config or "", float(rpc_timeout))
+    def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_port=None):
+        """metrics_port (default $SHARDPS_METRICS_PORT, 0: off): serve Prometheus metrics at
+        http(s)://<task host>:<port>/metrics as the worker daemon does (steps, examples,
+        pull / compute / push seconds, loss), with the process's TLS."""
+        self._w = _core._Worker(tf_config or "", float(rpc_timeout),
+                                metrics_port_from(metrics_port))
         self._client = None
         self._job_json = None
         self.job = None
@@ -240,6 +244,11 @@ class Worker:
     @property
     def address(self):
         return self._w.address
+
+    @property
+    def metrics_url(self):
+        """Where Prometheus scrapes this worker ("" without a metrics port)."""
+        return self._w.metrics_url
 
     @property
     def task_index(self):

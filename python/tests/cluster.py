@@ -102,8 +102,9 @@ class Job:
     [...]" per step to LOG (tmp/worker-I.steps) and its evaluations to tmp/evaluator.steps:
     "<version> <final> <digest> <accuracy> [...]", then "outcome <how the job ended>"."""
 
-    def __init__(self, tmp, job, script, worker_args=((), ()), evaluator_args=()):
+    def __init__(self, tmp, job, script, worker_args=((), ()), evaluator_args=(), task_env=None):
         self.tmp = tmp
+        self.task_env = dict(task_env or {})  # more environment for the workers and evaluator
         self.script = script
         self.ps = PsCluster(2)
         self.chief = _free_address()
@@ -137,7 +138,7 @@ class Job:
         # log when wait() aborts it.
         return subprocess.Popen(
             [sys.executable, "-X", "faulthandler", self.script, log, *args],
-            env=dict(os.environ, TF_CONFIG=json.dumps(
+            env=dict(os.environ, **self.task_env, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": kind, "index": i}})),
             stdout=out, stderr=subprocess.STDOUT)
 

@@ -7,7 +7,8 @@ can be compared version by version whichever worker ran a step, and the batches 
 --fail_step N raises in step N's first attempt (a marker file beside LOG remembers it);
 --always_fail_step N raises in every attempt of step N; --die_after N kills this process
 (SIGKILL) after N steps; --step_sleep S sleeps S seconds in
-each step (a slow worker, so that the other one surely gets steps). Run as TF_CONFIG's
+each step (a slow worker, so that the other one surely gets steps); --scrape FILE writes the
+task's own /metrics (SHARDPS_METRICS_PORT), fetched over HTTP once the job has ended, to FILE. Run as TF_CONFIG's
 evaluator task it is a shardps.Evaluator scoring the parameters on the whole data set, and
 logs "<version> <final> <sha256 of the parameters> <accuracy> <consistent>" per evaluation to
 LOG, and "outcome <how the job ended>" last.
@@ -18,6 +19,7 @@ import hashlib
 import os
 import signal
 import time
+import urllib.request
 
 import numpy as np
 
@@ -41,7 +43,15 @@ def softmax(x, w, b):
     return prob / prob.sum(axis=1, keepdims=True)
 
 
-def evaluate(log_path):
+def scrape(task, path):
+    """The task's /metrics, as Prometheus would fetch it, into `path`."""
+    if path:
+        with urllib.request.urlopen(task.metrics_url, timeout=10) as answer, \
+                open(path, "wb") as f:
+            f.write(answer.read())
+
+
+def evaluate(log_path, scrape_path):
     x, y = data()
     with shardps.Evaluator() as evaluator, open(log_path, "a") as log:
         for state in evaluator.states():
@@ -55,6 +65,7 @@ def evaluate(log_path):
                 log.write(f"{state.version} {state.final} {digest} {accuracy} {state.consistent}\n")
                 log.flush()
         log.write(f"outcome {evaluator.outcome}\n")
+        scrape(evaluator, scrape_path)
 
 
 def main():
@@ -64,9 +75,10 @@ def main():
     parser.add_argument("--die_after", type=int, default=-1)
     parser.add_argument("--always_fail_step", type=int, default=-1)
     parser.add_argument("--step_sleep", type=float, default=0.0)
+    parser.add_argument("--scrape", default="")
     args = parser.parse_args()
     if shardps.task()[0] == "evaluator":
-        evaluate(args.log)
+        evaluate(args.log, args.scrape)
         return
     x, y = data()
     done = 0
@@ -105,6 +117,7 @@ def main():
                     assert "has ended" in str(e), e
             if done == args.die_after:
                 os.kill(os.getpid(), signal.SIGKILL)
+        scrape(worker, args.scrape)
 
 
 if __name__ == "__main__":

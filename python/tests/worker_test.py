@@ -25,6 +25,17 @@ JOB = {
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def parse_metrics(path):
+    """A Prometheus text file as {"name{labels}": value} (comments left out)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+    return out
+
+
 class WorkerTest(unittest.TestCase):
     def run_job(self, worker_args=((), ()), after_start=None):
         tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -102,6 +113,53 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(self.final_evaluation(job), final)
         with open(os.path.join(job.tmp, "chief.log"), errors="replace") as f:
             self.assertRegex(f.read(), r"rolled back to checkpoint \d+", job.logs())
+
+    def test_worker_and_evaluator_serve_metrics_and_write_tensorboard_events(self):
+        """As the daemons do: each task's /metrics (scraped by the task itself over HTTP when
+        the job ends) counts the steps it ran and the evaluations it made, and the evaluator
+        writes TensorBoard events whose last accuracy is the final evaluation's."""
+        tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        port = int(_free_address().rsplit(":", 1)[1])  # each task binds it on its own address
+        scrapes = [os.path.join(tmp, f"worker-{i}.metrics") for i in range(2)]
+        eval_scrape = os.path.join(tmp, "evaluator.metrics")
+        tensorboard_dir = os.path.join(tmp, "tensorboard")
+        job = Job(tmp, JOB, os.path.join(HERE, "numpy_worker.py"),
+                  [("--scrape", path) for path in scrapes], ("--scrape", eval_scrape),
+                  task_env={"SHARDPS_METRICS_PORT": str(port),
+                            "SHARDPS_TENSORBOARD_DIR": tensorboard_dir})
+        try:
+            self.assertEqual(job.wait(), 0, job.logs())
+            digest, accuracy = self.final_evaluation(job)
+            steps_logged = [0, 0]
+            for i, log in enumerate(job.worker_logs):
+                with open(log) as f:
+                    steps_logged[i] = sum(1 for _ in f)
+            self.assertEqual(sum(steps_logged), 48)  # 3 epochs of 16 steps, 2 replicas each
+            for i, path in enumerate(scrapes):
+                metrics = parse_metrics(path)
+                self.assertEqual(metrics['shardps_worker_steps_total{outcome="ok"}'],
+                                 steps_logged[i], path)
+                self.assertEqual(metrics["shardps_worker_examples_total"], 32 * steps_logged[i])
+                self.assertEqual(
+                    metrics['shardps_worker_step_phase_seconds_count{phase="push"}'],
+                    steps_logged[i])
+            evals = parse_metrics(eval_scrape)
+            self.assertEqual(evals["shardps_evaluator_evaluations_total"],
+                             len(job.evaluations()))
+            self.assertAlmostEqual(evals["shardps_evaluator_accuracy"], accuracy, places=6)
+            events = [name for name in os.listdir(tensorboard_dir) if "tfevents" in name]
+            self.assertEqual(len(events), 1, os.listdir(tensorboard_dir))
+            try:
+                from tensorboard.backend.event_processing import event_accumulator
+            except ImportError:
+                self.skipTest("the tensorboard package is not installed (deploy/python_env.sh)")
+            acc = event_accumulator.EventAccumulator(tensorboard_dir)
+            acc.Reload()
+            series = acc.Scalars("eval/accuracy")
+            self.assertEqual(len(series), len(job.evaluations()))
+            self.assertAlmostEqual(series[-1].value, accuracy, places=6)
+        finally:
+            job.close()
 
     def test_a_step_that_always_raises_fails_the_job_clearly(self):
         tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
