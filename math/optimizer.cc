@@ -157,6 +157,25 @@ class KernelOptimizer final : public Optimizer {
     return static_cast<int64_t>(rows.size()) * width;
   }
 
+  std::optional<Ranges> RangesAfter(int64_t step, double lr_scale, double max_abs_grad,
+                                    const Ranges& before) const override {
+    if (!(max_abs_grad < kSafeMagnitude)) return std::nullopt;  // NaN too
+    for (int s = 0; s <= kSlots; ++s) {
+      if (!(std::fabs(before.lo[s]) < kSafeMagnitude && std::fabs(before.hi[s]) < kSafeMagnitude)) {
+        return std::nullopt;
+      }
+    }
+    const auto c = kernel_.Prepare(step, decay_.Scale(step) * lr_scale);
+    std::optional<Ranges> after = kernel_.RangesAfter(c, max_abs_grad, before);
+    if (!after.has_value()) return std::nullopt;
+    for (int s = 0; s <= kSlots; ++s) {
+      if (!(std::fabs(after->lo[s]) < kSafeMagnitude && std::fabs(after->hi[s]) < kSafeMagnitude)) {
+        return std::nullopt;
+      }
+    }
+    return after;
+  }
+
   absl::string_view slot_name(int slot) const override { return kernel_.slot_name(slot); }
 
  private:
@@ -207,7 +226,23 @@ struct NoopKernel {
   absl::string_view slot_name(int) const { return ""; }
   LrCoefficients Prepare(int64_t, double) const { return {0.0f}; }
   void Update(const LrCoefficients&, int64_t, const float*, float*, float* const*) const {}
+  std::optional<Optimizer::Ranges> RangesAfter(const LrCoefficients&, double,
+                                               const Optimizer::Ranges& before) const {
+    return before;
+  }
 };
+
+// For the kernels' RangesAfter: [lo, hi] widened by `by` on both sides.
+void Widen(Optimizer::Ranges* r, int i, double by) {
+  r->lo[i] -= by;
+  r->hi[i] += by;
+}
+double Magnitude(const Optimizer::Ranges& r, int i) {
+  return std::max(std::fabs(r.lo[i]), std::fabs(r.hi[i]));
+}
+// Relative slack for float rounding in the kernels' arithmetic (each result is within a few
+// ulps, 2^-24 each, of the real number the bounds bound).
+constexpr double kRoundingSlack = 1.001;
 
 struct SgdKernel {
   float lr;
@@ -220,6 +255,13 @@ struct SgdKernel {
               float* __restrict p, float* const*) const {
     const float lr_ = c.lr;
     for (int64_t i = 0; i < n; ++i) p[i] -= lr_ * g[i];
+  }
+  // p - lr * g.
+  std::optional<Optimizer::Ranges> RangesAfter(const LrCoefficients& c, double g,
+                                               const Optimizer::Ranges& before) const {
+    Optimizer::Ranges r = before;
+    Widen(&r, 0, std::fabs(c.lr) * g * kRoundingSlack);
+    return r;
   }
 };
 
@@ -251,6 +293,17 @@ struct MomentumKernel {
       }
     }
   }
+  // v' = m v - lr g; p + v' (Nesterov: p + m v' - lr g).
+  std::optional<Optimizer::Ranges> RangesAfter(const LrCoefficients& c, double g,
+                                               const Optimizer::Ranges& before) const {
+    const double lr_g = std::fabs(c.lr) * g;
+    const double v_new = (std::fabs(momentum) * Magnitude(before, 1) + lr_g) * kRoundingSlack;
+    Optimizer::Ranges r = before;
+    r.lo[1] = std::min(r.lo[1], -v_new);
+    r.hi[1] = std::max(r.hi[1], v_new);
+    Widen(&r, 0, (nesterov ? std::fabs(momentum) * v_new + lr_g : v_new) * kRoundingSlack);
+    return r;
+  }
 };
 
 struct AdagradKernel {
@@ -272,6 +325,18 @@ struct AdagradKernel {
       acc[i] = a;
       p[i] -= lr_ * g[i] / (std::sqrt(a) + eps);
     }
+  }
+  // a' = a + g^2 (needs a >= 0, so that sqrt(a') >= |g|); |g| / (sqrt(a') + eps) <= 1 unless
+  // g * g underflows (|g| < 2^-63), and <= |g| / eps always.
+  std::optional<Optimizer::Ranges> RangesAfter(const LrCoefficients& c, double g,
+                                               const Optimizer::Ranges& before) const {
+    if (before.lo[1] < 0 || !(g * g < Optimizer::kSafeMagnitude)) return std::nullopt;
+    const double eps = epsilon;
+    const double ratio = std::min(g / eps, std::max(1.0, 1.1e-19 / eps)) * kRoundingSlack;
+    Optimizer::Ranges r = before;
+    r.hi[1] = (before.hi[1] + g * g) * kRoundingSlack;
+    Widen(&r, 0, std::fabs(c.lr) * ratio * kRoundingSlack);
+    return r;
   }
 };
 
@@ -329,6 +394,21 @@ struct AdamKernel {
       p[i] -= lr_t * mi / (std::sqrt(vi) + eps);
     }
 #endif
+  }
+
+  // m' = b1 m + (1 - b1) g; v' = b2 v + (1 - b2) g^2 (needs v >= 0); p - lr_t m' / (sqrt(v')
+  // + eps), whose step is at most lr_t |m'| / eps.
+  std::optional<Optimizer::Ranges> RangesAfter(const Coefficients& c, double g,
+                                               const Optimizer::Ranges& before) const {
+    if (before.lo[2] < 0 || !(g * g < Optimizer::kSafeMagnitude)) return std::nullopt;
+    const double m_new = (beta1 * Magnitude(before, 1) + (1 - beta1) * g) * kRoundingSlack;
+    Optimizer::Ranges r = before;
+    r.lo[1] = std::min(r.lo[1], -m_new);
+    r.hi[1] = std::max(r.hi[1], m_new);
+    r.lo[2] = before.lo[2] * beta2;  // >= 0, and below lo
+    r.hi[2] = std::max(before.hi[2], (beta2 * before.hi[2] + (1 - beta2) * g * g) * kRoundingSlack);
+    Widen(&r, 0, std::fabs(c.lr_t) * m_new / static_cast<double>(epsilon) * kRoundingSlack);
+    return r;
   }
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -396,6 +476,11 @@ struct FtrlKernel {
   };
   float initial_slot_value(int slot) const { return slot == 0 ? initial_accumulator : 0.0f; }
   absl::string_view slot_name(int slot) const { return slot == 0 ? "accumulator" : "linear"; }
+  // Its powers and divisions are not bounded here: the exact check decides every update.
+  std::optional<Optimizer::Ranges> RangesAfter(const Coefficients&, double,
+                                               const Optimizer::Ranges&) const {
+    return std::nullopt;
+  }
   Coefficients Prepare(int64_t, double scale) const {
     const float lr_t = static_cast<float>(lr * scale);
     return {lr_t, beta == 0.0f ? l2 : l2 + beta / (2.0f * lr_t)};

@@ -40,7 +40,9 @@
 #define SHARDPS_MATH_OPTIMIZER_H_
 
 #include <cstdint>
+#include <array>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -128,6 +130,20 @@ class Optimizer {
                                      absl::Span<const int64_t> rows, const float* grad,
                                      const RowBlocks& params,
                                      absl::Span<const RowBlocks> slots) const = 0;
+
+  // Where the values of a buffer's parameters ([0]) and of each slot ([1 + s]) lie.
+  struct Ranges {
+    std::array<double, 1 + kMaxSlots> lo{};
+    std::array<double, 1 + kMaxSlots> hi{};
+  };
+  // The cheap form of that check, for a dense update: given the ranges of the values before
+  // it and the largest |gradient|, ranges that hold every value after the update (of any
+  // part of the buffers: the ranges include `before`) when the optimizer's rule bounds them
+  // and everything the update computes stays below kSafeMagnitude, so that nothing can
+  // overflow or become NaN; nullopt otherwise (the exact check then decides). FTRL: nullopt.
+  static constexpr double kSafeMagnitude = 1e30;
+  virtual std::optional<Ranges> RangesAfter(int64_t step, double lr_scale, double max_abs_grad,
+                                            const Ranges& before) const = 0;
 
   // The name of slot `slot` (checkpoint tensors are "<shard>/<slot name>"): MOMENTUM's
   // "momentum", ADAGRAD's "accumulator", ADAM's "adam_m" and "adam_v", FTRL's "accumulator"

@@ -1,6 +1,8 @@
 #include "math/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -872,6 +874,74 @@ TEST(OptimizerFiniteCheckTest, RowsNameTheRowAndColumn) {
     for (float x : params) EXPECT_TRUE(std::isfinite(x));
     for (float x : m) EXPECT_TRUE(std::isfinite(x));
     for (float x : v) EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+
+// RangesAfter holds every value the update makes, over many steps of gradients of every
+// magnitude up to 1e6 (the ranges carried from step to step, as the ps carries them), and
+// refuses to vouch (nullopt) for updates whose numbers could come near overflow: then the
+// exact check decides. FTRL never vouches.
+TEST(OptimizerRangesTest, RangesHoldEveryValueAndRefuseNearOverflow) {
+  std::vector<OptimizerSpec> specs(6);
+  specs[0].set_type(OptimizerSpec::SGD);
+  specs[1].set_type(OptimizerSpec::MOMENTUM);
+  specs[1].set_momentum(0.9);
+  specs[2].set_type(OptimizerSpec::MOMENTUM);
+  specs[2].set_momentum(0.9);
+  specs[2].set_nesterov(true);
+  specs[3].set_type(OptimizerSpec::ADAGRAD);
+  specs[4].set_type(OptimizerSpec::ADAM);
+  specs[5].set_type(OptimizerSpec::FTRL);
+  for (OptimizerSpec& spec : specs) {
+    spec.set_learning_rate(0.5);
+    auto opt = Optimizer::Create(spec);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    State s = Init(**opt);
+    Optimizer::Ranges ranges;
+    auto take = [&](const State& st) {
+      Optimizer::Ranges r;
+      for (int k = 0; k <= (*opt)->num_slots(); ++k) {
+        const std::vector<float>& v = k == 0 ? st.params : st.slots[k - 1];
+        r.lo[k] = *std::min_element(v.begin(), v.end());
+        r.hi[k] = *std::max_element(v.begin(), v.end());
+      }
+      return r;
+    };
+    ranges = take(s);
+    for (int t = 1; t <= 60; ++t) {
+      const float scale = std::pow(10.0f, static_cast<float>(t % 7));  // 1 .. 1e6
+      std::vector<float> g(kN);
+      double max_abs = 0;
+      for (int i = 0; i < kN; ++i) {
+        g[i] = Grad(t, i) * scale;
+        max_abs = std::max(max_abs, std::fabs(static_cast<double>(g[i])));
+      }
+      std::optional<Optimizer::Ranges> after = (*opt)->RangesAfter(t, 1.0, max_abs, ranges);
+      if (spec.type() == OptimizerSpec::FTRL) {
+        EXPECT_FALSE(after.has_value());
+        break;
+      }
+      ASSERT_TRUE(after.has_value()) << OptimizerSpec::Type_Name(spec.type()) << " step " << t;
+      std::vector<float*> slots;
+      for (auto& slot : s.slots) slots.push_back(slot.data());
+      (*opt)->ApplyDense(t, g, s.params.data(), slots);
+      const Optimizer::Ranges actual = take(s);
+      for (int k = 0; k <= (*opt)->num_slots(); ++k) {
+        EXPECT_LE(after->lo[k], actual.lo[k]) << OptimizerSpec::Type_Name(spec.type()) << k;
+        EXPECT_GE(after->hi[k], actual.hi[k]) << OptimizerSpec::Type_Name(spec.type()) << k;
+      }
+      ranges = *after;
+    }
+    if (spec.type() == OptimizerSpec::FTRL) continue;
+    // Near overflow: a gradient of 1e20 where the rule squares it, or parameters at 1e31.
+    if (spec.type() == OptimizerSpec::ADAGRAD || spec.type() == OptimizerSpec::ADAM) {
+      EXPECT_FALSE((*opt)->RangesAfter(1, 1.0, 1e20, take(Init(**opt))).has_value());
+    }
+    Optimizer::Ranges huge = take(Init(**opt));
+    huge.hi[0] = 1e31;
+    EXPECT_FALSE((*opt)->RangesAfter(1, 1.0, 1.0, huge).has_value());
+    EXPECT_FALSE((*opt)->RangesAfter(1, 1.0, std::nan(""), take(Init(**opt))).has_value());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 
@@ -44,11 +45,16 @@ GradientBytes GradientBytes::Sub(int64_t offset, int64_t length) const {
   return GradientBytes(pieces);
 }
 
-int64_t GradientBytes::FirstNonFinite() const {
+int64_t GradientBytes::FirstNonFinite(float* max_abs) const {
   const int64_t floats = size_ / 4;
   int64_t index = 0;  // floats checked so far
   char carry[4];      // a float split between two pieces
   size_t carried = 0;
+  float top = 0;
+  auto done = [&](int64_t result) {
+    if (max_abs != nullptr) *max_abs = top;
+    return result;
+  };
   for (absl::string_view piece : pieces_) {
     const char* p = piece.data();
     size_t n = piece.size();
@@ -60,17 +66,24 @@ int64_t GradientBytes::FirstNonFinite() const {
       n -= take;
       if (carried < 4) continue;
       carried = 0;
-      if (shardps::FirstNonFinite(carry, 1) == 0) return index;
+      float piece_top = 0;
+      if (shardps::FirstNonFinite(carry, 1, &piece_top) == 0) {
+        top = std::numeric_limits<float>::infinity();
+        return done(index);
+      }
+      top = std::max(top, piece_top);
       ++index;
     }
     const int64_t whole = static_cast<int64_t>(n / 4);
-    const int64_t bad = shardps::FirstNonFinite(p, whole);
-    if (bad < whole) return index + bad;
+    float piece_top = 0;
+    const int64_t bad = shardps::FirstNonFinite(p, whole, &piece_top);
+    top = std::max(top, piece_top);
+    if (bad < whole) return done(index + bad);
     index += whole;
     carried = n % 4;
     std::memcpy(carry, p + 4 * whole, carried);
   }
-  return floats;
+  return done(floats);
 }
 
 float GradientBytes::At(int64_t i) const {

@@ -34,8 +34,9 @@ class GradientBytes {
   GradientBytes Sub(int64_t offset, int64_t length) const;
 
   // The index of the first NaN or infinity among the whole floats of the view (its first
-  // size_bytes() / 4 * 4 bytes), or size_bytes() / 4 when there is none.
-  int64_t FirstNonFinite() const;
+  // size_bytes() / 4 * 4 bytes), or size_bytes() / 4 when there is none; with `max_abs`, in
+  // the same pass, the largest |float| there (+inf when one is not finite).
+  int64_t FirstNonFinite(float* max_abs = nullptr) const;
 
   // Float i. REQUIRES: 0 <= i < size_bytes() / 4.
   float At(int64_t i) const;

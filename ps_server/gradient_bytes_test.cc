@@ -89,6 +89,12 @@ TEST(GradientBytesTest, EveryCutAndShiftReadsTheSameFloats) {
       EXPECT_TRUE(std::equal(copied.begin(), copied.end(), v.begin() + 4000));
       EXPECT_EQ(g.At(39999), v[39999]);
       EXPECT_EQ(g.FirstNonFinite(), 40000);
+      // The largest magnitude, learnt in the same pass wherever the pieces cut the floats.
+      float max_abs = -1;
+      EXPECT_EQ(g.FirstNonFinite(&max_abs), 40000);
+      float want = 0;
+      for (float x : v) want = std::max(want, std::fabs(x));
+      EXPECT_EQ(max_abs, want) << "shift " << shift << " trial " << trial;
     }
   }
 }

@@ -63,14 +63,14 @@ absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::s
 }
 
 absl::Status CheckGradient(const GradientBytes& grad, int64_t floats, absl::string_view what,
-                           absl::string_view field) {
+                           absl::string_view field, float* max_abs) {
   const int64_t expected = floats * static_cast<int64_t>(sizeof(float));
   if (grad.size_bytes() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, " has ", grad.size_bytes(),
                                                    " bytes, expected ", expected, " (", floats,
                                                    " float32 values)"));
   }
-  const int64_t bad = grad.FirstNonFinite();
+  const int64_t bad = grad.FirstNonFinite(max_abs);
   if (bad < floats) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", field, "[", bad, "] is ",
                                                    grad.At(bad), "; values must be finite"));

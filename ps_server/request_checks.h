@@ -37,9 +37,10 @@ absl::StatusOr<absl::Span<const int64_t>> RequestIds(
 // Every id within the shard's rows (a dynamic table's: keys of its buckets).
 absl::Status CheckIds(const Shard& shard, absl::Span<const int64_t> ids, absl::string_view what);
 
-// Checks that `grad` holds exactly `floats` finite float32 values.
+// Checks that `grad` holds exactly `floats` finite float32 values; with `max_abs`, sets it to
+// their largest magnitude, learnt in the same pass.
 absl::Status CheckGradient(const GradientBytes& grad, int64_t floats, absl::string_view what,
-                           absl::string_view field);
+                           absl::string_view field, float* max_abs = nullptr);
 
 // As CheckGradient, for bytes in one buffer, and returns them as floats: viewed in place
 // when aligned (the usual case) or copied into `scratch`.

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_detail.h"
+#include "common/finite.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "math/initializer.h"
@@ -299,6 +302,7 @@ Shard::Snapshot Shard::TakeSnapshot() const {
 }
 
 void Shard::ReplaceState(State state, int64_t version) {
+  ranges_.reset();
   prev_params_ = ParamBlocks();
   prev_version_ = -1;
   ForgetHistory();
@@ -376,7 +380,7 @@ int64_t Shard::StalenessBytes() const {
 }
 
 absl::Status Shard::ApplyDense(RowRange range, const GradientBytes& grad,
-                               ParallelFor* parallel, int64_t base_version) {
+                               ParallelFor* parallel, int64_t base_version, float grad_max_abs) {
   const int64_t offset = range.begin * width_;
   const int64_t n = range.size() * width_;
   const int64_t step = version_ + 1;
@@ -424,8 +428,10 @@ absl::Status Shard::ApplyDense(RowRange range, const GradientBytes& grad,
     }
   }
   const double lr_scale = policy.lr_scale;
-  RETURN_IF_ERROR(CheckFiniteDense(step, lr_scale, offset, *applied, n, parallel,
-                                   absl::StrCat("update ", step)));
+  ASSIGN_OR_RETURN(std::optional<Optimizer::Ranges> ranges_after,
+                   CheckDenseUpdate(step, lr_scale, offset, *applied, n,
+                                    compensate ? -1.0f : grad_max_abs, parallel,
+                                    absl::StrCat("update ", step)));
   BeforeAsyncUpdate();
   const WritableState state = MakeWritable(range.begin, range.end);
   // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
@@ -439,6 +445,7 @@ absl::Status Shard::ApplyDense(RowRange range, const GradientBytes& grad,
                                                           state);
                                           });
                 });
+  ranges_ = ranges_after;
   ++version_;
   AfterAsyncUpdate(range.begin, range.end);
   return absl::OkStatus();
@@ -497,6 +504,7 @@ absl::Status Shard::ApplyRows(absl::Span<const int64_t> ids, const float* grad,
   const double lr_scale = policy.lr_scale;
   RETURN_IF_ERROR(CheckFiniteRows(step, lr_scale, ids, applied, absl::StrCat("update ", step)));
   BeforeAsyncUpdate();
+  ranges_.reset();  // the exact check ran; the rows' values are not scanned
   const WritableState state = MakeWritableRows(ids);
   // Pool threads run the lambda while this thread holds mu_ and waits for them all: the
   // analysis cannot follow the lock across threads.
@@ -562,6 +570,49 @@ absl::Status Shard::CheckFiniteDense(int64_t step, double lr_scale, int64_t firs
   if (bad == n) return absl::OkStatus();
   const int64_t element = first + bad;
   return NonFinite(update, element / width_, element % width_, bad_grad);
+}
+
+absl::StatusOr<std::optional<Optimizer::Ranges>> Shard::CheckDenseUpdate(
+    int64_t step, double lr_scale, int64_t first, const GradientBytes& grad, int64_t n,
+    float grad_max_abs, ParallelFor* parallel, absl::string_view update) {
+  // The largest |gradient| (known from the request's check, else one read of it, far cheaper
+  // than the update on copies), then the optimizer's bound over the ranges the shard's values
+  // are known to lie in.
+  absl::Mutex mu;
+  float max_abs = std::max(grad_max_abs, 0.0f);
+  if (grad_max_abs < 0) {
+    parallel->Run(n, kParallelGrain, /*align=*/16, [&](int64_t begin, int64_t end) {
+      float local = 0;
+      grad.ForEachRun(begin, end, [&](int64_t, const float* g, int64_t m) {
+        local = std::max(local, MaxAbs(g, m));
+      });
+      absl::MutexLock lock(&mu);
+      max_abs = std::max(max_abs, local);
+    });
+  }
+  if (!ranges_.has_value()) ranges_ = ScanRanges();
+  std::optional<Optimizer::Ranges> after =
+      optimizer_->RangesAfter(step, lr_scale, max_abs, *ranges_);
+  if (after.has_value()) return after;
+  RETURN_IF_ERROR(CheckFiniteDense(step, lr_scale, first, grad, n, parallel, update));
+  return std::nullopt;
+}
+
+Optimizer::Ranges Shard::ScanRanges() const {
+  Optimizer::Ranges ranges;
+  auto scan = [this](const ParamBlocks& blocks, double* lo, double* hi) {
+    float l = std::numeric_limits<float>::infinity(), h = -l;
+    blocks.ForEachRun(0, size_, [&](int64_t, const float* v, int64_t m) {
+      const FloatRange r = RangeOf(v, m);
+      l = std::min(l, r.lo);
+      h = std::max(h, r.hi);
+    });
+    *lo = l;
+    *hi = h;
+  };
+  scan(params_, &ranges.lo[0], &ranges.hi[0]);
+  for (size_t s = 0; s < slots_count_; ++s) scan(slots_[s], &ranges.lo[1 + s], &ranges.hi[1 + s]);
+  return ranges;
 }
 
 absl::Status Shard::CheckFiniteRows(int64_t step, double lr_scale, absl::Span<const int64_t> ids,
@@ -663,6 +714,7 @@ absl::Status Shard::FinishStep() {
     if (!sum.ids.empty()) {
       absl::Status finite = CheckFiniteRows(step, 1.0, sum.ids, sum.values.data(), update);
       if (!finite.ok()) return refuse(finite);
+      ranges_.reset();
       const WritableState state = MakeWritableRows(sum.ids);
       optimizer_->ApplyRows(step, sum.ids, sum.values.data(), state.params, SlotSpan(state));
     }
@@ -672,10 +724,11 @@ absl::Status Shard::FinishStep() {
     const absl::string_view bytes(reinterpret_cast<const char*>(sum.values.data()),
                                   sum.values.size() * sizeof(float));
     ParallelFor serial(0);
-    absl::Status finite =
-        CheckFiniteDense(step, 1.0, 0, GradientBytes(bytes), size_, &serial, update);
-    if (!finite.ok()) return refuse(finite);
+    absl::StatusOr<std::optional<Optimizer::Ranges>> ranges_after =
+        CheckDenseUpdate(step, 1.0, 0, GradientBytes(bytes), size_, -1, &serial, update);
+    if (!ranges_after.ok()) return refuse(ranges_after.status());
     ApplyDenseRun(step, /*lr_scale=*/1.0, 0, sum.values.data(), size_, state);
+    ranges_ = *ranges_after;
   }
   ++version_;
   accumulator_.Clear();
@@ -683,6 +736,7 @@ absl::Status Shard::FinishStep() {
 }
 
 void Shard::Assign(RowRange range, const float* values, bool reset_slots) {
+  ranges_.reset();
   prev_params_ = ParamBlocks();  // an assignment is no step: no version before it to serve
   prev_version_ = -1;
   // Nor a version for delay compensation to diff against: w_now - w_bak would include the

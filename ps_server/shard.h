@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,9 +201,12 @@ class Shard {
   // ASYNC: applies a dense gradient to `range` now, as one update (the version advances),
   // split over `parallel`'s threads when large. The gradient is read where it lies. With a
   // base version (> 0) the shard's staleness policy applies (ps_server/staleness.h).
+  // `grad_max_abs`: the gradient's largest magnitude when the caller knows it (the request
+  // check learns it), else negative.
   // REQUIRES: `grad` holds range.size() * width finite floats; CheckBaseVersion passed.
   absl::Status ApplyDense(RowRange range, const GradientBytes& grad, ParallelFor* parallel,
-                          int64_t base_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          int64_t base_version = 0, float grad_max_abs = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC: applies row gradients now, as one update, with the policy as ApplyDense.
   // REQUIRES: ids unique and in range; grad holds ids.size() * width floats;
   // CheckBaseVersion passed.
@@ -346,6 +350,18 @@ class Shard {
   absl::Status CheckFiniteRows(int64_t step, double lr_scale, absl::Span<const int64_t> ids,
                                const float* grad, absl::string_view update) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The dense check as the data path makes it: when the ranges of the shard's values
+  // (ranges_, found by one scan after they were forgotten) and the gradient's largest
+  // magnitude show that the update cannot overflow (Optimizer::RangesAfter), the ranges after
+  // it, without the exact check; else the exact check's error, or nullopt when it passed.
+  // The caller sets ranges_ to the result once it has applied the update.
+  // `grad_max_abs`: the gradient's largest magnitude, or negative to find it here.
+  absl::StatusOr<std::optional<Optimizer::Ranges>> CheckDenseUpdate(
+      int64_t step, double lr_scale, int64_t first, const GradientBytes& grad, int64_t n,
+      float grad_max_abs, ParallelFor* parallel, absl::string_view update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranges of the parameters' and each slot's values over the whole shard.
+  Optimizer::Ranges ScanRanges() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "variable 'v' (shard 'v/part_1')", or "shard 'v'" for an unsplit variable.
   std::string Described() const;
   // The refusal: element `element` of the parameters (row and column), its gradient.
@@ -388,6 +404,9 @@ class Shard {
   int64_t prev_version_ ABSL_GUARDED_BY(mu_) = -1;
   // One per optimizer slot, with the parameters' geometry (the same rows in the same blocks).
   std::vector<ParamBlocks> slots_ ABSL_GUARDED_BY(mu_);
+  // Where the values of params_ and slots_ lie, when known (CheckDenseUpdate). A dense
+  // apply sets it; every other write of values (rows, an assignment, a restore) forgets it.
+  std::optional<Optimizer::Ranges> ranges_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   RecentRequestIds recent_ids_ ABSL_GUARDED_BY(mu_);
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);

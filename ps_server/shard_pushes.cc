@@ -167,7 +167,8 @@ absl::Status ShardPushes::PushDense(const PushRequest& request, const GradientBy
   ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, shards_->Find(request.shard(), what));
   ASSIGN_OR_RETURN(RowRange range,
                    ResolveRange(*shard, request.row_begin(), request.row_end(), what));
-  RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data"));
+  float max_abs = 0;
+  RETURN_IF_ERROR(CheckGradient(grad, range.size() * shard->width(), what, "data", &max_abs));
   if (shard->sync()) RETURN_IF_ERROR(CheckReplica(*shard, request.sync(), what));
 
   return ApplyGradient(*shard, request, what, response, [&]() -> absl::StatusOr<UpdateResult> {
@@ -175,7 +176,8 @@ absl::Status ShardPushes::PushDense(const PushRequest& request, const GradientBy
     shard->mu().AssertHeld();
     UpdateResult result;
     if (shard->sync()) return shard->AddDense(request.sync().replica(), range, grad);
-    RETURN_IF_ERROR(shard->ApplyDense(range, grad, parallel_, request.base_version()));
+    RETURN_IF_ERROR(
+        shard->ApplyDense(range, grad, parallel_, request.base_version(), max_abs));
     result.applied = true;
     return result;
   });

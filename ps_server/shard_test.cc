@@ -238,6 +238,28 @@ TEST(ShardFiniteTest, ASyncStepWhoseSumWouldOverflowIsRefusedForAllReplicas) {
   EXPECT_TRUE(shard->refused_step().ok());
 }
 
+// The cheap check relies on the ranges of the shard's values; every write that is not a
+// dense apply forgets them. Here a restore brings an Adagrad accumulator of -5 (a pushed
+// gradient of 1 then takes sqrt(-4)): a stale range (>= 0.1 from before the restore) would
+// let the update through as NaN; the shard scans again and the exact check refuses it.
+TEST(ShardFiniteTest, RangesAreForgottenByEveryOtherWrite) {
+  ParallelFor parallel(1);
+  auto shard = Make(Spec(2, 2, OptimizerSpec::ADAGRAD));
+  const std::string ones = Bytes({1, 1, 1, 1});
+  absl::MutexLock lock(&shard->mu());
+  ASSERT_TRUE(shard->ApplyDense({0, 2}, GradientBytes(ones), &parallel).ok());
+  Shard::State state = shard->NewState(/*initialize_slots=*/true);
+  std::vector<float> negative(4, -5.0f);
+  state.slots[0].Writable(0, 2);
+  state.slots[0].ForEachRun(0, 4, [&](int64_t first, float* v, int64_t m) {
+    std::memcpy(v, negative.data() + first, static_cast<size_t>(m) * sizeof(float));
+  });
+  shard->ReplaceState(std::move(state), 1);
+  absl::Status after_restore = shard->ApplyDense({0, 2}, GradientBytes(ones), &parallel);
+  EXPECT_EQ(after_restore.code(), absl::StatusCode::kInvalidArgument) << after_restore;
+  EXPECT_EQ(shard->version(), 1);
+}
+
 TEST(ShardTest, RequestIdsAreRemembered) {
   auto shard = Make(Spec(1, 1));
   absl::MutexLock lock(&shard->mu());
