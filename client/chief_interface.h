@@ -38,6 +38,12 @@ class ChiefInterface {
                                                     absl::Duration timeout) = 0;
   // NOT_FOUND when request.job_id() is not the chief's current job.
   virtual absl::Status ReportEval(const ReportEvalRequest& request, absl::Duration timeout) = 0;
+  // Elastic workers: a worker announces itself, and leaves (answered once its steps came
+  // back: give it a timeout above the request's wait).
+  virtual absl::StatusOr<JoinJobResponse> JoinJob(const JoinJobRequest& request,
+                                                  absl::Duration timeout) = 0;
+  virtual absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest& request,
+                                                    absl::Duration timeout) = 0;
 
   // How WaitFor polls.
   struct WaitOptions {

@@ -42,6 +42,12 @@ class ScriptedChief final : public ChiefInterface {
   absl::Status ReportEval(const ReportEvalRequest&, absl::Duration) override {
     return absl::UnimplementedError("ReportEval");
   }
+  absl::StatusOr<JoinJobResponse> JoinJob(const JoinJobRequest&, absl::Duration) override {
+    return absl::UnimplementedError("JoinJob");
+  }
+  absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest&, absl::Duration) override {
+    return absl::UnimplementedError("LeaveJob");
+  }
 
   size_t calls() {
     absl::MutexLock lock(&mu_);

@@ -40,14 +40,26 @@ class GrpcChiefInterface final : public ChiefInterface {
   absl::Status ReportEval(const ReportEvalRequest& request, absl::Duration timeout) override {
     return Call(&CoordinatorService::Stub::ReportEval, request, timeout).status();
   }
+  absl::StatusOr<JoinJobResponse> JoinJob(const JoinJobRequest& request,
+                                          absl::Duration timeout) override {
+    // A worker often starts before its chief: the call waits for the connection (within
+    // its timeout) rather than failing at once while the channel backs off.
+    return Call(&CoordinatorService::Stub::JoinJob, request, timeout, /*wait_for_ready=*/true);
+  }
+  absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest& request,
+                                            absl::Duration timeout) override {
+    return Call(&CoordinatorService::Stub::LeaveJob, request, timeout);
+  }
 
  private:
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(grpc::Status (CoordinatorService::Stub::*method)(
                                     grpc::ClientContext*, const Request&, Response*),
-                                const Request& request, absl::Duration timeout) {
+                                const Request& request, absl::Duration timeout,
+                                bool wait_for_ready = false) {
     grpc::ClientContext context;
     AttachProtocolVersion(&context);
+    context.set_wait_for_ready(wait_for_ready);
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     Response response;
     const grpc::Status status = (stub_.get()->*method)(&context, request, &response);

@@ -117,6 +117,84 @@ class ChiefImpl : public Chief {
     return response;
   }
 
+  absl::StatusOr<JoinJobResponse> Join(const JoinJobRequest& request) override {
+    if (request.task_index() < 0 || request.address().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "JoinJob: task_index must be >= 0 and address set, got ", request.task_index(),
+          " and \"", request.address(), "\""));
+    }
+    const std::string who =
+        absl::StrCat("worker ", request.task_index(), " at ", request.address());
+    if (request.ps_addresses_size() > 0 &&
+        std::vector<std::string>(request.ps_addresses().begin(), request.ps_addresses().end()) !=
+            options_.ps_addresses) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who, " names ps [", absl::StrJoin(request.ps_addresses(), ", "),
+          "] in its TF_CONFIG, but this job's ps are [", absl::StrJoin(options_.ps_addresses, ", "),
+          "]: a worker of another job or cluster"));
+    }
+    absl::MutexLock lock(&s_.mu);
+    PartsLockHeld();
+    const JobStatus::State state = s_.status.state();
+    if (!options_.long_lived && state != JobStatus::RUNNING && state != JobStatus::NO_JOB) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, " arrived after job \"", s_.status.job_id(), "\" ended (",
+                       JobStatus::State_Name(state), "): nothing to join"));
+    }
+    const int slot = dispatcher_->FindWorkerLocked(request.task_index());
+    WorkerInterface* worker = nullptr;
+    if (slot >= 0) {
+      const std::string known = dispatcher_->AddressLocked(slot);
+      if (known != request.address() && dispatcher_->LiveLocked(slot)) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            who, ": worker ", request.task_index(), " is live at ", known,
+            " and runs the job; give the new worker another task index"));
+      }
+      worker = known == request.address() ? dispatcher_->WorkerLocked(slot) : nullptr;
+    }
+    if (worker == nullptr) {
+      if (!options_.connect_worker) {
+        return absl::UnimplementedError(absl::StrCat(who, ": this chief takes no new workers"));
+      }
+      joined_.push_back(options_.connect_worker(request.address()));
+      worker = joined_.back().get();
+    }
+    if (slot >= 0) {
+      dispatcher_->RejoinLocked(slot, worker);
+    } else {
+      dispatcher_->AddWorkerLocked(worker, request.task_index(), "joined");
+    }
+    ++worker_joins_;
+    LogInfo() << who << (slot >= 0 ? " rejoined" : " joined") << " ("
+              << dispatcher_->num_workers_not_left() << " workers)";
+    JoinJobResponse response;
+    if (state == JobStatus::RUNNING) response.set_job_id(s_.status.job_id());
+    response.set_workers(dispatcher_->num_workers_not_left());
+    return response;
+  }
+
+  absl::StatusOr<LeaveJobResponse> Leave(const LeaveJobRequest& request) override {
+    absl::MutexLock lock(&s_.mu);
+    PartsLockHeld();
+    const int slot = dispatcher_->FindWorkerLocked(request.task_index());
+    if (slot < 0 || (!request.address().empty() &&
+                     dispatcher_->AddressLocked(slot) != request.address())) {
+      return absl::NotFoundError(absl::StrCat("LeaveJob: no worker ", request.task_index(),
+                                              " at ", request.address(), " in this job"));
+    }
+    const absl::Duration wait = request.wait_ms() > 0
+                                    ? absl::Milliseconds(request.wait_ms())
+                                    : absl::Milliseconds(std::max<int64_t>(
+                                          s_.job.step_timeout_ms(), 1000));
+    LeaveJobResponse response;
+    response.set_steps_handed_back(dispatcher_->LeaveLocked(slot, absl::Now() + wait));
+    ++worker_leaves_;
+    LogInfo() << "worker " << request.task_index() << " at " << request.address() << " left ("
+              << response.steps_handed_back() << " leased steps handed back, "
+              << dispatcher_->num_workers_not_left() << " workers)";
+    return response;
+  }
+
   JobStatus Status() override {
     std::vector<PsMonitor::PsView> views = monitor_->Views();
     absl::MutexLock lock(&s_.mu);
@@ -255,8 +333,15 @@ class ChiefImpl : public Chief {
   void ShutdownCluster(const std::string& reason) override {
     // Each worker is told until it answers, for up to kShutdownPatience: one lost Shutdown
     // (a busy worker past the deadline, a channel between connections) would leave that
-    // worker waiting for steps forever. A worker that is gone costs the patience, once.
-    const size_t n = options_.workers.size();
+    // worker waiting for steps forever. A worker that is gone costs the patience, once; one
+    // that left is not told.
+    std::vector<WorkerInterface*> workers;
+    {
+      absl::MutexLock lock(&s_.mu);
+      PartsLockHeld();
+      workers = dispatcher_->WorkersNotLeftLocked();
+    }
+    const size_t n = workers.size();
     std::vector<bool> told(n, false);
     const absl::Time give_up = absl::Now() + kShutdownPatience;
     for (int round = 0;; ++round) {
@@ -270,7 +355,7 @@ class ChiefImpl : public Chief {
           continue;
         }
         requests[i].set_reason(reason);
-        options_.workers[i]->ShutdownAsync(
+        workers[i]->ShutdownAsync(
             &requests[i], &responses[i], std::min(give_up, absl::Now() + absl::Seconds(5)),
             [&done, &results, i](const absl::Status& s) {
               results[i] = s;
@@ -299,7 +384,13 @@ class ChiefImpl : public Chief {
   }
 
  private:
-  int num_workers() const { return static_cast<int>(options_.workers.size()); }
+  // The workers a job may count on now (TF_CONFIG's and those that joined, less those that
+  // left): a sync job's replicas are checked against it at submit.
+  int num_workers() ABSL_LOCKS_EXCLUDED(s_.mu) {
+    absl::MutexLock lock(&s_.mu);
+    PartsLockHeld();
+    return std::max(1, dispatcher_->num_workers_not_left());
+  }
 
   // The parts share s_.mu (each was given &s_): says so to the thread-safety analysis, which
   // cannot see through their pointers.
@@ -503,6 +594,8 @@ class ChiefImpl : public Chief {
     PartsLockHeld();
     JobStatus s = s_.status;
     dispatcher_->AddToStatusLocked(&s);
+    s.set_worker_joins(worker_joins_);
+    s.set_worker_leaves(worker_leaves_);
     recovery_->AddPsToStatusLocked(views, &s);
     s.set_generation(s_.generation);
     const absl::Time now = absl::Now();
@@ -543,6 +636,12 @@ class ChiefImpl : public Chief {
   std::unique_ptr<Recovery> recovery_;
   std::unique_ptr<CheckpointDriver> checkpoints_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  // Interfaces to workers that joined (JoinJob), kept for the chief's life: a slot's
+  // callbacks may still run on one after it was replaced.
+  std::vector<std::unique_ptr<WorkerInterface>> joined_ ABSL_GUARDED_BY(s_.mu);
+  // JoinJob and LeaveJob calls accepted since the chief started (JobStatus' counts).
+  int64_t worker_joins_ ABSL_GUARDED_BY(s_.mu) = 0;
+  int64_t worker_leaves_ ABSL_GUARDED_BY(s_.mu) = 0;
   // The current (or last) job's threads: Dispatcher::Run and Control. Started by
   // InstallLocked, joined before the next job is installed and by the destructor.
   std::thread dispatch_thread_;

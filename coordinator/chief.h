@@ -56,6 +56,12 @@ class Chief {
     absl::Duration ps_unreachable_after = absl::Seconds(3);
     // How long one ps's Restore may take (it reads the checkpoint's bytes).
     absl::Duration restore_timeout = absl::Minutes(30);
+    // Elastic workers (JoinJob): an interface to a worker that announced itself at this
+    // address. Unset: joins of workers the chief does not know are refused (UNIMPLEMENTED).
+    std::function<std::unique_ptr<WorkerInterface>(const std::string& address)> connect_worker;
+    // --long_lived: workers may join between jobs too (else a join after the job ended is
+    // refused: the cluster is about to shut down).
+    bool long_lived = false;
   };
 
   static absl::StatusOr<std::unique_ptr<Chief>> Create(Options options);
@@ -94,8 +100,21 @@ class Chief {
   // Blocks until the current job (if any) has ended and its final evaluation is in (or timed
   // out), or `timeout` passes. Returns true if ended.
   virtual bool WaitForJobEnd(absl::Duration timeout) = 0;
-  // Tells every worker and ps to shut down.
+  // Tells every worker (but those that left) and ps to shut down.
   virtual void ShutdownCluster(const std::string& reason) = 0;
+
+  // Elastic workers (docs/elastic.md). A worker announces itself at its start (JoinJob): a
+  // worker the chief does not know gets a slot and is started on the job; one it knows at
+  // the same address is a restarted process (its leased steps go back to the queue, the job
+  // is started on it again). Errors change nothing: FAILED_PRECONDITION when the job has
+  // ended (not long_lived) or the worker's ps are not the job's; ALREADY_EXISTS when a
+  // worker at another address runs the job with that index; INVALID_ARGUMENT for a negative
+  // index or an empty address.
+  virtual absl::StatusOr<JoinJobResponse> Join(const JoinJobRequest& request) = 0;
+  // A worker leaves (its SIGTERM): no more leases; returns once its calls in flight came back
+  // or the wait passed (its steps then go back to the queue). NOT_FOUND for a worker the
+  // chief does not know. Blocks: call it off gRPC's threads.
+  virtual absl::StatusOr<LeaveJobResponse> Leave(const LeaveJobRequest& request) = 0;
 };
 
 }  // namespace shardps

@@ -233,6 +233,11 @@ int Main(int argc, char** argv) {
   for (const std::string& address : config.Tasks("worker")) {
     chief_options.workers.push_back(NewGrpcWorkerInterface(address));
   }
+  // Workers TF_CONFIG does not name join by announcing themselves (docs/elastic.md).
+  chief_options.connect_worker = [](const std::string& address) {
+    return NewGrpcWorkerInterface(address);
+  };
+  chief_options.long_lived = daemon.long_lived();
   chief_options.ps = ps->get();
   chief_options.has_evaluator = options.has_evaluator(config);
   chief_options.final_eval_timeout = absl::Seconds(options.final_eval_timeout_s);

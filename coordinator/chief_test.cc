@@ -52,6 +52,13 @@ class ChiefTest : public ::testing::Test {
                   absl::Duration probe_interval = absl::Hours(1), DataRoot data_root = {}) {
     Chief::Options options;
     options.data_root = std::move(data_root);
+    // Workers that join get fake interfaces the test can drive (joined_, in join order).
+    options.connect_worker = [this](const std::string& address) {
+      auto worker = std::make_unique<FakeWorker>(address);
+      absl::MutexLock lock(&joined_mu_);
+      joined_.push_back(worker.get());
+      return std::unique_ptr<WorkerInterface>(std::move(worker));
+    };
     options.has_evaluator = has_evaluator;
     options.ps_addresses = {"ps0"};
     options.ps = tasks_->client();
@@ -82,8 +89,174 @@ class ChiefTest : public ::testing::Test {
   std::unique_ptr<InProcessPs> tasks_;
   ShardStore* store_ = nullptr;  // tasks_'s one
   std::vector<FakeWorker*> workers_;  // owned by the chief
+  absl::Mutex joined_mu_;
+  std::vector<FakeWorker*> joined_ ABSL_GUARDED_BY(joined_mu_);  // owned by the chief
   std::unique_ptr<Chief> chief_;
+
+  FakeWorker* Joined(size_t i) {
+    absl::MutexLock lock(&joined_mu_);
+    return i < joined_.size() ? joined_[i] : nullptr;
+  }
+  absl::StatusOr<JoinJobResponse> Join(int index, const std::string& address,
+                                       std::vector<std::string> ps = {}) {
+    JoinJobRequest request;
+    request.set_task_index(index);
+    request.set_address(address);
+    for (const std::string& a : ps) request.add_ps_addresses(a);
+    return chief_->Join(request);
+  }
 };
+
+// Elastic workers (docs/elastic.md): a worker TF_CONFIG does not name joins a running async
+// job and takes leases beside the first; every step is done exactly once; the status counts
+// the join and lists it as "joined".
+TEST_F(ChiefTest, AWorkerThatJoinsARunningJobTakesLeases) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 12, "steps_in_flight": 1)");
+  FakeWorker* w0 = workers_[0];
+  ASSERT_TRUE(w0->WaitForPending(1));
+  absl::StatusOr<JoinJobResponse> joined = Join(5, "worker5", {"ps0"});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->workers(), 2);
+  EXPECT_FALSE(joined->job_id().empty());
+  FakeWorker* w5 = Joined(0);
+  ASSERT_NE(w5, nullptr);
+  ASSERT_TRUE(w5->WaitForPending(1)) << "the joined worker got no step";
+  std::vector<int64_t> done;
+  while (chief_->Status().steps_done() < 12) {
+    for (FakeWorker* w : {w0, w5}) {
+      if (!w->Pending().empty()) done.push_back(w->Finish());
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  std::sort(done.begin(), done.end());
+  std::vector<int64_t> all(12);
+  for (int i = 0; i < 12; ++i) all[i] = i;
+  EXPECT_EQ(done, all);  // each step once
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.worker_joins(), 1);
+  ASSERT_EQ(status.workers_size(), 2);
+  EXPECT_EQ(status.workers(1).index(), 5);
+  EXPECT_EQ(status.workers(1).source(), "joined");
+  EXPECT_EQ(status.workers(0).source(), "tf_config");
+  EXPECT_GT(status.workers(1).steps_done(), 0);
+  EXPECT_GT(status.workers(0).steps_done(), 0);
+}
+
+// Each refusal changes nothing: a bad request, an index live at another address, another
+// job's ps, and (once the job ended) a late worker; a worker the chief knows, at its address,
+// rejoins as the same slot.
+TEST_F(ChiefTest, JoinsThatCannotBeTakenAreRefusedAndChangeNothing) {
+  StartChief(1);
+  Submit(R"("mode": "async", "steps": 2, "steps_in_flight": 1)");
+  FakeWorker* w0 = workers_[0];
+  ASSERT_TRUE(w0->WaitForPending(1));
+  EXPECT_EQ(Join(-1, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Join(1, "").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<JoinJobResponse> taken = Join(0, "elsewhere:1");
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists) << taken.status();
+  EXPECT_NE(taken.status().message().find("live at worker0"), absl::string_view::npos);
+  absl::StatusOr<JoinJobResponse> other = Join(1, "worker1", {"ps7", "ps8"});
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+  EXPECT_NE(other.status().message().find("another job"), absl::string_view::npos);
+  EXPECT_EQ(Joined(0), nullptr);
+  EXPECT_EQ(chief_->Status().workers_size(), 1);
+  EXPECT_EQ(chief_->Status().worker_joins(), 0);
+  // The known worker at its own address: the same slot, still running the job.
+  ASSERT_TRUE(Join(0, "worker0").ok());
+  EXPECT_EQ(chief_->Status().workers_size(), 1);
+  EXPECT_EQ(chief_->Status().workers(0).joins(), 1);
+  while (chief_->Status().steps_done() < 2) {
+    ASSERT_TRUE(w0->WaitForPending(1));
+    w0->Finish();
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  absl::StatusOr<JoinJobResponse> late = Join(3, "worker3");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  EXPECT_NE(late.status().message().find("arrived after job"), absl::string_view::npos);
+  EXPECT_EQ(chief_->Status().workers_size(), 1);
+}
+
+// A worker that leaves (its SIGTERM) gets no more leases; the chief answers once its step in
+// flight came back (done and counted), or, for a step that never comes back, at the wait's
+// end, handing that step to another worker. The job still runs each step once.
+TEST_F(ChiefTest, AWorkerThatLeavesHandsBackItsStepsAndGetsNoMore) {
+  StartChief(2);
+  Submit(R"("mode": "async", "steps": 10, "steps_in_flight": 1)");
+  FakeWorker* w0 = workers_[0];
+  FakeWorker* w1 = workers_[1];
+  ASSERT_TRUE(w0->WaitForPending(1));
+  ASSERT_TRUE(w1->WaitForPending(1));
+  // Worker 1 leaves while its step is in flight: Leave waits for it.
+  absl::Notification left;
+  absl::StatusOr<LeaveJobResponse> leave;
+  std::thread leaver([&] {
+    LeaveJobRequest request;
+    request.set_task_index(1);
+    request.set_address("worker1");
+    request.set_wait_ms(20000);
+    leave = chief_->Leave(request);
+    left.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(left.HasBeenNotified()) << "Leave returned with a step in flight";
+  EXPECT_EQ(chief_->Status().workers(1).state(), "leaving");
+  const int64_t step = w1->Finish();
+  EXPECT_GE(step, 0);
+  ASSERT_TRUE(left.WaitForNotificationWithTimeout(kWait));
+  leaver.join();
+  ASSERT_TRUE(leave.ok()) << leave.status();
+  EXPECT_EQ(leave->steps_handed_back(), 0);
+  const int received = w1->steps_received();
+  while (chief_->Status().steps_done() < 10) {
+    ASSERT_TRUE(w0->WaitForPending(1));
+    w0->Finish();
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(w1->steps_received(), received) << "a left worker was leased a step";
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.state(), JobStatus::SUCCEEDED);
+  EXPECT_EQ(status.steps_done(), 10);
+  EXPECT_EQ(status.worker_leaves(), 1);
+  EXPECT_TRUE(status.workers(1).left());
+  EXPECT_EQ(status.workers(1).state(), "left");
+  EXPECT_EQ(status.workers(0).steps_done() + status.workers(1).steps_done(), 10);
+  LeaveJobRequest unknown;
+  unknown.set_task_index(9);
+  EXPECT_EQ(chief_->Leave(unknown).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ChiefTest, ALeavingWorkersStuckStepGoesToAnotherWorkerAtTheWaitsEnd) {
+  StartChief(2);
+  Submit(R"("mode": "async", "steps": 4, "steps_in_flight": 1)");
+  FakeWorker* w0 = workers_[0];
+  FakeWorker* w1 = workers_[1];
+  ASSERT_TRUE(w0->WaitForPending(1));
+  ASSERT_TRUE(w1->WaitForPending(1));
+  const int64_t stuck = w1->Pending()[0];
+  LeaveJobRequest request;
+  request.set_task_index(1);
+  request.set_address("worker1");
+  request.set_wait_ms(200);
+  absl::StatusOr<LeaveJobResponse> leave = chief_->Leave(request);
+  ASSERT_TRUE(leave.ok()) << leave.status();
+  EXPECT_EQ(leave->steps_handed_back(), 1);
+  // The stuck step runs on worker 0 now.
+  std::vector<int64_t> on_w0;
+  while (chief_->Status().steps_done() < 4) {
+    ASSERT_TRUE(w0->WaitForPending(1));
+    on_w0.push_back(w0->Finish());
+  }
+  EXPECT_NE(std::find(on_w0.begin(), on_w0.end(), stuck), on_w0.end());
+  // The job ends once the leaving worker's call has returned (it exits: the call fails).
+  EXPECT_EQ(w1->Finish(absl::UnavailableError("the worker exited")), stuck);
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().steps_done(), 4);
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+}
+
 
 TEST_F(ChiefTest, KeepsTwoStepsInFlightPerWorker) {
   StartChief(1);

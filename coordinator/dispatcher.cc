@@ -24,6 +24,7 @@ constexpr absl::Duration kTimerSlack = absl::Milliseconds(1);
 // "busy" while a step is in flight, else "idle"; a worker that is failed or starting keeps
 // that state until its StartJob succeeds.
 void SetRunningState(WorkerInfo& info, int in_flight) {
+  if (info.left()) return;  // "leaving", then "left"
   info.set_state(in_flight > 0 ? "busy" : "idle");
 }
 
@@ -38,8 +39,90 @@ Dispatcher::Dispatcher(ChiefState* state, std::vector<WorkerInterface*> workers,
     info.set_index(i);
     info.set_address(workers_[i]->address());
     info.set_state("starting");
+    info.set_source("tf_config");
     worker_states_.push_back(WorkerState{info});
   }
+}
+
+int Dispatcher::FindWorkerLocked(int task_index) const {
+  for (int i = 0; i < num_workers(); ++i) {
+    if (worker_states_[i].info.index() == task_index) return i;
+  }
+  return -1;
+}
+
+int Dispatcher::AddWorkerLocked(WorkerInterface* worker, int task_index,
+                                const std::string& source) {
+  WorkerInfo info;
+  info.set_index(task_index);
+  info.set_address(worker->address());
+  info.set_state("starting");
+  info.set_source(source);
+  info.set_joins(1);
+  workers_.push_back(worker);
+  worker_states_.push_back(WorkerState{info});
+  s_->WakeDispatcherLocked();
+  return num_workers() - 1;
+}
+
+void Dispatcher::RejoinLocked(int slot, WorkerInterface* worker) {
+  WorkerState& w = worker_states_[slot];
+  w.info.set_left(false);
+  w.info.set_joins(w.info.joins() + 1);
+  w.refusals = 0;
+  w.next_probe = absl::InfinitePast();  // probed now if it does not run the job
+  if (workers_[slot] != worker) {
+    // Another address: a new process, which holds nothing the old one did (the old one's
+    // calls fail on its own interface, and its leases go back to the queue).
+    s_->scheduler->RequeueWorker(slot);
+    workers_[slot] = worker;
+    w.info.set_address(worker->address());
+    w.started_job.clear();
+    w.info.set_state("starting");
+  } else if (!RunsJobLocked(w)) {
+    w.info.set_state("starting");
+  }
+  // The same address: the same slot, whether the process is the one the chief already runs
+  // the job on (StartJob is idempotent there) or a restarted one (whose steps in flight fail
+  // as UNKNOWN_JOB, and the job is started on it again).
+  s_->WakeDispatcherLocked();
+}
+
+bool Dispatcher::LiveLocked(int slot) const {
+  const WorkerState& w = worker_states_[slot];
+  return !w.info.left() && RunsJobLocked(w);
+}
+
+int64_t Dispatcher::LeaveLocked(int slot, absl::Time deadline) {
+  worker_states_[slot].info.set_left(true);
+  worker_states_[slot].info.set_state("leaving");
+  // By slot: a join meanwhile may move the vector.
+  auto drained = [this, slot]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    return worker_states_[slot].in_flight == 0;
+  };
+  s_->mu.AwaitWithDeadline(absl::Condition(&drained), deadline);
+  // Steps still out (a call that did not come back in time) go to other workers; a late
+  // completion of one still counts if no other worker completed it first.
+  const int64_t handed_back = static_cast<int64_t>(s_->scheduler->RequeueWorker(slot).size());
+  WorkerState& w = worker_states_[slot];
+  w.started_job.clear();
+  w.info.set_state("left");
+  s_->WakeDispatcherLocked();
+  return handed_back;
+}
+
+std::vector<WorkerInterface*> Dispatcher::WorkersNotLeftLocked() const {
+  std::vector<WorkerInterface*> out;
+  for (int i = 0; i < num_workers(); ++i) {
+    if (!Left(i)) out.push_back(workers_[i]);
+  }
+  return out;
+}
+
+int Dispatcher::num_workers_not_left() const {
+  int n = 0;
+  for (int i = 0; i < num_workers(); ++i) n += Left(i) ? 0 : 1;
+  return n;
 }
 
 void Dispatcher::StartJobLocked() {
@@ -75,6 +158,7 @@ bool Dispatcher::RoundLocked(absl::Time now) {
   }
   for (int i = 0; i < num_workers(); ++i) {
     WorkerState& w = worker_states_[i];
+    if (w.info.left()) continue;  // no probes, leases or pings until it joins again
     if (!RunsJobLocked(w)) {
       // A failed or restarted worker is probed once every call to it has returned, so
       // that a lease it is given later is never confused with an old call.
@@ -123,7 +207,7 @@ absl::Time Dispatcher::NextTimerLocked(absl::Time now) const {
   const bool may_start =
       s_->status.state() == JobStatus::RUNNING && s_->phase.kind() != Kind::kInterrupted;
   for (const WorkerState& w : worker_states_) {
-    if (w.in_flight > 0) continue;  // its callback wakes the thread
+    if (w.in_flight > 0 || w.info.left()) continue;  // its callback wakes the thread
     if (!RunsJobLocked(w)) {
       if (may_start) consider(w.next_probe);
     } else {
@@ -139,7 +223,8 @@ absl::Time Dispatcher::NextTimerLocked(absl::Time now) const {
 
 void Dispatcher::LeaseStepsLocked(int i, absl::Time now) {
   WorkerState& w = worker_states_[i];
-  if (s_->status.state() != JobStatus::RUNNING || !RunsJobLocked(w) || !s_->phase.leasing()) {
+  if (s_->status.state() != JobStatus::RUNNING || !RunsJobLocked(w) || !s_->phase.leasing() ||
+      w.info.left()) {
     return;
   }
   const int depth = StepsInFlight(s_->job);
@@ -154,6 +239,7 @@ void Dispatcher::LeaseStepsLocked(int i, absl::Time now) {
 void Dispatcher::MarkFailedLocked(int i, const std::string& why) {
   s_->scheduler->RequeueWorker(i);
   WorkerState& w = worker_states_[i];
+  if (w.info.left()) return;  // gone on purpose: not a failure
   w.info.set_state("failed");
   w.info.set_failures(w.info.failures() + 1);
   w.info.set_error(why);
@@ -232,7 +318,7 @@ void Dispatcher::OnJobStartedLocked(int i, const std::string& job_id, const absl
   ++w.refusals;
   const bool all_refuse =
       std::all_of(worker_states_.begin(), worker_states_.end(), [this](const WorkerState& x) {
-        return x.refusals >= options_.max_step_attempts;
+        return x.info.left() || x.refusals >= options_.max_step_attempts;
       });
   if (all_refuse && s_->status.state() == JobStatus::RUNNING) {
     s_->scheduler->Cancel();
@@ -262,10 +348,18 @@ void Dispatcher::RunStepOnLocked(int i, const StepTask& task, absl::Time deadlin
       &call->first, &call->second, deadline, [this, i, call](const absl::Status& s) {
         absl::MutexLock lock(&s_->mu);
         OnStepDoneLocked(i, call->first, call->second, s);
-        // The worker's next step goes out from here, not from the thread's next round: a
-        // thread switch less between one step's end and the next one's start. (The thread
-        // still runs, for what this leaves: other workers, the job's end.)
-        if (!s_->stopping) LeaseStepsLocked(i, absl::Now());
+        // The next steps go out from here, not from the thread's next round: a thread switch
+        // less between one step's end and the next one's start. (The thread still runs, for
+        // what this leaves: the job's end.) A worker with nothing in flight goes first, so
+        // that workers beyond what keeps the steps busy (a sync job's replicas, a worker
+        // that joined) share the steps rather than wait behind the one that just finished.
+        if (!s_->stopping) {
+          const absl::Time now = absl::Now();
+          for (int j = 0; j < num_workers(); ++j) {
+            if (j != i && worker_states_[j].in_flight == 0) LeaseStepsLocked(j, now);
+          }
+          LeaseStepsLocked(i, now);
+        }
         CallReturnedLocked();
       });
 }
@@ -377,8 +471,13 @@ void Dispatcher::OnStepFailedLocked(int i, const StepRequest& request, const abs
 }
 
 void Dispatcher::CancelCalls() {
+  std::vector<WorkerInterface*> workers;
+  {
+    absl::MutexLock lock(&s_->mu);
+    workers = workers_;
+  }
   // Without the mutex: a cancelled call's callback, which takes it, may run inside CancelAll.
-  for (WorkerInterface* worker : workers_) worker->CancelAll();
+  for (WorkerInterface* worker : workers) worker->CancelAll();
 }
 
 void Dispatcher::WaitForCalls() {

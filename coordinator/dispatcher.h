@@ -71,6 +71,34 @@ class Dispatcher {
   void AddToStatusLocked(JobStatus* status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Some worker runs the current job.
   bool AnyWorkerRunsJobLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+  // Elastic workers (docs/elastic.md). Workers are kept in slots (the scheduler's worker
+  // ids), one per task index; a slot is never removed, so that a call's callback always
+  // finds its worker.
+  // The slot of the worker with TF_CONFIG task index `task_index`, or -1.
+  int FindWorkerLocked(int task_index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // A new slot for `worker` (which must outlive the dispatcher), to be started on the job.
+  int AddWorkerLocked(WorkerInterface* worker, int task_index, const std::string& source)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The worker of `slot` (re)joins at `worker`'s address (the slot's interface, or a new one
+  // for a new address, whose process holds none of the old one's steps: they go back to the
+  // queue). It is no longer left, and is started on the job if it does not run it.
+  void RejoinLocked(int slot, WorkerInterface* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Whether `slot` runs the job now (a join at another address would take a live index).
+  bool LiveLocked(int slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The worker of `slot` leaves: no more leases or probes. Returns once the calls in flight
+  // to it have returned, or at `deadline`, when the steps it still holds go back to the
+  // queue; returns how many did.
+  int64_t LeaveLocked(int slot, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The workers that have not left, their interfaces (for the cluster's shutdown).
+  std::vector<WorkerInterface*> WorkersNotLeftLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  int num_workers_not_left() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  const std::string& AddressLocked(int slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    return worker_states_[slot].info.address();
+  }
+  WorkerInterface* WorkerLocked(int slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    return workers_[slot];
+  }
   // "worker i: <error>" of the last step or start that failed on a worker ("" if none).
   const std::string& last_worker_error() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
     return last_worker_error_;
@@ -88,8 +116,13 @@ class Dispatcher {
     // StartJobs it refused in a row (it is up but cannot run the job): see OnJobStarted.
     int refusals = 0;
   };
+  bool Left(int i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    return worker_states_[i].info.left();
+  }
 
-  int num_workers() const { return static_cast<int>(workers_.size()); }
+  int num_workers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    return static_cast<int>(workers_.size());
+  }
   bool RunsJobLocked(const WorkerState& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
     return w.started_job == s_->job.job_id();
   }
@@ -132,7 +165,7 @@ class Dispatcher {
   void CallReturnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
   ChiefState* const s_;
-  const std::vector<WorkerInterface*> workers_;
+  std::vector<WorkerInterface*> workers_ ABSL_GUARDED_BY(s_->mu);
   Recovery* const recovery_;
   const Options options_;
 

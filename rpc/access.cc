@@ -34,6 +34,9 @@ const std::vector<MethodAccess>& Table() {
       {kCoordinator, "CancelJob", {kAdmin}, true},
       {kCoordinator, "ReportEval", {kEvaluator}, false},
       {kCoordinator, "Checkpoint", {kAdmin}, true},
+      // Elastic workers announce themselves and leave.
+      {kCoordinator, "JoinJob", {kWorker}, false},
+      {kCoordinator, "LeaveJob", {kWorker}, true},
       // The ps: reads for every reader, pushes for workers, administration for the chief.
       {kPs, "CreateShards", {kChief}, false},
       {kPs, "ListShards", kReaders, false},

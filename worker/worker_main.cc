@@ -3,18 +3,27 @@
 //   TF_CONFIG='{"cluster":{"ps":[...],"worker":["localhost:2230"]},
 //               "task":{"type":"worker","index":0}}' worker [--backend=cpu]
 //
+// At its start it announces itself to the chief (JoinJob: elastic workers, docs/elastic.md),
+// so a worker the chief's TF_CONFIG does not name joins the running job; on SIGTERM it
+// leaves (LeaveJob: the steps it holds come back first) and exits 0.
+//
 // Exit codes (rpc/daemon.h; docs/exit-codes.md): 0 after the chief's Shutdown RPC at
-// the job's end (ignored under --long_lived); 5 on SIGINT/SIGTERM (an eviction: restart it);
+// the job's end (ignored under --long_lived), after leaving the job on SIGTERM, or when it
+// arrived after the job ended; 5 on SIGINT/SIGTERM when the chief could not be told (an
+// eviction: restart it); 2 when the chief refuses it (its index is live elsewhere, it
+// belongs to another job's ps);
 // 6 after --orphan_timeout_s without a call from the chief (the job is gone: do not restart);
 // 2 on a bad command line or configuration; 1 when it cannot serve (port taken, no compute
 // backend). Every call from the chief (StartJob, RunStep, Status, Shutdown) resets the
 // orphan clock; the chief pings an idle worker with Status every few seconds.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/grpc_chief_interface.h"
 #include "client/ps_client.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -22,6 +31,7 @@
 #include "rpc/daemon_run.h"
 #include "rpc/executor.h"
 #include "worker/rpc/grpc_worker_service.h"
+#include "worker/chief_membership.h"
 #include "worker/metered_steps.h"
 #include "worker/step_executor.h"
 #include "worker/worker_options.h"
@@ -38,6 +48,10 @@ constexpr int kServiceThreads = 6;
 // How long shutdown waits for a step in flight (say, one waiting on the ps for a version)
 // before the process exits anyway.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+
+// How long a leaving worker gives the steps it holds to finish before the chief hands them
+// to other workers.
+constexpr absl::Duration kLeaveWait = absl::Seconds(20);
 
 // The step executor and the service over it. Destroyed after the server, in reverse order:
 // the service, the executor (already emptied by FinishShutdown), the step executor.
@@ -56,6 +70,46 @@ class WorkerBody : public DaemonBody {
   }
 
   std::vector<grpc::Service*> Services() override { return {service_.get()}; }
+
+  // Joins the job while the server runs; on SIGTERM leaves it before the server stops.
+  int Run(Daemon& daemon) override {
+    if (chief_ == nullptr) return DaemonBody::Run(daemon);
+    absl::Status joined = absl::CancelledError("not joined");
+    std::thread joiner([&] {
+      absl::StatusOr<JoinJobResponse> answer =
+          JoinChief(chief_.get(), me_,
+                    [&daemon](absl::Duration d) { return daemon.WaitForStopWithTimeout(d); });
+      joined = answer.status();
+      if (answer.ok()) {
+        LogInfo() << "joined " << (answer->job_id().empty() ? "the chief (no job yet)"
+                                                             : "job " + answer->job_id())
+                  << " at " << chief_->address() << ", " << answer->workers() << " workers";
+      } else if (!absl::IsCancelled(answer.status())) {
+        LogError() << "the chief refused this worker: " << answer.status();
+        refused_exit_ = JoinedTooLate(answer.status()) ? kExitDone : kExitBadConfig;
+        daemon.RequestStop("refused by the chief", /*from_rpc=*/false);
+      }
+    });
+    daemon.WaitForStop();
+    joiner.join();
+    if (refused_exit_ >= 0) return refused_exit_;
+    if (daemon.stop_cause() != StopCause::kSignal || !joined.ok()) return daemon.StopExitCode();
+    absl::StatusOr<LeaveJobResponse> left = LeaveChief(chief_.get(), me_, kLeaveWait);
+    if (!left.ok()) {
+      LogWarning() << "could not leave the job at the chief (" << left.status()
+                   << "): its leases expire instead";
+      return daemon.StopExitCode();
+    }
+    LogInfo() << "left the job: " << left->steps_handed_back()
+              << " leased steps handed back to the chief";
+    return kExitDone;
+  }
+
+  // The chief this worker joins (null: none in TF_CONFIG).
+  void set_membership(std::unique_ptr<ChiefInterface> chief, Membership me) {
+    chief_ = std::move(chief);
+    me_ = std::move(me);
+  }
   std::string Describe() const override { return ", backend " + steps_->BackendName(); }
   void FinishShutdown() override { executor_.reset(); }  // runs what calls scheduled
 
@@ -63,6 +117,9 @@ class WorkerBody : public DaemonBody {
   std::unique_ptr<StepExecutor> steps_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<ChiefInterface> chief_;
+  Membership me_;
+  int refused_exit_ = -1;  // set (before the stop it requests) when the chief refused it
 };
 
 int Main(int argc, char** argv) {
@@ -95,6 +152,10 @@ int Main(int argc, char** argv) {
     }
   }
   WorkerBody body(*std::move(steps), daemon);
+  if (daemon.config().NumTasks("chief") > 0) {
+    body.set_membership(NewGrpcChiefInterface(daemon.config().Tasks("chief")[0]),
+                        Membership::FromConfig(daemon.config()));
+  }
   // A step waiting on the ps (for a version, or a ps that is down) would hold up the
   // server's drain until its pull gives up: bound the time a stop may take.
   RunOptions run;

@@ -11,7 +11,8 @@ namespace {
 
 class GrpcCoordinatorService : public CoordinatorService::CallbackService {
  public:
-  explicit GrpcCoordinatorService(Chief* chief) : chief_(chief), submissions_(2) {}
+  explicit GrpcCoordinatorService(Chief* chief)
+      : chief_(chief), submissions_(2), leaves_(4) {}
 
   // Handlers return the context's default reactor, owned by gRPC and freed after Finish().
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
@@ -101,6 +102,37 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* JoinJob(grpc::CallbackServerContext* ctx,
+                                    const JoinJobRequest* request,
+                                    JoinJobResponse* response) override {
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "JoinJob")) {
+      return rejected;
+    }
+    auto* reactor = ctx->DefaultReactor();
+    absl::StatusOr<JoinJobResponse> r = chief_->Join(*request);
+    if (r.ok()) *response = *r;
+    reactor->Finish(ToGrpcStatus(r.status()));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* LeaveJob(grpc::CallbackServerContext* ctx,
+                                     const LeaveJobRequest* request,
+                                     LeaveJobResponse* response) override {
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "LeaveJob")) {
+      return rejected;
+    }
+    auto* reactor = ctx->DefaultReactor();
+    // Waits for the worker's steps in flight: not on gRPC's thread.
+    leaves_.Schedule([this, reactor, request, response] {
+      absl::StatusOr<LeaveJobResponse> r = chief_->Leave(*request);
+      if (r.ok()) *response = *r;
+      reactor->Finish(ToGrpcStatus(r.status()));
+    });
+    return reactor;
+  }
+
  private:
   Chief* const chief_;
   // Runs submissions: one prepares a job, the other answers a concurrent one (refused at
@@ -108,6 +140,9 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
   // drain). Destroyed, and so joined, with the service: after the server, which waits for
   // every call to finish, and before the chief.
   Executor submissions_;
+  // Runs LeaveJob calls, each waiting for its worker's steps (several workers may leave at
+  // once, a StatefulSet scaled down).
+  Executor leaves_;
 };
 
 }  // namespace
