@@ -116,9 +116,33 @@ absl::Status ParseCluster(const Json& root, TfConfig& config) {
     if (!IsKnownJob(job)) {
       return FieldError(field, absl::StrCat("unknown job ", Quote(job), "; ", kExpectedJobs));
     }
+    if (tasks.is_object() && job == "worker") {
+      // TensorFlow's sparse job: {"3": "host:port", ...}.
+      for (const auto& [key, value] : tasks.items()) {
+        const std::string task_field = absl::StrCat(field, ".", absl::CHexEscape(key));
+        int index = -1;
+        const bool digits = !key.empty() && key.size() <= 9 &&
+                            std::all_of(key.begin(), key.end(),
+                                        [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || !absl::SimpleAtoi(key, &index)) {
+          return FieldError(task_field, "a sparse job's keys are task indices (digits)");
+        }
+        if (!value.is_string()) {
+          return FieldError(task_field,
+                            absl::StrCat("must be a \"host:port\" string, got ", TypeName(value)));
+        }
+        const std::string& address = value.get_ref<const std::string&>();
+        if (std::string problem = AddressProblem(address); !problem.empty()) {
+          return FieldError(task_field, absl::StrCat(Quote(address), ": ", problem));
+        }
+        config.sparse_workers[index] = address;
+      }
+      continue;
+    }
     if (!tasks.is_array()) {
       return FieldError(field, absl::StrCat("must be a list of \"host:port\" strings, got ",
-                                            TypeName(tasks)));
+                                            TypeName(tasks), job == "worker" ? " (or a sparse "
+                                            "object of index -> \"host:port\")" : ""));
     }
     std::vector<std::string>& addresses = config.cluster[job];
     for (size_t i = 0; i < tasks.size(); ++i) {
@@ -146,6 +170,9 @@ absl::Status ParseCluster(const Json& root, TfConfig& config) {
   }
   // Host names are case-insensitive, so "PS-0:2222" and "ps-0:2222" collide.
   std::map<std::string, std::string> owner;  // Lowercased address -> field holding it.
+  for (const auto& [index, address] : config.sparse_workers) {
+    owner.emplace(absl::AsciiStrToLower(address), absl::StrCat("cluster.worker.", index));
+  }
   for (absl::string_view job : kKnownJobs) {
     const std::vector<std::string>& addresses = config.Tasks(job);
     for (size_t i = 0; i < addresses.size(); ++i) {
@@ -212,6 +239,15 @@ absl::Status ParseTask(const Json& root, TfConfig& config) {
   if (index == task->end()) return FieldError("task.index", "missing");
   ASSIGN_OR_RETURN(int64_t task_index, ParseIndex(*index));
 
+  if (config.task_type == "worker" && !config.sparse_workers.empty()) {
+    if (task_index > std::numeric_limits<int>::max() ||
+        config.sparse_workers.count(static_cast<int>(task_index)) == 0) {
+      return FieldError("task.index", absl::StrCat(index->dump(), " is not a task of the sparse ",
+                                                   "\"worker\" job"));
+    }
+    config.task_index = static_cast<int>(task_index);
+    return absl::OkStatus();
+  }
   // TensorFlow lets the evaluator sit outside the cluster: nobody connects to it.
   const bool in_cluster = config.cluster.count(config.task_type) > 0;
   if (!in_cluster && config.task_type != "evaluator") {
@@ -309,6 +345,14 @@ int TfConfig::NumTasks(absl::string_view type) const {
 }
 
 absl::StatusOr<std::string> TfConfig::Address(absl::string_view type, int index) const {
+  if (type == "worker" && !sparse_workers.empty()) {
+    auto sparse = sparse_workers.find(index);
+    if (sparse == sparse_workers.end()) {
+      return absl::OutOfRangeError(
+          absl::StrCat("\"worker\" index ", index, " is not in the sparse worker job"));
+    }
+    return sparse->second;
+  }
   auto it = cluster.find(std::string(type));
   if (it == cluster.end()) {
     return absl::NotFoundError(absl::StrCat("no ", Quote(type), " job in the cluster"));

@@ -28,6 +28,11 @@ struct TfConfig {
   std::map<std::string, std::vector<std::string>> cluster;
   std::string task_type;  // This process's job.
   int task_index = 0;     // This process's index within its job.
+  // TensorFlow's sparse form of the worker job ({"worker": {"3": "host:port"}}, as Kubeflow's
+  // TFJob writes it with enableDynamicWorker): the workers it names, by index. Elastic
+  // workers (docs/elastic.md): such a worker knows only itself and joins the chief's job;
+  // Tasks("worker") is then empty.
+  std::map<int, std::string> sparse_workers;
   std::string rpc_layer;    // "grpc" or empty.
   std::string environment;  // E.g. "cloud" (Kubeflow); informational.
 
@@ -49,6 +54,8 @@ struct TfConfig {
 // host:port with port 1..65535 (IPv6 in brackets: "[::1]:2222"); no address twice; "task"
 // has a known "type" present in the cluster (an evaluator may be outside it) and an
 // "index" (integer or string of digits) in range; "rpc_layer", if given, is "grpc" or "".
+// The worker job may be sparse: an object of index -> address (its keys strings of digits),
+// and a worker task's index must then be one of them.
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json);
 
 // Resolves the configuration of a daemon. A non-empty `flag_value` (--tf_config) wins: if it

@@ -90,6 +90,29 @@ TEST(TfConfigTest, KubeflowTfJobStyle) {
   EXPECT_EQ(config.TaskAddress(), "mnist-worker-1.kubeflow.svc:2222");
 }
 
+// TFJob with enableDynamicWorker writes the worker job sparse: each worker knows itself (and
+// joins the chief's job: docs/elastic.md).
+TEST(TfConfigTest, SparseWorkerJob) {
+  const std::string cluster =
+      "{'chief': ['chief-0:2222'], 'ps': ['ps-0:2222'], 'worker': {'3': 'worker-3:2222'}}";
+  TfConfig config = ParseOk(WithTask(cluster, "{'type': 'worker', 'index': 3}"));
+  EXPECT_EQ(config.TaskAddress(), "worker-3:2222");
+  EXPECT_EQ(config.NumTasks("worker"), 0);
+  EXPECT_EQ(config.sparse_workers.size(), 1u);
+  EXPECT_EQ(ParseOk(WithTask(cluster, "{'type': 'ps', 'index': 0}")).TaskAddress(), "ps-0:2222");
+  ExpectError(WithTask(cluster, "{'type': 'worker', 'index': 0}"), "task.index",
+              "not a task of the sparse");
+  ExpectError(WithTask("{'ps': ['ps-0:2222'], 'worker': {'x': 'w:1'}}",
+                       "{'type': 'ps', 'index': 0}"),
+              "cluster.worker.x", "task indices");
+  ExpectError(WithTask("{'ps': ['ps-0:2222'], 'worker': {'1': 'ps-0:2222'}}",
+                       "{'type': 'ps', 'index': 0}"),
+              "cluster.ps[0]", "same address as cluster.worker.1");
+  // Only the worker job may be sparse.
+  ExpectError(WithTask("{'ps': {'0': 'ps-0:2222'}}", "{'type': 'ps', 'index': 0}"), "cluster.ps",
+              "must be a list");
+}
+
 TEST(TfConfigTest, IndexMayBeAStringOfDigits) {
   TfConfig config = ParseOk(WithTask(kCluster, "{'type': 'worker', 'index': '1'}"));
   EXPECT_EQ(config.task_index, 1);

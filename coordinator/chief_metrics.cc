@@ -71,6 +71,12 @@ absl::Status AddChiefMetrics(metrics::Registry* registry, std::function<JobStatu
        [](const JobStatus& s, absl::Time) { return static_cast<double>(s.steps_lost()); }},
       {"shardps_chief_recoveries", "Recoveries of this job (a ps restarted, the chief resumed).",
        [](const JobStatus& s, absl::Time) { return static_cast<double>(s.recoveries_size()); }},
+      {"shardps_chief_worker_joins", "Workers that announced themselves (JoinJob) since the "
+       "chief started (elastic workers).",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.worker_joins()); }},
+      {"shardps_chief_worker_leaves", "Workers that left the job (LeaveJob) since the chief "
+       "started.",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.worker_leaves()); }},
       {"shardps_chief_examples_per_second", "Training examples per second, recent steps.",
        [](const JobStatus& s, absl::Time) { return s.examples_per_sec(); }},
   };
@@ -132,7 +138,8 @@ absl::Status AddChiefMetrics(metrics::Registry* registry, std::function<JobStatu
       });
   if (!phases.ok()) return phases;
   absl::Status workers = registry->AddCallbackGauge(
-      "shardps_chief_workers", "Workers by state (idle, busy, failed, starting, unreachable).",
+      "shardps_chief_workers",
+      "Workers by state (idle, busy, failed, starting, unreachable, leaving, left).",
       {"state"}, [snapshot](metrics::Sink* sink) {
         absl::MutexLock lock(&snapshot->mu);
         std::map<std::string, double> by_state;

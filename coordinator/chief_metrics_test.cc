@@ -26,6 +26,8 @@ TEST(ChiefMetricsTest, ReadsEachScrapeFromTheStatus) {
   }
   status.add_recoveries();
   status.set_pull_ms(2);
+  status.set_worker_joins(4);
+  status.set_worker_leaves(1);
   const absl::Time now = absl::FromUnixSeconds(1000);
   ASSERT_TRUE(AddChiefMetrics(&registry, [&status] { return status; }, [now] { return now; })
                   .ok());
@@ -37,6 +39,8 @@ TEST(ChiefMetricsTest, ReadsEachScrapeFromTheStatus) {
   EXPECT_THAT(text, HasSubstr("shardps_chief_steps_failed 3\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_steps_released 2\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_recoveries 1\n"));
+  EXPECT_THAT(text, HasSubstr("shardps_chief_worker_joins 4\n"));
+  EXPECT_THAT(text, HasSubstr("shardps_chief_worker_leaves 1\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_step_phase_seconds{phase=\"pull\"} 0.002\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_workers{state=\"busy\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("\nshardps_chief_checkpoint_bytes ")));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/checkpoint_testing.h"
@@ -38,10 +39,12 @@ std::string JobFile(const std::string& name, const std::string& mode, int64_t st
 }
 
 // A worker daemon at a new loopback address as task `index` of a cluster whose workers are
-// `workers` plus it, the chief and the ps `ps` (the cluster's own, or others).
+// `workers` plus it, the chief and the ps `ps` (the cluster's own, or others). `sparse`: its
+// TF_CONFIG names only itself of the workers, as TFJob's enableDynamicWorker writes it.
 absl::StatusOr<std::unique_ptr<Process>> StartExtraWorker(TrainingCluster* c, int index,
                                                           const std::string& address,
-                                                          std::vector<std::string> ps) {
+                                                          std::vector<std::string> ps,
+                                                          bool sparse = false) {
   std::vector<std::string> workers = c->worker_addresses();
   for (size_t i = workers.size(); i < static_cast<size_t>(index); ++i) {
     workers.push_back(absl::StrCat("127.0.0.1:", 1 + i));  // tasks it need not reach
@@ -49,10 +52,17 @@ absl::StatusOr<std::unique_ptr<Process>> StartExtraWorker(TrainingCluster* c, in
   workers.resize(static_cast<size_t>(index));
   workers.push_back(address);
   std::map<std::string, std::vector<std::string>> cluster = {
-      {"chief", {c->chief_address()}}, {"ps", std::move(ps)}, {"worker", workers}};
+      {"chief", {c->chief_address()}}, {"ps", ps}, {"worker", workers}};
+  std::string tf_config = MakeTfConfig(cluster, "worker", index);
+  if (sparse) {
+    tf_config = absl::StrCat(R"({"cluster": {"chief": [")", c->chief_address(), R"("], "ps": [")",
+                             absl::StrJoin(ps, R"(", ")"), R"("], "worker": {")", index,
+                             R"(": ")", address, R"("}}, "task": {"type": "worker", "index": )",
+                             index, "}}");
+  }
   return Process::Start(BinaryPath("worker/worker"),
                         {"--threads=1", "--backend=cpu", kStepDelay},
-                        {{"TF_CONFIG", MakeTfConfig(cluster, "worker", index)}},
+                        {{"TF_CONFIG", tf_config}},
                         absl::StrCat(TempDir(), "/extra-worker-", index, "-",
                                      address.substr(0, address.find(':')), ".log"));
 }
@@ -68,7 +78,7 @@ void ExpectEveryShardAtVersion(const std::string& dir, int64_t version, const st
 
 // With `workers` in TF_CONFIG (a sync job's replicas), one more joins, takes steps, leaves on
 // SIGTERM (exit 0), and the job counts every step once.
-void JoinTrainLeave(const std::string& mode, int workers) {
+void JoinTrainLeave(const std::string& mode, int workers, bool sparse) {
   SCOPED_TRACE(mode);
   constexpr int64_t kSteps = 2000;
   const std::string dir = FreshTempDir("elastic_" + mode);
@@ -83,7 +93,7 @@ void JoinTrainLeave(const std::string& mode, int workers) {
       << c->Logs();
 
   const std::string address = LoopbackAddress();
-  auto extra = StartExtraWorker(c, workers, address, c->ps_addresses());
+  auto extra = StartExtraWorker(c, workers, address, c->ps_addresses(), sparse);
   ASSERT_TRUE(extra.ok()) << extra.status();
   auto working = c->WaitForStatus([workers](const JobStatus& s) {
     return s.workers_size() == workers + 1 && s.workers(workers).steps_done() >= 10;
@@ -94,6 +104,14 @@ void JoinTrainLeave(const std::string& mode, int workers) {
   // The TF_CONFIG workers announce themselves too, as soon as the chief answers them.
   EXPECT_GE(working->worker_joins(), 1);
   EXPECT_THAT((*extra)->Log(), HasSubstr("joined job"));
+  // shardctl workers lists it, as joined.
+  std::string listed;
+  auto listing = RunCommand(BinaryPath("coordinator/cli/shardctl"),
+                            {"workers", "--chief=" + c->chief_address()}, {}, &listed);
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  EXPECT_EQ(*listing, 0) << listed;
+  EXPECT_THAT(listed, HasSubstr(address));
+  EXPECT_THAT(listed, HasSubstr("joined"));
 
   (*extra)->Signal(SIGTERM);
   auto code = (*extra)->Wait(absl::Seconds(60));
@@ -115,13 +133,14 @@ void JoinTrainLeave(const std::string& mode, int workers) {
   ExpectEveryShardAtVersion(dir, mode == "sync" ? kSteps / workers : kSteps, c->Logs());
 }
 
+// The new worker's TF_CONFIG names only itself of the workers (TFJob's sparse form).
 TEST(ElasticWorkersTest, AWorkerJoinsARunningAsyncJobAndLeavesOnSigterm) {
-  JoinTrainLeave("async", 1);
+  JoinTrainLeave("async", 1, /*sparse=*/true);
 }
 
 // Two replicas per sync step, from the two TF_CONFIG workers; a third takes replicas too.
 TEST(ElasticWorkersTest, AWorkerJoinsARunningSyncJobAndLeavesOnSigterm) {
-  JoinTrainLeave("sync", 2);
+  JoinTrainLeave("sync", 2, /*sparse=*/false);
 }
 
 TEST(ElasticWorkersTest, RefusedWorkersExitTwoNamingWhy) {

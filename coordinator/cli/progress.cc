@@ -58,7 +58,9 @@ std::string JobDetail(const JobSpec& job) {
                          optimizer, job.optimizer().learning_rate(), job.dataset(), job.backend());
 }
 
-std::string WorkersTable(const JobStatus& status) {
+}  // namespace
+
+std::string WorkersTable(const JobStatus& status, bool detail) {
   if (status.workers().empty()) return "workers    none\n";
   size_t address_width = std::string("ADDRESS").size();
   size_t state_width = std::string("STATE").size();
@@ -70,16 +72,29 @@ std::string WorkersTable(const JobStatus& status) {
   }
   const auto row = [&](absl::string_view index, absl::string_view address, absl::string_view state,
                        absl::string_view backend, absl::string_view steps,
-                       absl::string_view failures) {
-    return absl::StrFormat("  %5s  %-*s  %-*s  %-*s  %10s  %8s\n", index, address_width, address,
-                           state_width, state, backend_width, backend, steps, failures);
+                       absl::string_view failures, absl::string_view source,
+                       absl::string_view joins) {
+    std::string line = absl::StrFormat("  %5s  %-*s  %-*s  %-*s  %10s  %8s", index, address_width,
+                                       address, state_width, state, backend_width, backend, steps,
+                                       failures);
+    if (detail) absl::StrAppend(&line, absl::StrFormat("  %-9s  %5s", source, joins));
+    return absl::StrCat(line, "\n");
   };
-  std::string out = absl::StrCat("workers    ", status.workers_size(), "\n");
-  absl::StrAppend(&out, row("INDEX", "ADDRESS", "STATE", "BACKEND", "STEPS", "FAILURES"));
+  std::string out = absl::StrCat("workers    ", status.workers_size());
+  if (status.worker_joins() > 0 || status.worker_leaves() > 0) {
+    // Elastic workers (docs/elastic.md): since the chief started.
+    absl::StrAppend(&out, " (", status.worker_joins(), " joins, ", status.worker_leaves(),
+                    " leaves)");
+  }
+  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, row("INDEX", "ADDRESS", "STATE", "BACKEND", "STEPS", "FAILURES", "SOURCE",
+                            "JOINS"));
   for (const WorkerInfo& w : status.workers()) {
     absl::StrAppend(&out, row(absl::StrCat(w.index()), w.address(), w.state(),
                               w.backend().empty() ? "-" : w.backend(), absl::StrCat(w.steps_done()),
-                              absl::StrCat(w.failures())));
+                              absl::StrCat(w.failures()),
+                              w.source().empty() ? "tf_config" : w.source(),
+                              absl::StrCat(w.joins())));
   }
   // Why each failed or unreachable worker is so, below the table (one line each; an error can
   // be long).
@@ -90,6 +105,8 @@ std::string WorkersTable(const JobStatus& status) {
   }
   return out;
 }
+
+namespace {
 
 bool AllPsUp(const JobStatus& status) {
   return std::all_of(status.ps().begin(), status.ps().end(),

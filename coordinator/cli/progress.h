@@ -41,6 +41,11 @@ std::string ModeName(const JobStatus& status);
 // the job is not running).
 std::optional<double> EtaSeconds(const JobStatus& status);
 
+// The workers as a table (index, address, state, backend, steps, failures; with `detail` also
+// where each came from, TF_CONFIG or a join, and its joins), headed by their count and, once
+// any joined or left, the chief's join and leave counts; why each failed one failed below.
+std::string WorkersTable(const JobStatus& status, bool detail = false);
+
 // Whether the job is RUNNING but not advancing (status.phase set).
 bool NotAdvancing(const JobStatus& status);
 

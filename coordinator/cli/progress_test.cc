@@ -234,6 +234,35 @@ TEST(ProgressTest, StatusTextWithoutJob) {
   EXPECT_THAT(StatusText(JobStatus(), kNow), HasSubstr("workers    none"));
 }
 
+// Elastic workers: the count of joins and leaves heads the table once there are any;
+// `shardctl workers` (detail) adds where each came from and its joins.
+TEST(ProgressTest, WorkersTableShowsJoinsLeavesAndSources) {
+  JobStatus s;
+  WorkerInfo* w0 = s.add_workers();
+  w0->set_index(0);
+  w0->set_address("w0:1");
+  w0->set_state("busy");
+  w0->set_source("tf_config");
+  w0->set_joins(1);
+  WorkerInfo* w3 = s.add_workers();
+  w3->set_index(3);
+  w3->set_address("w3:1");
+  w3->set_state("left");
+  w3->set_source("joined");
+  w3->set_left(true);
+  w3->set_joins(2);
+  EXPECT_THAT(WorkersTable(s), HasSubstr("workers    2\n"));
+  EXPECT_THAT(WorkersTable(s), Not(HasSubstr("SOURCE")));
+  s.set_worker_joins(3);
+  s.set_worker_leaves(1);
+  const std::string detail = WorkersTable(s, /*detail=*/true);
+  EXPECT_THAT(detail, HasSubstr("workers    2 (3 joins, 1 leaves)\n"));
+  EXPECT_THAT(detail, HasSubstr("SOURCE     JOINS"));
+  EXPECT_THAT(detail,
+              HasSubstr("      3  w3:1     left   -                 0         0  joined         2"));
+  EXPECT_THAT(detail, HasSubstr("tf_config      1"));
+}
+
 TEST(ProgressTest, FinalSummary) {
   EXPECT_EQ(FinalSummary(SucceededJob()),
             "job fashion-mlp-17 SUCCEEDED\n"

@@ -109,6 +109,8 @@ constexpr Command kCommands[] = {
     {"status", "", "show the chief's job: progress, checkpoints, recoveries, ps and workers", false,
      false, false},
     {"watch", "", "follow the current job until it ends, with a progress line", true, false, false},
+    {"workers", "", "list the workers: address, state, steps, and whether each joined", false,
+     false, false},
     {"add-steps", "N", "add N steps to the current job", false, true, false},
     {"cancel", "", "cancel the current job", false, true, false},
     {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
@@ -552,6 +554,29 @@ int RunStatus(ChiefInterface& chief, const Options& o) {
   return kExitOk;
 }
 
+// The workers table in detail (elastic workers: docs/elastic.md); --json: the status' workers.
+int RunWorkers(ChiefInterface& chief, const Options& o) {
+  absl::StatusOr<JobStatus> answer = chief.GetStatus(absl::Seconds(o.timeout_s));
+  if (!answer.ok()) {
+    return ReportRpcError(answer.status(), chief.address(), "GetStatus", o.timeout_s);
+  }
+  if (o.json) {
+    JobStatus workers;
+    *workers.mutable_workers() = answer->workers();
+    workers.set_worker_joins(answer->worker_joins());
+    workers.set_worker_leaves(answer->worker_leaves());
+    absl::StatusOr<std::string> json = StatusJson(workers, /*pretty=*/true);
+    if (!json.ok()) {
+      std::cerr << "shardctl: " << json.status().message() << "\n";
+      return kExitError;
+    }
+    std::cout << *json << "\n";
+    return kExitOk;
+  }
+  std::cout << WorkersTable(*answer, /*detail=*/true);
+  return kExitOk;
+}
+
 int RunAddSteps(ChiefInterface& chief, const Options& o, int64_t steps) {
   AddStepsRequest request;
   request.set_job_id(o.job_id);
@@ -779,6 +804,7 @@ int RunWithChief(const std::string& name, const Options& o,
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(*address);
   if (name == "submit") return RunSubmit(*chief, o, job_text);
   if (name == "status") return RunStatus(*chief, o);
+  if (name == "workers") return RunWorkers(*chief, o);
   if (name == "watch") return Watch(*chief, o, /*job_id=*/"");
   if (name == "add-steps") return RunAddSteps(*chief, o, steps);
   if (name == "cancel") return RunCancel(*chief, o);
