@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -125,6 +126,14 @@ class ChiefImpl : public Chief {
     }
     const std::string who =
         absl::StrCat("worker ", request.task_index(), " at ", request.address());
+    // An address to bind, not to reach (a worker listening on every interface that sent what
+    // it bound instead of its TF_CONFIG address).
+    const std::string host = request.address().substr(0, request.address().rfind(':'));
+    if (host == "0.0.0.0" || host == "[::]" || host == "::" ||
+        absl::EndsWith(request.address(), ":0")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "JoinJob: ", who, ": not an address the chief can reach (give TF_CONFIG's)"));
+    }
     if (request.ps_addresses_size() > 0 &&
         std::vector<std::string>(request.ps_addresses().begin(), request.ps_addresses().end()) !=
             options_.ps_addresses) {

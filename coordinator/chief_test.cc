@@ -155,6 +155,8 @@ TEST_F(ChiefTest, JoinsThatCannotBeTakenAreRefusedAndChangeNothing) {
   ASSERT_TRUE(w0->WaitForPending(1));
   EXPECT_EQ(Join(-1, "x").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Join(1, "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Join(1, "0.0.0.0:2222").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Join(1, "host:0").status().code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<JoinJobResponse> taken = Join(0, "elsewhere:1");
   EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists) << taken.status();
   EXPECT_NE(taken.status().message().find("live at worker0"), absl::string_view::npos);

@@ -103,6 +103,17 @@ TEST(K8sManifestsTest, EntrypointRejectsBadEnvironment) {
     EXPECT_NE(out.find(R"("task": {"type": "ps", "index": 1})"), std::string::npos) << out;
     EXPECT_NE(out.find("EXEC /usr/local/bin/ps --long_lived"), std::string::npos) << out;
   }
+  // A worker StatefulSet scaled up past SHARDPS_NUM_WORKERS: ordinal 3 lists the workers up to
+  // itself (and joins the chief's job: docs/elastic.md).
+  {
+    std::vector<std::string> vars = good;
+    vars.push_back("HOSTNAME=shardps-worker-3");
+    ASSERT_EQ(RunEntrypoint(vars, &out), 0) << out;
+    EXPECT_NE(out.find(R"("shardps-worker-3.shardps-worker.default.svc:2222"])"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(R"("task": {"type": "worker", "index": 3})"), std::string::npos) << out;
+  }
   struct Case {
     std::vector<std::string> vars;
     std::string message;

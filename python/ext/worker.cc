@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/grpc_chief_interface.h"
 #include "client/ps_client.h"
 #include "coordinator/job_spec.h"
 #include "common/error_detail.h"
@@ -41,6 +43,7 @@
 #include "rpc/grpc_util.h"
 #include "rpc/tls.h"
 #include "worker/rpc/grpc_worker_service.h"
+#include "worker/chief_membership.h"
 #include "worker/metered_steps.h"
 #include "worker/step_executor.h"
 
@@ -349,12 +352,51 @@ class PyWorker {
     }
     address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
     task_index_ = config.task_index;
+    // Announce this worker to the chief, as the worker daemon does (elastic workers,
+    // docs/elastic.md): a worker the chief's TF_CONFIG does not name joins its job.
+    if (config.NumTasks("chief") > 0) {
+      join_ = std::make_shared<JoinState>();
+      join_->chief = NewGrpcChiefInterface(config.Tasks("chief")[0]);
+      // TF_CONFIG's address, where the chief reaches it (what it binds may be 0.0.0.0).
+      join_->me = Membership::FromConfig(config);
+      // The thread holds only the shared state: Close need not wait for a call in flight.
+      std::thread([join = join_] {
+        absl::StatusOr<JoinJobResponse> joined = JoinChief(
+            join->chief.get(), join->me,
+            [&join](absl::Duration d) { return join->stop.WaitForNotificationWithTimeout(d); });
+        absl::MutexLock lock(&join->mu);
+        join->status = joined.status();
+      }).detach();
+    }
+  }
+
+  // Tells the chief this worker leaves (its steps in flight get up to `wait_s` to come back),
+  // then stops: Next returns None. The number of leased steps the chief took back.
+  int64_t Leave(double wait_s) {
+    if (join_ == nullptr) {
+      ThrowStatus(absl::FailedPreconditionError(
+          "shardps.Worker.leave: TF_CONFIG names no chief to leave"));
+    }
+    absl::StatusOr<LeaveJobResponse> left = WithoutGil(
+        [&] { return LeaveChief(join_->chief.get(), join_->me, absl::Seconds(wait_s)); });
+    executor_->Stop("the worker left the job");
+    return ValueOrThrow(std::move(left)).steps_handed_back();
+  }
+
+  // The chief's refusal of this worker, when it refused it (raised by Next).
+  absl::Status refusal() {
+    if (join_ == nullptr) return absl::OkStatus();
+    absl::MutexLock lock(&join_->mu);
+    if (join_->status.ok() || absl::IsCancelled(join_->status)) return absl::OkStatus();
+    return absl::Status(join_->status.code(), absl::StrCat("the chief refused this worker: ",
+                                                           join_->status.message()));
   }
 
   ~PyWorker() { Close(); }
 
   void Close() {
     if (server_ == nullptr) return;
+    if (join_ != nullptr) join_->stop.Notify();
     executor_->Stop("the worker closed");
     WithoutGil([&] {
       server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
@@ -369,8 +411,11 @@ class PyWorker {
   py::object Next(double timeout_s) {
     std::shared_ptr<Ticket> ticket = NextOrNull(
         timeout_s, [&](absl::Duration slice) { return executor_->Next(slice); },
-        [&] { return executor_->stopped(); });
-    if (ticket == nullptr) return py::none();
+        [&] { return executor_->stopped() || !refusal().ok(); });
+    if (ticket == nullptr) {
+      ThrowIfError(refusal());
+      return py::none();
+    }
     return py::cast(PyStep(std::move(ticket)));
   }
 
@@ -388,6 +433,16 @@ class PyWorker {
   }
 
  private:
+  // The announcement to the chief (JoinChief on a thread of its own); null when TF_CONFIG
+  // names no chief.
+  struct JoinState {
+    std::unique_ptr<ChiefInterface> chief;
+    Membership me;
+    absl::Notification stop;
+    absl::Mutex mu;
+    absl::Status status ABSL_GUARDED_BY(mu) = absl::CancelledError("not joined yet");
+  };
+  std::shared_ptr<JoinState> join_;
   std::unique_ptr<MetricsPort> metrics_;
   std::unique_ptr<StepExecutor> steps_;  // executor_, its steps counted into metrics_
   ExternalStepExecutor* executor_ = nullptr;
@@ -438,6 +493,7 @@ void DefineWorker(py::module_& m) {
            py::arg("rpc_timeout"), py::arg("metrics_port"))
       .def_property_readonly("metrics_url",
                              [](const PyWorker& w) { return w.metrics_url(); })
+      .def("leave", &PyWorker::Leave, py::arg("wait_s"))
       .def("next", &PyWorker::Next, py::arg("timeout"))
       .def("close", &PyWorker::Close)
       .def_property_readonly("stopped", &PyWorker::stopped)

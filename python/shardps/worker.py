@@ -22,6 +22,7 @@ is applied once and the chief cannot tell which language computed it.
 """
 
 import json
+import signal
 import threading
 import time
 
@@ -231,15 +232,45 @@ class Worker:
     """This process as TF_CONFIG's worker task (tf_config: the JSON or a file path; default
     $TF_CONFIG): serves the chief at the task's address until closed."""
 
-    def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_port=None):
+    def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_port=None,
+                 leave_on_sigterm=True):
         """metrics_port (default $SHARDPS_METRICS_PORT, 0: off): serve Prometheus metrics at
         http(s)://<task host>:<port>/metrics as the worker daemon does (steps, examples,
-        pull / compute / push seconds, loss), with the process's TLS."""
+        pull / compute / push seconds, loss), with the process's TLS.
+
+        The worker announces itself to the chief, so a worker the chief's TF_CONFIG does not
+        name joins the running job (docs/elastic.md); a refusal (its index is live elsewhere,
+        another job's ps, the job ended) is raised by the next next_step(). With
+        leave_on_sigterm (and no SIGTERM handler of your own), SIGTERM makes it leave the job
+        as the worker daemon does: the step in progress finishes, the chief takes back the
+        rest, and steps() ends, so the script exits 0."""
         self._w = _core._Worker(tf_config or "", float(rpc_timeout),
                                 metrics_port_from(metrics_port))
         self._client = None
         self._job_json = None
         self.job = None
+        self._previous_sigterm = None
+        if (leave_on_sigterm and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)):
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame):
+        # The handler runs on the main thread, maybe inside a step: leave from another
+        # thread, so that the step finishes while the chief waits for it.
+        threading.Thread(target=self._leave_quietly, daemon=True).start()
+
+    def _leave_quietly(self):
+        try:
+            self.leave()
+        except Error as e:
+            import sys
+            print(f"shardps.Worker: could not leave the job: {e}", file=sys.stderr)
+
+    def leave(self, wait=20.0):
+        """Leaves the job: the chief leases this worker no more steps and answers once the
+        steps it holds came back (up to `wait` seconds; then it hands them to other workers).
+        steps() ends. Returns how many leased steps the chief took back."""
+        return self._w.leave(float(wait))
 
     @property
     def address(self):
@@ -289,6 +320,10 @@ class Worker:
         return self._w.stopped
 
     def close(self):
+        if (self._previous_sigterm is not None
+                and threading.current_thread() is threading.main_thread()):
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
         self._w.close()
 
     def __enter__(self):

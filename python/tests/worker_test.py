@@ -106,6 +106,13 @@ class WorkerTest(unittest.TestCase):
         # job ends with the same parameters at every version.
         def kill_a_ps(job):
             job.wait_for_steps(20)
+            # A checkpoint to roll back to must be committed first (under load the first one
+            # can still be on its way at 20 steps).
+            deadline = time.monotonic() + 60
+            while "committed at step" not in open(os.path.join(job.tmp, "chief.log"),
+                                                  errors="replace").read():
+                self.assertLess(time.monotonic(), deadline, job.logs())
+                time.sleep(0.02)
             job.ps.restart(1)
         lost, job = self.run_job(worker_args=((), ("--step_sleep", "0.02")),
                                  after_start=kill_a_ps)
@@ -158,6 +165,37 @@ class WorkerTest(unittest.TestCase):
             series = acc.Scalars("eval/accuracy")
             self.assertEqual(len(series), len(job.evaluations()))
             self.assertAlmostEqual(series[-1].value, accuracy, places=6)
+        finally:
+            job.close()
+
+    def test_a_worker_that_joins_and_leaves_keeps_the_sync_job_bit_identical(self):
+        """Elastic workers (docs/elastic.md): a third shardps.Worker, whose TF_CONFIG names
+        only itself of the workers (TFJob's sparse form), joins the running sync job, takes
+        replicas, and on SIGTERM leaves and exits 0; the job's parameters, version by
+        version, equal a plain run's."""
+        slow = ("--step_sleep", "0.15")
+        plain, _ = self.run_job(worker_args=(slow, slow))
+        tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        job = Job(tmp, JOB, os.path.join(HERE, "numpy_worker.py"), (slow, slow))
+        try:
+            job.wait_for_steps(4)
+            cluster = dict(job.cluster, worker={"2": _free_address()})
+            log = os.path.join(tmp, "worker-2.steps")
+            job.worker_logs.append(log)
+            extra = job.start_task(cluster, "worker", 2, log, slow)
+            deadline = time.monotonic() + 60
+            while not (os.path.exists(log) and sum(1 for _ in open(log)) >= 2):
+                self.assertLess(time.monotonic(), deadline, job.logs())
+                self.assertIsNone(extra.poll(), job.logs())
+                time.sleep(0.05)
+            extra.send_signal(signal.SIGTERM)
+            self.assertEqual(extra.wait(timeout=60), 0, job.logs())
+            self.assertEqual(job.wait(), 0, job.logs())
+            with open(os.path.join(tmp, "chief.log"), errors="replace") as f:
+                chief_log = f.read()
+            self.assertIn("worker 2 at", chief_log)
+            self.assertIn("left (", chief_log)
+            self.assertEqual(job.versions(), plain)
         finally:
             job.close()
 
