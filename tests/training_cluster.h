@@ -55,6 +55,7 @@ class TrainingCluster : public Cluster {
   // chief serves status at once and submits its --job once every ps answers): that status.
   absl::StatusOr<JobStatus> KillAndRestartChief();
   absl::Status StartWorker(int i) { return loopback_->Launch("worker", i); }
+  absl::StatusOr<int> StopWorker(int i, int sig) { return loopback_->Stop("worker", i, sig); }
   // Sends `sig` to every daemon at once (a machine lost, say) and waits for all to exit.
   void SignalAll(int sig) { loopback_->SignalAll(sig); }
 

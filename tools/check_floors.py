@@ -48,9 +48,22 @@ def folder_of(path, floors):
     return None
 
 
+def ignored_top_level(root):
+    """Top-level folders the repository's .gitignore ignores ("/runs/"): the main job's run
+    directories and build outputs are no part of the code."""
+    try:
+        with open(os.path.join(root, ".gitignore")) as f:
+            lines = [line.strip() for line in f]
+    except OSError:
+        return set()
+    return {line.strip("/") for line in lines
+            if line.startswith("/") and line.endswith("/") and "*" not in line}
+
+
 def top_level_folders(root):
+    ignored = ignored_top_level(root)
     for name in sorted(os.listdir(root)):
-        if name.startswith(".") or name.startswith("bazel-"):
+        if name.startswith(".") or name.startswith("bazel-") or name in ignored:
             continue
         if os.path.isdir(os.path.join(root, name)) and not os.path.islink(os.path.join(root, name)):
             yield name

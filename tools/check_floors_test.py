@@ -95,6 +95,12 @@ class CheckFloorsTest(unittest.TestCase):
         self.assertTrue(any(e.startswith("newpkg/:") and "add it" in e for e in errors), errors)
         self.assertTrue(any(e.startswith("math/n.h:1") and "add it" in e for e in errors), errors)
 
+    def test_a_folder_the_gitignore_ignores_is_no_code(self):
+        # The main job's run directories (runs/, in .gitignore) are not an unlisted folder.
+        self.assertEqual(self.errors({".gitignore": "/runs/\n*.pb.cc\n", "runs/x/log.txt": "",
+                                      "runs/y.cc": ""}), [])
+        self.assertEqual(len(self.errors({"runs/y.cc": ""})), 1)
+
     def test_a_bad_table_is_refused(self):
         with self.assertRaisesRegex(ValueError, "line 1"):
             check_floors.parse_table("proto 0\n")
