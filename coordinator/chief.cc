@@ -398,7 +398,7 @@ class ChiefImpl : public Chief {
   int num_workers() ABSL_LOCKS_EXCLUDED(s_.mu) {
     absl::MutexLock lock(&s_.mu);
     PartsLockHeld();
-    return std::max(1, dispatcher_->num_workers_not_left());
+    return dispatcher_->num_workers_not_left();  // 0: none known yet (all will join)
   }
 
   // The parts share s_.mu (each was given &s_): says so to the thread-safety analysis, which
@@ -661,7 +661,8 @@ class ChiefImpl : public Chief {
 
 absl::StatusOr<std::unique_ptr<Chief>> Chief::Create(Options options) {
   if (options.ps == nullptr) return absl::InvalidArgumentError("Chief needs a PsClient");
-  if (options.workers.empty()) {
+  if (options.workers.empty() && !options.connect_worker) {
+    // (With connect_worker every worker may join: TF_CONFIG's sparse worker job.)
     return absl::InvalidArgumentError("the cluster has no worker tasks");
   }
   if (static_cast<int>(options.ps_addresses.size()) != options.ps->num_ps()) {

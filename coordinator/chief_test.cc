@@ -145,6 +145,24 @@ TEST_F(ChiefTest, AWorkerThatJoinsARunningJobTakesLeases) {
   EXPECT_GT(status.workers(0).steps_done(), 0);
 }
 
+// A chief whose TF_CONFIG names no worker (TFJob's sparse form gives the chief none): a job
+// is accepted (one replica per sync step by default: no worker count to take it from) and
+// runs once a worker joins.
+TEST_F(ChiefTest, AChiefWithoutTfConfigWorkersRunsAJobOnWorkersThatJoin) {
+  StartChief(0);
+  Submit(R"("mode": "sync", "steps": 4)");
+  EXPECT_EQ(chief_->Status().job().num_replicas(), 1);
+  ASSERT_TRUE(Join(2, "worker2").ok());
+  FakeWorker* w = Joined(0);
+  ASSERT_NE(w, nullptr);
+  while (chief_->Status().steps_done() < 4) {
+    ASSERT_TRUE(w->WaitForPending(1));
+    w->Finish();
+  }
+  ASSERT_TRUE(chief_->WaitForJobEnd(kWait));
+  EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED);
+}
+
 // Each refusal changes nothing: a bad request, an index live at another address, another
 // job's ps, and (once the job ended) a late worker; a worker the chief knows, at its address,
 // rejoins as the same slot.
