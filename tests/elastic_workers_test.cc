@@ -143,6 +143,49 @@ TEST(ElasticWorkersTest, AWorkerJoinsARunningSyncJobAndLeavesOnSigterm) {
   JoinTrainLeave("sync", 2, /*sparse=*/false);
 }
 
+// A restarted chief knows only its TF_CONFIG's workers: the one that had joined hears nothing
+// from it, announces itself again, and takes steps from the new chief; the job still counts
+// every step once.
+TEST(ElasticWorkersTest, AJoinedWorkerJoinsARestartedChiefAgain) {
+  constexpr int64_t kSteps = 8000;  // outlasts the restart and the worker's silence (8 s)
+  const std::string dir = FreshTempDir("elastic_chief_restart");
+  TrainingCluster::Options options;
+  options.num_workers = 1;
+  options.worker_flags = {kStepDelay};
+  options.job_file = JobFile("elrc", "async", kSteps, dir);
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  TrainingCluster* c = cluster->get();
+  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 20; }).ok())
+      << c->Logs();
+  auto extra = StartExtraWorker(c, 1, LoopbackAddress(), c->ps_addresses());
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) {
+                 return s.workers_size() == 2 && s.workers(1).steps_done() >= 10;
+               }).ok())
+      << (*extra)->Log() << c->Logs();
+  auto restarted = c->KillAndRestartChief();
+  ASSERT_TRUE(restarted.ok()) << restarted.status() << c->Logs();
+  auto again = c->WaitForStatus(
+      [](const JobStatus& s) {
+        for (const WorkerInfo& w : s.workers()) {
+          if (w.index() == 1 && w.steps_done() >= 5) return true;
+        }
+        return s.state() != JobStatus::RUNNING;
+      },
+      absl::Minutes(1));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << (*extra)->Log() << c->Logs();
+  ASSERT_EQ(again->state(), JobStatus::RUNNING) << "the job ended before worker 1 came back";
+  EXPECT_THAT((*extra)->Log(), HasSubstr("joined again"));
+  (*extra)->Signal(SIGTERM);
+  auto code = (*extra)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << (*extra)->Log();
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << c->Logs();
+  ExpectEveryShardAtVersion(dir, kSteps, c->Logs());
+}
+
 TEST(ElasticWorkersTest, RefusedWorkersExitTwoNamingWhy) {
   const std::string dir = FreshTempDir("elastic_refused");
   TrainingCluster::Options options;

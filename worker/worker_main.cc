@@ -17,6 +17,7 @@
 // backend). Every call from the chief (StartJob, RunStep, Status, Shutdown) resets the
 // orphan clock; the chief pings an idle worker with Status every few seconds.
 #include <memory>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,12 @@ constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
 // to other workers.
 constexpr absl::Duration kLeaveWait = absl::Seconds(20);
 
+// A joined worker that has heard nothing from the chief for kRejoinAfterSilence (the chief
+// pings idle workers every 5 s) announces itself again, checking every kRejoinCheck: a
+// restarted chief does not know the workers that joined the one before it.
+constexpr absl::Duration kRejoinCheck = absl::Seconds(2);
+constexpr absl::Duration kRejoinAfterSilence = absl::Seconds(8);
+
 // The step executor and the service over it. Destroyed after the server, in reverse order:
 // the service, the executor (already emptied by FinishShutdown), the step executor.
 class WorkerBody : public DaemonBody {
@@ -62,7 +69,10 @@ class WorkerBody : public DaemonBody {
     service_options.on_shutdown = [&daemon](const std::string& reason) {
       daemon.RequestStop(reason, /*from_rpc=*/true);
     };
-    service_options.on_chief_call = [&daemon] { daemon.NoteChiefContact(); };
+    service_options.on_chief_call = [this, &daemon] {
+      daemon.NoteChiefContact();
+      last_contact_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
+    };
     executor_ = std::make_unique<Executor>(kServiceThreads);
     service_ = NewGrpcWorkerService(steps_.get(), executor_.get(), service_options);
     // A --long_lived worker that runs no job has nothing to come back for.
@@ -88,6 +98,19 @@ class WorkerBody : public DaemonBody {
         LogError() << "the chief refused this worker: " << answer.status();
         refused_exit_ = JoinedTooLate(answer.status()) ? kExitDone : kExitBadConfig;
         daemon.RequestStop("refused by the chief", /*from_rpc=*/false);
+        return;
+      }
+      // A chief that restarted knows only its TF_CONFIG's workers: one that has not called
+      // for a while (it pings idle workers every few seconds) is told again.
+      while (answer.ok() && !daemon.WaitForStopWithTimeout(kRejoinCheck)) {
+        const absl::Time last = absl::FromUnixMillis(last_contact_.load(std::memory_order_relaxed));
+        if (absl::Now() - last < kRejoinAfterSilence) continue;
+        absl::StatusOr<JoinJobResponse> again = chief_->JoinJob(JoinRequest(), me_.call_timeout);
+        if (again.ok()) {
+          LogInfo() << "no call from the chief for " << absl::FormatDuration(absl::Now() - last)
+                    << ": joined again (" << again->workers() << " workers)";
+          last_contact_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
+        }
       }
     });
     daemon.WaitForStop();
@@ -105,6 +128,14 @@ class WorkerBody : public DaemonBody {
     return kExitDone;
   }
 
+  JoinJobRequest JoinRequest() const {
+    JoinJobRequest request;
+    request.set_task_index(me_.task_index);
+    request.set_address(me_.address);
+    for (const std::string& ps : me_.ps_addresses) request.add_ps_addresses(ps);
+    return request;
+  }
+
   // The chief this worker joins (null: none in TF_CONFIG).
   void set_membership(std::unique_ptr<ChiefInterface> chief, Membership me) {
     chief_ = std::move(chief);
@@ -120,6 +151,8 @@ class WorkerBody : public DaemonBody {
   std::unique_ptr<ChiefInterface> chief_;
   Membership me_;
   int refused_exit_ = -1;  // set (before the stop it requests) when the chief refused it
+  // The chief's last call (Unix ms), for the rejoin after a silence.
+  std::atomic<int64_t> last_contact_{absl::ToUnixMillis(absl::Now())};
 };
 
 int Main(int argc, char** argv) {
