@@ -1,5 +1,7 @@
 #include "worker/chief_membership.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
@@ -36,6 +38,26 @@ absl::StatusOr<JoinJobResponse> JoinChief(
     }
     if (stopped_within(me.retry_interval)) {
       return absl::CancelledError("stopped before the chief answered JoinJob");
+    }
+  }
+}
+
+void StayJoined(ChiefInterface* chief, const Membership& me,
+                const std::function<absl::Time()>& last_contact,
+                const std::function<bool(absl::Duration)>& stopped_within) {
+  JoinJobRequest request;
+  request.set_task_index(me.task_index);
+  request.set_address(me.address);
+  for (const std::string& ps : me.ps_addresses) request.add_ps_addresses(ps);
+  absl::Time last_join = absl::Now();
+  while (!stopped_within(me.rejoin_check)) {
+    const absl::Time heard = std::max(last_contact(), last_join);
+    if (absl::Now() - heard < me.rejoin_after_silence) continue;
+    last_join = absl::Now();
+    absl::StatusOr<JoinJobResponse> again = chief->JoinJob(request, me.call_timeout);
+    if (again.ok()) {
+      LogInfo() << "no call from the chief for " << absl::FormatDuration(absl::Now() - heard)
+                << ": joined again (" << again->workers() << " workers)";
     }
   }
 }

@@ -24,6 +24,11 @@ struct Membership {
   std::vector<std::string> ps_addresses;  // as this worker's TF_CONFIG names them
   absl::Duration retry_interval = absl::Seconds(1);
   absl::Duration call_timeout = absl::Seconds(5);
+  // StayJoined: a joined worker that has heard nothing from the chief for this long (the
+  // chief calls a busy worker for every step and pings an idle one every 5 s) announces
+  // itself again, looking every rejoin_check.
+  absl::Duration rejoin_after_silence = absl::Seconds(8);
+  absl::Duration rejoin_check = absl::Seconds(2);
 
   // This worker as its TF_CONFIG describes it (task, address, ps).
   static Membership FromConfig(const TfConfig& config);
@@ -38,6 +43,13 @@ struct Membership {
 absl::StatusOr<JoinJobResponse> JoinChief(
     ChiefInterface* chief, const Membership& me,
     const std::function<bool(absl::Duration)>& stopped_within);
+
+// After a join: until `stopped_within` says stop, calls JoinJob again whenever the chief has
+// been silent (`last_contact()`, the time of its last call) for rejoin_after_silence: a
+// restarted chief knows only its TF_CONFIG's workers. Logs each rejoin.
+void StayJoined(ChiefInterface* chief, const Membership& me,
+                const std::function<absl::Time()>& last_contact,
+                const std::function<bool(absl::Duration)>& stopped_within);
 
 // Tells the chief this worker leaves, giving its steps in flight up to `wait` to come back.
 absl::StatusOr<LeaveJobResponse> LeaveChief(ChiefInterface* chief, const Membership& me,

@@ -54,11 +54,6 @@ constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
 // to other workers.
 constexpr absl::Duration kLeaveWait = absl::Seconds(20);
 
-// A joined worker that has heard nothing from the chief for kRejoinAfterSilence (the chief
-// pings idle workers every 5 s) announces itself again, checking every kRejoinCheck: a
-// restarted chief does not know the workers that joined the one before it.
-constexpr absl::Duration kRejoinCheck = absl::Seconds(2);
-constexpr absl::Duration kRejoinAfterSilence = absl::Seconds(8);
 
 // The step executor and the service over it. Destroyed after the server, in reverse order:
 // the service, the executor (already emptied by FinishShutdown), the step executor.
@@ -100,18 +95,11 @@ class WorkerBody : public DaemonBody {
         daemon.RequestStop("refused by the chief", /*from_rpc=*/false);
         return;
       }
-      // A chief that restarted knows only its TF_CONFIG's workers: one that has not called
-      // for a while (it pings idle workers every few seconds) is told again.
-      while (answer.ok() && !daemon.WaitForStopWithTimeout(kRejoinCheck)) {
-        const absl::Time last = absl::FromUnixMillis(last_contact_.load(std::memory_order_relaxed));
-        if (absl::Now() - last < kRejoinAfterSilence) continue;
-        absl::StatusOr<JoinJobResponse> again = chief_->JoinJob(JoinRequest(), me_.call_timeout);
-        if (again.ok()) {
-          LogInfo() << "no call from the chief for " << absl::FormatDuration(absl::Now() - last)
-                    << ": joined again (" << again->workers() << " workers)";
-          last_contact_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
-        }
-      }
+      // A chief that restarted knows only its TF_CONFIG's workers.
+      StayJoined(
+          chief_.get(), me_,
+          [this] { return absl::FromUnixMillis(last_contact_.load(std::memory_order_relaxed)); },
+          [&daemon](absl::Duration d) { return daemon.WaitForStopWithTimeout(d); });
     });
     daemon.WaitForStop();
     joiner.join();
@@ -126,14 +114,6 @@ class WorkerBody : public DaemonBody {
     LogInfo() << "left the job: " << left->steps_handed_back()
               << " leased steps handed back to the chief";
     return kExitDone;
-  }
-
-  JoinJobRequest JoinRequest() const {
-    JoinJobRequest request;
-    request.set_task_index(me_.task_index);
-    request.set_address(me_.address);
-    for (const std::string& ps : me_.ps_addresses) request.add_ps_addresses(ps);
-    return request;
   }
 
   // The chief this worker joins (null: none in TF_CONFIG).

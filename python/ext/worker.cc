@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -335,6 +336,13 @@ class PyWorker {
     WorkerServiceOptions service_options;
     ExternalStepExecutor* steps = executor_;
     service_options.on_shutdown = [steps](const std::string& reason) { steps->Stop(reason); };
+    if (config.NumTasks("chief") > 0) {
+      join_ = std::make_shared<JoinState>();
+      // Each call of the chief, for StayJoined's silence.
+      service_options.on_chief_call = [join = join_] {
+        join->last_contact.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
+      };
+    }
     service_ = NewGrpcWorkerService(steps_.get(), rpc_executor_.get(), service_options);
     const std::string listen = ValueOrThrow(ListenAddress(config.TaskAddress(), ""));
     ThrowIfError(CheckBinding(listen, ProcessTls()));
@@ -354,8 +362,7 @@ class PyWorker {
     task_index_ = config.task_index;
     // Announce this worker to the chief, as the worker daemon does (elastic workers,
     // docs/elastic.md): a worker the chief's TF_CONFIG does not name joins its job.
-    if (config.NumTasks("chief") > 0) {
-      join_ = std::make_shared<JoinState>();
+    if (join_ != nullptr) {
       join_->chief = NewGrpcChiefInterface(config.Tasks("chief")[0]);
       // TF_CONFIG's address, where the chief reaches it (what it binds may be 0.0.0.0).
       join_->me = Membership::FromConfig(config);
@@ -364,8 +371,18 @@ class PyWorker {
         absl::StatusOr<JoinJobResponse> joined = JoinChief(
             join->chief.get(), join->me,
             [&join](absl::Duration d) { return join->stop.WaitForNotificationWithTimeout(d); });
-        absl::MutexLock lock(&join->mu);
-        join->status = joined.status();
+        {
+          absl::MutexLock lock(&join->mu);
+          join->status = joined.status();
+        }
+        if (!joined.ok()) return;
+        // A chief that restarted knows only its TF_CONFIG's workers.
+        StayJoined(
+            join->chief.get(), join->me,
+            [&join] {
+              return absl::FromUnixMillis(join->last_contact.load(std::memory_order_relaxed));
+            },
+            [&join](absl::Duration d) { return join->stop.WaitForNotificationWithTimeout(d); });
       }).detach();
     }
   }
@@ -441,6 +458,7 @@ class PyWorker {
     absl::Notification stop;
     absl::Mutex mu;
     absl::Status status ABSL_GUARDED_BY(mu) = absl::CancelledError("not joined yet");
+    std::atomic<int64_t> last_contact{absl::ToUnixMillis(absl::Now())};  // the chief's, Unix ms
   };
   std::shared_ptr<JoinState> join_;
   std::unique_ptr<MetricsPort> metrics_;
