@@ -25,29 +25,10 @@ constexpr uint32_t kCarry = 0x80000000u;
 // large enough that the test costs nothing.
 constexpr int64_t kBlock = 4096;
 
-bool BlockFinite(const char* values, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX2__)
-  const __m256i exponent = _mm256_set1_epi32(static_cast<int>(kExponent));
-  const __m256i one = _mm256_set1_epi32(static_cast<int>(kExponentOne));
-  __m256i acc = _mm256_setzero_si256();
-  for (; i + 8 <= n; i += 8) {
-    __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 4 * i));
-    acc = _mm256_or_si256(acc, _mm256_add_epi32(_mm256_and_si256(bits, exponent), one));
-  }
-  if (_mm256_movemask_ps(_mm256_castsi256_ps(acc)) != 0) return false;
-#endif
-  uint32_t tail = 0;
-  for (; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, values + 4 * i, sizeof(bits));
-    tail |= (bits & kExponent) + kExponentOne;
-  }
-  return (tail & kCarry) == 0;
-}
-
-// BlockFinite that also raises *top to the largest magnitude's bits (the sign cleared, which
-// order as |value| does) of the block.
+// Whether values[0, n) are all finite, one OR of exponent sums over the block (the vector
+// body, then the tail); when they are, raises *top to the largest magnitude's bits (the sign
+// cleared, which order as |value| does). The max rides along at no cost: the loop is bound by
+// memory.
 bool BlockFiniteMax(const char* values, int64_t n, uint32_t* top) {
   constexpr uint32_t kMagnitude = 0x7fffffffu;
   int64_t i = 0;
@@ -89,24 +70,19 @@ int64_t FirstNonFinite(const void* data, int64_t n, float* max_abs) {
     const int64_t count = n - begin < kBlock ? n - begin : kBlock;
     if (BlockFiniteMax(values + 4 * begin, count, &top)) continue;
     *max_abs = std::numeric_limits<float>::infinity();
-    return FirstNonFinite(values + 4 * begin, count) + begin;
-  }
-  std::memcpy(max_abs, &top, sizeof(top));
-  return n;
-}
-
-int64_t FirstNonFinite(const void* data, int64_t n) {
-  const char* values = static_cast<const char*>(data);
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t count = n - begin < kBlock ? n - begin : kBlock;
-    if (BlockFinite(values + 4 * begin, count)) continue;
     for (int64_t i = begin; i < begin + count; ++i) {
       float v;
       std::memcpy(&v, values + 4 * i, sizeof(v));
       if (!std::isfinite(v)) return i;
     }
   }
+  std::memcpy(max_abs, &top, sizeof(top));
   return n;
+}
+
+int64_t FirstNonFinite(const void* data, int64_t n) {
+  float max_abs;
+  return FirstNonFinite(data, n, &max_abs);
 }
 
 FloatRange RangeOf(const void* data, int64_t n) {
@@ -150,31 +126,9 @@ FloatRange RangeOf(const void* data, int64_t n) {
 }
 
 float MaxAbs(const void* data, int64_t n) {
-  const char* values = static_cast<const char*>(data);
-  // |v|'s bits (the sign cleared) order as |v| does, NaN's above infinity's.
-  constexpr uint32_t kMagnitude = 0x7fffffffu;
-  uint32_t top = 0;
-  int64_t i = 0;
-#if defined(__AVX2__)
-  const __m256i magnitude = _mm256_set1_epi32(static_cast<int>(kMagnitude));
-  __m256i vtop = _mm256_setzero_si256();
-  for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 4 * i));
-    vtop = _mm256_max_epu32(vtop, _mm256_and_si256(bits, magnitude));
-  }
-  alignas(32) uint32_t t[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(t), vtop);
-  for (int k = 0; k < 8; ++k) top = std::max(top, t[k]);
-#endif
-  for (; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, values + 4 * i, sizeof(bits));
-    top = std::max(top, bits & kMagnitude);
-  }
-  if (top >= kExponent) return std::numeric_limits<float>::infinity();
-  float out;
-  std::memcpy(&out, &top, sizeof(out));
-  return out;
+  float max_abs = 0;
+  FirstNonFinite(data, n, &max_abs);
+  return max_abs;
 }
 
 }  // namespace shardps

@@ -7,6 +7,17 @@
 #include "common/log.h"
 
 namespace shardps {
+namespace {
+
+JoinJobRequest JoinRequest(const Membership& me) {
+  JoinJobRequest request;
+  request.set_task_index(me.task_index);
+  request.set_address(me.address);
+  for (const std::string& ps : me.ps_addresses) request.add_ps_addresses(ps);
+  return request;
+}
+
+}  // namespace
 
 Membership Membership::FromConfig(const TfConfig& config) {
   Membership me;
@@ -19,10 +30,7 @@ Membership Membership::FromConfig(const TfConfig& config) {
 absl::StatusOr<JoinJobResponse> JoinChief(
     ChiefInterface* chief, const Membership& me,
     const std::function<bool(absl::Duration)>& stopped_within) {
-  JoinJobRequest request;
-  request.set_task_index(me.task_index);
-  request.set_address(me.address);
-  for (const std::string& ps : me.ps_addresses) request.add_ps_addresses(ps);
+  const JoinJobRequest request = JoinRequest(me);
   bool said = false;
   while (true) {
     absl::StatusOr<JoinJobResponse> answer = chief->JoinJob(request, me.call_timeout);
@@ -45,10 +53,7 @@ absl::StatusOr<JoinJobResponse> JoinChief(
 void StayJoined(ChiefInterface* chief, const Membership& me,
                 const std::function<absl::Time()>& last_contact,
                 const std::function<bool(absl::Duration)>& stopped_within) {
-  JoinJobRequest request;
-  request.set_task_index(me.task_index);
-  request.set_address(me.address);
-  for (const std::string& ps : me.ps_addresses) request.add_ps_addresses(ps);
+  const JoinJobRequest request = JoinRequest(me);
   absl::Time last_join = absl::Now();
   while (!stopped_within(me.rejoin_check)) {
     const absl::Time heard = std::max(last_contact(), last_join);
