@@ -204,6 +204,12 @@ class ChiefImpl : public Chief {
     return response;
   }
 
+  void ScalePs(const ScalePsRequest& request,
+               std::function<void(absl::StatusOr<ScalePsResponse>)> done) override {
+    (void)request;
+    done(absl::UnimplementedError("ScalePs: not yet"));
+  }
+
   JobStatus Status() override {
     std::vector<PsMonitor::PsView> views = monitor_->Views();
     absl::MutexLock lock(&s_.mu);

@@ -115,6 +115,12 @@ class Chief {
   // or the wait passed (its steps then go back to the queue). NOT_FOUND for a worker the
   // chief does not know. Blocks: call it off gRPC's threads.
   virtual absl::StatusOr<LeaveJobResponse> Leave(const LeaveJobRequest& request) = 0;
+
+  // Moves the running job onto request.num_ps ps tasks (docs/elastic.md, ScalePsRequest):
+  // `done` runs (on another thread) once training resumed on them, or with the reason
+  // nothing changed.
+  virtual void ScalePs(const ScalePsRequest& request,
+                       std::function<void(absl::StatusOr<ScalePsResponse>)> done) = 0;
 };
 
 }  // namespace shardps
