@@ -412,7 +412,15 @@ bool CheckpointDriver::FinalDoneLocked(const absl::StatusOr<CheckpointInfo>& inf
   return false;
 }
 
-absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
+absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeForScaleLocked(const std::string& detail) {
+  absl::StatusOr<CheckpointInfo> info = TakeLocked(/*final=*/false, &detail);
+  last_checkpoint_time_ = absl::Now();
+  RecordLocked("scale", info);
+  return info;
+}
+
+absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final,
+                                                           const std::string* scale_detail) {
   const absl::Time t0 = absl::Now();
   // The checkpoint's directory first (a create and a directory fsync), so that training does
   // not wait for the disk at the cut. A cut given up leaves it to the next Prepare of its id.
@@ -422,7 +430,7 @@ absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
   s_->mu.Lock();
   RETURN_IF_ERROR(prepared.status());
   const absl::Time cut_start = absl::Now();
-  ASSIGN_OR_RETURN(const Cut at, CutLocked(final));
+  ASSIGN_OR_RETURN(const Cut at, CutLocked(final, /*drain=*/scale_detail != nullptr));
   const absl::Time below_done = absl::Now();
   Plan plan = PlanLocked(final, at.barrier);
 
@@ -439,9 +447,13 @@ absl::StatusOr<CheckpointInfo> CheckpointDriver::TakeLocked(bool final) {
             << ": steps below it done in "
             << absl::ToDoubleMilliseconds(below_done - cut_start) << " ms, snapshot "
             << absl::ToDoubleMilliseconds(absl::Now() - below_done) << " ms";
-  s_->scheduler->ClearBarrier();
-  s_->ReleasePhaseLocked(Kind::kCheckpointCut);
-  s_->WakeDispatcherLocked();
+  if (scale_detail != nullptr && cut.ok() && s_->SetPhaseLocked(Kind::kScaling, *scale_detail)) {
+    // The scale goes on from this cut: nothing more is leased until it ends.
+  } else {
+    s_->scheduler->ClearBarrier();
+    s_->ReleasePhaseLocked(Kind::kCheckpointCut);
+    s_->WakeDispatcherLocked();
+  }
   RETURN_IF_ERROR(cut.status());
 
   // The files: each ps writes its own; wait for all of them, then commit.
@@ -507,7 +519,7 @@ void CheckpointDriver::DrainLocked(Cut* at) {
                      absl::StrCat("finishing the steps below ", at->barrier));
 }
 
-absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final) {
+absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final, bool drain) {
   const int64_t total = s_->scheduler->total_steps();
   Cut at;
   at.barrier = final ? total : std::min(total, s_->scheduler->RoundUp(s_->scheduler->NextNew()));
@@ -516,7 +528,7 @@ absl::StatusOr<CheckpointDriver::Cut> CheckpointDriver::CutLocked(bool final) {
                      absl::StrCat("finishing the steps below ", at.barrier));
   // No step at or above the barrier has been leased: once every ps holds their pushes, they
   // may be. A final cut has none after it.
-  const bool drain = s_->job.checkpoint().cut() == CheckpointSpec::DRAIN;
+  drain |= s_->job.checkpoint().cut() == CheckpointSpec::DRAIN;
   if (!final && !drain && at.barrier < total && HoldLocked(at.barrier)) {
     at.held = true;
     s_->scheduler->ClearBarrier();

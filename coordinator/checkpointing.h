@@ -130,6 +130,14 @@ class CheckpointDriver {
   // Takes the checkpoint DueLocked gave `why` for, and records its outcome.
   void RunLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
+  // A scale's checkpoint (ps_scaling.h): a drained cut (no step at or past its barrier is
+  // leased), after which the job stays held: once every ps has snapshotted, the phase moves
+  // from the cut to kScaling (`detail`) with the barrier kept, and the caller ends both
+  // (Scheduler::ClearBarrier, ReleasePhaseLocked(kScaling)) whatever the outcome of the
+  // commit. An error before the snapshot (the cut abandoned) leaves the job training.
+  absl::StatusOr<CheckpointInfo> TakeForScaleLocked(const std::string& detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
  private:
   struct Request {
     std::string why;  // "interrupted" or "on demand"
@@ -147,7 +155,9 @@ class CheckpointDriver {
 
   // Cuts, snapshots and commits a checkpoint. Holds the mutex except while it waits on the
   // ps and the disk.
-  absl::StatusOr<CheckpointInfo> TakeLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // `scale_detail`: a scale's (TakeForScaleLocked); null for any other.
+  absl::StatusOr<CheckpointInfo> TakeLocked(bool final, const std::string* scale_detail = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // A cut's barrier, and whether the ps hold the pushes of the steps at or above it.
   struct Cut {
     int64_t barrier = 0;
@@ -160,7 +170,8 @@ class CheckpointDriver {
   // while a re-queued step below b needs one), the ps release and the cut drains instead: no
   // step leased past a new barrier until the steps below it are done. ABORTED when the cut is
   // abandoned (a rollback due, a ps unreachable, the job stopped).
-  absl::StatusOr<Cut> CutLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // `drain`: drain whatever the job's checkpoint.cut says.
+  absl::StatusOr<Cut> CutLocked(bool final, bool drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // CutLocked's hold: asks every ps (releasing the mutex meanwhile); false when one refused.
   bool HoldLocked(int64_t barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Releases every ps's hold (best effort: a ps that misses it lets go at the timeout).

@@ -121,8 +121,11 @@ class CheckpointDriverTest : public ::testing::Test {
     tasks_ = *InProcessPs::Create(InProcessPs::Options());
     client_ = tasks_->client();
     monitor_ = std::make_unique<PsMonitor>(client_, PsMonitor::Options(), [] {});
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_,
-                                           std::vector<std::string>{"ps0", "ps1"});
+    {
+      absl::MutexLock lock(&state_.mu);
+      state_.ps_addresses = {"ps0", "ps1"};
+    }
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_);
     driver_ = std::make_unique<CheckpointDriver>(&state_, recovery_.get(), client_);
     dir_ = FreshTestDir("checkpoint_driver");
 

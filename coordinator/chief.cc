@@ -24,7 +24,9 @@
 #include "coordinator/job_phase.h"
 #include "coordinator/job_preparation.h"
 #include "coordinator/job_spec.h"
+#include "client/switchable_ps_client.h"
 #include "coordinator/ps_monitor.h"
+#include "coordinator/ps_scaling.h"
 #include "coordinator/recovery.h"
 
 namespace shardps {
@@ -44,6 +46,13 @@ bool ShutdownDidNotArrive(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsResourceExhausted(s);
 }
 
+// Whether a worker's TF_CONFIG ps list `theirs` is of this cluster: the same ps in the same
+// order as `ours`, one list possibly longer (a worker started before or after a scale).
+bool SamePsCluster(const std::vector<std::string>& theirs, const std::vector<std::string>& ours) {
+  const size_t n = std::min(theirs.size(), ours.size());
+  return n > 0 && std::equal(theirs.begin(), theirs.begin() + n, ours.begin());
+}
+
 std::vector<WorkerInterface*> Pointers(const std::vector<std::unique_ptr<WorkerInterface>>& v) {
   std::vector<WorkerInterface*> out;
   for (const auto& p : v) out.push_back(p.get());
@@ -52,27 +61,39 @@ std::vector<WorkerInterface*> Pointers(const std::vector<std::unique_ptr<WorkerI
 
 class ChiefImpl : public Chief {
  public:
-  explicit ChiefImpl(Options options) : options_(std::move(options)) {
+  explicit ChiefImpl(Options options)
+      : options_(std::move(options)),
+        ps_(std::make_unique<SwitchablePsClient>(
+            std::shared_ptr<PsClient>(options_.ps, [](PsClient*) {}))) {
+    {
+      absl::MutexLock lock(&s_.mu);
+      s_.ps_addresses = options_.ps_addresses;
+    }
     PsMonitor::Options monitor;
     monitor.interval = options_.probe_interval_ps;
     monitor.unreachable_after = options_.ps_unreachable_after;
     monitor.probe_timeout = std::max(absl::Seconds(1), options_.probe_interval_ps * 2);
-    monitor_ = std::make_unique<PsMonitor>(options_.ps, monitor, [this] {
+    monitor_ = std::make_unique<PsMonitor>(ps_.get(), monitor, [this] {
       absl::MutexLock lock(&s_.mu);
       s_.WakeControlLocked();
       s_.WakeDispatcherLocked();
     });
-    recovery_ =
-        std::make_unique<Recovery>(&s_, monitor_.get(), options_.ps, options_.ps_addresses);
-    checkpoints_ = std::make_unique<CheckpointDriver>(&s_, recovery_.get(), options_.ps);
+    recovery_ = std::make_unique<Recovery>(&s_, monitor_.get(), ps_.get());
+    checkpoints_ = std::make_unique<CheckpointDriver>(&s_, recovery_.get(), ps_.get());
     Dispatcher::Options dispatch;
-    dispatch.ps_addresses = options_.ps_addresses;
     dispatch.probe_interval = options_.probe_interval;
     dispatch.max_step_attempts = options_.max_step_attempts;
     dispatch.has_evaluator = options_.has_evaluator;
     dispatch.final_eval_timeout = options_.final_eval_timeout;
     dispatcher_ = std::make_unique<Dispatcher>(&s_, Pointers(options_.workers), recovery_.get(),
                                                std::move(dispatch));
+    PsScaling::Options scaling;
+    scaling.connect_ps = options_.connect_ps;
+    scaling.cluster_ps = options_.ps_addresses;
+    scaling.default_timeout = options_.scale_timeout;
+    scaling_ = std::make_unique<PsScaling>(&s_, ps_.get(), monitor_.get(), recovery_.get(),
+                                           checkpoints_.get(), dispatcher_.get(),
+                                           std::move(scaling));
   }
 
   // The threads return once the chief is stopping; then every call to a worker is cancelled
@@ -134,16 +155,17 @@ class ChiefImpl : public Chief {
       return absl::InvalidArgumentError(absl::StrCat(
           "JoinJob: ", who, ": not an address the chief can reach (give TF_CONFIG's)"));
     }
-    if (request.ps_addresses_size() > 0 &&
-        std::vector<std::string>(request.ps_addresses().begin(), request.ps_addresses().end()) !=
-            options_.ps_addresses) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          who, " names ps [", absl::StrJoin(request.ps_addresses(), ", "),
-          "] in its TF_CONFIG, but this job's ps are [", absl::StrJoin(options_.ps_addresses, ", "),
-          "]: a worker of another job or cluster"));
-    }
     absl::MutexLock lock(&s_.mu);
     PartsLockHeld();
+    const std::vector<std::string> theirs(request.ps_addresses().begin(),
+                                          request.ps_addresses().end());
+    if (!theirs.empty() && !SamePsCluster(theirs, options_.ps_addresses) &&
+        !SamePsCluster(theirs, s_.ps_addresses)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who, " names ps [", absl::StrJoin(theirs, ", "),
+          "] in its TF_CONFIG, but this job's ps are [", absl::StrJoin(s_.ps_addresses, ", "),
+          "]: a worker of another job or cluster"));
+    }
     const JobStatus::State state = s_.status.state();
     if (!options_.long_lived && state != JobStatus::RUNNING && state != JobStatus::NO_JOB) {
       return absl::FailedPreconditionError(
@@ -206,8 +228,15 @@ class ChiefImpl : public Chief {
 
   void ScalePs(const ScalePsRequest& request,
                std::function<void(absl::StatusOr<ScalePsResponse>)> done) override {
-    (void)request;
-    done(absl::UnimplementedError("ScalePs: not yet"));
+    absl::Status refused;
+    {
+      absl::MutexLock lock(&s_.mu);
+      PartsLockHeld();
+      refused = scaling_->RequestLocked(request, done);
+      if (refused.ok()) return;
+    }
+    LogWarning() << "scale-ps " << request.num_ps() << " refused: " << refused;
+    done(refused);
   }
 
   JobStatus Status() override {
@@ -395,7 +424,22 @@ class ChiefImpl : public Chief {
       }
       absl::SleepFor(kShutdownRetryDelay);
     }
-    (void)options_.ps->ShutdownAll(reason);
+    (void)ps_->ShutdownAll(reason);
+    // TF_CONFIG's ps the job does not run on (num_ps, a scale down) are told too.
+    std::vector<std::string> idle;
+    {
+      absl::MutexLock lock(&s_.mu);
+      for (const std::string& a : options_.ps_addresses) {
+        if (std::find(s_.ps_addresses.begin(), s_.ps_addresses.end(), a) ==
+            s_.ps_addresses.end()) {
+          idle.push_back(a);
+        }
+      }
+    }
+    if (!idle.empty() && options_.connect_ps) {
+      absl::StatusOr<std::shared_ptr<PsClient>> others = options_.connect_ps(idle);
+      if (others.ok()) (void)(*others)->ShutdownAll(reason);
+    }
   }
 
  private:
@@ -450,8 +494,25 @@ class ChiefImpl : public Chief {
   // Prepares the job (holding no lock), then installs it. REQUIRES: phase kStarting.
   absl::StatusOr<SubmitJobResponse> Start(JobSpec job, SubmitJobRequest::Resume resume) {
     PrepareOptions prepare;
-    prepare.ps = options_.ps;
+    prepare.ps = ps_.get();
     prepare.ps_unreachable_after = options_.ps_unreachable_after;
+    prepare.cluster_ps = options_.ps_addresses;
+    {
+      absl::MutexLock lock(&s_.mu);
+      prepare.current_ps = s_.ps_addresses;
+    }
+    if (options_.connect_ps) {
+      prepare.use_ps = [this](const std::vector<std::string>& addresses) -> absl::Status {
+        ASSIGN_OR_RETURN(std::shared_ptr<PsClient> client, options_.connect_ps(addresses));
+        ps_->Switch(std::move(client));
+        {
+          absl::MutexLock lock(&s_.mu);
+          s_.ps_addresses = addresses;
+        }
+        monitor_->Reset();
+        return absl::OkStatus();
+      };
+    }
     ASSIGN_OR_RETURN(PreparedJob prepared, PrepareJob(std::move(job), resume, prepare));
     SubmitJobResponse response = prepared.response;
     if (response.already_finished()) {
@@ -478,6 +539,8 @@ class ChiefImpl : public Chief {
     s_.store = std::move(prepared.store);
     s_.store_state = prepared.state;
     s_.generation = prepared.generation;
+    s_.ps_addresses = prepared.ps_addresses;
+    s_.layout_version = prepared.layout_version;
     checkpoints_->StartJobLocked();
     recovery_->StartJobLocked(std::move(prepared.incarnations));
     s_.status = JobStatus();
@@ -584,6 +647,11 @@ class ChiefImpl : public Chief {
           }
           continue;
         }
+        if (!recovery_->pending() && scaling_->pending() &&
+            s_.phase.kind() == Kind::kTraining) {
+          scaling_->RunLocked();
+          continue;
+        }
         if (!recovery_->pending() && s_.phase.kind() != Kind::kPsUnreachable) {
           const char* why = checkpoints_->DueLocked();
           if (why != nullptr) {
@@ -594,6 +662,7 @@ class ChiefImpl : public Chief {
       }
       if (s_.status.state() != JobStatus::RUNNING || s_.phase.kind() == Kind::kInterrupted) {
         checkpoints_->FailRequestsLocked();
+        scaling_->FailRequestsLocked();
       }
       s_.control_wake = false;
       auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
@@ -602,6 +671,7 @@ class ChiefImpl : public Chief {
       s_.mu.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(200));
     }
     checkpoints_->FailRequestsLocked();
+    scaling_->FailRequestsLocked();
   }
 
   JobStatus StatusLocked(const std::vector<PsMonitor::PsView>& views) const
@@ -612,6 +682,7 @@ class ChiefImpl : public Chief {
     s.set_worker_joins(worker_joins_);
     s.set_worker_leaves(worker_leaves_);
     recovery_->AddPsToStatusLocked(views, &s);
+    scaling_->AddToStatusLocked(&s);
     s.set_generation(s_.generation);
     const absl::Time now = absl::Now();
     if (s_.status.state() == JobStatus::RUNNING) s.set_phase(PhaseTextLocked(now));
@@ -646,11 +717,14 @@ class ChiefImpl : public Chief {
   }
 
   Options options_;
+  // The client the job's parts use: options_.ps, or another ps set's (a scale, num_ps).
+  const std::unique_ptr<SwitchablePsClient> ps_;
   ChiefState s_;
   std::unique_ptr<PsMonitor> monitor_;
   std::unique_ptr<Recovery> recovery_;
   std::unique_ptr<CheckpointDriver> checkpoints_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<PsScaling> scaling_;
   // Interfaces to workers that joined (JoinJob), kept for the chief's life: a slot's
   // callbacks may still run on one after it was replaced.
   std::vector<std::unique_ptr<WorkerInterface>> joined_ ABSL_GUARDED_BY(s_.mu);

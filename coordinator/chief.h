@@ -32,9 +32,19 @@ namespace shardps {
 class Chief {
  public:
   struct Options {
+    // The ps tasks of TF_CONFIG, and a client of them (not owned; must outlive the chief). A
+    // job runs on these, or on the first JobSpec.num_ps of them, or on the layout its journal
+    // records after a scale (connect_ps reaches those).
     std::vector<std::string> ps_addresses;
     std::vector<std::unique_ptr<WorkerInterface>> workers;
-    PsClient* ps = nullptr;  // not owned; must outlive the chief
+    PsClient* ps = nullptr;
+    // A client of the ps at these addresses (scale-ps, num_ps, a journal's layout). Unset:
+    // jobs run on ps_addresses only, and every scale is refused (UNIMPLEMENTED).
+    std::function<absl::StatusOr<std::shared_ptr<PsClient>>(
+        const std::vector<std::string>& addresses)>
+        connect_ps;
+    // How long a scale waits for new ps to answer when its request gives no timeout.
+    absl::Duration scale_timeout = absl::Seconds(60);
     bool has_evaluator = false;
     // After training, how long to wait for the evaluator's final report.
     absl::Duration final_eval_timeout = absl::Seconds(120);

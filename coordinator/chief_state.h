@@ -61,6 +61,10 @@ struct ChiefState {
   JobStore::State store_state ABSL_GUARDED_BY(mu);
   // The recovery generation the ps tasks are at: steps of another are stale.
   int64_t generation ABSL_GUARDED_BY(mu) = 0;
+  // The ps the job's shards are on now, in task order (the chief's client reaches these), and
+  // the layout's version (JobStore::State; a scale-ps changes both: ps_scaling.h).
+  std::vector<std::string> ps_addresses ABSL_GUARDED_BY(mu);
+  int64_t layout_version ABSL_GUARDED_BY(mu) = 0;
   absl::Time start ABSL_GUARDED_BY(mu);
   absl::Time end ABSL_GUARDED_BY(mu);
   absl::Time training_end ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();

@@ -137,6 +137,17 @@ void Dispatcher::StartJobLocked() {
   }
 }
 
+void Dispatcher::RestartJobLocked() {
+  for (WorkerState& w : worker_states_) {
+    if (w.started_job.empty()) continue;
+    w.started_job.clear();
+    w.refusals = 0;
+    w.info.set_state("starting");
+    w.next_probe = absl::InfinitePast();
+  }
+  s_->WakeDispatcherLocked();
+}
+
 void Dispatcher::Run() {
   absl::MutexLock lock(&s_->mu);
   while (!s_->stopping) {
@@ -276,21 +287,28 @@ void Dispatcher::StartJobOnLocked(int i) {
   }
   auto call = std::make_shared<std::pair<StartJobRequest, StartJobResponse>>();
   *call->first.mutable_job() = s_->job;
-  for (const std::string& a : options_.ps_addresses) call->first.add_ps_addresses(a);
+  for (const std::string& a : s_->ps_addresses) call->first.add_ps_addresses(a);
   std::string job_id = s_->job.job_id();
+  const int64_t layout = s_->layout_version;
   ++calls_in_flight_;
   workers_[i]->StartJobAsync(&call->first, &call->second, absl::Now() + absl::Seconds(30),
-                             [this, i, call, job_id](const absl::Status& s) {
+                             [this, i, call, job_id, layout](const absl::Status& s) {
                                absl::MutexLock lock(&s_->mu);
-                               OnJobStartedLocked(i, job_id, s, call->second.backend());
+                               OnJobStartedLocked(i, job_id, layout, s,
+                                                  call->second.backend());
                                CallReturnedLocked();
                              });
 }
 
-void Dispatcher::OnJobStartedLocked(int i, const std::string& job_id, const absl::Status& s,
-                                    const std::string& backend) {
+void Dispatcher::OnJobStartedLocked(int i, const std::string& job_id, int64_t layout_version,
+                                    const absl::Status& s, const std::string& backend) {
   WorkerState& w = worker_states_[i];
   --w.in_flight;
+  if (s.ok() && layout_version != s_->layout_version) {
+    // Started on the ps set before a scale: started again, with the new one.
+    w.next_probe = absl::InfinitePast();
+    return;
+  }
   if (s.ok()) {
     w.started_job = job_id;
     w.refusals = 0;

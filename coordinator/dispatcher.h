@@ -35,7 +35,6 @@ namespace shardps {
 class Dispatcher {
  public:
   struct Options {
-    std::vector<std::string> ps_addresses;  // sent with StartJob
     // How often a failed worker is probed (StartJob) to bring it back.
     absl::Duration probe_interval = absl::Seconds(1);
     // Step attempts that fail with a non-transport error before the job fails.
@@ -53,6 +52,10 @@ class Dispatcher {
 
   // A new job: every worker is to be started on it; the last job's step records go.
   void StartJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The job moved onto another ps set (ChiefState::ps_addresses, a scale): every worker is
+  // started on the job again, with the new ps, once its calls in flight have returned. A
+  // start sent before the move does not count.
+  void RestartJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
   // The dispatcher's thread: returns when the job has ended (phase kEnded) or the chief
   // stops (ChiefState::stopping).
@@ -144,8 +147,9 @@ class Dispatcher {
   void PingWorkerLocked(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // REQUIRES: nothing is in flight to the worker.
   void StartJobOnLocked(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
-  void OnJobStartedLocked(int i, const std::string& job_id, const absl::Status& s,
-                          const std::string& backend) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  void OnJobStartedLocked(int i, const std::string& job_id, int64_t layout_version,
+                          const absl::Status& s, const std::string& backend)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // REQUIRES: the worker runs the job, with fewer than StepsInFlight(job) steps in flight.
   void RunStepOnLocked(int i, const StepTask& task, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);

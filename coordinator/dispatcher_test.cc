@@ -35,8 +35,11 @@ class DispatcherTest : public ::testing::Test {
     options.num_tasks = 1;
     tasks_ = *InProcessPs::Create(options);
     monitor_ = std::make_unique<PsMonitor>(tasks_->client(), PsMonitor::Options(), [] {});
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), tasks_->client(),
-                                           std::vector<std::string>{"ps0"});
+    {
+      absl::MutexLock lock(&state_.mu);
+      state_.ps_addresses = {"ps0"};
+    }
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), tasks_->client());
   }
 
   void TearDown() override {
@@ -66,7 +69,6 @@ class DispatcherTest : public ::testing::Test {
       workers_.push_back(std::make_unique<FakeWorker>(absl::StrCat("worker", i)));
       workers.push_back(workers_.back().get());
     }
-    options.ps_addresses = {"ps0"};
     dispatcher_ = std::make_unique<Dispatcher>(&state_, workers, recovery_.get(), options);
     JobSpec job;
     job.set_name("t");

@@ -10,7 +10,7 @@ using Kind = JobPhase::Kind;
 
 bool JobPhase::IsHold(Kind kind) {
   return kind == Kind::kCheckpointCut || kind == Kind::kPsUnreachable ||
-         kind == Kind::kRecovering;
+         kind == Kind::kRecovering || kind == Kind::kScaling;
 }
 
 bool JobPhase::Allowed(Kind from, Kind to) {
@@ -27,9 +27,13 @@ bool JobPhase::Allowed(Kind from, Kind to) {
     case Kind::kTrainingDone:
       return IsHold(to) || to == Kind::kInterrupted || to == Kind::kEnding;
     case Kind::kCheckpointCut:
-      // A ps unreachable abandons the cut; a recovery begins only once it is abandoned. (Its
-      // end returns by Release, as from every hold.)
-      return to == Kind::kPsUnreachable || to == Kind::kInterrupted || to == Kind::kEnding;
+      // A ps unreachable abandons the cut; a recovery begins only once it is abandoned. A
+      // scale's cut stays held as it scales. (Its end returns by Release, as from every hold.)
+      return to == Kind::kPsUnreachable || to == Kind::kScaling || to == Kind::kInterrupted ||
+             to == Kind::kEnding;
+    case Kind::kScaling:
+      // Scaled: Release. A scale that failed on the ps leaves them to a recovery.
+      return to == Kind::kRecovering || to == Kind::kInterrupted || to == Kind::kEnding;
     case Kind::kPsUnreachable:
       return to == Kind::kRecovering || to == Kind::kInterrupted || to == Kind::kEnding;
     case Kind::kRecovering:
@@ -83,6 +87,8 @@ std::string JobPhase::Text() const {
       return absl::StrCat("paused: ", detail_);
     case Kind::kRecovering:
       return absl::StrCat("recovering: ", detail_);
+    case Kind::kScaling:
+      return absl::StrCat("scaling: ", detail_);
     case Kind::kInterrupted:
       return "interrupted: the chief is stopping; a restarted chief resumes";
     default:
@@ -106,6 +112,8 @@ absl::string_view JobPhase::Name(Kind kind) {
       return "ps unreachable";
     case Kind::kRecovering:
       return "recovering";
+    case Kind::kScaling:
+      return "scaling";
     case Kind::kInterrupted:
       return "interrupted";
     case Kind::kEnding:

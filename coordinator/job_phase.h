@@ -3,7 +3,8 @@
 //
 //   kNoJob -> kStarting -> kTraining -> kTrainingDone    (a rollback: back to kTraining)
 //                 |            \____________/
-//                 |                  |-> a hold: kCheckpointCut, kPsUnreachable, kRecovering
+//                 |                  |-> a hold: kCheckpointCut, kPsUnreachable, kRecovering,
+//                 |                  |   kScaling (entered from a cut: kCheckpointCut -> kScaling)
 //                 |                  |-> kInterrupted
 //                 v                  v
 //              kEnded <--------- kEnding <-- (every phase in which the job runs)
@@ -33,6 +34,8 @@ class JobPhase {
     kCheckpointCut,  // RUNNING, a hold: a checkpoint's barrier is up ("checkpointing: ...")
     kPsUnreachable,  // RUNNING, a hold: a ps is unreachable, nothing is leased ("paused: ...")
     kRecovering,     // RUNNING, a hold: the ps roll back, nothing is leased ("recovering: ...")
+    kScaling,        // RUNNING, a hold: the job moves onto another ps set, nothing is leased
+                     // ("scaling: ..."); entered from the cut of its checkpoint
     kInterrupted,    // RUNNING as its checkpoint directory says (a restarted chief resumes
                      // it), but this chief is stopping: nothing is leased or started
     kEnding,         // SUCCEEDED, FAILED or CANCELLED: the calls in flight drain
@@ -55,7 +58,7 @@ class JobPhase {
   bool running() const;
   // Steps may be leased (below a barrier in kCheckpointCut).
   bool leasing() const;
-  // kCheckpointCut, kPsUnreachable or kRecovering.
+  // kCheckpointCut, kPsUnreachable, kRecovering or kScaling.
   bool held() const { return IsHold(kind_); }
   // The job's threads run (its phase is running(), or it is ending).
   bool active() const { return running() || kind_ == Kind::kEnding; }
@@ -64,7 +67,8 @@ class JobPhase {
   bool final_checkpoint_done() const;
 
   // JobStatus.phase: "" while training (or done training), else "paused: <detail>",
-  // "recovering: <detail>", "checkpointing: <detail>", or the interrupted notice.
+  // "recovering: <detail>", "checkpointing: <detail>", "scaling: <detail>", or the
+  // interrupted notice.
   std::string Text() const;
 
   static bool Allowed(Kind from, Kind to);

@@ -13,8 +13,8 @@ using Kind = JobPhase::Kind;
 
 constexpr Kind kAll[] = {Kind::kNoJob,         Kind::kStarting,       Kind::kTraining,
                          Kind::kTrainingDone,  Kind::kCheckpointCut,  Kind::kPsUnreachable,
-                         Kind::kRecovering,    Kind::kInterrupted,    Kind::kEnding,
-                         Kind::kEnded};
+                         Kind::kRecovering,    Kind::kScaling,        Kind::kInterrupted,
+                         Kind::kEnding,        Kind::kEnded};
 
 // Every move between two different phases that is allowed; every other one is refused.
 const std::set<std::pair<Kind, Kind>>& AllowedMoves() {
@@ -27,14 +27,17 @@ const std::set<std::pair<Kind, Kind>>& AllowedMoves() {
       {Kind::kTraining, Kind::kCheckpointCut},
       {Kind::kTraining, Kind::kPsUnreachable},
       {Kind::kTraining, Kind::kRecovering},
+      {Kind::kTraining, Kind::kScaling},
       {Kind::kTraining, Kind::kInterrupted},
       {Kind::kTraining, Kind::kEnding},
       {Kind::kTrainingDone, Kind::kCheckpointCut},
       {Kind::kTrainingDone, Kind::kPsUnreachable},
       {Kind::kTrainingDone, Kind::kRecovering},
+      {Kind::kTrainingDone, Kind::kScaling},
       {Kind::kTrainingDone, Kind::kInterrupted},
       {Kind::kTrainingDone, Kind::kEnding},
       {Kind::kCheckpointCut, Kind::kPsUnreachable},
+      {Kind::kCheckpointCut, Kind::kScaling},
       {Kind::kCheckpointCut, Kind::kInterrupted},
       {Kind::kCheckpointCut, Kind::kEnding},
       {Kind::kPsUnreachable, Kind::kRecovering},
@@ -44,6 +47,9 @@ const std::set<std::pair<Kind, Kind>>& AllowedMoves() {
       {Kind::kRecovering, Kind::kPsUnreachable},
       {Kind::kRecovering, Kind::kInterrupted},
       {Kind::kRecovering, Kind::kEnding},
+      {Kind::kScaling, Kind::kRecovering},
+      {Kind::kScaling, Kind::kInterrupted},
+      {Kind::kScaling, Kind::kEnding},
       {Kind::kInterrupted, Kind::kEnding},
       {Kind::kEnding, Kind::kEnded},
       {Kind::kEnded, Kind::kStarting},
@@ -62,6 +68,7 @@ JobPhase At(Kind kind) {
       {Kind::kStarting, Kind::kTraining, Kind::kCheckpointCut},
       {Kind::kStarting, Kind::kTraining, Kind::kPsUnreachable},
       {Kind::kStarting, Kind::kTraining, Kind::kRecovering},
+      {Kind::kStarting, Kind::kTraining, Kind::kCheckpointCut, Kind::kScaling},
       {Kind::kStarting, Kind::kTraining, Kind::kInterrupted},
       {Kind::kStarting, Kind::kTraining, Kind::kEnding},
       {Kind::kStarting, Kind::kTraining, Kind::kEnding, Kind::kEnded},
@@ -99,7 +106,8 @@ TEST(JobPhaseTest, EveryAllowedMoveIsMadeAndEveryOtherIsRefused) {
 }
 
 TEST(JobPhaseTest, AHoldReturnsToThePhaseItWasEnteredFrom) {
-  for (Kind hold : {Kind::kCheckpointCut, Kind::kPsUnreachable, Kind::kRecovering}) {
+  for (Kind hold :
+       {Kind::kCheckpointCut, Kind::kPsUnreachable, Kind::kRecovering, Kind::kScaling}) {
     for (Kind from : {Kind::kTraining, Kind::kTrainingDone}) {
       JobPhase p = At(from);
       ASSERT_TRUE(p.MoveTo(hold, "x"));
@@ -110,6 +118,18 @@ TEST(JobPhaseTest, AHoldReturnsToThePhaseItWasEnteredFrom) {
       EXPECT_EQ(p.detail(), "");
     }
   }
+}
+
+// A scale's checkpoint cut turns into the scale's hold, which returns to where the cut was
+// entered from and reads "scaling: ...".
+TEST(JobPhaseTest, AScaleHoldsFromItsCut) {
+  JobPhase p = At(Kind::kTraining);
+  ASSERT_TRUE(p.MoveTo(Kind::kCheckpointCut, "finishing the steps below 8"));
+  ASSERT_TRUE(p.MoveTo(Kind::kScaling, "restoring onto 3 ps"));
+  EXPECT_FALSE(p.leasing());
+  EXPECT_EQ(p.Text(), "scaling: restoring onto 3 ps");
+  EXPECT_TRUE(p.Release(Kind::kScaling));
+  EXPECT_EQ(p.kind(), Kind::kTraining);
 }
 
 TEST(JobPhaseTest, AHoldEnteredFromAnotherKeepsTheFirstOnesReturn) {
@@ -172,7 +192,8 @@ TEST(JobPhaseTest, WhatEachPhaseAllows) {
     const JobPhase p = At(k);
     const bool running = k == Kind::kTraining || k == Kind::kTrainingDone ||
                          k == Kind::kCheckpointCut || k == Kind::kPsUnreachable ||
-                         k == Kind::kRecovering || k == Kind::kInterrupted;
+                         k == Kind::kRecovering || k == Kind::kScaling ||
+                         k == Kind::kInterrupted;
     EXPECT_EQ(p.running(), running) << JobPhase::Name(k);
     EXPECT_EQ(p.active(), running || k == Kind::kEnding) << JobPhase::Name(k);
     EXPECT_EQ(p.leasing(), k == Kind::kTraining || k == Kind::kTrainingDone ||

@@ -317,6 +317,38 @@ absl::StatusOr<StartOutcome> PrepareState(const PrepareOptions& options, const P
   return out;
 }
 
+// The ps the job runs on: its journal's layout when it resumes one (each of its ps must be in
+// TF_CONFIG's ps job), else the first JobSpec.num_ps of TF_CONFIG's (0: all).
+absl::StatusOr<std::vector<std::string>> ChooseLayout(const PreparedJob& job, bool known_job,
+                                                      SubmitJobRequest::Resume resume,
+                                                      const PrepareOptions& options) {
+  const std::vector<std::string>& cluster =
+      options.cluster_ps.empty() ? options.current_ps : options.cluster_ps;
+  const JobStore::State& state = job.state;
+  if (known_job && resume != SubmitJobRequest::FRESH && !state.ps_addresses.empty()) {
+    for (const std::string& a : state.ps_addresses) {
+      if (std::find(cluster.begin(), cluster.end(), a) == cluster.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job "", job.job.job_id(), "": its journal (layout version ",
+            state.layout_version, ") places its shards on ps [",
+            absl::StrJoin(state.ps_addresses, ", "), "], but the chief's TF_CONFIG ps job [",
+            absl::StrJoin(cluster, ", "), "] lacks \"", a,
+            "\": give the chief a TF_CONFIG that lists every ps of the layout "
+            "(docs/elastic.md)"));
+      }
+    }
+    return state.ps_addresses;
+  }
+  const int n = job.job.num_ps();
+  if (n == 0) return cluster;
+  if (n > static_cast<int>(cluster.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("job: \"num_ps\": ", n,
+                                                   ", but the chief's TF_CONFIG names ",
+                                                   cluster.size(), " ps"));
+  }
+  return std::vector<std::string>(cluster.begin(), cluster.begin() + n);
+}
+
 // Records the start in the job's directory: its identity (a new job), its state, and the
 // journal of its generation.
 absl::Status RecordStart(bool known_job, const StartOutcome& outcome, PreparedJob* out) {
@@ -328,6 +360,8 @@ absl::Status RecordStart(bool known_job, const StartOutcome& outcome, PreparedJo
   out->state.generation = outcome.generation;
   out->state.generation_start_steps = outcome.base_steps;
   out->state.total_steps = outcome.total_steps;
+  out->state.ps_addresses = out->ps_addresses;
+  out->state.layout_version = out->layout_version;
   RETURN_IF_ERROR(out->store->WriteState(out->state));
   return out->store->StartJournal(outcome.generation);
 }
@@ -354,6 +388,19 @@ absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume res
     return out;
   }
 
+  ASSIGN_OR_RETURN(out.ps_addresses, ChooseLayout(out, known_job, resume, options));
+  if (out.ps_addresses != options.current_ps) {
+    if (!options.use_ps) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job \"", out.job.job_id(), "\" runs on ps [", absl::StrJoin(out.ps_addresses, ", "),
+          "]; this chief reaches only [", absl::StrJoin(options.current_ps, ", "), "]"));
+    }
+    RETURN_IF_ERROR(options.use_ps(out.ps_addresses));
+    LogInfo() << "job " << out.job.job_id() << " runs on " << out.ps_addresses.size()
+              << " ps [" << absl::StrJoin(out.ps_addresses, ", ") << "]";
+  }
+  const bool resumes_layout = known_job && resume != SubmitJobRequest::FRESH;
+  out.layout_version = resumes_layout ? std::max<int64_t>(1, out.state.layout_version) : 1;
   ASSIGN_OR_RETURN(StartOutcome outcome, PrepareState(options, out, known_job, resume));
   Scheduler& scheduler = *out.scheduler;
   RETURN_IF_ERROR(
@@ -407,8 +454,7 @@ std::vector<VariableDef> JobVariables(const JobSpec& job, const Model& model) {
   return defs;
 }
 
-absl::Status CheckModelFits(const std::vector<VariableDef>& defs,
-                            const std::vector<HealthResponse>& health) {
+int64_t JobBytes(const std::vector<VariableDef>& defs) {
   int64_t need = 0;
   for (const VariableDef& def : defs) {
     int64_t elements = 1;
@@ -430,6 +476,12 @@ absl::Status CheckModelFits(const std::vector<VariableDef>& defs,
     }
     need += elements * static_cast<int64_t>(sizeof(float)) * (1 + slots);
   }
+  return need;
+}
+
+absl::Status CheckModelFits(const std::vector<VariableDef>& defs,
+                            const std::vector<HealthResponse>& health) {
+  const int64_t need = JobBytes(defs);
   int64_t available = 0;
   for (const HealthResponse& h : health) {
     if (h.memory_budget_bytes() <= 0) return absl::OkStatus();  // a ps without a budget

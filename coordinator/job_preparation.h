@@ -12,6 +12,7 @@
 #define SHARDPS_COORDINATOR_JOB_PREPARATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,18 +42,30 @@ struct PreparedJob {
   std::string checkpoint_error;     // why the job has no durable state when it should
   int64_t generation = 0;
   std::vector<uint64_t> incarnations;  // of every ps, as the job starts
+  // The job's layout: the ps its shards are on (the client's set once prepared) and its
+  // version (JobStore::State).
+  std::vector<std::string> ps_addresses;
+  int64_t layout_version = 1;
   SubmitJobResponse response;
 };
 
 struct PrepareOptions {
   PsClient* ps = nullptr;  // not owned
+  // The ps `ps` reaches now, and the chief's TF_CONFIG ps job (empty: current_ps). A job runs
+  // on the layout its journal records (a restarted chief follows a scale-ps) or, started
+  // fresh, on the first JobSpec.num_ps of cluster_ps; use_ps moves `ps` onto that set when
+  // it is another (unset: such a job is refused).
+  std::vector<std::string> current_ps;
+  std::vector<std::string> cluster_ps;
+  std::function<absl::Status(const std::vector<std::string>&)> use_ps;
   // How long a ps that does not answer a Health call is retried.
   absl::Duration ps_unreachable_after = absl::Seconds(3);
 };
 
 // Prepares `job` (parsed, with its checkpoint defaults applied). INVALID_ARGUMENT naming the
 // job file's field at fault (data_dir, model, warm_start, a model too large for the ps, a
-// directory that holds another job); FAILED_PRECONDITION when `resume` is RESUME and there
+// directory that holds another job, num_ps past TF_CONFIG's ps); FAILED_PRECONDITION when
+// the journal's layout names a ps TF_CONFIG lacks; FAILED_PRECONDITION when `resume` is RESUME and there
 // is nothing to resume from; the ps's errors otherwise.
 absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume resume,
                                        const PrepareOptions& options);
@@ -61,6 +74,10 @@ absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume res
 // "{job}/{variable}", with the job's optimizer (its embedding optimizer for row variables),
 // the update of its mode, and dynamic tables' settings.
 std::vector<VariableDef> JobVariables(const JobSpec& job, const Model& model);
+
+// The bytes of parameters and optimizer slots `defs` take on the ps (a dynamic table: at its
+// row budget).
+int64_t JobBytes(const std::vector<VariableDef>& defs);
 
 // Whether `defs` fit in what the ps tasks (`health`, one per ps) can still allocate:
 // INVALID_ARGUMENT naming both sizes when not. A ps without a memory budget fits anything.

@@ -1044,7 +1044,7 @@ absl::Status ParseReplicas(const Fields& f, int num_workers, JobSpec* spec) {
 absl::Status ParseLayout(const Fields& f, JobSpec* spec) {
   std::string partitioner = kDefaultPartitioner;
   RETURN_IF_ERROR(f.String("partitioner", &partitioner));
-  if (auto parsed = ParsePartitioner(partitioner); !parsed.ok()) {
+  if (auto parsed = ParsePartitioner(partitioner, /*num_ps=*/1); !parsed.ok()) {
     return FieldError("partitioner", parsed.status().message());
   }
   spec->set_partitioner(partitioner);

@@ -97,6 +97,17 @@ absl::StatusOr<JobStore::State> JobStore::ReadState() const {
     state.finished = json["finished"].get<bool>();
   }
   RETURN_IF_ERROR(integer("steps_lost", &state.steps_lost));
+  RETURN_IF_ERROR(integer("layout_version", &state.layout_version));
+  if (json.contains("ps_addresses")) {
+    const Json& list = json["ps_addresses"];
+    if (!list.is_array()) return Corrupt(file, "\"ps_addresses\" must be an array");
+    for (const Json& a : list) {
+      if (!a.is_string() || a.get<std::string>().empty()) {
+        return Corrupt(file, "each of \"ps_addresses\" must be a non-empty string");
+      }
+      state.ps_addresses.push_back(a.get<std::string>());
+    }
+  }
   if (json.contains("ended")) {
     if (!json["ended"].is_string()) return Corrupt(file, "\"ended\" must be a string");
     state.ended = json["ended"].get<std::string>();
@@ -135,6 +146,8 @@ absl::Status JobStore::WriteState(const State& state) {
   json["best_accuracy"] = state.best_accuracy;
   json["ended"] = state.ended;
   json["steps_lost"] = state.steps_lost;
+  json["layout_version"] = state.layout_version;
+  json["ps_addresses"] = state.ps_addresses;
   Json recoveries = Json::array();
   for (const State::Recovery& r : state.recoveries) {
     recoveries.push_back({{"unix_time", r.unix_time},
@@ -185,6 +198,7 @@ absl::Status CheckSameJob(const JobSpec& stored, const JobSpec& submitted) {
     job.clear_steps_in_flight();
     job.clear_data_dir();
     job.clear_partitioner();
+    job.clear_num_ps();  // a resumed job keeps its journal's layout
     job.clear_placement();
     job.clear_warm_start();
     return job;

@@ -56,6 +56,12 @@ class JobStore {
     };
     std::vector<Recovery> recoveries;
     int64_t steps_lost = 0;
+    // The job's ps layout: the ps its shards are on, in task order (the partitioner cuts each
+    // variable for ps_addresses.size() ps), and its version (1 as the job first started, one
+    // more per scale-ps). The truth for a restarted chief, whatever its TF_CONFIG lists.
+    // Empty and 0 in a journal from before scaling: TF_CONFIG's ps, version 1.
+    int64_t layout_version = 0;
+    std::vector<std::string> ps_addresses;
   };
   // State.recoveries keeps this many, the newest (steps_lost counts them all).
   static constexpr int kMaxRecoveries = 100;
@@ -97,9 +103,9 @@ class JobStore {
 // Whether `submitted` is the job `stored` describes, so that it may resume from the stored
 // job's checkpoints. Fields that change how the job runs but not what it trains may differ:
 // epochs and steps (train longer), checkpoint and evaluation schedules, step timeout,
-// backend, steps in flight, data_dir (another mount of the same data), partitioner and
-// placement (a re-sharded restore), warm_start (used only by a fresh start). Any other
-// difference is INVALID_ARGUMENT naming the field and both values.
+// backend, steps in flight, data_dir (another mount of the same data), partitioner,
+// placement and num_ps (a re-sharded restore), warm_start (used only by a fresh start). Any
+// other difference is INVALID_ARGUMENT naming the field and both values.
 absl::Status CheckSameJob(const JobSpec& stored, const JobSpec& submitted);
 
 }  // namespace shardps

@@ -61,6 +61,25 @@ TEST(JobStoreTest, StateDefaultsAndRoundTrips) {
   EXPECT_EQ(read.final_checkpoint, 4);
   EXPECT_EQ(read.best_checkpoint, 3);
   EXPECT_DOUBLE_EQ(read.best_accuracy, 0.8765);
+  EXPECT_EQ(read.layout_version, 0);
+  EXPECT_TRUE(read.ps_addresses.empty());
+}
+
+// The layout a scale-ps moved the job to is in state.json: a restarted chief follows it.
+TEST(JobStoreTest, LayoutRoundTrips) {
+  const std::string dir = FreshDir("layout");
+  auto store = *JobStore::Open(dir);
+  JobStore::State state;
+  state.layout_version = 3;
+  state.ps_addresses = {"ps-0:2222", "ps-1:2222", "ps-2:2222"};
+  ASSERT_TRUE(store->WriteState(state).ok());
+  JobStore::State read = *(*JobStore::Open(dir))->ReadState();
+  EXPECT_EQ(read.layout_version, 3);
+  EXPECT_EQ(read.ps_addresses, state.ps_addresses);
+  std::ofstream(dir + "/state.json") << R"({"ps_addresses": ["a:1", 7]})";
+  auto bad = store->ReadState();
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("ps_addresses"), std::string::npos) << bad.status();
 }
 
 // The recoveries and the steps they lost survive a chief restart in state.json (issue 23
@@ -160,6 +179,7 @@ TEST(JobStoreTest, OperationalFieldsMayChange) {
   JobSpec submitted = Spec(
       R"(, "epochs": 7, "eval_every_steps": 99, "step_timeout_ms": 5000, "backend": "cpu",)"
       R"( "partitioner": "fixed:3", "placement": "by_bytes")");
+  submitted.set_num_ps(3);
   submitted.set_job_id("other");
   EXPECT_TRUE(CheckSameJob(stored, submitted).ok()) << CheckSameJob(stored, submitted);
 }

@@ -30,9 +30,22 @@ void PsMonitor::ProbeNow() {
   wake_ = true;
 }
 
+void PsMonitor::Reset() {
+  const size_t n = static_cast<size_t>(ps_->num_ps());
+  absl::MutexLock lock(&mu_);
+  views_.assign(n, PsView());
+  ++epoch_;
+  wake_ = true;
+}
+
 void PsMonitor::Loop() {
   absl::Duration interval = options_.interval;
   while (true) {
+    int64_t epoch = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      epoch = epoch_;
+    }
     std::vector<absl::Status> statuses;
     std::vector<HealthResponse> responses;
     const absl::Time sent = absl::Now();
@@ -42,6 +55,8 @@ void PsMonitor::Loop() {
     bool any_down = false;
     {
       absl::MutexLock lock(&mu_);
+      // A probe of another ps set than the views' (a Reset came meanwhile) tells nothing.
+      if (epoch != epoch_) statuses.clear();
       for (size_t k = 0; k < views_.size() && k < statuses.size(); ++k) {
         PsView& v = views_[k];
         if (statuses[k].ok()) {

@@ -56,6 +56,10 @@ class PsMonitor {
   std::vector<PsView> Views() const;
   // Probes now (and again at the normal interval), instead of waiting for the next round.
   void ProbeNow();
+  // The client's ps set changed (SwitchablePsClient::Switch, a scale): every view starts
+  // over, one per ps of the client now, and a probe goes out now. A probe of the old set
+  // still under way is not taken.
+  void Reset();
 
  private:
   void Loop();
@@ -66,6 +70,7 @@ class PsMonitor {
   mutable absl::Mutex mu_;
   std::vector<PsView> views_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // Resets so far
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: started after everything else is initialized
 };

@@ -15,9 +15,13 @@ namespace {
 double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 }  // namespace
 
-Recovery::Recovery(ChiefState* state, PsMonitor* monitor, PsClient* ps,
-                   std::vector<std::string> ps_addresses)
-    : s_(state), monitor_(monitor), ps_(ps), ps_addresses_(std::move(ps_addresses)) {}
+Recovery::Recovery(ChiefState* state, PsMonitor* monitor, PsClient* ps)
+    : s_(state), monitor_(monitor), ps_(ps) {}
+
+std::string Recovery::PsName(size_t k) const {
+  if (k >= s_->ps_addresses.size()) return absl::StrCat("ps ", k);
+  return absl::StrCat("ps ", k, " (", s_->ps_addresses[k], ")");
+}
 
 void Recovery::StartJobLocked(std::vector<uint64_t> incarnations) {
   expected_incarnation_ = std::move(incarnations);
@@ -34,6 +38,15 @@ void Recovery::PsStateLostLocked(int ps_task, absl::string_view why) {
   if (cause_.empty()) {
     cause_ = absl::StrCat(ps_task >= 0 ? absl::StrCat("ps ", ps_task) : std::string("a ps"),
                           " lost the job's shards (", why, ")");
+    LogWarning() << cause_;
+  }
+  s_->WakeControlLocked();
+  monitor_->ProbeNow();
+}
+
+void Recovery::RollBackDueLocked(std::string cause) {
+  if (cause_.empty()) {
+    cause_ = std::move(cause);
     LogWarning() << cause_;
   }
   s_->WakeControlLocked();
@@ -57,13 +70,13 @@ void Recovery::UpdatePsPhaseLocked() {
         const double down_s = v.failing_since == absl::InfiniteFuture()
                                   ? 0
                                   : absl::ToDoubleSeconds(absl::Now() - v.failing_since);
-        unreachable = absl::StrCat("ps ", k, " (", ps_addresses_[k], ") unreachable for ",
+        unreachable = absl::StrCat(PsName(k), " unreachable for ",
                                    static_cast<int64_t>(down_s), " s: ", v.error);
       }
       continue;
     }
     if (RestartedLocked(k, v) && cause_.empty()) {
-      cause_ = absl::StrCat("ps ", k, " (", ps_addresses_[k], ") restarted (incarnation ",
+      cause_ = absl::StrCat(PsName(k), " restarted (incarnation ",
                             absl::Hex(v.incarnation), ") and lost its shards");
       LogWarning() << cause_;
     }
@@ -94,8 +107,8 @@ bool Recovery::WaitForEveryPsLocked(const std::string& cause,
     }
     if (down < 0) return true;
     s_->SetPhaseLocked(Kind::kRecovering,
-                       absl::StrCat(cause, "; waiting for ps ", down, " (", ps_addresses_[down],
-                                    "): ", (*views)[down].error));
+                       absl::StrCat(cause, "; waiting for ", PsName(down), ": ",
+                                    (*views)[down].error));
     monitor_->ProbeNow();
     s_->control_wake = false;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
@@ -222,7 +235,7 @@ void Recovery::AddPsToStatusLocked(const std::vector<PsMonitor::PsView>& views,
     const PsMonitor::PsView& v = views[k];
     PsInfo* p = status->add_ps();
     p->set_index(static_cast<int>(k));
-    p->set_address(k < ps_addresses_.size() ? ps_addresses_[k] : "");
+    p->set_address(k < s_->ps_addresses.size() ? s_->ps_addresses[k] : "");
     p->set_incarnation(v.incarnation);
     p->set_generation(v.generation);
     p->set_bytes(v.bytes);

@@ -30,10 +30,9 @@ namespace shardps {
 
 class Recovery {
  public:
-  // `state`, `monitor` and `ps` must outlive the recovery. `ps_addresses`: one per ps, for
-  // messages.
-  Recovery(ChiefState* state, PsMonitor* monitor, PsClient* ps,
-           std::vector<std::string> ps_addresses);
+  // `state`, `monitor` and `ps` must outlive the recovery. Messages name each ps with its
+  // address in ChiefState::ps_addresses.
+  Recovery(ChiefState* state, PsMonitor* monitor, PsClient* ps);
 
   // The chief's mutex (ChiefState::mu), which every method REQUIRES.
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(s_->mu) { return s_->mu; }
@@ -48,6 +47,9 @@ class Recovery {
   // A ps (ps_task; -1: not known which) lost the job's shards: the control thread rolls the
   // job back.
   void PsStateLostLocked(int ps_task, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The job's ps must roll back to the newest checkpoint, for `cause` (a scale that failed
+  // mid-move: ps_scaling.h).
+  void RollBackDueLocked(std::string cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // A ps could not be reached by a call: the monitor looks at it now.
   void ProbeNow() { monitor_->ProbeNow(); }
 
@@ -92,10 +94,12 @@ class Recovery {
                      int64_t done_before, const Rolled& rolled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
+  // "ps k (address)".
+  std::string PsName(size_t k) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
   ChiefState* const s_;
   PsMonitor* const monitor_;
   PsClient* const ps_;
-  const std::vector<std::string> ps_addresses_;
 
   std::string cause_ ABSL_GUARDED_BY(s_->mu);  // non-empty: a rollback is due
   // Each ps's incarnation as the job last reached it (at its start, or its last rollback).

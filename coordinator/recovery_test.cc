@@ -57,8 +57,11 @@ class RecoveryTest : public ::testing::Test {
       absl::MutexLock lock(&state_.mu);
       state_.control_wake = true;
     });
-    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_,
-                                           std::vector<std::string>{"ps0", "ps1"});
+    {
+      absl::MutexLock lock(&state_.mu);
+      state_.ps_addresses = {"ps0", "ps1"};
+    }
+    recovery_ = std::make_unique<Recovery>(&state_, monitor_.get(), client_);
     // As the chief starts a job once the monitor has seen every ps up (RefreshPsViews).
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {

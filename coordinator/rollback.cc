@@ -10,7 +10,7 @@ namespace shardps {
 
 absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
                                 const std::vector<VariableDef>& defs) {
-  ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner()));
+  ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner(), ps.num_ps()));
   ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
   if (s.code() != absl::StatusCode::kAlreadyExists) return s;

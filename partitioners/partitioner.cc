@@ -296,7 +296,22 @@ absl::StatusOr<std::unique_ptr<Partitioner>> NewMaxSizePartitioner(int64_t max_s
 }
 
 absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view spec) {
+  return ParsePartitioner(spec, 0);
+}
+
+absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view spec,
+                                                              int num_ps) {
   constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  // A count: an integer, or "ps" (the number of ps).
+  auto count = [&](absl::string_view name, absl::string_view text) -> absl::StatusOr<int64_t> {
+    if (text != "ps") return ParseSpecInt(spec, name, text, kMaxInt);
+    if (num_ps < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "partitioner spec \"", absl::CHexEscape(spec), "\": ", name,
+          " \"ps\" needs the number of ps tasks, and none is known here"));
+    }
+    return int64_t{num_ps};
+  };
   constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
   const std::vector<absl::string_view> parts = absl::StrSplit(spec, ':');
   const absl::string_view kind = parts[0];
@@ -308,7 +323,7 @@ absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view 
           "partitioner spec \"", absl::CHexEscape(spec),
           "\": expected fixed:<num_shards>, got ", num_args, " arguments"));
     }
-    ASSIGN_OR_RETURN(int64_t num_shards, ParseSpecInt(spec, "num_shards", parts[1], kMaxInt));
+    ASSIGN_OR_RETURN(int64_t num_shards, count("num_shards", parts[1]));
     result = NewFixedShardsPartitioner(static_cast<int>(num_shards));
   } else if (kind == "min_size") {
     if (num_args > 2) {
@@ -324,7 +339,7 @@ absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view 
                        ParseSpecInt(spec, "min_shard_bytes", parts[1], kMaxInt64));
     }
     if (num_args >= 2) {
-      ASSIGN_OR_RETURN(max_shards, ParseSpecInt(spec, "max_shards", parts[2], kMaxInt));
+      ASSIGN_OR_RETURN(max_shards, count("max_shards", parts[2]));
     }
     result = NewMinSizePartitioner(min_shard_bytes, static_cast<int>(max_shards));
   } else if (kind == "max_size") {
@@ -339,7 +354,7 @@ absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view 
                      ParseSpecInt(spec, "max_shard_bytes", parts[1], kMaxInt64));
     int64_t max_shards = 0;
     if (num_args == 2) {
-      ASSIGN_OR_RETURN(max_shards, ParseSpecInt(spec, "max_shards", parts[2], kMaxInt));
+      ASSIGN_OR_RETURN(max_shards, count("max_shards", parts[2]));
     }
     result = NewMaxSizePartitioner(max_shard_bytes, static_cast<int>(max_shards));
   } else {

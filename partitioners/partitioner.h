@@ -79,7 +79,14 @@ absl::StatusOr<std::unique_ptr<Partitioner>> NewMaxSizePartitioner(
 //   "fixed:<num_shards>"
 //   "min_size" | "min_size:<min_shard_bytes>" | "min_size:<min_shard_bytes>:<max_shards>"
 //   "max_size:<max_shard_bytes>" | "max_size:<max_shard_bytes>:<max_shards>"
-// INVALID_ARGUMENT naming the part of the spec at fault.
+// A count (num_shards, max_shards) may be "ps": the number of ps tasks the variables are
+// placed on, `num_ps` ("fixed:ps", "min_size:262144:ps", TensorFlow's usual
+// max_shards = number of ps), so that a job's layout follows its ps count across a scale-ps
+// (docs/elastic.md). INVALID_ARGUMENT naming the part of the spec at fault ("ps" with
+// num_ps < 1 included).
+absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view spec,
+                                                              int num_ps);
+// The same, for a spec without "ps" counts.
 absl::StatusOr<std::unique_ptr<Partitioner>> ParsePartitioner(absl::string_view spec);
 
 // One shard of a variable split along axis 0.

@@ -156,6 +156,21 @@ TEST(PartitionerTest, ParsePartitionerSpecs) {
   EXPECT_EQ(Shards(**ParsePartitioner("max_size:4:2"), {6, 1}), 2);
 }
 
+// "ps" counts follow the number of ps (a job's layout across a scale-ps).
+TEST(PartitionerTest, PsCountsAreTheNumberOfPs) {
+  EXPECT_EQ((*ParsePartitioner("fixed:ps", 3))->DebugString(),
+            "FixedShardsPartitioner(num_shards=3)");
+  EXPECT_EQ((*ParsePartitioner("min_size:1024:ps", 2))->DebugString(),
+            "MinSizePartitioner(min_shard_bytes=1024, max_shards=2, bytes_per_string=16)");
+  EXPECT_EQ((*ParsePartitioner("max_size:4:ps", 5))->DebugString(),
+            "MaxSizePartitioner(max_shard_bytes=4, max_shards=5, bytes_per_string=16)");
+  EXPECT_EQ((*ParsePartitioner("fixed:4", 2))->DebugString(),
+            "FixedShardsPartitioner(num_shards=4)");  // a number stays a number
+  ExpectInvalid(ParsePartitioner("fixed:ps").status(), "num_shards \"ps\" needs the number");
+  ExpectInvalid(ParsePartitioner("min_size:1:ps", 0).status(), "max_shards \"ps\"");
+  ExpectInvalid(ParsePartitioner("min_size:ps", 2).status(), "min_shard_bytes \"ps\"");
+}
+
 TEST(PartitionerTest, ParsePartitionerErrorsNameThePart) {
   ExpectInvalid(ParsePartitioner("").status(), "unknown partitioner \"\"");
   ExpectInvalid(ParsePartitioner("variable_axis").status(),

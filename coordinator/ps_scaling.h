@@ -1,0 +1,132 @@
+// PsScaling: moving a running job onto another number of ps tasks (shardctl scale-ps,
+// docs/elastic.md), one scale at a time, on the chief's control thread. A scale is a planned
+// rollback with a new layout:
+//   1. the new ps set is reached and asked its health while training goes on (a ps that does
+//      not answer within the request's timeout, or whose memory cannot hold the job's
+//      shards, refuses the scale: nothing moved);
+//   2. the steps drain to a checkpoint cut (CheckpointDriver::TakeForScaleLocked), and the job
+//      stays held (phase kScaling) from the cut on;
+//   3. the job's journal records the new layout (its ps and version) and a new generation,
+//      before any ps moves: a chief killed from here on resumes on the new layout, rolled
+//      back to that cut;
+//   4. the chief's client switches to the new set; every variable is partitioned with the
+//      job's partitioner for the new count and the cut is restored into it (the re-sharded
+//      restore: each ps reads the slices it now owns) in the new generation;
+//   5. removed ps (a scale down removes the highest indices, as a StatefulSet does) drop the
+//      job's shards and are told to shut down (they exit 0);
+//   6. the step queue continues from the cut, every worker is started on the job again with
+//      the new ps list, and leasing resumes.
+// A failure in 4 (a ps killed mid-move) puts the old layout back in the journal and the
+// client, and leaves the rest to the recovery (recovery.h), which rolls the old ps back to the
+// same cut: the job goes on where it was, on the old ps. A sync job stays bit-identical across
+// a scale: the cut is at a step boundary and the restore is exact (for every partitioner).
+//
+// Thread-safety: every method REQUIRES the chief's mutex (ChiefState::mu); RunLocked releases
+// it while it waits for the ps and the disk.
+#ifndef SHARDPS_COORDINATOR_PS_SCALING_H_
+#define SHARDPS_COORDINATOR_PS_SCALING_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/switchable_ps_client.h"
+#include "coordinator/checkpointing.h"
+#include "coordinator/chief_state.h"
+#include "coordinator/dispatcher.h"
+#include "coordinator/ps_monitor.h"
+#include "coordinator/recovery.h"
+#include "proto/coordinator.pb.h"
+
+namespace shardps {
+
+class PsScaling {
+ public:
+  using Done = std::function<void(absl::StatusOr<ScalePsResponse>)>;
+  // A client of the ps at these addresses, in task order.
+  using ConnectPs = std::function<absl::StatusOr<std::shared_ptr<PsClient>>(
+      const std::vector<std::string>& addresses)>;
+  struct Options {
+    ConnectPs connect_ps;  // unset: every scale is refused (UNIMPLEMENTED)
+    // The chief's TF_CONFIG ps job: the addresses of a scale that names none.
+    std::vector<std::string> cluster_ps;
+    absl::Duration default_timeout = absl::Seconds(60);
+  };
+
+  // Every pointer must outlive the scaling; they share `state`'s mutex.
+  PsScaling(ChiefState* state, SwitchablePsClient* ps, PsMonitor* monitor, Recovery* recovery,
+            CheckpointDriver* checkpoints, Dispatcher* dispatcher, Options options);
+
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(s_->mu) { return s_->mu; }
+
+  // Checks what can be checked without the ps (ScalePsRequest's refusals), and queues the
+  // scale for the control thread; `done` runs once it has ended. An error refuses it, and
+  // `done` is not run.
+  absl::Status RequestLocked(const ScalePsRequest& request, Done done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // A scale is queued.
+  bool pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return queued_.has_value(); }
+  // Runs the queued scale (the control thread, with nothing else under way).
+  void RunLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The job stopped: a queued scale is answered FAILED_PRECONDITION (releasing the mutex
+  // while its callback runs).
+  void FailRequestsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+  // JobStatus' scale fields.
+  void AddToStatusLocked(JobStatus* status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
+ private:
+  struct Queued {
+    ScalePsRequest request;
+    std::vector<std::string> to;  // the new ps set
+    Done done;
+    absl::Time asked;
+  };
+  // The new ps, answering, with room for the job: their client; else why not (nothing moved).
+  absl::StatusOr<std::shared_ptr<PsClient>> ReachLocked(const Queued& q)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Steps 3 to 6 from the scale's cut (`cut`): the response, or the error after which the
+  // old layout is back (and a recovery due).
+  absl::StatusOr<ScalePsResponse> MoveLocked(const Queued& q, std::shared_ptr<PsClient> to,
+                                             const CheckpointInfo& cut, absl::Time paused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The journal's layout and generation, as the scale moves.
+  void RecordLayoutLocked(const std::vector<std::string>& ps, int64_t version,
+                          int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Drops this job's shards on `addresses` and, with `shutdown`, tells them to exit (best
+  // effort: they may be gone), releasing the mutex meanwhile.
+  void RetireLocked(const std::vector<std::string>& addresses, bool shutdown,
+                    const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  void Answer(Done done, absl::StatusOr<ScalePsResponse> outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The parts share s_->mu: says so to the thread-safety analysis.
+  void PartsLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu(), checkpoints_->mu(), dispatcher_->mu()) {
+    s_->mu.AssertHeld();
+  }
+
+  ChiefState* const s_;
+  SwitchablePsClient* const ps_;
+  PsMonitor* const monitor_;
+  Recovery* const recovery_;
+  CheckpointDriver* const checkpoints_;
+  Dispatcher* const dispatcher_;
+  const Options options_;
+
+  std::optional<Queued> queued_ ABSL_GUARDED_BY(s_->mu);
+  bool running_ ABSL_GUARDED_BY(s_->mu) = false;
+  int64_t scales_ ABSL_GUARDED_BY(s_->mu) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(s_->mu) = 0;
+  std::optional<ScalePsResponse> last_ ABSL_GUARDED_BY(s_->mu);
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COORDINATOR_PS_SCALING_H_
