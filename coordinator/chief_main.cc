@@ -239,6 +239,14 @@ int Main(int argc, char** argv) {
   };
   chief_options.long_lived = daemon.long_lived();
   chief_options.ps = ps->get();
+  // Other ps sets: a job's num_ps, its journal's layout, shardctl scale-ps (docs/elastic.md).
+  chief_options.connect_ps = [](const std::vector<std::string>& addresses)
+      -> absl::StatusOr<std::shared_ptr<PsClient>> {
+    absl::StatusOr<std::unique_ptr<PsClient>> client =
+        NewGrpcPsClient(addresses, PsClient::Options());
+    if (!client.ok()) return client.status();
+    return std::shared_ptr<PsClient>(*std::move(client));
+  };
   chief_options.has_evaluator = options.has_evaluator(config);
   chief_options.final_eval_timeout = absl::Seconds(options.final_eval_timeout_s);
   chief_options.data_root = daemon.data_root();

@@ -39,11 +39,12 @@ class FakeWorker : public WorkerInterface {
 
   const std::string& address() const override { return address_; }
 
-  void StartJobAsync(const StartJobRequest*, StartJobResponse* response, absl::Time,
+  void StartJobAsync(const StartJobRequest* request, StartJobResponse* response, absl::Time,
                      StatusCallback done) override {
     absl::MutexLock lock(&mu_);
     if (start_error_.ok()) response->set_backend("fake");
     ++starts_;
+    last_start_ps_.assign(request->ps_addresses().begin(), request->ps_addresses().end());
     threads_.emplace_back([done = std::move(done), s = start_error_] { done(s); });
   }
 
@@ -160,6 +161,11 @@ class FakeWorker : public WorkerInterface {
     absl::MutexLock lock(&mu_);
     return max_pending_;
   }
+  // The ps addresses of the last StartJob.
+  std::vector<std::string> last_start_ps() {
+    absl::MutexLock lock(&mu_);
+    return last_start_ps_;
+  }
   int starts() {
     absl::MutexLock lock(&mu_);
     return starts_;
@@ -179,6 +185,7 @@ class FakeWorker : public WorkerInterface {
   int steps_received_ ABSL_GUARDED_BY(mu_) = 0;
   int max_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int starts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> last_start_ps_ ABSL_GUARDED_BY(mu_);
   int cancels_ ABSL_GUARDED_BY(mu_) = 0;
   bool answer_cancel_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);

@@ -44,14 +44,51 @@ absl::StatusOr<ShardStore*> InProcessPs::NewStore(int k, uint64_t incarnation) {
 }
 
 void InProcessPs::Down(int k) {
-  interceptors_[k]->SetInterceptor(
+  InterceptingPsInterface::Interceptor down =
       [](absl::string_view, const google::protobuf::Message&, google::protobuf::Message*,
          absl::Time) -> std::optional<absl::Status> {
-        return absl::UnavailableError("connection refused");
-      });
+    return absl::UnavailableError("connection refused");
+  };
+  interceptors_[k]->SetInterceptor(down);
+  SetConnectedHook(k, down);
 }
 
-void InProcessPs::Up(int k) { interceptors_[k]->SetInterceptor(nullptr); }
+void InProcessPs::Up(int k) {
+  interceptors_[k]->SetInterceptor(nullptr);
+  SetConnectedHook(k, nullptr);
+}
+
+void InProcessPs::SetConnectedHook(int k, InterceptingPsInterface::Interceptor hook) {
+  absl::MutexLock lock(&hooks_mu_);
+  if (hooks_.size() <= static_cast<size_t>(k)) hooks_.resize(k + 1);
+  hooks_[k] = std::move(hook);
+}
+
+absl::StatusOr<std::shared_ptr<PsClient>> InProcessPs::Connect(
+    const std::vector<std::string>& names) {
+  std::vector<std::unique_ptr<PsInterface>> interfaces;
+  for (const std::string& n : names) {
+    int k = 0;
+    while (k < options_.num_tasks && name(k) != n) ++k;
+    if (k == options_.num_tasks) return absl::NotFoundError(absl::StrCat("no ps task ", n));
+    interfaces.push_back(std::make_unique<InterceptingPsInterface>(
+        n, NewLocalPsInterface(n, current_[k]),
+        [this, k](absl::string_view method, const google::protobuf::Message& request,
+                  google::protobuf::Message* response,
+                  absl::Time deadline) -> std::optional<absl::Status> {
+          InterceptingPsInterface::Interceptor hook;
+          {
+            absl::MutexLock lock(&hooks_mu_);
+            if (static_cast<size_t>(k) < hooks_.size()) hook = hooks_[k];
+          }
+          if (!hook) return std::nullopt;
+          return hook(method, request, response, deadline);
+        }));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                   PsClient::Create(std::move(interfaces), options_.client));
+  return std::shared_ptr<PsClient>(std::move(client));
+}
 
 absl::Status InProcessPs::Restart(int k, uint64_t incarnation) {
   ASSIGN_OR_RETURN(ShardStore * store, NewStore(k, incarnation));

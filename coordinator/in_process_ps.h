@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "client/intercepting_ps_interface.h"
 #include "client/ps_client.h"
 #include "ps_server/shard_store.h"
@@ -58,6 +59,13 @@ class InProcessPs {
   // (the old one is kept, and shut down with the others). REQUIRES: intercept.
   absl::Status Restart(int k, uint64_t incarnation);
 
+  // A new client of the tasks named `names` (name(k)), in that order, on their current
+  // stores: the chief's Options::connect_ps. Calls through it see SetConnectedHook(k) (and
+  // Down(k)). NOT_FOUND for a name that is no task's.
+  absl::StatusOr<std::shared_ptr<PsClient>> Connect(const std::vector<std::string>& names);
+  // What task k's calls through clients of Connect see first (null: nothing).
+  void SetConnectedHook(int k, InterceptingPsInterface::Interceptor hook);
+
   // Shuts every store down (waiting pulls fail CANCELLED). Idempotent.
   void Shutdown();
 
@@ -70,6 +78,8 @@ class InProcessPs {
   std::vector<ShardStore*> current_;                  // per task
   std::vector<InterceptingPsInterface*> interceptors_;  // per task, owned by client_
   std::unique_ptr<PsClient> client_;
+  absl::Mutex hooks_mu_;
+  std::vector<InterceptingPsInterface::Interceptor> hooks_ ABSL_GUARDED_BY(hooks_mu_);
 };
 
 }  // namespace shardps

@@ -76,7 +76,7 @@ constexpr absl::string_view kJobKeys[] = {
     "kernel_initializer", "eval_every_steps", "step_timeout_ms", "steps_in_flight",
     "apply_own_gradient", "backend", "checkpoint", "warm_start", "staleness_lr",
     "delay_compensation", "delay_compensation_adaptive", "embedding_optimizer",
-    "dynamic_tables", "variables", "examples_per_epoch"};
+    "dynamic_tables", "variables", "examples_per_epoch", "num_ps"};
 constexpr absl::string_view kExternalVariableKeys[] = {"name", "shape", "access", "initializer"};
 constexpr absl::string_view kOptimizerKeys[] = {
     "type", "learning_rate", "momentum", "nesterov", "initial_accumulator_value", "beta1", "beta2",
@@ -1040,7 +1040,7 @@ absl::Status ParseReplicas(const Fields& f, int num_workers, JobSpec* spec) {
   return absl::OkStatus();
 }
 
-// "partitioner", "placement", "seed" and "kernel_initializer".
+// "partitioner", "placement", "num_ps", "seed" and "kernel_initializer".
 absl::Status ParseLayout(const Fields& f, JobSpec* spec) {
   std::string partitioner = kDefaultPartitioner;
   RETURN_IF_ERROR(f.String("partitioner", &partitioner));
@@ -1055,6 +1055,13 @@ absl::Status ParseLayout(const Fields& f, JobSpec* spec) {
     return FieldError("placement", parsed.status().message());
   }
   spec->set_placement(placement);
+
+  int64_t num_ps = 0;
+  RETURN_IF_ERROR(f.Int("num_ps", &num_ps));
+  if (num_ps < 0 || num_ps > kMaxInt32) {
+    return f.RangeError("num_ps", "must be >= 0 (0: every ps of TF_CONFIG)");
+  }
+  spec->set_num_ps(static_cast<int32_t>(num_ps));
 
   uint64_t seed = kDefaultSeed;
   RETURN_IF_ERROR(f.Uint64("seed", &seed));

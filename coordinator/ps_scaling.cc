@@ -97,7 +97,7 @@ absl::Status PsScaling::RequestLocked(const ScalePsRequest& request, Done done) 
   if (queued_.has_value() || running_) {
     return absl::FailedPreconditionError(
         absl::StrCat("scale-ps: job \"", id, "\" is already being scaled to ",
-                     queued_.has_value() ? queued_->to.size() : s_->ps_addresses.size(),
+                     queued_.has_value() ? queued_->to.size() : running_to_,
                      " ps; wait for that scale to end"));
   }
   if (recovery_->pending() || s_->phase.kind() == Kind::kRecovering ||
@@ -183,6 +183,7 @@ void PsScaling::RunLocked() {
   Queued q = std::move(*queued_);
   queued_.reset();
   running_ = true;
+  running_to_ = q.to.size();
   const int from_n = static_cast<int>(s_->ps_addresses.size());
   const int to_n = static_cast<int>(q.to.size());
   LogInfo() << "scale-ps " << to_n << ": job " << s_->status.job_id() << " from " << from_n

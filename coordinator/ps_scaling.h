@@ -122,6 +122,7 @@ class PsScaling {
 
   std::optional<Queued> queued_ ABSL_GUARDED_BY(s_->mu);
   bool running_ ABSL_GUARDED_BY(s_->mu) = false;
+  size_t running_to_ ABSL_GUARDED_BY(s_->mu) = 0;  // the running scale's ps count
   int64_t scales_ ABSL_GUARDED_BY(s_->mu) = 0;
   int64_t failed_ ABSL_GUARDED_BY(s_->mu) = 0;
   std::optional<ScalePsResponse> last_ ABSL_GUARDED_BY(s_->mu);

@@ -1,0 +1,353 @@
+// scale-ps in the chief, in-process: three real ShardStores of which a job starts on two
+// (num_ps), fake workers the test answers, a real checkpoint directory. A scale up and down
+// through a checkpoint cut, each refusal (nothing moves), a new ps that never answers, a move
+// that fails on a ps (back to the old layout through a recovery), and a restarted chief that
+// follows the journal's layout.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/intercepting_ps_interface.h"
+#include "client/ps_client.h"
+#include "coordinator/chief.h"
+#include "coordinator/fake_worker.h"
+#include "coordinator/in_process_ps.h"
+#include "coordinator/job_store.h"
+#include "gtest/gtest.h"
+#include "ps_server/shard_store.h"
+#include "tests/wait.h"
+
+namespace shardps {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/chief_scaling_", name);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  return dir;
+}
+
+class ChiefScalingTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartPs(0); }
+
+  void StartPs(int64_t memory_budget_bytes) {
+    if (tasks_ != nullptr) tasks_->Shutdown();
+    InProcessPs::Options options;
+    options.num_tasks = 3;
+    options.first_incarnation = 1000;
+    options.intercept = true;
+    options.client.max_attempts = 2;
+    options.client.initial_backoff = absl::Milliseconds(5);
+    options.store.memory_budget_bytes = memory_budget_bytes;
+    tasks_ = *InProcessPs::Create(options);
+  }
+
+  void TearDown() override {
+    KillChief();
+    tasks_->Shutdown();
+  }
+
+  void StartChief(std::vector<std::string> tf_config_ps = {"ps0", "ps1", "ps2"}) {
+    Chief::Options options;
+    options.ps_addresses = tf_config_ps;
+    // The TF_CONFIG client, as chief_main makes it.
+    options_client_ = *tasks_->Connect(tf_config_ps);
+    options.ps = options_client_.get();
+    options.connect_ps = [this](const std::vector<std::string>& names) {
+      return tasks_->Connect(names);
+    };
+    options.scale_timeout = absl::Seconds(5);
+    options.probe_interval = absl::Milliseconds(50);
+    options.probe_interval_ps = absl::Milliseconds(20);
+    options.ps_unreachable_after = absl::Milliseconds(200);
+    workers_.clear();
+    auto worker = std::make_unique<FakeWorker>("worker0");
+    workers_.push_back(worker.get());
+    options.workers.push_back(std::move(worker));
+    chief_ = *Chief::Create(std::move(options));
+  }
+
+  // The chief "dies" (its calls in flight fail; it is destroyed).
+  void KillChief() {
+    for (FakeWorker* w : workers_) {
+      while (w->Finish(absl::UnavailableError("the chief is gone")) >= 0) {
+      }
+    }
+    chief_.reset();
+  }
+
+  std::string Job(const std::string& dir, int64_t steps) {
+    return absl::StrCat(R"({"name": "t", "model": "mlp:8", "batch_size": 64, "backend": "cpu",)",
+                        R"( "mode": "async", "steps": )", steps,
+                        R"(, "partitioner": "fixed:ps", "num_ps": 2,)",
+                        R"( "checkpoint": {"dir": ")", dir, R"(", "every_steps": 100000}})");
+  }
+
+  // The job's shards task k holds.
+  int Shards(int k) {
+    ListShardsRequest request;
+    ListShardsResponse response;
+    if (!tasks_->store(k)->ListShards(request, &response).ok()) return -1;
+    int n = 0;
+    for (const ShardInfo& s : response.shards()) n += absl::StartsWith(s.spec().name(), "t/");
+    return n;
+  }
+
+  // Finishes worker 0's steps until `steps_done` are done.
+  bool RunUntil(int64_t steps_done) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (chief_->Status().steps_done() < steps_done) {
+      if (absl::Now() > deadline) return false;
+      if (workers_[0]->WaitForPending(1)) workers_[0]->Finish();
+    }
+    return true;
+  }
+
+  // Scales, finishing steps meanwhile (the cut drains the steps below it).
+  absl::StatusOr<ScalePsResponse> Scale(int num_ps, std::vector<std::string> addresses = {},
+                                        int64_t timeout_ms = 0) {
+    ScalePsRequest request;
+    request.set_num_ps(num_ps);
+    for (const std::string& a : addresses) request.add_ps_addresses(a);
+    request.set_timeout_ms(timeout_ms);
+    absl::Notification done;
+    absl::StatusOr<ScalePsResponse> outcome = absl::UnknownError("no answer");
+    chief_->ScalePs(request, [&](absl::StatusOr<ScalePsResponse> r) {
+      outcome = std::move(r);
+      done.Notify();
+    });
+    const absl::Time deadline = absl::Now() + kWait;
+    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(2))) {
+      if (absl::Now() > deadline) return absl::DeadlineExceededError("the scale never ended");
+      workers_[0]->Finish();
+    }
+    return outcome;
+  }
+
+  void FinishJob(int64_t steps) {
+    ASSERT_TRUE(RunUntil(steps)) << chief_->Status().DebugString();
+    ASSERT_TRUE(chief_->WaitForJobEnd(kWait)) << chief_->Status().DebugString();
+    EXPECT_EQ(chief_->Status().state(), JobStatus::SUCCEEDED) << chief_->Status().DebugString();
+  }
+
+  std::unique_ptr<InProcessPs> tasks_;
+  std::shared_ptr<PsClient> options_client_;
+  std::vector<FakeWorker*> workers_;
+  std::unique_ptr<Chief> chief_;
+};
+
+TEST_F(ChiefScalingTest, AJobStartsOnNumPsAndScalesUpAndDownThroughACheckpoint) {
+  const std::string dir = FreshDir("up_down");
+  StartChief();
+  absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(Job(dir, 80));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  // num_ps 2 of TF_CONFIG's 3: "fixed:ps" cuts each variable in 2.
+  EXPECT_EQ(Shards(2), 0);
+  const int on_two = Shards(0);
+  EXPECT_GT(on_two, 0);
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 1);
+  EXPECT_EQ(status.ps_size(), 2);
+  ASSERT_TRUE(RunUntil(20));
+  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1"}));
+
+  absl::StatusOr<ScalePsResponse> up = Scale(3);
+  ASSERT_TRUE(up.ok()) << up.status() << "\n" << chief_->Status().DebugString();
+  EXPECT_EQ(up->from_ps(), 2);
+  EXPECT_EQ(up->to_ps(), 3);
+  EXPECT_EQ(up->layout_version(), 2);
+  EXPECT_GT(up->checkpoint_id(), 0);
+  EXPECT_GE(up->steps_done(), 20);
+  EXPECT_GT(up->bytes_moved(), 0);
+  // Every ps holds a third of each variable now; the worker was started on the three.
+  EXPECT_GT(Shards(2), 0);
+  EXPECT_EQ(Shards(0), Shards(2));
+  status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 2);
+  EXPECT_EQ(status.ps_size(), 3);
+  EXPECT_EQ(status.ps_scales(), 1);
+  EXPECT_EQ(status.last_scale().to_ps(), 3);
+  EXPECT_EQ(status.steps_done(), up->steps_done()) << "no step lost, none repeated";
+  ASSERT_TRUE(RunUntil(up->steps_done() + 10));
+  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+  {
+    // The journal holds the new layout: the truth for a restarted chief.
+    JobStore::State state = *(*JobStore::Open(dir))->ReadState();
+    EXPECT_EQ(state.layout_version, 2);
+    EXPECT_EQ(state.ps_addresses, (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+  }
+
+  // Down again: the highest ps goes, dropping the job's shards (and told to shut down).
+  absl::StatusOr<ScalePsResponse> down = Scale(2);
+  ASSERT_TRUE(down.ok()) << down.status() << "\n" << chief_->Status().DebugString();
+  EXPECT_EQ(down->layout_version(), 3);
+  EXPECT_EQ(Shards(2), 0);
+  EXPECT_EQ(Shards(0), on_two);
+  EXPECT_EQ(chief_->Status().ps_size(), 2);
+  FinishJob(80);
+  // Every step once: the final checkpoint is at the job's end.
+  status = chief_->Status();
+  EXPECT_EQ(status.steps_done(), 80);
+  EXPECT_EQ(status.last_checkpoint().steps_done(), 80);
+  EXPECT_EQ(status.ps_scales(), 2);
+  EXPECT_EQ(status.ps_scales_failed(), 0);
+  EXPECT_EQ(status.steps_lost(), 0);
+}
+
+TEST_F(ChiefScalingTest, RefusedScalesChangeNothing) {
+  const std::string dir = FreshDir("refused");
+  StartChief();
+  ASSERT_TRUE(chief_->Submit(Job(dir, 400)).ok());
+  ASSERT_TRUE(RunUntil(5));
+  const int shards0 = Shards(0);
+  struct Case {
+    int num_ps;
+    std::vector<std::string> addresses;
+    absl::StatusCode code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {0, {}, absl::StatusCode::kInvalidArgument, "num_ps must be >= 1"},
+      {2, {}, absl::StatusCode::kInvalidArgument, "already runs on 2 ps"},
+      {4, {}, absl::StatusCode::kInvalidArgument, "ps 3 has no address"},
+      {3, {"ps0", "ps2", "ps1"}, absl::StatusCode::kInvalidArgument, "keep their indices"},
+      {3, {"ps0", "ps1"}, absl::StatusCode::kInvalidArgument, "names 2 ps for num_ps 3"},
+      {3, {"ps0", "ps1", "ps1"}, absl::StatusCode::kInvalidArgument, "names a ps twice"},
+      {3, {"ps0", "ps1", "nowhere"}, absl::StatusCode::kNotFound, "no ps task nowhere"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ScalePsResponse> r = Scale(c.num_ps, c.addresses);
+    EXPECT_EQ(r.status().code(), c.code) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.says)) << r.status();
+  }
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 1);
+  EXPECT_EQ(status.ps_size(), 2);
+  EXPECT_EQ(status.phase(), "");
+  EXPECT_EQ(Shards(0), shards0);
+  EXPECT_EQ(Shards(2), 0);
+  EXPECT_EQ(status.recoveries_size(), 0);
+  EXPECT_FALSE(status.has_checkpoint()) << "a refused scale cuts no checkpoint";
+
+  // A new ps that does not answer: refused at the timeout, before any cut.
+  tasks_->Down(2);
+  absl::StatusOr<ScalePsResponse> late = Scale(3, {}, /*timeout_ms=*/300);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "ps 2 (ps2) did not answer"))
+      << late.status();
+  tasks_->Up(2);
+  status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 1);
+  EXPECT_FALSE(status.has_checkpoint());
+  EXPECT_EQ(status.ps_scales_failed(), 2);  // "nowhere" was found out on the way too
+  EXPECT_TRUE(absl::StrContains(status.last_scale().error(), "did not answer"));
+
+  // A second scale while one runs (the first waits for its new ps).
+  tasks_->Down(2);
+  ScalePsRequest first;
+  first.set_num_ps(3);
+  first.set_timeout_ms(5000);
+  absl::Notification first_done;
+  chief_->ScalePs(first, [&](absl::StatusOr<ScalePsResponse>) { first_done.Notify(); });
+  absl::StatusOr<ScalePsResponse> second = Scale(3);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "already being scaled"))
+      << second.status();
+  tasks_->Up(2);
+  while (!first_done.WaitForNotificationWithTimeout(absl::Milliseconds(2))) {
+    workers_[0]->Finish();
+  }
+  EXPECT_EQ(chief_->Status().layout_version(), 2);
+}
+
+TEST_F(ChiefScalingTest, ShardsThatDoNotFitAreRefusedNamingTheBytes) {
+  // Budgets that hold the model (77 KB of Adam parameters and slots) on two ps but not on
+  // one: each ps may allocate half its budget (the snapshot reserve).
+  StartPs(/*memory_budget_bytes=*/100000);
+  const std::string dir = FreshDir("budget");
+  StartChief();
+  absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(Job(dir, 400));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_TRUE(RunUntil(5));
+  absl::StatusOr<ScalePsResponse> r = Scale(1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "bytes of parameters and optimizer slots"))
+      << r.status();
+  EXPECT_EQ(chief_->Status().layout_version(), 1);
+  EXPECT_EQ(chief_->Status().ps_size(), 2);
+}
+
+TEST_F(ChiefScalingTest, AMoveThatFailsOnAPsGoesBackToTheOldLayout) {
+  const std::string dir = FreshDir("failed_move");
+  StartChief();
+  ASSERT_TRUE(chief_->Submit(Job(dir, 60)).ok());
+  ASSERT_TRUE(RunUntil(15));
+  // ps 2 answers its health but fails the restore (it dies mid-move).
+  tasks_->SetConnectedHook(
+      2, [](absl::string_view method, const google::protobuf::Message&,
+            google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+        if (method == "Restore") return absl::InternalError("ps 2 crashed mid-restore");
+        return std::nullopt;
+      });
+  absl::StatusOr<ScalePsResponse> r = Scale(3);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "back on 2 ps")) << r.status();
+  tasks_->SetConnectedHook(2, nullptr);
+  // The recovery rolls the old ps back to the scale's cut; the job goes on on them.
+  ASSERT_TRUE(testing::PollUntil([&] { return chief_->Status().recoveries_size() == 1; },
+                                 absl::Now() + kWait, absl::Milliseconds(5)))
+      << chief_->Status().DebugString();
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 1);
+  EXPECT_EQ(status.ps_size(), 2);
+  EXPECT_EQ(status.steps_lost(), 0) << "rolled back to the cut it had just taken";
+  EXPECT_EQ(Shards(2), 0) << "the failed move's shards on ps 2 are dropped";
+  {
+    JobStore::State state = *(*JobStore::Open(dir))->ReadState();
+    EXPECT_EQ(state.ps_addresses, (std::vector<std::string>{"ps0", "ps1"}));
+  }
+  FinishJob(60);
+  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1"}));
+}
+
+// A chief that dies once the journal names the new layout (mid-move) is followed by one that
+// resumes on that layout, from the scale's cut; one whose TF_CONFIG lacks a ps of it refuses
+// the job, naming the ps.
+TEST_F(ChiefScalingTest, ARestartedChiefFollowsTheJournalsLayout) {
+  const std::string dir = FreshDir("journal");
+  StartChief();
+  ASSERT_TRUE(chief_->Submit(Job(dir, 60)).ok());
+  ASSERT_TRUE(RunUntil(10));
+  ASSERT_TRUE(Scale(3).ok());
+  ASSERT_TRUE(RunUntil(chief_->Status().steps_done() + 5));
+  KillChief();
+
+  // TF_CONFIG without ps 2: a clear error, and nothing changes on the ps.
+  StartChief({"ps0", "ps1"});
+  absl::StatusOr<SubmitJobResponse> refused = chief_->Submit(Job(dir, 60));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "lacks \"ps2\"")) << refused.status();
+  EXPECT_GT(Shards(2), 0);
+  KillChief();
+
+  StartChief();
+  absl::StatusOr<SubmitJobResponse> resumed = chief_->Submit(Job(dir, 60));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_TRUE(absl::StrContains(resumed->resumed_from(), "live")) << resumed->resumed_from();
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 2);
+  EXPECT_EQ(status.ps_size(), 3);
+  FinishJob(60);
+  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+}
+
+}  // namespace
+}  // namespace shardps
