@@ -126,8 +126,10 @@ class EvaluatorBody : public DaemonBody {
     follower.device = &device_;
     follower.data_root = daemon.data_root();
     follower.long_lived = daemon.long_lived();
-    follower.connect_ps = [ps_addresses = ps_addresses_] {
-      return NewGrpcPsClient(ps_addresses, PsClient::Options());
+    // The job's ps as the chief reports them (a job on num_ps of them, or scaled), else
+    // TF_CONFIG's.
+    follower.connect_ps = [ps_addresses = ps_addresses_](const std::vector<std::string>& job) {
+      return NewGrpcPsClient(job.empty() ? ps_addresses : job, PsClient::Options());
     };
     return FollowChiefJobs(follower, hooks);
   }

@@ -197,12 +197,20 @@ class Follower {
         ASSIGN_OR_RETURN(evaluator_, NewModelLiveEvaluator(status.job(), options_.device, options_.data_root));
       }
     }
+    std::vector<std::string> addresses;
+    for (const PsInfo& p : status.ps()) addresses.push_back(p.address());
+    if (ps_ != nullptr && addresses != ps_addresses_) {
+      Log(absl::StrCat("job ", job_id_, " now runs on ", addresses.size(), " ps (layout version ",
+                       status.layout_version(), "); reconnecting"));
+      ps_.reset();
+    }
     if (ps_ == nullptr) {
-      absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect_ps();
+      absl::StatusOr<std::unique_ptr<PsClient>> ps = options_.connect_ps(addresses);
       if (!ps.ok()) return Annotate(ps.status(), "connecting to the ps tasks");
       absl::Status checked = evaluator_->Check(ps->get());
       if (!checked.ok()) return checked;
       ps_ = *std::move(ps);
+      ps_addresses_ = addresses;
     }
     bool consistent = false;
     // The job's time as the snapshot is read (`status` was fetched just before).
@@ -284,6 +292,7 @@ class Follower {
   std::string job_id_;  // the job followed ("" before the first)
   std::unique_ptr<LiveEvaluator> evaluator_;
   std::unique_ptr<PsClient> ps_;
+  std::vector<std::string> ps_addresses_;  // ps_'s
   int64_t last_eval_steps_ = -1;
   bool final_done_ = false;      // the final evaluation was made (final_record_)
   bool final_reported_ = false;  // ... and the chief has it

@@ -45,8 +45,12 @@ struct JobFollowerOptions {
   // `device`, required then).
   std::function<absl::StatusOr<std::unique_ptr<LiveEvaluator>>(const JobSpec& job)>
       new_evaluator;
-  // A new client to the job's ps tasks; called again after a failed evaluation.
-  std::function<absl::StatusOr<std::unique_ptr<PsClient>>()> connect_ps;  // required
+  // A new client to the job's ps tasks, at `addresses` (JobStatus.ps, in task order: the
+  // layout the job runs on, which a scale-ps changes; empty when the status names none);
+  // called again after a failed evaluation and when the job's ps change.
+  std::function<absl::StatusOr<std::unique_ptr<PsClient>>(
+      const std::vector<std::string>& addresses)>
+      connect_ps;  // required
   // Follow the next job after one ends, instead of returning.
   bool long_lived = false;
   // How often the chief is asked for the job's status.

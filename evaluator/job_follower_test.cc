@@ -21,7 +21,8 @@ class JobFollowerTest : public ::testing::Test {
     ASSERT_TRUE(ps_.CreateSoftmax("fm", testing::TrainSoftmax(20)).ok());
     options_.chief = &chief_;
     options_.device = &device_;
-    options_.connect_ps = [this] {
+    options_.connect_ps = [this](const std::vector<std::string>& addresses) {
+      connected_.push_back(addresses);
       ++connects_;
       return ps_.Connect();
     };
@@ -41,6 +42,7 @@ class JobFollowerTest : public ::testing::Test {
   FakeChief chief_;
   JobFollowerOptions options_;
   int connects_ = 0;
+  std::vector<std::vector<std::string>> connected_;  // each connect's addresses
 };
 
 TEST_F(JobFollowerTest, EvaluatesWhileTrainingThenTheFinalModelAndSucceeds) {
@@ -284,6 +286,27 @@ TEST_F(JobFollowerTest, EvaluatesEveryEvalEveryStepsSteps) {
   RecordingHooks hooks;
   EXPECT_EQ(Run(&hooks), EvalOutcome::kSucceeded);
   EXPECT_EQ(EvaluatedSteps(hooks), (std::vector<int64_t>{0, 10, 21, 25}));
+}
+
+// A job that moved onto other ps (scale-ps: JobStatus.ps changed) is read from those: the
+// follower connects again with the new addresses.
+TEST_F(JobFollowerTest, FollowsTheJobOntoItsNewPs) {
+  auto with_ps = [&](int64_t steps, std::vector<std::string> ps, bool done = false) {
+    JobStatus s = Status(job_, JobStatus::RUNNING, steps, done);
+    for (const std::string& a : ps) s.add_ps()->set_address(a);
+    s.set_layout_version(static_cast<int64_t>(ps.size()) - 1);
+    return s;
+  };
+  chief_.Then(with_ps(0, {"ps0", "ps1"}));
+  chief_.Then(with_ps(5, {"ps0", "ps1"}));
+  chief_.Then(with_ps(10, {"ps0", "ps1", "ps2"}));
+  chief_.Then(with_ps(15, {"ps0", "ps1", "ps2"}, true));
+  RecordingHooks hooks;
+  EXPECT_EQ(Run(&hooks), EvalOutcome::kSucceeded) << hooks.AllLogs();
+  EXPECT_EQ(EvaluatedSteps(hooks), (std::vector<int64_t>{0, 5, 10, 15}));
+  EXPECT_EQ(connected_, (std::vector<std::vector<std::string>>{{"ps0", "ps1"},
+                                                               {"ps0", "ps1", "ps2"}}));
+  EXPECT_THAT(hooks.AllLogs(), ::testing::HasSubstr("now runs on 3 ps"));
 }
 
 }  // namespace

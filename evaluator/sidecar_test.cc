@@ -60,7 +60,7 @@ class SidecarTest : public ::testing::Test {
     JobFollowerOptions options;
     options.chief = &chief;
     options.device = &device_;
-    options.connect_ps = [&ps] { return ps.Connect(); };
+    options.connect_ps = [&ps](const std::vector<std::string>&) { return ps.Connect(); };
     RecordingHooks hooks;
     EXPECT_EQ(FollowChiefJobs(options, hooks.hooks), EvalOutcome::kSucceeded);
     EXPECT_EQ(hooks.evals.size(), 1u);

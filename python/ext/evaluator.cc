@@ -291,7 +291,10 @@ class PyEvaluator {
     ServeHealth(config);
 
     options_.chief = chief_.get();
-    options_.connect_ps = [this]() { return NewGrpcPsClient(ps_addresses_, client_options_); };
+    // The job's ps as the chief reports them (num_ps, a scale), else TF_CONFIG's.
+    options_.connect_ps = [this](const std::vector<std::string>& job) {
+      return NewGrpcPsClient(job.empty() ? ps_addresses_ : job, client_options_);
+    };
     options_.new_evaluator =
         [this](const JobSpec& job) -> absl::StatusOr<std::unique_ptr<LiveEvaluator>> {
       if (job.model() != kExternalModel) {
