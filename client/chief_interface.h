@@ -44,6 +44,10 @@ class ChiefInterface {
                                                   absl::Duration timeout) = 0;
   virtual absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest& request,
                                                     absl::Duration timeout) = 0;
+  // Moves the job onto request.num_ps ps (docs/elastic.md); answers once training resumed on
+  // them (a drain, a checkpoint and a restore): give it a timeout to match.
+  virtual absl::StatusOr<ScalePsResponse> ScalePs(const ScalePsRequest& request,
+                                                  absl::Duration timeout) = 0;
 
   // How WaitFor polls.
   struct WaitOptions {

@@ -48,6 +48,9 @@ class ScriptedChief final : public ChiefInterface {
   absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest&, absl::Duration) override {
     return absl::UnimplementedError("LeaveJob");
   }
+  absl::StatusOr<ScalePsResponse> ScalePs(const ScalePsRequest&, absl::Duration) override {
+    return absl::UnimplementedError("ScalePs");
+  }
 
   size_t calls() {
     absl::MutexLock lock(&mu_);

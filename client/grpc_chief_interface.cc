@@ -46,6 +46,11 @@ class GrpcChiefInterface final : public ChiefInterface {
     // its timeout) rather than failing at once while the channel backs off.
     return Call(&CoordinatorService::Stub::JoinJob, request, timeout, /*wait_for_ready=*/true);
   }
+  absl::StatusOr<ScalePsResponse> ScalePs(const ScalePsRequest& request,
+                                          absl::Duration timeout) override {
+    return Call(&CoordinatorService::Stub::ScalePs, request, timeout);
+  }
+
   absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest& request,
                                             absl::Duration timeout) override {
     return Call(&CoordinatorService::Stub::LeaveJob, request, timeout);

@@ -77,6 +77,17 @@ absl::Status AddChiefMetrics(metrics::Registry* registry, std::function<JobStatu
       {"shardps_chief_worker_leaves", "Workers that left the job (LeaveJob) since the chief "
        "started.",
        [](const JobStatus& s, absl::Time) { return static_cast<double>(s.worker_leaves()); }},
+      {"shardps_chief_ps_scales", "Scales of the job onto another number of ps (scale-ps) "
+       "done since the chief started.",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.ps_scales()); }},
+      {"shardps_chief_ps_scales_failed", "Scales refused or failed since the chief started "
+       "(the job stayed on its ps).",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.ps_scales_failed()); }},
+      {"shardps_chief_layout_version", "The version of the job's ps layout (1 as it started, "
+       "one more per scale).",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.layout_version()); }},
+      {"shardps_chief_ps_tasks", "The ps tasks the job runs on.",
+       [](const JobStatus& s, absl::Time) { return static_cast<double>(s.ps_size()); }},
       {"shardps_chief_examples_per_second", "Training examples per second, recent steps.",
        [](const JobStatus& s, absl::Time) { return s.examples_per_sec(); }},
   };

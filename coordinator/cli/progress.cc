@@ -119,6 +119,10 @@ std::string PsTable(const JobStatus& status) {
   const bool trouble = !AllPsUp(status);
   std::string header = absl::StrCat("ps         ", status.ps_size());
   if (status.generation() > 0) absl::StrAppend(&header, " (generation ", status.generation(), ")");
+  // After a scale-ps (docs/elastic.md): which layout the job is on.
+  if (status.layout_version() > 1) {
+    absl::StrAppend(&header, " (layout version ", status.layout_version(), ")");
+  }
   absl::StrAppend(&header, "\n");
   size_t address_width = std::string("ADDRESS").size();
   size_t state_width = std::string("STATE").size();
@@ -456,6 +460,10 @@ std::string StatusText(const JobStatus& status, double now_unix_s) {
   if (status.steps_requeued() > 0) {
     field("requeued", absl::StrCat(status.steps_requeued(), " steps (after worker failures)"));
   }
+  if (status.ps_scales() + status.ps_scales_failed() > 0) {
+    field("scales", absl::StrCat(status.ps_scales(), " done, ", status.ps_scales_failed(),
+                                 " failed; last: ", ScaleLine(status.last_scale())));
+  }
   absl::StrAppend(&out, PsTable(status), WorkersTable(status));
   return out;
 }
@@ -514,6 +522,17 @@ std::string CheckpointLine(const CheckpointInfo& c) {
       "checkpoint ", c.id(), ": ", c.path(), ", ", c.steps_done(), " steps, ",
       FormatBytes(c.bytes()),
       absl::StrFormat(", written in %.2f s (paused %.0f ms)", c.write_seconds(), c.pause_ms()));
+}
+
+std::string ScaleLine(const ScalePsResponse& r) {
+  if (!r.error().empty()) {
+    return absl::StrCat("scale from ", r.from_ps(), " to ", r.to_ps(), " ps failed: ", r.error());
+  }
+  return absl::StrCat(
+      "scaled from ", r.from_ps(), " to ", r.to_ps(), " ps (layout version ", r.layout_version(),
+      "): through checkpoint ", r.checkpoint_id(), " at step ", r.steps_done(), ", ",
+      FormatBytes(r.bytes_moved()), " moved",
+      absl::StrFormat(", paused %.2f s, %.2f s in all", r.pause_s(), r.seconds()));
 }
 
 absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty) {

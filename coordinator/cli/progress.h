@@ -105,6 +105,12 @@ std::string FinalSummary(const JobStatus& status);
 //   checkpoint 7: /ckpt/fm/ckpt-7, 1200 steps, 12.3 MiB, written in 0.84 s (paused 12 ms)
 std::string CheckpointLine(const CheckpointInfo& checkpoint);
 
+// A scale-ps outcome in one line, as `shardctl scale-ps` prints it:
+//   scaled from 2 to 3 ps (layout version 2): through checkpoint 4 at step 212, 1.1 MiB moved,
+//   paused 0.41 s, 0.52 s in all
+// or "scale from 2 to 3 ps failed: <why>".
+std::string ScaleLine(const ScalePsResponse& scale);
+
 // The JobStatus as JSON (proto field names, defaults included); one line unless `pretty`.
 absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty);
 

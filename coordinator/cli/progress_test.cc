@@ -549,6 +549,39 @@ TEST(DurableProgressTest, CheckpointLine) {
             "12 ms)");
 }
 
+// scale-ps: its outcome line, and the layout and scales in `shardctl status`.
+TEST(DurableProgressTest, ScalesAndTheLayoutVersionAreShown) {
+  ScalePsResponse up;
+  up.set_from_ps(2);
+  up.set_to_ps(3);
+  up.set_layout_version(2);
+  up.set_checkpoint_id(4);
+  up.set_steps_done(212);
+  up.set_bytes_moved(3 << 20);
+  up.set_pause_s(0.414);
+  up.set_seconds(0.52);
+  EXPECT_EQ(ScaleLine(up),
+            "scaled from 2 to 3 ps (layout version 2): through checkpoint 4 at step 212, "
+            "3.0 MiB moved, paused 0.41 s, 0.52 s in all");
+  ScalePsResponse failed;
+  failed.set_from_ps(3);
+  failed.set_to_ps(4);
+  failed.set_error("ps 3 (ps-3:2222) did not answer within 1m");
+  EXPECT_EQ(ScaleLine(failed),
+            "scale from 3 to 4 ps failed: ps 3 (ps-3:2222) did not answer within 1m");
+
+  JobStatus status = DurableJob();
+  EXPECT_THAT(StatusText(status, kNow), Not(HasSubstr("scales")));
+  EXPECT_THAT(StatusText(status, kNow), Not(HasSubstr("layout version")));
+  status.set_layout_version(2);
+  status.set_ps_scales(1);
+  status.set_ps_scales_failed(1);
+  *status.mutable_last_scale() = failed;
+  const std::string text = StatusText(status, kNow);
+  EXPECT_THAT(text, HasSubstr("scales     1 done, 1 failed; last: scale from 3 to 4 ps failed"));
+  EXPECT_THAT(text, HasSubstr("(layout version 2)\n"));
+}
+
 TEST(DurableProgressTest, JsonHasTheNewFields) {
   absl::StatusOr<std::string> json = StatusJson(TroubledJob(), /*pretty=*/false);
   ASSERT_TRUE(json.ok()) << json.status();

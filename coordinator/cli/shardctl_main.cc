@@ -3,6 +3,7 @@
 //   shardctl submit JOB.json [--watch] [--fresh|--resume]   shardctl status [--json]
 //   shardctl watch        shardctl add-steps N               shardctl cancel
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
+//   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -88,6 +89,9 @@ struct Options {
   int64_t workers = 2;
   // export.
   bool slots = false;
+  // scale-ps.
+  std::string ps_addresses;
+  double ps_timeout_s = 60;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
   // A bearer token for the chief's roles (rpc/auth.h): --auth_token_file.
@@ -115,6 +119,8 @@ constexpr Command kCommands[] = {
     {"cancel", "", "cancel the current job", false, true, false},
     {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
      true, false},
+    {"scale-ps", "N", "move the current job onto N ps tasks (a drain, a checkpoint, a re-sharded "
+     "restore)", false, true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
     {"export", "CKPT OUT", "write a checkpoint's variables, whole, to one safetensors file", false,
@@ -131,7 +137,9 @@ const Command* FindCommand(absl::string_view name) {
 Options DefaultOptions(const Command& command) {
   Options o;
   // A checkpoint answers once it is committed, which for a large model takes minutes.
-  if (std::string(command.name) == "checkpoint") o.timeout_s = kCheckpointTimeoutS;
+  if (std::string(command.name) == "checkpoint" || std::string(command.name) == "scale-ps") {
+    o.timeout_s = kCheckpointTimeoutS;  // a scale drains, checkpoints and restores
+  }
   return o;
 }
 
@@ -173,6 +181,13 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddBool("slots", &o.slots,
                    "also write each variable's optimizer slots (\"NAME/adam_m\", ...)");
   }
+  if (command == nullptr || std::string(command->name) == "scale-ps") {
+    parser.AddString("ps_addresses", &o.ps_addresses,
+                     "the N ps' addresses, comma-separated, in task order, the job's own first "
+                     "(default: the first N of the chief's TF_CONFIG ps job)");
+    parser.AddDouble("ps_timeout", &o.ps_timeout_s,
+                     "seconds the new ps may take to answer before the scale is refused");
+  }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
                   "number of workers to assume (in sync mode the default of num_replicas, and "
@@ -202,7 +217,8 @@ std::string TopLevelUsage() {
       "  --chief=HOST:PORT   the chief (default: the chief in --tf_config or $TF_CONFIG)\n"
       "  --tf_config=JSON|FILE  the cluster, in TF_CONFIG format (default: $TF_CONFIG)\n"
       "  --json              machine-readable JSON output\n"
-      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint: 600)\n\n"
+      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint and\n"
+      "                      scale-ps: 600)\n\n"
       "A job whose checkpoint dir already holds its state resumes from it: submit --fresh\n"
       "starts it over from step 0, --resume fails when there is nothing to resume.\n\n"
       "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file (found here or by the\n"
@@ -635,6 +651,42 @@ int RunCheckpoint(ChiefInterface& chief, const Options& o) {
   return kExitOk;
 }
 
+// Moves the job onto `num_ps` ps and waits (up to --timeout) until training resumed there.
+int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
+  ScalePsRequest request;
+  request.set_job_id(o.job_id);
+  request.set_num_ps(num_ps);
+  for (absl::string_view a : absl::StrSplit(o.ps_addresses, ',', absl::SkipEmpty())) {
+    request.add_ps_addresses(std::string(a));
+  }
+  request.set_timeout_ms(static_cast<int64_t>(o.ps_timeout_s * 1000));
+  absl::StatusOr<ScalePsResponse> r = chief.ScalePs(request, absl::Seconds(o.timeout_s));
+  if (!r.ok()) {
+    // The chief's own DEADLINE_EXCEEDED names the new ps that did not answer (--ps_timeout):
+    // a refused scale, not a silent chief.
+    if (absl::IsDeadlineExceeded(r.status()) &&
+        absl::StrContains(r.status().message(), "did not answer")) {
+      std::cerr << "shardctl: scale-ps failed: " << r.status().message() << "\n";
+      return kExitError;
+    }
+    return ReportRpcError(r.status(), chief.address(), "ScalePs", o.timeout_s);
+  }
+  if (o.json) {
+    nlohmann::json out = {{"from_ps", r->from_ps()},
+                          {"to_ps", r->to_ps()},
+                          {"layout_version", r->layout_version()},
+                          {"checkpoint_id", r->checkpoint_id()},
+                          {"steps_done", r->steps_done()},
+                          {"bytes_moved", r->bytes_moved()},
+                          {"pause_s", r->pause_s()},
+                          {"seconds", r->seconds()}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << ScaleLine(*r) << "\n";
+  }
+  return kExitOk;
+}
+
 // OUT of `export`, checked before anything is read: a directory, or a file in a directory
 // that does not exist, is a bad command line.
 absl::Status CheckExportOutput(const std::string& out) {
@@ -799,6 +851,15 @@ int RunWithChief(const std::string& name, const Options& o,
     return UsageError(
         absl::StrCat("add-steps: N must be a positive integer, got \"", positional[0], "\""));
   }
+  int64_t num_ps = 0;
+  if (name == "scale-ps" &&
+      (!absl::SimpleAtoi(positional[0], &num_ps) || num_ps < 1 || num_ps > 100000)) {
+    return UsageError(absl::StrCat("scale-ps: N must be a number of ps tasks (1..100000), got \"",
+                                   positional[0], "\""));
+  }
+  if (name == "scale-ps" && !(o.ps_timeout_s > 0)) {
+    return UsageError("scale-ps: --ps_timeout must be > 0");
+  }
   absl::StatusOr<std::string> address = ChiefAddress(o);
   if (!address.ok()) return UsageError(address.status().message());
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(*address);
@@ -809,6 +870,7 @@ int RunWithChief(const std::string& name, const Options& o,
   if (name == "add-steps") return RunAddSteps(*chief, o, steps);
   if (name == "cancel") return RunCancel(*chief, o);
   if (name == "checkpoint") return RunCheckpoint(*chief, o);
+  if (name == "scale-ps") return RunScalePs(*chief, o, static_cast<int>(num_ps));
   return UsageError(absl::StrCat("unknown command \"", name, "\""));
 }
 

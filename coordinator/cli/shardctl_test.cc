@@ -210,6 +210,19 @@ TEST(ShardctlTest, BadCommandLinesExit2) {
   EXPECT_EQ(steps.exit_code, 2) << Describe(steps);
   EXPECT_THAT(steps.err, HasSubstr("positive integer"));
   EXPECT_EQ(RunShardctl({"add-steps", "0", "--chief=127.0.0.1:1"}).exit_code, 2);
+
+  for (const char* n : {"0", "x", "3.5", "100001"}) {
+    Result scale = RunShardctl({"scale-ps", n, "--chief=127.0.0.1:1"});
+    EXPECT_EQ(scale.exit_code, 2) << Describe(scale);
+    EXPECT_THAT(scale.err, HasSubstr("scale-ps: N must be a number of ps tasks")) << n;
+  }
+  EXPECT_EQ(RunShardctl({"scale-ps", "--chief=127.0.0.1:1"}).exit_code, 2);
+  EXPECT_EQ(RunShardctl({"scale-ps", "-2", "--chief=127.0.0.1:1"}).exit_code, 2);  // a flag
+  Result timeout = RunShardctl({"scale-ps", "3", "--ps_timeout=0", "--chief=127.0.0.1:1"});
+  EXPECT_EQ(timeout.exit_code, 2) << Describe(timeout);
+  EXPECT_THAT(timeout.err, HasSubstr("--ps_timeout"));
+  // --ps_addresses belongs to scale-ps only.
+  EXPECT_EQ(RunShardctl({"status", "--ps_addresses=a:1", "--chief=127.0.0.1:1"}).exit_code, 2);
 }
 
 TEST(ShardctlTest, NoChiefAddressExits2) {

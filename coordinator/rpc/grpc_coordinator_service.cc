@@ -133,6 +133,23 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* ScalePs(grpc::CallbackServerContext* ctx,
+                                    const ScalePsRequest* request,
+                                    ScalePsResponse* response) override {
+    if (auto* rejected =
+            AdmitCall(ctx, "chief", CoordinatorService::service_full_name(), "ScalePs")) {
+      return rejected;
+    }
+    // Finished by the chief's control thread once training resumed on the new ps (or the
+    // scale failed); the request and response live until Finish.
+    auto* reactor = ctx->DefaultReactor();
+    chief_->ScalePs(*request, [reactor, response](absl::StatusOr<ScalePsResponse> r) {
+      if (r.ok()) *response = *r;
+      reactor->Finish(ToGrpcStatus(r.status()));
+    });
+    return reactor;
+  }
+
  private:
   Chief* const chief_;
   // Runs submissions: one prepares a job, the other answers a concurrent one (refused at
