@@ -2,12 +2,18 @@
 // first completed step in a running async job, for a worker that joins (JoinJob: the chief's
 // TF_CONFIG does not name it) against, in the same run, a worker the chief's TF_CONFIG names
 // that is killed and started again at its address (the chief probes it back); and the job's
-// examples/s before and after the worker joined. Printed; a benchmark, not a test.
+// examples/s before and after the worker joined. Then ps scale-out and back (shardctl
+// scale-ps, docs/elastic.md) in a sync job on 2 of TF_CONFIG's 3 ps: each scale's pause (no
+// step done, as the chief reports it and as seen from outside) against the parameter and slot
+// bytes it moved, and, in the same run, what the disk under the checkpoint directory takes to
+// write those bytes and read them back (bench/disk_baseline: the pause's floor through a
+// checkpoint); and the job's examples/s on 2 and on 3 ps. Printed; a benchmark, not a test.
 //
-//   bazel run -c opt //bench:elastic_bench -- [--rounds=3] [--json]
+//   bazel run -c opt //bench:elastic_bench -- [--rounds=3] [--ps_rounds=2] [--json]
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <string>
@@ -17,7 +23,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/disk_baseline.h"
 #include "bench/host_stats.h"
+#include "client/grpc_chief_interface.h"
 #include "common/flags.h"
 #include "nlohmann/json.hpp"
 #include "tests/process.h"
@@ -174,17 +182,144 @@ int Run(int rounds, bool json) {
   return 0;
 }
 
+// The longest time, from `from` for `window`, that the job's step count stood still (polled
+// every 2 ms): the pause a scale caused, seen from outside.
+double LongestStall(TrainingCluster* c, absl::Time until) {
+  int64_t last = -1;
+  absl::Time since = absl::Now();
+  double longest = 0;
+  while (absl::Now() < until) {
+    absl::StatusOr<JobStatus> s = c->Status(absl::Seconds(2));
+    if (s.ok()) {
+      const absl::Time now = absl::Now();
+      if (s->steps_done() != last) {
+        last = s->steps_done();
+        since = now;
+      }
+      longest = std::max(longest, absl::ToDoubleSeconds(now - since));
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return longest;
+}
+
+int RunPsScaling(int rounds, bool json) {
+  constexpr int kBatch = 64;
+  const std::string dir = testing::FreshTempDir("elastic_bench_ps");
+  // About 22 MB of Adam parameters and slots: a move a disk takes measurable time for.
+  const std::string job = testing::WriteTempFile(
+      "elastic_bench_ps.json",
+      absl::StrCat(R"({"name": "ebp", "model": "mlp:1024,1024", "batch_size": 64,)",
+                   R"( "mode": "sync", "seed": 7, "backend": "cpu", "num_ps": 2,)",
+                   R"( "optimizer": {"type": "adam", "learning_rate": 0.001},)",
+                   R"( "partitioner": "min_size:65536:ps", "steps": 100000000,)",
+                   R"( "checkpoint": {"dir": ")", dir, R"(", "every_seconds": 100000}})"));
+  TrainingCluster::Options options;
+  options.num_ps = 3;
+  options.num_workers = 2;
+  options.job_file = job;
+  options.worker_flags = {"--threads=1"};
+  auto cluster = TrainingCluster::Start(options);
+  if (!cluster.ok()) {
+    std::cerr << "elastic_bench: " << cluster.status() << "\n";
+    return 1;
+  }
+  TrainingCluster* c = cluster->get();
+  if (!c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok()) {
+    std::cerr << "elastic_bench: the job does not train\n" << c->Logs();
+    return 1;
+  }
+  const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(c->chief_address());
+  std::vector<double> pause_s, stall_s, bytes, write_s, read_s, on2_eps, on3_eps;
+  for (int round = 0; round < 2 * rounds; ++round) {
+    const int to = round % 2 == 0 ? 3 : 2;
+    absl::StatusOr<double> eps = ExamplesPerSecond(c, absl::Seconds(3), kBatch);
+    if (!eps.ok()) return 1;
+    (to == 3 ? on2_eps : on3_eps).push_back(*eps);
+    ScalePsRequest request;
+    request.set_num_ps(to);
+    absl::StatusOr<ScalePsResponse> scaled;
+    std::thread scaler([&] { scaled = chief->ScalePs(request, absl::Minutes(10)); });
+    const double stall = LongestStall(c, absl::Now() + absl::Seconds(1));
+    scaler.join();
+    if (!scaled.ok()) {
+      std::cerr << "elastic_bench: scale-ps " << to << ": " << scaled.status() << "\n"
+                << c->Logs();
+      return 1;
+    }
+    if (to == 2) {
+      // The removed ps exited 0; start it again, empty, as its StatefulSet would.
+      if (c->ps(2) != nullptr) (void)c->ps(2)->Wait(absl::Seconds(30));
+      if (absl::Status s = c->RestartPs(2); !s.ok()) {
+        std::cerr << "elastic_bench: restarting ps 2: " << s << "\n";
+        return 1;
+      }
+    }
+    // The stall may outlast the poll window: finish it.
+    const double rest = LongestStall(c, absl::Now() + absl::Milliseconds(300));
+    if (to == 3) {
+      pause_s.push_back(scaled->pause_s());
+      stall_s.push_back(std::max(stall, rest));
+      bytes.push_back(static_cast<double>(scaled->bytes_moved()));
+      // The disk's floor for these bytes, written by 2 writers (the old ps) and read by 3.
+      std::vector<FileToWrite> files;
+      std::vector<std::string> paths;
+      for (int k = 0; k < 2; ++k) {
+        files.push_back({absl::StrCat(dir, "/baseline-", k), scaled->bytes_moved() / 2});
+        paths.push_back(files.back().path);
+      }
+      absl::StatusOr<IoTiming> w = TimeWriteFiles(files);
+      absl::StatusOr<IoTiming> r = TimeReadFiles(paths, /*parallel=*/true);
+      if (!w.ok() || !r.ok()) {
+        std::cerr << "elastic_bench: disk baseline: " << w.status() << " " << r.status() << "\n";
+        return 1;
+      }
+      for (const std::string& p : paths) std::remove(p.c_str());
+      write_s.push_back(w->seconds);
+      read_s.push_back(r->seconds);
+    }
+  }
+  const double floor = Median(write_s) + Median(read_s);
+  std::cout << absl::StrFormat(
+      "ps scale-out: %d rounds of 2 -> 3 -> 2 ps, sync mlp:1024,1024 (Adam), 2 workers\n"
+      "  bytes moved: %.1f MB (parameters and slots, through a checkpoint)\n"
+      "  pause (chief: drain to resume): median %.3f s (%.3f..%.3f)\n"
+      "  pause (no step seen done, polled): median %.3f s\n"
+      "  disk baseline, same bytes: write %.3f s + read %.3f s = %.3f s (page cache warm)\n"
+      "  aim: pause <= disk + 1 s = %.3f s: %s\n"
+      "  examples/s on 2 ps: %.0f; on 3 ps: %.0f (x%.2f)\n",
+      rounds, Median(bytes) / 1e6, Median(pause_s),
+      *std::min_element(pause_s.begin(), pause_s.end()),
+      *std::max_element(pause_s.begin(), pause_s.end()), Median(stall_s), Median(write_s),
+      Median(read_s), floor, floor + 1, Median(pause_s) <= floor + 1 ? "met" : "MISSED",
+      Median(on2_eps), Median(on3_eps), Median(on3_eps) / Median(on2_eps));
+  if (json) {
+    nlohmann::json out = {{"scale_pause_s", pause_s}, {"scale_stall_s", stall_s},
+                          {"bytes_moved", bytes},     {"disk_write_s", write_s},
+                          {"disk_read_s", read_s},    {"examples_per_s_2ps", on2_eps},
+                          {"examples_per_s_3ps", on3_eps}};
+    std::cout << out.dump() << "\n";
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   int64_t rounds = 3;
+  int64_t ps_rounds = 2;
   bool json = false;
   FlagParser flags("elastic_bench",
                    "a worker's start to its first step when it joins a running job");
   flags.AddInt("rounds", &rounds, "joins (and restarts) measured");
+  flags.AddInt("ps_rounds", &ps_rounds, "scale-outs (2 -> 3 -> 2 ps) measured; 0: none");
   flags.AddBool("json", &json, "also print the figures as one JSON line");
   const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
   if (rc >= 0) return rc;
   testing::SetUpRunfilesForBazelRun(argv[0], "worker/worker", "elastic_bench");
-  return Run(static_cast<int>(std::max<int64_t>(rounds, 1)), json);
+  if (rounds > 0) {
+    if (const int rc = Run(static_cast<int>(rounds), json); rc != 0) return rc;
+  }
+  if (ps_rounds > 0) return RunPsScaling(static_cast<int>(ps_rounds), json);
+  return 0;
 }
 
 }  // namespace
