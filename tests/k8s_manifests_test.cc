@@ -114,6 +114,16 @@ TEST(K8sManifestsTest, EntrypointRejectsBadEnvironment) {
         << out;
     EXPECT_NE(out.find(R"("task": {"type": "worker", "index": 3})"), std::string::npos) << out;
   }
+  // So is a ps StatefulSet: ordinal 2 of 2 lists the ps up to itself (shardctl scale-ps then
+  // moves the job onto it).
+  {
+    std::vector<std::string> vars = good;
+    vars.push_back("HOSTNAME=shardps-ps-2");
+    ASSERT_EQ(RunEntrypoint(vars, &out), 0) << out;
+    EXPECT_NE(out.find(R"("shardps-ps-2.shardps-ps.default.svc:2222"])"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find(R"("task": {"type": "ps", "index": 2})"), std::string::npos) << out;
+  }
   struct Case {
     std::vector<std::string> vars;
     std::string message;
@@ -122,7 +132,7 @@ TEST(K8sManifestsTest, EntrypointRejectsBadEnvironment) {
       {{"HOSTNAME=web-0"}, "SHARDPS_ROLE is not set and the hostname \"web-0\""},
       {{"SHARDPS_ROLE=boss"}, "SHARDPS_ROLE=\"boss\": must be chief, ps, worker or evaluator"},
       {{"SHARDPS_ROLE=ps"}, "no task index: SHARDPS_TASK_INDEX and JOB_COMPLETION_INDEX"},
-      {{"HOSTNAME=shardps-ps-2"}, "task index 2 is out of range for 2 ps task(s)"},
+      {{"HOSTNAME=shardps-chief-1"}, "task index 1 is out of range for 1 chief task(s)"},
       {{"HOSTNAME=shardps-ps-0", "SHARDPS_TASK_INDEX=01"}, "SHARDPS_TASK_INDEX: \"01\""},
       {{"HOSTNAME=shardps-ps-0", "SHARDPS_NUM_PS=0"}, "SHARDPS_NUM_PS=\"0\": must be"},
       {{"HOSTNAME=shardps-ps-0", "SHARDPS_NUM_WORKERS="}, "SHARDPS_NUM_WORKERS is not set"},

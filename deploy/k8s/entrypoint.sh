@@ -130,10 +130,11 @@ else
 
   declare -A tasks=([chief]=1 [ps]="$num_ps" [worker]="$num_workers" [evaluator]="$num_evaluators")
   [ "${tasks[$role]}" -gt 0 ] || die "SHARDPS_ROLE=evaluator but SHARDPS_EVALUATOR is not 1"
-  if [ "$role" = worker ] && [ "$index" -ge "${tasks[worker]}" ]; then
-    # A StatefulSet scaled up past SHARDPS_NUM_WORKERS: the new ordinal's own TF_CONFIG lists
-    # the workers up to itself, and it joins the chief's job (docs/elastic.md).
-    tasks[worker]=$((index + 1))
+  if [[ "$role" =~ ^(worker|ps)$ ]] && [ "$index" -ge "${tasks[$role]}" ]; then
+    # A StatefulSet scaled up past SHARDPS_NUM_WORKERS (SHARDPS_NUM_PS): the new ordinal's own
+    # TF_CONFIG lists the tasks of its role up to itself. A worker joins the chief's job; a ps
+    # waits for `shardctl scale-ps` to move the job onto it (docs/elastic.md).
+    tasks[$role]=$((index + 1))
   fi
   [ "$index" -lt "${tasks[$role]}" ] ||
     die "$index_var: task index $index is out of range for ${tasks[$role]} $role task(s)"
