@@ -454,7 +454,8 @@ class ChiefImpl : public Chief {
   // The parts share s_.mu (each was given &s_): says so to the thread-safety analysis, which
   // cannot see through their pointers.
   void PartsLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu)
-      ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu(), checkpoints_->mu(), dispatcher_->mu()) {
+      ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu(), checkpoints_->mu(), dispatcher_->mu(),
+                                 scaling_->mu()) {
     s_.mu.AssertHeld();
   }
 

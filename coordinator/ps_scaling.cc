@@ -43,7 +43,7 @@ absl::Status PsScaling::RequestLocked(const ScalePsRequest& request, Done done) 
     return absl::FailedPreconditionError(absl::StrCat("job \"", id, "\" is not running"));
   }
   const int n = request.num_ps();
-  const std::vector<std::string>& from = s_->ps_addresses;
+  const std::vector<std::string> from = s_->ps_addresses;
   const int current = static_cast<int>(from.size());
   if (n < 1) {
     return absl::InvalidArgumentError(absl::StrCat("scale-ps: num_ps must be >= 1, got ", n));
