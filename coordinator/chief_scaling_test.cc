@@ -268,6 +268,31 @@ TEST_F(ChiefScalingTest, RefusedScalesChangeNothing) {
   EXPECT_EQ(chief_->Status().layout_version(), 2);
 }
 
+// While a ps of the job is unreachable (the job paused, a recovery may follow), a scale is
+// refused; once it is back the same scale goes through.
+TEST_F(ChiefScalingTest, AScaleDuringARecoveryIsRefused) {
+  const std::string dir = FreshDir("recovering");
+  StartChief();
+  ASSERT_TRUE(chief_->Submit(Job(dir, 400)).ok());
+  ASSERT_TRUE(RunUntil(5));
+  tasks_->Down(1);
+  ASSERT_TRUE(testing::PollUntil(
+      [&] { return absl::StartsWith(chief_->Status().phase(), "paused"); }, absl::Now() + kWait,
+      absl::Milliseconds(5)))
+      << chief_->Status().DebugString();
+  absl::StatusOr<ScalePsResponse> r = Scale(3);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "is recovering")) << r.status();
+  EXPECT_EQ(chief_->Status().layout_version(), 1);
+  EXPECT_FALSE(chief_->Status().has_checkpoint());
+  tasks_->Up(1);
+  ASSERT_TRUE(testing::PollUntil([&] { return chief_->Status().phase().empty(); },
+                                 absl::Now() + kWait, absl::Milliseconds(5)));
+  absl::StatusOr<ScalePsResponse> later = Scale(3);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(chief_->Status().layout_version(), 2);
+}
+
 TEST_F(ChiefScalingTest, ShardsThatDoNotFitAreRefusedNamingTheBytes) {
   // Budgets that hold the model (77 KB of Adam parameters and slots) on two ps but not on
   // one: each ps may allocate half its budget (the snapshot reserve).
