@@ -293,6 +293,53 @@ TEST_F(ChiefScalingTest, AScaleDuringARecoveryIsRefused) {
   EXPECT_EQ(chief_->Status().layout_version(), 2);
 }
 
+// A dynamic table (an external model's [null, dim] variable) and a dense one with rows pushed
+// before a scale: their values are the same after 2 -> 3 and after 3 -> 2 ps, the table's
+// buckets re-split over the new count.
+TEST_F(ChiefScalingTest, ADynamicTableKeepsEveryRowAcrossScales) {
+  const std::string dir = FreshDir("dynamic");
+  StartChief();
+  const std::string job = absl::StrCat(
+      R"({"name": "t", "model": "external", "dataset": "external", "examples_per_epoch": 6400,)",
+      R"( "batch_size": 64, "mode": "async", "steps": 200, "seed": 3, "num_ps": 2,)",
+      R"( "partitioner": "fixed:ps", "optimizer": {"type": "adagrad", "learning_rate": 0.5},)",
+      R"( "dynamic_tables": {"num_buckets": 64},)",
+      R"( "variables": [{"name": "tags", "shape": [null, 4]},)",
+      R"(               {"name": "w", "shape": [12, 3]}],)",
+      R"( "checkpoint": {"dir": ")", dir, R"(", "every_steps": 100000}})");
+  absl::StatusOr<SubmitJobResponse> submitted = chief_->Submit(job);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_TRUE(RunUntil(3));
+  // Rows pushed by "a worker" of the job.
+  std::shared_ptr<PsClient> two = *tasks_->Connect({"ps0", "ps1"});
+  ASSERT_TRUE(two->Discover().ok());
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 300; ++k) keys.push_back(k * 7919 - 1000);
+  std::vector<float> grads(keys.size() * 4);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 17) - 0.05f;
+  ASSERT_TRUE(two->PushRows("t/tags", keys, grads).ok());
+  ASSERT_TRUE(two->Push("t/w", std::vector<float>(36, 0.25f)).ok());
+  std::vector<float> rows(keys.size() * 4), w(36);
+  ASSERT_TRUE(two->PullRows("t/tags", keys, absl::MakeSpan(rows)).ok());
+  ASSERT_TRUE(two->Pull("t/w", absl::MakeSpan(w)).ok());
+
+  for (int n : {3, 2}) {
+    SCOPED_TRACE(n);
+    absl::StatusOr<ScalePsResponse> scaled = Scale(n);
+    ASSERT_TRUE(scaled.ok()) << scaled.status();
+    std::vector<std::string> names;
+    for (int k = 0; k < n; ++k) names.push_back(absl::StrCat("ps", k));
+    std::shared_ptr<PsClient> now = *tasks_->Connect(names);
+    ASSERT_TRUE(now->Discover().ok());
+    EXPECT_EQ(now->GetLayout("t/tags")->shards.size(), static_cast<size_t>(n));
+    std::vector<float> rows_now(rows.size()), w_now(w.size());
+    ASSERT_TRUE(now->PullRows("t/tags", keys, absl::MakeSpan(rows_now)).ok());
+    ASSERT_TRUE(now->Pull("t/w", absl::MakeSpan(w_now)).ok());
+    EXPECT_EQ(rows_now, rows);
+    EXPECT_EQ(w_now, w);
+  }
+}
+
 TEST_F(ChiefScalingTest, ShardsThatDoNotFitAreRefusedNamingTheBytes) {
   // Budgets that hold the model (77 KB of Adam parameters and slots) on two ps but not on
   // one: each ps may allocate half its budget (the snapshot reserve).
