@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/job_preparation.h"
@@ -17,6 +18,13 @@ namespace {
 using Kind = JobPhase::Kind;
 
 double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+// A scale's failure as the caller sees it: the chief answered, so never UNAVAILABLE (which
+// callers read as "the chief is unreachable"): a ps's UNAVAILABLE becomes ABORTED.
+absl::Status ScaleError(absl::StatusCode code, absl::string_view message) {
+  return absl::Status(code == absl::StatusCode::kUnavailable ? absl::StatusCode::kAborted : code,
+                      message);
+}
 
 std::string List(const std::vector<std::string>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
@@ -191,7 +199,7 @@ void PsScaling::RunLocked() {
   absl::StatusOr<ScalePsResponse> outcome;
   absl::StatusOr<std::shared_ptr<PsClient>> to = ReachLocked(q);
   if (!to.ok()) {
-    outcome = to.status();
+    outcome = ScaleError(to.status().code(), to.status().message());
   } else if (s_->stopping || s_->status.state() != JobStatus::RUNNING ||
              s_->phase.kind() != Kind::kTraining || recovery_->pending()) {
     outcome = absl::FailedPreconditionError(absl::StrCat(
@@ -207,9 +215,9 @@ void PsScaling::RunLocked() {
         s_->scheduler->ClearBarrier();
         s_->ReleasePhaseLocked(Kind::kScaling);
       }
-      outcome = absl::Status(cut.status().code(),
-                             absl::StrCat("scale-ps: the checkpoint to move through: ",
-                                          cut.status().message()));
+      outcome = ScaleError(cut.status().code(),
+                           absl::StrCat("scale-ps: the checkpoint to move through: ",
+                                        cut.status().message()));
     } else {
       outcome = MoveLocked(q, *std::move(to), *cut, paused);
     }
@@ -312,7 +320,8 @@ absl::StatusOr<ScalePsResponse> PsScaling::MoveLocked(const Queued& q,
     recovery_->RollBackDueLocked(cause);
     s_->SetPhaseLocked(Kind::kRecovering, cause);
     RetireLocked(added, /*shutdown=*/false, cause);
-    return absl::Status(moved.code(), absl::StrCat("scale-ps ", to_n, ": ", cause));
+    // The move was given up: ABORTED, whatever the ps said (its error is in the message).
+    return absl::AbortedError(absl::StrCat("scale-ps ", to_n, ": ", cause));
   }
 
   // Training continues from the cut, on the new ps.

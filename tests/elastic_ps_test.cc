@@ -203,6 +203,51 @@ TEST(ElasticPsTest, AChiefKilledMidScaleLeavesAJobTheRestartedChiefFinishes) {
   ExpectFinalBitIdentical(c, dir);
 }
 
+// The new ps is killed while the scale is under way (after the cut, before the restore, which
+// the old ps' held-back checkpoint files delay): the scale fails, the chief puts the old
+// layout back and rolls the two ps back to the scale's own cut, no step is lost, and the job
+// ends on two ps bit-identical to the unscaled run.
+TEST(ElasticPsTest, ANewPsKilledMidScaleLeavesTheJobOnTheOldPs) {
+  const std::string dir = FreshTempDir("ps_killed_mid_scale");
+  TrainingCluster::Options options;
+  options.num_ps = 3;
+  options.num_workers = kWorkers;
+  options.worker_flags = {kStepDelay};
+  for (int k : {0, 1}) {
+    options.task_flags[{"ps", k}] = {"--test_snapshot_write_delay_ms=1500"};
+  }
+  options.job_file = SyncJob(dir, 2);
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  TrainingCluster* c = cluster->get();
+  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok());
+
+  auto scaling = Process::Start(BinaryPath("coordinator/cli/shardctl"),
+                                {"scale-ps", "3", "--chief=" + c->chief_address()}, {},
+                                absl::StrCat(TempDir(), "/scale-ps-killed.log"));
+  ASSERT_TRUE(scaling.ok()) << scaling.status();
+  auto mid = c->WaitForStatus(
+      [](const JobStatus& s) { return absl::StartsWith(s.phase(), "scaling"); });
+  ASSERT_TRUE(mid.ok()) << mid.status() << "\n" << c->Logs();
+  auto killed = c->StopPs(2, SIGKILL);
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  auto code = (*scaling)->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1) << (*scaling)->Log();
+  EXPECT_THAT((*scaling)->Log(), HasSubstr("back on 2 ps"));
+
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(4));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << c->Logs();
+  EXPECT_EQ(done->steps_done(), kSteps);
+  EXPECT_EQ(done->ps_size(), 2);
+  EXPECT_EQ(done->layout_version(), 1);
+  EXPECT_EQ(done->ps_scales_failed(), 1);
+  ASSERT_EQ(done->recoveries_size(), 1) << done->ShortDebugString();
+  EXPECT_THAT(done->recoveries(0).cause(), HasSubstr("the move onto 3 ps failed"));
+  EXPECT_EQ(done->steps_lost(), 0) << "rolled back to the scale's own cut";
+  ExpectFinalBitIdentical(c, dir);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace shardps
