@@ -53,17 +53,21 @@ class ChiefScalingTest : public ::testing::Test {
   void TearDown() override {
     KillChief();
     tasks_->Shutdown();
+    if (other_ != nullptr) other_->Shutdown();
   }
 
   void StartChief(std::vector<std::string> tf_config_ps = {"ps0", "ps1", "ps2"}) {
     Chief::Options options;
     options.ps_addresses = tf_config_ps;
-    // The TF_CONFIG client, as chief_main makes it.
-    options_client_ = *tasks_->Connect(tf_config_ps);
-    options.ps = options_client_.get();
     options.connect_ps = [this](const std::vector<std::string>& names) {
-      return tasks_->Connect(names);
+      // "q<k>": the ps of another cluster (other_), when the test made one.
+      return other_ != nullptr && !names.empty() && names[0][0] == 'q'
+                 ? other_->Connect(names)
+                 : tasks_->Connect(names);
     };
+    // The TF_CONFIG client, as chief_main makes it.
+    options_client_ = *options.connect_ps(tf_config_ps);
+    options.ps = options_client_.get();
     options.scale_timeout = absl::Seconds(5);
     options.probe_interval = absl::Milliseconds(50);
     options.probe_interval_ps = absl::Milliseconds(20);
@@ -139,6 +143,7 @@ class ChiefScalingTest : public ::testing::Test {
   }
 
   std::unique_ptr<InProcessPs> tasks_;
+  std::unique_ptr<InProcessPs> other_;  // another cluster's ps, "q0", "q1"
   std::shared_ptr<PsClient> options_client_;
   std::vector<FakeWorker*> workers_;
   std::unique_ptr<Chief> chief_;
@@ -419,6 +424,33 @@ TEST_F(ChiefScalingTest, ARestartedChiefFollowsTheJournalsLayout) {
   EXPECT_EQ(status.ps_size(), 3);
   FinishJob(60);
   EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+}
+
+// A scaled job whose chief restarts with a TF_CONFIG naming none of its ps (the job moved to
+// another cluster) is re-sharded onto those ps from its newest checkpoint.
+TEST_F(ChiefScalingTest, AScaledJobRestartedOnAnotherClusterIsReShardedOntoIt) {
+  const std::string dir = FreshDir("moved");
+  StartChief();
+  ASSERT_TRUE(chief_->Submit(Job(dir, 60)).ok());
+  ASSERT_TRUE(RunUntil(10));
+  absl::StatusOr<ScalePsResponse> up = Scale(3);
+  ASSERT_TRUE(up.ok()) << up.status();
+  KillChief();
+
+  InProcessPs::Options options;
+  options.num_tasks = 2;
+  options.name_prefix = "q";
+  other_ = *InProcessPs::Create(options);
+  StartChief({"q0", "q1"});
+  absl::StatusOr<SubmitJobResponse> resumed = chief_->Submit(Job(dir, 60));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_TRUE(absl::StrContains(resumed->resumed_from(), "checkpoint")) << resumed->resumed_from();
+  EXPECT_EQ(resumed->resumed_at_step(), up->steps_done());
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 3) << "a third layout";
+  ASSERT_EQ(status.ps_size(), 2);
+  EXPECT_EQ(status.ps(0).address(), "q0");
+  FinishJob(60);
 }
 
 }  // namespace

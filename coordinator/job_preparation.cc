@@ -317,27 +317,37 @@ absl::StatusOr<StartOutcome> PrepareState(const PrepareOptions& options, const P
   return out;
 }
 
-// The ps the job runs on: its journal's layout when it resumes one (each of its ps must be in
-// TF_CONFIG's ps job), else the first JobSpec.num_ps of TF_CONFIG's (0: all).
+// The ps the job runs on. A job a scale-ps moved (layout version > 1) stays on its journal's
+// layout when TF_CONFIG still lists every ps of it (a restarted chief whose TF_CONFIG was not
+// updated); a TF_CONFIG that lists none of them is another cluster, onto which the job is
+// re-sharded from its newest checkpoint, as an unscaled job is; one that lists some but not
+// all lacks a ps of the layout: FAILED_PRECONDITION naming it. Otherwise (a fresh start, or a
+// job never scaled) the first JobSpec.num_ps of TF_CONFIG's (0: all).
 absl::StatusOr<std::vector<std::string>> ChooseLayout(const PreparedJob& job, bool known_job,
                                                       SubmitJobRequest::Resume resume,
                                                       const PrepareOptions& options) {
   const std::vector<std::string>& cluster =
       options.cluster_ps.empty() ? options.current_ps : options.cluster_ps;
   const JobStore::State& state = job.state;
-  if (known_job && resume != SubmitJobRequest::FRESH && !state.ps_addresses.empty()) {
+  if (known_job && resume != SubmitJobRequest::FRESH && state.layout_version > 1 &&
+      !state.ps_addresses.empty()) {
+    std::vector<std::string> missing;
     for (const std::string& a : state.ps_addresses) {
-      if (std::find(cluster.begin(), cluster.end(), a) == cluster.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "job "", job.job.job_id(), "": its journal (layout version ",
-            state.layout_version, ") places its shards on ps [",
-            absl::StrJoin(state.ps_addresses, ", "), "], but the chief's TF_CONFIG ps job [",
-            absl::StrJoin(cluster, ", "), "] lacks \"", a,
-            "\": give the chief a TF_CONFIG that lists every ps of the layout "
-            "(docs/elastic.md)"));
-      }
+      if (std::find(cluster.begin(), cluster.end(), a) == cluster.end()) missing.push_back(a);
     }
-    return state.ps_addresses;
+    if (missing.empty()) return state.ps_addresses;
+    if (missing.size() < state.ps_addresses.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job \"", job.job.job_id(), "\": its journal (layout version ",
+          state.layout_version, ", after a scale-ps) places its shards on ps [",
+          absl::StrJoin(state.ps_addresses, ", "), "], but the chief's TF_CONFIG ps job [",
+          absl::StrJoin(cluster, ", "), "] lacks \"", missing[0],
+          "\": give the chief a TF_CONFIG that lists every ps of the layout "
+          "(docs/elastic.md)"));
+    }
+    LogInfo() << "job " << job.job.job_id() << ": none of its journal's ps ["
+              << absl::StrJoin(state.ps_addresses, ", ")
+              << "] is in TF_CONFIG: another cluster; the job is re-sharded onto TF_CONFIG's";
   }
   const int n = job.job.num_ps();
   if (n == 0) return cluster;
@@ -401,6 +411,12 @@ absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume res
   }
   const bool resumes_layout = known_job && resume != SubmitJobRequest::FRESH;
   out.layout_version = resumes_layout ? std::max<int64_t>(1, out.state.layout_version) : 1;
+  // Re-sharded onto other ps than the journal's (another cluster, another num_ps): a new
+  // layout.
+  if (resumes_layout && !out.state.ps_addresses.empty() &&
+      out.ps_addresses != out.state.ps_addresses) {
+    ++out.layout_version;
+  }
   ASSIGN_OR_RETURN(StartOutcome outcome, PrepareState(options, out, known_job, resume));
   Scheduler& scheduler = *out.scheduler;
   RETURN_IF_ERROR(

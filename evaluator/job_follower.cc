@@ -89,7 +89,14 @@ class Follower {
   // One status of the chief. Returns the outcome when the loop ends; sets *wait otherwise.
   std::optional<EvalOutcome> Handle(const JobStatus& status, absl::Duration* wait) {
     if (status.job_id() != job_id_ || status.job_id().empty()) {
-      if (status.state() != JobStatus::RUNNING) {
+      const bool ended = status.state() == JobStatus::SUCCEEDED ||
+                         status.state() == JobStatus::FAILED ||
+                         status.state() == JobStatus::CANCELLED;
+      // An evaluator of one job (not long-lived) that first sees the chief with its job
+      // already ended (it started late; the job failed at once) follows that job to its end
+      // instead of waiting for a next one that never comes: a succeeded job still gets its
+      // final evaluation (the chief waits for it), a failed one ends the evaluator.
+      if (status.state() != JobStatus::RUNNING && !(ended && !options_.long_lived)) {
         Waiting(status);
         return std::nullopt;
       }

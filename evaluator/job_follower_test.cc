@@ -225,12 +225,32 @@ TEST_F(JobFollowerTest, SucceededJobGetsItsFinalEvaluation) {
   EXPECT_EQ(hooks.evals[1].metrics.steps_done(), 10);
 }
 
-TEST_F(JobFollowerTest, JobThatEndedBeforeItWasSeenIsNotFollowed) {
+// Long-lived: a job that ended before it was seen is not followed; the next one will be.
+TEST_F(JobFollowerTest, JobThatEndedBeforeItWasSeenIsNotFollowedWhenLongLived) {
+  options_.long_lived = true;
   chief_.Then(Status(job_, JobStatus::FAILED, 3));
   RecordingHooks hooks(/*max_sleeps=*/5);
   EXPECT_EQ(Run(&hooks), EvalOutcome::kStopped);
   EXPECT_TRUE(hooks.evals.empty());
   EXPECT_EQ(hooks.LogsWith("waiting for a running job"), 1) << hooks.AllLogs();
+}
+
+// The evaluator of one job that started late: a job already failed ends it (it waited
+// forever before, after the chief had exited); one already succeeded gets its final
+// evaluation, which the chief waits for.
+TEST_F(JobFollowerTest, AnEvaluatorThatStartedLateFollowsItsEndedJobToItsEnd) {
+  chief_.Then(Status(job_, JobStatus::FAILED, 3));
+  RecordingHooks failed(/*max_sleeps=*/5);
+  EXPECT_EQ(Run(&failed), EvalOutcome::kJobFailed) << failed.AllLogs();
+  EXPECT_TRUE(failed.evals.empty());
+
+  FakeChief chief;
+  options_.chief = &chief;
+  chief.Then(Status(job_, JobStatus::SUCCEEDED, 10, /*training_done=*/true));
+  RecordingHooks succeeded(/*max_sleeps=*/5);
+  EXPECT_EQ(Run(&succeeded), EvalOutcome::kSucceeded) << succeeded.AllLogs();
+  ASSERT_EQ(succeeded.evals.size(), 1u);
+  EXPECT_TRUE(succeeded.evals[0].final);
 }
 
 // A failing evaluation (here: the job's variables are not on the ps) is retried with backoff,

@@ -405,6 +405,12 @@ class PyWorker {
     if (join_ == nullptr) return absl::OkStatus();
     absl::MutexLock lock(&join_->mu);
     if (join_->status.ok() || absl::IsCancelled(join_->status)) return absl::OkStatus();
+    // Started after the job it was started for had ended (a slow start, a job that failed at
+    // once): nothing to do, as the worker daemon exits 0 then. steps() ends without steps.
+    if (JoinedTooLate(join_->status)) {
+      executor_->Stop(absl::StrCat("the job had ended: ", join_->status.message()));
+      return absl::OkStatus();
+    }
     return absl::Status(join_->status.code(), absl::StrCat("the chief refused this worker: ",
                                                            join_->status.message()));
   }
