@@ -64,9 +64,9 @@ struct PrepareOptions {
 
 // Prepares `job` (parsed, with its checkpoint defaults applied). INVALID_ARGUMENT naming the
 // job file's field at fault (data_dir, model, warm_start, a model too large for the ps, a
-// directory that holds another job, num_ps past TF_CONFIG's ps); FAILED_PRECONDITION when
-// the journal's layout names a ps TF_CONFIG lacks; FAILED_PRECONDITION when `resume` is RESUME and there
-// is nothing to resume from; the ps's errors otherwise.
+// directory that holds another job, num_ps past TF_CONFIG's ps); FAILED_PRECONDITION when a
+// scaled job's journal names a ps TF_CONFIG lacks (but not all of them), or when `resume` is
+// RESUME and there is nothing to resume from; the ps's errors otherwise.
 absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume resume,
                                        const PrepareOptions& options);
 

@@ -49,7 +49,8 @@ ip netns delete "$PREFIX-probe"
 SUBNET=""
 for _ in $(seq 20); do
   candidate="10.$((232 + RANDOM % 8)).$((RANDOM % 256))"
-  if ! ip -4 -o addr show | grep -q " $candidate\." && ! ip -4 route show | grep -q "^$candidate\."; then
+  if ! ip -4 -o addr show | grep -q " $candidate\." &&
+    ! ip -4 route show | grep -q "^$candidate\."; then
     SUBNET="$candidate"
     break
   fi
