@@ -314,7 +314,10 @@ class PyStep {
 
 class PyWorker {
  public:
-  PyWorker(const std::string& tf_config, double rpc_timeout_s, int metrics_port) {
+  PyWorker(const std::string& tf_config, double rpc_timeout_s, int metrics_port,
+           double orphan_timeout_s)
+      : orphan_timeout_(orphan_timeout_s > 0 ? absl::Seconds(orphan_timeout_s)
+                                             : absl::ZeroDuration()) {
     TfConfig config = ValueOrThrow(LoadTfConfig(tf_config, std::getenv("TF_CONFIG")));
     if (config.task_type != "worker") {
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
@@ -434,7 +437,7 @@ class PyWorker {
   py::object Next(double timeout_s) {
     std::shared_ptr<Ticket> ticket = NextOrNull(
         timeout_s, [&](absl::Duration slice) { return executor_->Next(slice); },
-        [&] { return executor_->stopped() || !refusal().ok(); });
+        [&] { return executor_->stopped() || !refusal().ok() || Orphaned(); });
     if (ticket == nullptr) {
       ThrowIfError(refusal());
       return py::none();
@@ -456,6 +459,21 @@ class PyWorker {
   }
 
  private:
+  // No call from the chief for orphan_timeout_ (the worker daemon's --orphan_timeout_s): the
+  // job is gone; the worker stops (steps() ends) saying so. Never without a chief in TF_CONFIG
+  // or with the timeout 0.
+  bool Orphaned() {
+    if (join_ == nullptr || orphan_timeout_ <= absl::ZeroDuration()) return false;
+    const absl::Duration silent =
+        absl::Now() - absl::FromUnixMillis(join_->last_contact.load(std::memory_order_relaxed));
+    if (silent < orphan_timeout_) return false;
+    executor_->Stop(absl::StrCat("orphaned: no call from the chief for ",
+                                 absl::FormatDuration(orphan_timeout_),
+                                 " (orphan_timeout): the job is gone"));
+    return true;
+  }
+
+  const absl::Duration orphan_timeout_;
   // The announcement to the chief (JoinChief on a thread of its own); null when TF_CONFIG
   // names no chief.
   struct JoinState {
@@ -513,8 +531,8 @@ void DefineWorker(py::module_& m) {
            py::arg("ps_task"), py::arg("generation"));
 
   py::class_<PyWorker>(m, "_Worker")
-      .def(py::init<const std::string&, double, int>(), py::arg("tf_config"),
-           py::arg("rpc_timeout"), py::arg("metrics_port"))
+      .def(py::init<const std::string&, double, int, double>(), py::arg("tf_config"),
+           py::arg("rpc_timeout"), py::arg("metrics_port"), py::arg("orphan_timeout"))
       .def_property_readonly("metrics_url",
                              [](const PyWorker& w) { return w.metrics_url(); })
       .def("leave", &PyWorker::Leave, py::arg("wait_s"))

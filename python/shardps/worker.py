@@ -22,6 +22,7 @@ is applied once and the chief cannot tell which language computed it.
 """
 
 import json
+import os
 import signal
 import threading
 import time
@@ -233,7 +234,7 @@ class Worker:
     $TF_CONFIG): serves the chief at the task's address until closed."""
 
     def __init__(self, tf_config=None, *, rpc_timeout=60.0, metrics_port=None,
-                 leave_on_sigterm=True):
+                 leave_on_sigterm=True, orphan_timeout=None):
         """metrics_port (default $SHARDPS_METRICS_PORT, 0: off): serve Prometheus metrics at
         http(s)://<task host>:<port>/metrics as the worker daemon does (steps, examples,
         pull / compute / push seconds, loss), with the process's TLS.
@@ -243,9 +244,22 @@ class Worker:
         another job's ps, the job ended) is raised by the next next_step(). With
         leave_on_sigterm (and no SIGTERM handler of your own), SIGTERM makes it leave the job
         as the worker daemon does: the step in progress finishes, the chief takes back the
-        rest, and steps() ends, so the script exits 0."""
+        rest, and steps() ends, so the script exits 0.
+
+        orphan_timeout (seconds; default $SHARDPS_ORPHAN_TIMEOUT_S, else 3600; 0: never): with
+        no call from the chief for this long the job is gone (the chief exited for good):
+        steps() ends and stop_reason says so, as the worker daemon exits "orphaned"."""
+        if orphan_timeout is None:
+            text = os.environ.get("SHARDPS_ORPHAN_TIMEOUT_S", "3600")
+            try:
+                orphan_timeout = float(text)
+            except ValueError:
+                raise InvalidArgument(f"SHARDPS_ORPHAN_TIMEOUT_S={text!r}: not a number of "
+                                      "seconds") from None
+        if not orphan_timeout >= 0:
+            raise InvalidArgument(f"orphan_timeout must be >= 0 (0: never), got {orphan_timeout}")
         self._w = _core._Worker(tf_config or "", float(rpc_timeout),
-                                metrics_port_from(metrics_port))
+                                metrics_port_from(metrics_port), float(orphan_timeout))
         self._client = None
         self._job_json = None
         self.job = None
@@ -318,6 +332,12 @@ class Worker:
     @property
     def stopped(self):
         return self._w.stopped
+
+    @property
+    def stop_reason(self):
+        """Why steps() ended ("" while it runs): the chief's shutdown, a leave, the worker
+        closed, or orphaned."""
+        return self._w.stop_reason
 
     def close(self):
         if (self._previous_sigterm is not None

@@ -231,6 +231,22 @@ class WorkerTest(unittest.TestCase):
             shardps.Evaluator(config("worker"))
         self.assertEqual(shardps.task(config("evaluator")), ("evaluator", 0))
 
+    def test_a_worker_whose_chief_is_gone_stops_orphaned(self):
+        """No chief answers (nothing listens at its address): after orphan_timeout without a
+        call from it, steps() ends and stop_reason says the worker was orphaned, as the worker
+        daemon exits "orphaned" after --orphan_timeout_s. A bad timeout is refused."""
+        cluster = {"chief": [_free_address()], "ps": [_free_address()],
+                   "worker": [_free_address()]}
+        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+        with self.assertRaisesRegex(shardps.InvalidArgument, "orphan_timeout must be >= 0"):
+            shardps.Worker(config, orphan_timeout=-1)
+        start = time.monotonic()
+        with shardps.Worker(config, orphan_timeout=1.0, leave_on_sigterm=False) as worker:
+            self.assertEqual(list(worker.steps()), [])
+            self.assertIn("orphaned", worker.stop_reason)
+        self.assertGreaterEqual(time.monotonic() - start, 1.0)
+        self.assertLess(time.monotonic() - start, 10.0)
+
     def test_ctrl_c_interrupts_a_worker_waiting_for_steps(self):
         """SIGINT while shardps.Worker waits for the chief's next step: KeyboardInterrupt
         within about a second (no chief here ever leases one)."""
