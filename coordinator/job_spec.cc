@@ -1492,6 +1492,9 @@ std::string JobSpecToJson(const JobSpec& spec, int indent) {
   if (spec.sync_backup_workers() > 0) out["sync_backup_workers"] = spec.sync_backup_workers();
   out["partitioner"] = spec.partitioner();
   out["placement"] = spec.placement();
+  // Written only when set, as sync_backup_workers: 0 (every ps of TF_CONFIG) is what an
+  // absent key means, and the files of jobs that start on every ps stay what they were.
+  if (spec.num_ps() > 0) out["num_ps"] = spec.num_ps();
   out["seed"] = spec.seed();
 
   out["kernel_initializer"] = InitializerToJson(spec.kernel_initializer());

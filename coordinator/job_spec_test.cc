@@ -1001,6 +1001,28 @@ TEST(JobSpecBoundsTest, SyncBackupWorkers) {
               Not(HasSubstr("sync_backup_workers")));
 }
 
+// The ps a job starts on: the first num_ps of TF_CONFIG's (0, the default: all of them).
+TEST(JobSpecBoundsTest, NumPs) {
+  EXPECT_EQ(Parsed(Job(R"("steps": 10)")).num_ps(), 0);
+  EXPECT_EQ(Parsed(Job(R"("num_ps": null)")).num_ps(), 0);
+  EXPECT_EQ(Parsed(Job(R"("num_ps": 0)")).num_ps(), 0);
+  EXPECT_EQ(Parsed(Job(R"("num_ps": 3)")).num_ps(), 3);
+  EXPECT_EQ(Parsed(Job(R"("num_ps": 2e0)")).num_ps(), 2);
+  EXPECT_EQ(Error(Job(R"("num_ps": -1)")),
+            R"(job: "num_ps": must be >= 0 (0: every ps of TF_CONFIG), got -1)");
+  EXPECT_THAT(Error(Job(R"("num_ps": 2147483648)")), HasSubstr(R"(job: "num_ps": must be >= 0)"));
+  EXPECT_THAT(Error(Job(R"("num_ps": 1.5)")), HasSubstr(R"("num_ps": must be an integer)"));
+  EXPECT_THAT(Error(Job(R"("num_ps": "2")")), HasSubstr(R"("num_ps")"));
+  EXPECT_THAT(Error(Job(R"("num_ps": true)")), HasSubstr(R"("num_ps")"));
+  // Round trip (a job's stored identity, a checkpoint's manifest): written when set, absent
+  // (as in older files) when 0.
+  const JobSpec three = Parsed(Job(R"("num_ps": 3)"));
+  EXPECT_THAT(JobSpecToJson(three), HasSubstr(R"("placement":"round_robin","num_ps":3,"seed":)"));
+  ExpectRoundTrip(three);
+  ExpectRoundTrip(three, 2);
+  EXPECT_THAT(JobSpecToJson(Parsed(Job(R"("num_ps": 0)"))), Not(HasSubstr("num_ps")));
+}
+
 TEST(JobSpecBoundsTest, StepTimeout) {
   constexpr char kRange[] = R"(job: "step_timeout_ms": must be 1000..3600000 (1 s to 1 h), got )";
   EXPECT_EQ(Error(Job(R"("step_timeout_ms": 1)")), absl::StrCat(kRange, "1"));
