@@ -186,7 +186,8 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
                      "the N ps' addresses, comma-separated, in task order, the job's own first "
                      "(default: the first N of the chief's TF_CONFIG ps job)");
     parser.AddDouble("ps_timeout", &o.ps_timeout_s,
-                     "seconds the new ps may take to answer before the scale is refused");
+                     "seconds the new ps may take to answer before the scale is refused (the "
+                     "call waits this long on top of --timeout)");
   }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
@@ -217,8 +218,8 @@ std::string TopLevelUsage() {
       "  --chief=HOST:PORT   the chief (default: the chief in --tf_config or $TF_CONFIG)\n"
       "  --tf_config=JSON|FILE  the cluster, in TF_CONFIG format (default: $TF_CONFIG)\n"
       "  --json              machine-readable JSON output\n"
-      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint and\n"
-      "                      scale-ps: 600)\n\n"
+      "  --timeout=SECONDS   seconds to wait for each RPC (default: 10; checkpoint: 600;\n"
+      "                      scale-ps: 600 after its --ps_timeout)\n\n"
       "A job whose checkpoint dir already holds its state resumes from it: submit --fresh\n"
       "starts it over from step 0, --resume fails when there is nothing to resume.\n\n"
       "exit codes: 0 ok, 1 error, 2 bad command line or invalid job file (found here or by the\n"
@@ -651,7 +652,8 @@ int RunCheckpoint(ChiefInterface& chief, const Options& o) {
   return kExitOk;
 }
 
-// Moves the job onto `num_ps` ps and waits (up to --timeout) until training resumed there.
+// Moves the job onto `num_ps` ps and waits (up to --ps_timeout plus --timeout) until
+// training resumed there.
 int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
   ScalePsRequest request;
   request.set_job_id(o.job_id);
@@ -660,7 +662,11 @@ int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
     request.add_ps_addresses(std::string(a));
   }
   request.set_timeout_ms(static_cast<int64_t>(o.ps_timeout_s * 1000));
-  absl::StatusOr<ScalePsResponse> r = chief.ScalePs(request, absl::Seconds(o.timeout_s));
+  // The chief may wait --ps_timeout for the new ps before the drain, checkpoint and restore
+  // that --timeout covers: a --ps_timeout longer than --timeout must not end the call while
+  // the chief still waits (or moves the job).
+  const double deadline_s = o.ps_timeout_s + o.timeout_s;
+  absl::StatusOr<ScalePsResponse> r = chief.ScalePs(request, absl::Seconds(deadline_s));
   if (!r.ok()) {
     // The chief's own DEADLINE_EXCEEDED names the new ps that did not answer (--ps_timeout):
     // a refused scale, not a silent chief.
@@ -669,7 +675,7 @@ int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
       std::cerr << "shardctl: scale-ps failed: " << r.status().message() << "\n";
       return kExitError;
     }
-    return ReportRpcError(r.status(), chief.address(), "ScalePs", o.timeout_s);
+    return ReportRpcError(r.status(), chief.address(), "ScalePs", deadline_s);
   }
   if (o.json) {
     nlohmann::json out = {{"from_ps", r->from_ps()},
