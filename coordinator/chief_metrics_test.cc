@@ -30,6 +30,7 @@ TEST(ChiefMetricsTest, ReadsEachScrapeFromTheStatus) {
   status.set_ps_scales(2);
   status.set_ps_scales_failed(1);
   status.set_layout_version(3);
+  for (int i = 0; i < 3; ++i) status.add_ps();
   status.set_worker_leaves(1);
   const absl::Time now = absl::FromUnixSeconds(1000);
   ASSERT_TRUE(AddChiefMetrics(&registry, [&status] { return status; }, [now] { return now; })
@@ -46,6 +47,7 @@ TEST(ChiefMetricsTest, ReadsEachScrapeFromTheStatus) {
   EXPECT_THAT(text, HasSubstr("shardps_chief_ps_scales 2\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_ps_scales_failed 1\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_layout_version 3\n"));
+  EXPECT_THAT(text, HasSubstr("shardps_chief_ps_tasks 3\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_worker_leaves 1\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_step_phase_seconds{phase=\"pull\"} 0.002\n"));
   EXPECT_THAT(text, HasSubstr("shardps_chief_workers{state=\"busy\"} 2\n"));
