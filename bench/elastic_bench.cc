@@ -85,6 +85,24 @@ int64_t StepsOf(const JobStatus& s, int task) {
   return 0;
 }
 
+// Starts a cluster of `options` and waits until its job has done `min_steps`: null (the
+// reason printed) when it does not.
+std::unique_ptr<TrainingCluster> StartTraining(const TrainingCluster::Options& options,
+                                               int64_t min_steps) {
+  auto cluster = TrainingCluster::Start(options);
+  if (!cluster.ok()) {
+    std::cerr << "elastic_bench: " << cluster.status() << "\n";
+    return nullptr;
+  }
+  if (!(*cluster)
+           ->WaitForStatus([min_steps](const JobStatus& s) { return s.steps_done() >= min_steps; })
+           .ok()) {
+    std::cerr << "elastic_bench: the job does not train\n" << (*cluster)->Logs();
+    return nullptr;
+  }
+  return *std::move(cluster);
+}
+
 int Run(int rounds, bool json) {
   constexpr int kBatch = 64;
   const std::string job = testing::WriteTempFile(
@@ -96,16 +114,9 @@ int Run(int rounds, bool json) {
   options.num_workers = 1;
   options.job_file = job;
   options.worker_flags = {"--threads=1"};
-  auto cluster = TrainingCluster::Start(options);
-  if (!cluster.ok()) {
-    std::cerr << "elastic_bench: " << cluster.status() << "\n";
-    return 1;
-  }
-  TrainingCluster* c = cluster->get();
-  if (!c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 200; }).ok()) {
-    std::cerr << "elastic_bench: the job does not train\n" << c->Logs();
-    return 1;
-  }
+  const std::unique_ptr<TrainingCluster> cluster = StartTraining(options, 200);
+  if (cluster == nullptr) return 1;
+  TrainingCluster* c = cluster.get();
   const double load_before = LoadAverage1m();
   std::vector<double> join_s, restart_s, before_eps, after_eps;
   for (int round = 0; round < rounds; ++round) {
@@ -219,16 +230,9 @@ int RunPsScaling(int rounds, bool json) {
   options.num_workers = 2;
   options.job_file = job;
   options.worker_flags = {"--threads=1"};
-  auto cluster = TrainingCluster::Start(options);
-  if (!cluster.ok()) {
-    std::cerr << "elastic_bench: " << cluster.status() << "\n";
-    return 1;
-  }
-  TrainingCluster* c = cluster->get();
-  if (!c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok()) {
-    std::cerr << "elastic_bench: the job does not train\n" << c->Logs();
-    return 1;
-  }
+  const std::unique_ptr<TrainingCluster> cluster = StartTraining(options, 100);
+  if (cluster == nullptr) return 1;
+  TrainingCluster* c = cluster.get();
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(c->chief_address());
   std::vector<double> pause_s, stall_s, bytes, write_s, read_s, on2_eps, on3_eps;
   for (int round = 0; round < 2 * rounds; ++round) {

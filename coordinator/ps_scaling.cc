@@ -237,8 +237,7 @@ void PsScaling::RunLocked() {
   }
   record.set_seconds(absl::ToDoubleSeconds(absl::Now() - q.asked));
   record.set_unix_time(UnixSeconds(absl::Now()));
-  if (outcome.ok()) outcome->set_seconds(record.seconds());
-  if (outcome.ok()) outcome->set_unix_time(record.unix_time());
+  if (outcome.ok()) *outcome = record;
   last_ = record;
   s_->WakeDispatcherLocked();
   Answer(std::move(q.done), std::move(outcome));

@@ -35,13 +35,9 @@ bool Recovery::RestartedLocked(size_t k, const PsMonitor::PsView& v) const {
 }
 
 void Recovery::PsStateLostLocked(int ps_task, absl::string_view why) {
-  if (cause_.empty()) {
-    cause_ = absl::StrCat(ps_task >= 0 ? absl::StrCat("ps ", ps_task) : std::string("a ps"),
-                          " lost the job's shards (", why, ")");
-    LogWarning() << cause_;
-  }
-  s_->WakeControlLocked();
-  monitor_->ProbeNow();
+  RollBackDueLocked(absl::StrCat(
+      ps_task >= 0 ? absl::StrCat("ps ", ps_task) : std::string("a ps"),
+      " lost the job's shards (", why, ")"));
 }
 
 void Recovery::RollBackDueLocked(std::string cause) {

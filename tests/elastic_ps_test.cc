@@ -6,13 +6,16 @@
 // way leaves a consistent job that a restarted chief finishes, bit-identical too.
 #include <signal.h>
 
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/checkpoint_testing.h"
@@ -93,17 +96,44 @@ void ExpectFinalBitIdentical(TrainingCluster* c, const std::string& dir) {
   }
 }
 
-TEST(ElasticPsTest, SyncJobScaledTwoThreeTwoEndsBitIdenticalToAnUnscaledRun) {
-  const std::string dir = FreshTempDir("scaled");
+// A cluster of TF_CONFIG's 3 ps whose sync job starts on 2 (num_ps), its workers' steps
+// slowed by kStepDelay; `configure` adds flags. Returns once the job has done 100 steps.
+absl::StatusOr<std::unique_ptr<TrainingCluster>> StartOnTwoOfThreePs(
+    const std::string& dir, const std::function<void(TrainingCluster::Options*)>& configure = {}) {
   TrainingCluster::Options options;
   options.num_ps = 3;
   options.num_workers = kWorkers;
   options.worker_flags = {kStepDelay};
   options.job_file = SyncJob(dir, 2);
-  auto cluster = TrainingCluster::Start(options);
+  if (configure) configure(&options);
+  ASSIGN_OR_RETURN(std::unique_ptr<TrainingCluster> cluster, TrainingCluster::Start(options));
+  RETURN_IF_ERROR(cluster
+                      ->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; })
+                      .status());
+  return cluster;
+}
+
+// `shardctl scale-ps 3` started in the background (its output in TempDir()/`log`); returns
+// once the chief's status says the job is scaling (past the cut), with the status then.
+absl::StatusOr<std::unique_ptr<Process>> ScaleToThreeInBackground(TrainingCluster* c,
+                                                                  const std::string& log,
+                                                                  JobStatus* mid) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Process> scaling,
+                   Process::Start(BinaryPath("coordinator/cli/shardctl"),
+                                  {"scale-ps", "3", "--chief=" + c->chief_address()}, {},
+                                  absl::StrCat(TempDir(), "/", log)));
+  ASSIGN_OR_RETURN(*mid, c->WaitForStatus([](const JobStatus& s) {
+    return absl::StartsWith(s.phase(), "scaling");
+  }));
+  return scaling;
+}
+
+TEST(ElasticPsTest, SyncJobScaledTwoThreeTwoEndsBitIdenticalToAnUnscaledRun) {
+  const std::string dir = FreshTempDir("scaled");
+  auto cluster = StartOnTwoOfThreePs(dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
-  auto started = c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; });
+  auto started = c->WaitForStatus([](const JobStatus&) { return true; });
   ASSERT_TRUE(started.ok()) << started.status() << "\n" << c->Logs();
   ASSERT_EQ(started->ps_size(), 2) << "num_ps 2 of TF_CONFIG's 3";
 
@@ -163,27 +193,17 @@ TEST(ElasticPsTest, SyncJobScaledTwoThreeTwoEndsBitIdenticalToAnUnscaledRun) {
 // consistent layout, a new scale completes, and the job ends bit-identical.
 TEST(ElasticPsTest, AChiefKilledMidScaleLeavesAJobTheRestartedChiefFinishes) {
   const std::string dir = FreshTempDir("chief_killed_mid_scale");
-  TrainingCluster::Options options;
-  options.num_ps = 3;
-  options.num_workers = kWorkers;
-  options.worker_flags = {kStepDelay};
-  options.ps_flags = {"--test_snapshot_write_delay_ms=1500"};
-  options.job_file = SyncJob(dir, 2);
-  auto cluster = TrainingCluster::Start(options);
+  auto cluster = StartOnTwoOfThreePs(dir, [](TrainingCluster::Options* o) {
+    o->ps_flags = {"--test_snapshot_write_delay_ms=1500"};
+  });
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
-  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok());
-
-  auto scaling = Process::Start(BinaryPath("coordinator/cli/shardctl"),
-                                {"scale-ps", "3", "--chief=" + c->chief_address()}, {},
-                                absl::StrCat(TempDir(), "/scale-killed.log"));
-  ASSERT_TRUE(scaling.ok()) << scaling.status();
-  auto mid = c->WaitForStatus(
-      [](const JobStatus& s) { return absl::StartsWith(s.phase(), "scaling"); });
-  ASSERT_TRUE(mid.ok()) << mid.status() << "\n" << c->Logs();
+  JobStatus mid;
+  auto scaling = ScaleToThreeInBackground(c, "scale-killed.log", &mid);
+  ASSERT_TRUE(scaling.ok()) << scaling.status() << "\n" << c->Logs();
   auto resumed = c->KillAndRestartChief();
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  std::cout << "chief killed at \"" << mid->phase() << "\"; the restarted chief resumed from "
+  std::cout << "chief killed at \"" << mid.phase() << "\"; the restarted chief resumed from "
             << resumed->resumed_from() << " on " << resumed->ps_size() << " ps\n";
   (void)(*scaling)->Wait(absl::Seconds(30));  // its chief is gone: it fails
 
@@ -209,26 +229,15 @@ TEST(ElasticPsTest, AChiefKilledMidScaleLeavesAJobTheRestartedChiefFinishes) {
 // ends on two ps bit-identical to the unscaled run.
 TEST(ElasticPsTest, ANewPsKilledMidScaleLeavesTheJobOnTheOldPs) {
   const std::string dir = FreshTempDir("ps_killed_mid_scale");
-  TrainingCluster::Options options;
-  options.num_ps = 3;
-  options.num_workers = kWorkers;
-  options.worker_flags = {kStepDelay};
-  for (int k : {0, 1}) {
-    options.task_flags[{"ps", k}] = {"--test_snapshot_write_delay_ms=1500"};
-  }
-  options.job_file = SyncJob(dir, 2);
-  auto cluster = TrainingCluster::Start(options);
+  // Only the old ps hold their files back: the cut waits, the new ps is not slowed.
+  auto cluster = StartOnTwoOfThreePs(dir, [](TrainingCluster::Options* o) {
+    for (int k : {0, 1}) o->task_flags[{"ps", k}] = {"--test_snapshot_write_delay_ms=1500"};
+  });
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TrainingCluster* c = cluster->get();
-  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok());
-
-  auto scaling = Process::Start(BinaryPath("coordinator/cli/shardctl"),
-                                {"scale-ps", "3", "--chief=" + c->chief_address()}, {},
-                                absl::StrCat(TempDir(), "/scale-ps-killed.log"));
-  ASSERT_TRUE(scaling.ok()) << scaling.status();
-  auto mid = c->WaitForStatus(
-      [](const JobStatus& s) { return absl::StartsWith(s.phase(), "scaling"); });
-  ASSERT_TRUE(mid.ok()) << mid.status() << "\n" << c->Logs();
+  JobStatus mid;
+  auto scaling = ScaleToThreeInBackground(c, "scale-ps-killed.log", &mid);
+  ASSERT_TRUE(scaling.ok()) << scaling.status() << "\n" << c->Logs();
   auto killed = c->StopPs(2, SIGKILL);
   ASSERT_TRUE(killed.ok()) << killed.status();
   auto code = (*scaling)->Wait(absl::Seconds(120));
