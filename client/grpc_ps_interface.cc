@@ -76,6 +76,7 @@ class GrpcPsInterface : public PsInterface {
   SHARDPS_GRPC_METHOD(DropShards)
   SHARDPS_GRPC_METHOD(Snapshot)
   SHARDPS_GRPC_METHOD(HoldPushes)
+  SHARDPS_GRPC_METHOD(MoveBuckets)
   SHARDPS_GRPC_METHOD(SnapshotStatus)
   SHARDPS_GRPC_METHOD(Restore)
 #undef SHARDPS_GRPC_METHOD

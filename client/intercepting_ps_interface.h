@@ -70,6 +70,8 @@ class InterceptingPsInterface : public PsInterface {
                      absl::Time deadline, StatusCallback done) override;
   void HoldPushesAsync(const HoldPushesRequest* request, HoldPushesResponse* response,
                        absl::Time deadline, StatusCallback done) override;
+  void MoveBucketsAsync(const MoveBucketsRequest* request, MoveBucketsResponse* response,
+                        absl::Time deadline, StatusCallback done) override;
   void SnapshotStatusAsync(const SnapshotStatusRequest* request, SnapshotStatusResponse* response,
                            absl::Time deadline, StatusCallback done) override;
   void RestoreAsync(const RestoreRequest* request, RestoreResponse* response, absl::Time deadline,

@@ -120,6 +120,10 @@ class LocalPsInterface : public PsInterface {
                        absl::Time, StatusCallback done) override {
     done(store_->HoldPushes(*request, response));
   }
+  void MoveBucketsAsync(const MoveBucketsRequest* request, MoveBucketsResponse* response,
+                        absl::Time, StatusCallback done) override {
+    done(store_->MoveBuckets(*request, response));
+  }
   void SnapshotStatusAsync(const SnapshotStatusRequest* request,
                            SnapshotStatusResponse* response, absl::Time,
                            StatusCallback done) override {

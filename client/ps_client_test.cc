@@ -262,6 +262,7 @@ class SlowBatches : public PsInterface {
   SHARDPS_DELEGATE(DropShards)
   SHARDPS_DELEGATE(Snapshot)
   SHARDPS_DELEGATE(HoldPushes)
+  SHARDPS_DELEGATE(MoveBuckets)
   SHARDPS_DELEGATE(SnapshotStatus)
   SHARDPS_DELEGATE(Restore)
 #undef SHARDPS_DELEGATE

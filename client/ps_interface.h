@@ -60,6 +60,9 @@ class PsInterface {
   // Holds or releases the pushes of later steps for a checkpoint cut (HoldPushesRequest).
   virtual void HoldPushesAsync(const HoldPushesRequest* request, HoldPushesResponse* response,
                                absl::Time deadline, StatusCallback done) = 0;
+  // One step of a dynamic table's bucket move (MoveBucketsRequest; client/bucket_mover.h).
+  virtual void MoveBucketsAsync(const MoveBucketsRequest* request, MoveBucketsResponse* response,
+                                absl::Time deadline, StatusCallback done) = 0;
   virtual void SnapshotStatusAsync(const SnapshotStatusRequest* request,
                                    SnapshotStatusResponse* response, absl::Time deadline,
                                    StatusCallback done) = 0;

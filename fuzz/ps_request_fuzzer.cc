@@ -22,7 +22,7 @@ namespace {
 enum Handler {
   kCreateShards, kListShards, kPull, kPullBatch, kPullRows, kPullRowsBatch, kPush, kPushBatch,
   kPushRows, kPushRowsBatch, kAssign, kHealth, kSetGeneration, kDropShards, kSnapshot,
-  kSnapshotStatus, kRestore, kHoldPushes, kShutdown, kNumHandlers
+  kSnapshotStatus, kRestore, kHoldPushes, kMoveBuckets, kShutdown, kNumHandlers
 };
 
 template <typename Request>
@@ -148,6 +148,12 @@ void Run(Handler handler, absl::string_view bytes) {
       HoldPushesRequest request;
       HoldPushesResponse response;
       if (Parse(bytes, &request)) (void)store.HoldPushes(request, &response);
+      break;
+    }
+    case kMoveBuckets: {
+      MoveBucketsRequest request;
+      MoveBucketsResponse response;
+      if (Parse(bytes, &request)) (void)store.MoveBuckets(request, &response);
       break;
     }
     case kShutdown: {

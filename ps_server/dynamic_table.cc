@@ -819,7 +819,8 @@ void DynamicTable::CopyRow(const Stripe& s, int64_t key, uint32_t row, RowBatch*
   }
 }
 
-absl::StatusOr<RowBatch> DynamicTable::ExportBuckets(absl::Span<const int32_t> buckets) const {
+absl::StatusOr<RowBatch> DynamicTable::ExportBuckets(absl::Span<const int32_t> buckets,
+                                                     uint32_t since_epoch) const {
   std::vector<bool> wanted(num_buckets_, false);
   std::vector<bool> stripe_wanted(num_stripes_, false);
   for (int32_t b : buckets) {
@@ -836,10 +837,49 @@ absl::StatusOr<RowBatch> DynamicTable::ExportBuckets(absl::Span<const int32_t> b
     const Stripe& s = stripes_[i];
     absl::ReaderMutexLock lock(&s.mu);
     s.ForEach([&](int64_t key, uint32_t row) {
-      if (wanted[BucketOf(key, num_buckets_)]) CopyRow(s, key, row, &out);
+      s.mu.AssertReaderHeld();
+      if (wanted[BucketOf(key, num_buckets_)] && s.Epoch(row) > since_epoch) {
+        CopyRow(s, key, row, &out);
+      }
     });
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> DynamicTable::DeletedInBuckets(
+    absl::Span<const int32_t> buckets, uint32_t since) const {
+  ASSIGN_OR_RETURN(std::vector<int64_t> deleted, DeletedSince(since));
+  std::vector<bool> wanted(num_buckets_, false);
+  for (int32_t b : buckets) {
+    if (b >= 0 && b < num_buckets_) wanted[b] = true;
+  }
+  std::vector<int64_t> out;
+  for (int64_t key : deleted) {
+    if (wanted[BucketOf(key, num_buckets_)]) out.push_back(key);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void DynamicTable::RestampBuckets(absl::Span<const int32_t> buckets) {
+  std::vector<bool> wanted(num_buckets_, false);
+  std::vector<bool> stripe_wanted(num_stripes_, false);
+  for (int32_t b : buckets) {
+    if (b < 0 || b >= num_buckets_) continue;
+    wanted[b] = true;
+    stripe_wanted[StripeOfBucket(b)] = true;
+  }
+  const uint32_t now = epoch();
+  for (int32_t i = 0; i < num_stripes_; ++i) {
+    if (!stripe_wanted[i]) continue;
+    Stripe& s = stripes_[i];
+    absl::MutexLock lock(&s.mu);
+    s.ForEach([&](int64_t key, uint32_t row) {
+      s.mu.AssertHeld();
+      if (wanted[BucketOf(key, num_buckets_)]) s.Epoch(row) = now;
+    });
+  }
 }
 
 absl::Status DynamicTable::CheckBatch(const RowBatch& rows) const {

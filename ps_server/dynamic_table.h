@@ -141,8 +141,16 @@ class DynamicTable {
   // Buckets: moved whole (re-sharding, replication), never rehashed.
   bool HoldsBucket(int32_t bucket) const;
   std::vector<int32_t> HeldBuckets() const;
-  // The rows of whole held buckets (FAILED_PRECONDITION naming one not held).
-  absl::StatusOr<RowBatch> ExportBuckets(absl::Span<const int32_t> buckets) const;
+  // The rows of whole held buckets (FAILED_PRECONDITION naming one not held); with
+  // `since_epoch`, only those changed after that epoch (a bucket move's catch-up).
+  absl::StatusOr<RowBatch> ExportBuckets(absl::Span<const int32_t> buckets,
+                                         uint32_t since_epoch = 0) const;
+  // The keys of these buckets deleted after epoch `since` (DeletedSince's, filtered).
+  absl::StatusOr<std::vector<int64_t>> DeletedInBuckets(absl::Span<const int32_t> buckets,
+                                                        uint32_t since) const;
+  // Stamps every row of these held buckets with the current epoch, so that the next
+  // incremental checkpoint writes them (buckets that moved in).
+  void RestampBuckets(absl::Span<const int32_t> buckets);
   // Takes buckets not held now, with their rows (from ExportBuckets). INVALID_ARGUMENT for a
   // malformed batch or a key outside the buckets (named with its position),
   // FAILED_PRECONDITION for a bucket already held; nothing changes then.

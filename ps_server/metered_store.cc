@@ -78,8 +78,11 @@ class MeteredStore : public ShardStore {
                metrics::Registry::Family<metrics::Counter> applied,
                metrics::Registry::Family<metrics::Counter> rejected,
                metrics::Registry::Family<metrics::Histogram> staleness,
-               metrics::Registry::Family<metrics::Histogram> latency)
+               metrics::Registry::Family<metrics::Histogram> latency,
+               metrics::Registry::Family<metrics::Counter> bucket_moves)
       : store_(std::move(store)),
+        buckets_in_(bucket_moves.With({"in"})),
+        buckets_out_(bucket_moves.With({"out"})),
         pulls_(pulls),
         pushes_(pushes),
         applied_(applied),
@@ -186,6 +189,17 @@ class MeteredStore : public ShardStore {
                           HoldPushesResponse* response) override {
     return store_->HoldPushes(request, response);
   }
+  absl::Status MoveBuckets(const MoveBucketsRequest& request,
+                           MoveBucketsResponse* response) override {
+    absl::Status status = store_->MoveBuckets(request, response);
+    if (status.ok() && request.op() == MoveBucketsRequest::ACTIVATE) {
+      buckets_in_->Add(static_cast<uint64_t>(request.buckets_size()));
+    }
+    if (status.ok() && request.op() == MoveBucketsRequest::DROP) {
+      buckets_out_->Add(static_cast<uint64_t>(request.buckets_size()));
+    }
+    return status;
+  }
   void AdmitPush(std::optional<int64_t> step, std::function<void()> apply) override {
     store_->AdmitPush(step, std::move(apply));
   }
@@ -272,6 +286,8 @@ class MeteredStore : public ShardStore {
   }
 
   const std::unique_ptr<ShardStore> store_;
+  metrics::Counter* const buckets_in_;
+  metrics::Counter* const buckets_out_;
   const uint64_t id_ = next_store_id.fetch_add(1);
   metrics::Registry::Family<metrics::Counter> pulls_;
   metrics::Registry::Family<metrics::Counter> pushes_;
@@ -334,9 +350,13 @@ absl::StatusOr<std::unique_ptr<ShardStore>> NewMeteredStore(std::unique_ptr<Shar
   auto latency = registry->AddHistogram("shardps_ps_request_seconds",
                                         "Time of each request in the ps's store, by RPC.",
                                         {"rpc"}, metrics::LatencyBuckets());
+  auto bucket_moves = registry->AddCounter(
+      "shardps_ps_buckets_moved_total",
+      "Dynamic-table buckets this ps took over (in) or handed over (out) in bucket moves.",
+      {"direction"});
   for (const absl::Status& status : {pulls.status(), pushes.status(), applied.status(),
                                      rejected.status(), staleness.status(),
-                                     latency.status()}) {
+                                     latency.status(), bucket_moves.status()}) {
     if (!status.ok()) return status;
   }
   ShardStore* inner = store.get();
@@ -395,7 +415,7 @@ absl::StatusOr<std::unique_ptr<ShardStore>> NewMeteredStore(std::unique_ptr<Shar
   }
   return std::unique_ptr<ShardStore>(new MeteredStore(std::move(store), *pulls,
                                                       *pushes, *applied, *rejected, *staleness,
-                                                      *latency));
+                                                      *latency, *bucket_moves));
 }
 
 }  // namespace shardps

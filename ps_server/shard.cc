@@ -46,7 +46,16 @@ Shard::Shard(const ShardSpec& spec, Geometry geometry, std::unique_ptr<Optimizer
       recent_ids_(request_id_window),
       accumulator_(num_replicas_, sync_ ? spec.update().replicas_to_aggregate() : 0,
                    geometry.rows, geometry.width),
-      retained_(staleness_.retained_versions) {}
+      retained_(staleness_.retained_versions) {
+  if (spec.has_dynamic()) {
+    const DynamicSpec& d = spec.dynamic();
+    bucket_begin_.store(d.bucket_begin());
+    bucket_end_.store(d.bucket_end());
+    moves_ = std::make_unique<BucketMoves>(
+        spec.variable().empty() ? spec.name() : spec.variable(), d.num_buckets(),
+        BucketRange{d.bucket_begin(), d.bucket_end()});
+  }
+}
 
 absl::StatusOr<int64_t> Shard::BytesFor(const ShardSpec& spec, Geometry geometry) {
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
@@ -115,7 +124,8 @@ absl::StatusOr<std::unique_ptr<DynamicTable>> Shard::NewTable() const {
   options.initializer = spec_.initializer();
   options.num_buckets = d.num_buckets();
   options.all_buckets = false;
-  for (int32_t b = d.bucket_begin(); b < d.bucket_end(); ++b) options.buckets.push_back(b);
+  const BucketRange range = buckets();
+  for (int32_t b = range.begin; b < range.end; ++b) options.buckets.push_back(b);
   options.admit_after = d.admit_after();
   options.ttl_steps = d.ttl_steps();
   options.max_rows = d.max_rows();
@@ -136,6 +146,8 @@ absl::StatusOr<std::unique_ptr<DynamicTable>> Shard::NewTable() const {
 Shard::DynamicCut Shard::TakeDynamicCut(int64_t checkpoint_id, int64_t base) {
   DynamicCut cut;
   cut.version = version_;
+  cut.buckets = buckets();
+  cut.routing_version = moves_->routing_version();
   uint32_t since = 0;
   if (base > 0) {
     auto it = cut_epochs_.find(base);
@@ -157,8 +169,12 @@ Shard::DynamicCut Shard::TakeDynamicCut(int64_t checkpoint_id, int64_t base) {
   cut.last_steps.reserve(rows);
   cut.tensors.resize(1 + slots_count_);
   for (std::vector<float>& tensor : cut.tensors) tensor.reserve(rows * width_);
+  // Buckets staged by a move in progress are not this shard's yet: their source writes them.
+  const BucketRange staged = moves_->staged();
+  const int32_t num_buckets = spec_.dynamic().num_buckets();
   table_->ForEachChangedRow(since, [&](int64_t key, uint32_t last_step,
                                        const float* const* values) {
+    if (staged.end > staged.begin && staged.Contains(BucketOf(key, num_buckets))) return;
     cut.keys.push_back(key);
     cut.last_steps.push_back(last_step);
     for (size_t t = 0; t <= slots_count_; ++t) {
@@ -182,17 +198,48 @@ void Shard::ReplaceTable(std::unique_ptr<DynamicTable> table, int64_t version) {
   cut_epochs_.clear();
   accumulator_.Clear();
   recent_ids_.Clear();
+  moves_->TableReplaced();
+}
+
+absl::Status Shard::CheckMovedKeys(absl::Span<const int64_t> keys, bool push,
+                                   int64_t routing_version, absl::string_view what) const {
+  return moves_->Check(keys, push, routing_version, absl::Now(), what);
+}
+
+absl::Status Shard::MoveBuckets(const MoveBucketsRequest& request,
+                                MoveBucketsResponse* response) {
+  ASSIGN_OR_RETURN(BucketMoveOutcome outcome,
+                   moves_->Apply(request, table_.get(), sync_ && accumulator_.in_progress(),
+                                 absl::Now(), response));
+  response->set_version(version_);
+  if (outcome.range_changed) {
+    const BucketRange range = moves_->range();
+    bucket_begin_.store(range.begin, std::memory_order_release);
+    bucket_end_.store(range.end, std::memory_order_release);
+    // The next checkpoint writes every row: an increment is relative to the buckets held
+    // at its base.
+    cut_epochs_.clear();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Shard::CheckKeys(absl::Span<const int64_t> keys, absl::string_view what) const {
   const DynamicSpec& d = spec_.dynamic();
+  const BucketRange range = buckets();
   for (size_t k = 0; k < keys.size(); ++k) {
     const int32_t bucket = BucketOf(keys[k], d.num_buckets());
-    if (bucket < d.bucket_begin() || bucket >= d.bucket_end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": key ", keys[k], " at position ", k, " is in bucket ", bucket, " of ",
-          d.num_buckets(), ", which ", QuotedShard(name()), " does not hold (it holds [",
-          d.bucket_begin(), ", ", d.bucket_end(), ")); the caller's layout is out of date"));
+    if (!range.Contains(bucket)) {
+      ErrorDetail detail;
+      detail.set_kind(ErrorDetail::BUCKET_MOVED);
+      detail.set_ps_task(-1);
+      detail.set_variable(spec_.variable().empty() ? spec_.name() : spec_.variable());
+      detail.set_bucket(bucket);
+      return WithDetail(
+          absl::AbortedError(absl::StrCat(
+              what, ": key ", keys[k], " at position ", k, " is in bucket ", bucket, " of ",
+              d.num_buckets(), ", which ", QuotedShard(name()), " does not hold (it holds [",
+              range.begin, ", ", range.end, ")); the caller's layout is out of date")),
+          detail);
     }
   }
   return absl::OkStatus();

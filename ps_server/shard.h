@@ -28,6 +28,7 @@
 #include "compute/parallel_for.h"
 #include "math/optimizer.h"
 #include "proto/ps.pb.h"
+#include "ps_server/bucket_moves.h"
 #include "ps_server/dynamic_table.h"
 #include "ps_server/gradient_bytes.h"
 #include "ps_server/memory_budget.h"
@@ -156,6 +157,8 @@ class Shard {
   struct DynamicCut {
     int64_t base_checkpoint = 0;  // 0: every row
     int64_t version = 0;
+    BucketRange buckets;          // the range held at the cut
+    int64_t routing_version = 0;  // the table's, as this shard knew it at the cut
     std::vector<int64_t> keys;
     std::vector<uint32_t> last_steps;
     // The parameters, then each slot: keys.size() x width floats each.
@@ -214,9 +217,30 @@ class Shard {
                          ParallelFor* parallel, int64_t base_version = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Dynamic: FAILED_PRECONDITION naming the key, its position, its bucket and the shard when
-  // a key's bucket is not held here (the caller's layout is stale).
+  // Dynamic: ABORTED with ErrorDetail BUCKET_MOVED naming the key, its position, its bucket
+  // and the shard when a key's bucket is not in the range the shard holds now (the caller's
+  // layout is stale). Lock-free: a bucket move may change the range meanwhile, and the check
+  // under the lock (CheckMovedKeys) is the one that counts.
   absl::Status CheckKeys(absl::Span<const int64_t> keys, absl::string_view what) const;
+  // Dynamic: the buckets the shard holds now (spec().dynamic()'s range until a bucket move).
+  BucketRange buckets() const {
+    return {bucket_begin_.load(std::memory_order_acquire),
+            bucket_end_.load(std::memory_order_acquire)};
+  }
+  // Dynamic: the table's routing version as this shard knows it (0: no bucket moved).
+  int64_t routing_version() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return moves_->routing_version();
+  }
+  // Dynamic: a pull's or a push's keys against bucket moves (ps_server/bucket_moves.h),
+  // under the lock: ABORTED with BUCKET_MOVED for a key not held, a push to a frozen bucket,
+  // or a push routed by an older routing version.
+  // Const for the pulls that call it; a freeze that ran out ends here (BucketMoves::Check).
+  absl::Status CheckMovedKeys(absl::Span<const int64_t> keys, bool push, int64_t routing_version,
+                              absl::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dynamic: one step of a bucket move (MoveBucketsRequest). A change of the range makes the
+  // next checkpoint whole.
+  absl::Status MoveBuckets(const MoveBucketsRequest& request, MoveBucketsResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dynamic: the rows of `keys` at `version` (the current one or, on a SYNC shard, the one
   // before its last step) into out (keys.size() * width floats); a key without a row reads
   // its initial value. FAILED_PRECONDITION when the version is not held.
@@ -388,6 +412,11 @@ class Shard {
   // with the version, the SYNC step and the request ids. Set at creation, replaced only by a
   // restore (ReplaceTable, under the lock; readers hold the lock).
   std::unique_ptr<DynamicTable> table_ ABSL_GUARDED_BY(mu_);
+  // Dynamic shards only: bucket moves, and the range they leave (a copy readable without the
+  // lock, written under it).
+  std::unique_ptr<BucketMoves> moves_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int32_t> bucket_begin_{0};
+  std::atomic<int32_t> bucket_end_{0};
 
   mutable absl::Mutex mu_;
   // Dynamic, SYNC: the rows the last step changed or evicted, as they were before it (sorted

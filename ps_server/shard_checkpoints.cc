@@ -234,13 +234,14 @@ absl::Status ShardCheckpoints::RestoreDynamic(CheckpointReader* reader,
       for (int j = 0; j < slots; ++j) tensors.emplace_back(optimizer.slot_name(j));
     }
     const DynamicSpec& d = shard->spec().dynamic();
+    const BucketRange held = shard->buckets();
     const int64_t dim = shard->width();
     DynamicTableReadStats stats;
     RETURN_IF_ERROR(ReadDynamicTable(
         reader->manifest(), reader->manifest_path(), source.variable, tensors,
         [&](int64_t key) {
           const int32_t b = BucketOf(key, d.num_buckets());
-          return b >= d.bucket_begin() && b < d.bucket_end();
+          return held.Contains(b);
         },
         [&](const std::vector<int64_t>& keys) { return table->EraseKeys(keys); },
         [&](DynamicRowsPart& part) {

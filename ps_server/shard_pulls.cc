@@ -109,6 +109,8 @@ absl::Status CopyRows(const Shard& shard, absl::Span<const int64_t> ids, PullSou
                       std::string* data, PullRowsResponse* response)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu()) {
   if (shard.dynamic()) {
+    // A bucket may have moved since the unlocked range check.
+    RETURN_IF_ERROR(shard.CheckMovedKeys(ids, /*push=*/false, 0, "pull rows"));
     const int64_t version = source.exact ? source.version : shard.version();
     RETURN_IF_ERROR(shard.PullKeys(ids, version, reinterpret_cast<float*>(&(*data)[0])));
     response->mutable_data()->swap(*data);

@@ -72,8 +72,16 @@ absl::Status ShardPushes::PushRows(const PushRowsRequest& request, PushRowsRespo
 absl::Status ShardPushes::PushRowsBatch(const PushRowsBatchRequest& request,
                                         PushRowsBatchResponse* response) {
   response->Clear();
-  for (const PushRowsRequest& item : request.pushes()) {
-    RETURN_IF_ERROR(PushRows(item, response->add_pushes()));
+  for (int i = 0; i < request.pushes_size(); ++i) {
+    absl::Status status = PushRows(request.pushes(i), response->add_pushes());
+    if (status.ok()) continue;
+    if (std::optional<ErrorDetail> detail = GetDetail(status);
+        detail.has_value() && detail->kind() == ErrorDetail::BUCKET_MOVED) {
+      // Tells the client which items to route again: this one and those after it.
+      detail->set_batch_item(i);
+      status = WithDetail(std::move(status), *detail);
+    }
+    return status;
   }
   return absl::OkStatus();
 }
@@ -209,6 +217,9 @@ absl::Status ShardPushes::PushRowsChecked(const PushRowsRequest& request,
   return ApplyGradient(*shard, request, what, response, [&]() -> absl::StatusOr<UpdateResult> {
     // ApplyGradient holds it, as `shard`: the analysis cannot tell that is the same lock.
     shard->mu().AssertHeld();
+    if (shard->dynamic()) {
+      RETURN_IF_ERROR(shard->CheckMovedKeys(ids, /*push=*/true, request.routing_version(), what));
+    }
     if (shard->sync()) {
       return shard->AddRows(request.sync().replica(), std::move(unique_ids), std::move(summed));
     }

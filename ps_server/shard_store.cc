@@ -93,6 +93,13 @@ class ShardStoreImpl final : public ShardStore {
         FillDynamicStats(*shard, info);
         absl::MutexLock lock(&shard->mu());
         info->set_version(shard->version());
+        if (shard->dynamic()) {
+          // The range it holds now, which bucket moves shift from the one it was made with.
+          const BucketRange held = shard->buckets();
+          info->mutable_spec()->mutable_dynamic()->set_bucket_begin(held.begin);
+          info->mutable_spec()->mutable_dynamic()->set_bucket_end(held.end);
+          info->set_routing_version(shard->routing_version());
+        }
       }
       return absl::OkStatus();
     });
@@ -226,6 +233,29 @@ class ShardStoreImpl final : public ShardStore {
         hold_.Hold(request.from_step(), absl::Now() + absl::Milliseconds(request.timeout_ms())));
     response->set_held(hold_.held());
     return absl::OkStatus();
+  }
+
+  absl::Status MoveBuckets(const MoveBucketsRequest& request,
+                           MoveBucketsResponse* response) override {
+    return Guarded("move buckets", request.shard(), [&]() -> absl::Status {
+      const std::string what = absl::StrCat("move buckets of ", QuotedShard(request.shard()));
+      ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, shards_.Find(request.shard(), what));
+      if (!shard->dynamic()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
+      }
+      if (shard->spec().dynamic().max_rows() > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": the table has a row budget (max_rows ", shard->spec().dynamic().max_rows(),
+            ") fixed per shard, so its buckets cannot move; re-shard it with scale-ps"));
+      }
+      absl::MutexLock lock(&shard->mu());
+      if (shard->dropped()) return absl::NotFoundError(absl::StrCat(what, ": dropped"));
+      if (request.generation() != 0) {
+        RETURN_IF_ERROR(fence_.CheckSnapshot(request.generation(), what));
+      }
+      return shard->MoveBuckets(request, response);
+    });
   }
 
   void AdmitPush(std::optional<int64_t> step, std::function<void()> apply) override {

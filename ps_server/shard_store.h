@@ -219,6 +219,13 @@ class ShardStore {
   // timeout_ms > 0.
   virtual absl::Status HoldPushes(const HoldPushesRequest& request,
                                   HoldPushesResponse* response) = 0;
+  // One step of moving a dynamic table's buckets between its shards (MoveBucketsRequest;
+  // ps_server/bucket_moves.h): NOT_FOUND for a missing shard, INVALID_ARGUMENT for a dense
+  // one or a malformed request, FAILED_PRECONDITION for a table with a row budget or a step
+  // the shard's state refuses; a non-zero generation must be the store's. Changes nothing
+  // when it fails.
+  virtual absl::Status MoveBuckets(const MoveBucketsRequest& request,
+                                   MoveBucketsResponse* response) = 0;
   // Every push goes through here with its job step (PushRequest.step; none: never held):
   // `apply` (its update and its answer) runs now on the caller's thread, or, while a hold
   // covers the step, later on the hold's thread.

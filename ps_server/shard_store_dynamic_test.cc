@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/error_detail.h"
 #include "gtest/gtest.h"
 #include "partitioners/buckets.h"
 #include "ps_server/shard_store.h"
@@ -196,14 +197,17 @@ TEST(DynamicShardTest, BadRequestsNameTheKeyOrShardAndChangeNothing) {
   keys.push_back(other[0]);
   const absl::Status push =
       PushKeys(*store, "emb/part_0", keys, std::vector<float>(keys.size() * kDim, 1.0f), 9);
-  EXPECT_EQ(push.code(), absl::StatusCode::kFailedPrecondition) << push;
+  // The caller's layout is out of date: ABORTED with BUCKET_MOVED, to route again.
+  EXPECT_EQ(push.code(), absl::StatusCode::kAborted) << push;
+  EXPECT_EQ(DetailKind(push), ErrorDetail::BUCKET_MOVED) << push;
   EXPECT_TRUE(absl::StrContains(push.message(), absl::StrCat("key ", other[0], " at position 3")))
       << push;
   EXPECT_TRUE(absl::StrContains(push.message(), "[0, 20)")) << push;
   EXPECT_EQ(*PullKeys(*store, "emb/part_0", mine), *before);
   EXPECT_EQ(Stats(*store, "emb").rows(), 0);
   const absl::Status pull = PullKeys(*store, "emb/part_0", keys).status();
-  EXPECT_EQ(pull.code(), absl::StatusCode::kFailedPrecondition) << pull;
+  EXPECT_EQ(pull.code(), absl::StatusCode::kAborted) << pull;
+  EXPECT_EQ(DetailKind(pull), ErrorDetail::BUCKET_MOVED) << pull;
 
   // A non-finite gradient: refused, nothing made.
   std::vector<float> nan(mine.size() * kDim, 1.0f);

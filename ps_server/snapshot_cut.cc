@@ -31,6 +31,9 @@ void AddDenseCut(const Shard& shard, Shard::Snapshot snapshot, SnapshotWriter::J
 void AddDynamicCut(const Shard& shard, Shard::DynamicCut cut, SnapshotWriter::Job* job,
                    ShardInfo* info) {
   *info->mutable_spec() = shard.spec();
+  info->mutable_spec()->mutable_dynamic()->set_bucket_begin(cut.buckets.begin);
+  info->mutable_spec()->mutable_dynamic()->set_bucket_end(cut.buckets.end);
+  info->set_routing_version(cut.routing_version);
   info->set_version(cut.version);
   info->set_base_checkpoint(cut.base_checkpoint);
   FillDynamicStats(shard, info);

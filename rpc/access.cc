@@ -59,6 +59,7 @@ const std::vector<MethodAccess>& Table() {
       {kPs, "SnapshotStatus", {kChief}, false},
       {kPs, "Restore", {kChief}, true},
       {kPs, "HoldPushes", {kChief}, false},
+      {kPs, "MoveBuckets", {kChief}, true},
       // A worker: the chief drives it; status for operators.
       {kWorkerService, "StartJob", {kChief}, false},
       {kWorkerService, "RunStep", {kChief}, false},

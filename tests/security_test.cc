@@ -152,6 +152,7 @@ void ExpectEveryMutationRefused(PsService::Stub* stub, grpc::StatusCode want,
   EXPECT_EQ((Call<SnapshotRequest, SnapshotResponse>(&S::Snapshot, stub)), want) << who;
   EXPECT_EQ((Call<RestoreRequest, RestoreResponse>(&S::Restore, stub)), want) << who;
   EXPECT_EQ((Call<HoldPushesRequest, HoldPushesResponse>(&S::HoldPushes, stub)), want) << who;
+  EXPECT_EQ((Call<MoveBucketsRequest, MoveBucketsResponse>(&S::MoveBuckets, stub)), want) << who;
 }
 
 TEST_F(SecurityTest, EveryMutatingCallWithoutTheRightIdentityIsRefusedAndChangesNothing) {

@@ -493,6 +493,18 @@ class GrpcPsService : public PsServiceBase {
     return reactor;
   }
 
+  // A bucket move copies rows: on the executor, as a snapshot.
+  grpc::ServerUnaryReactor* MoveBuckets(grpc::CallbackServerContext* ctx,
+                                        const MoveBucketsRequest* request,
+                                        MoveBucketsResponse* response) override {
+    if (auto* rejected = AdmitCall(ctx, "ps", PsService::service_full_name(), "MoveBuckets")) {
+      return rejected;
+    }
+    auto* reactor = ctx->DefaultReactor();
+    Run(true, [=] { reactor->Finish(ToGrpcStatus(store_->MoveBuckets(*request, response))); });
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* SnapshotStatus(grpc::CallbackServerContext* ctx,
                                            const SnapshotStatusRequest* request,
                                            SnapshotStatusResponse* response) override {
