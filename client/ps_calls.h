@@ -136,6 +136,12 @@ class PsCalls {
     window->Start();
   }
 
+  // Runs fn(false) after `delay` on the retry thread, or fn(true) when the client is
+  // destroyed first.
+  void RunAfter(absl::Duration delay, std::function<void(bool cancelled)> fn) {
+    retries_.RunAt(absl::Now() + delay, std::move(fn));
+  }
+
  private:
   const std::vector<std::unique_ptr<PsInterface>> ps_;
   const PsClientOptions options_;

@@ -131,6 +131,24 @@ class PsClientImpl : public PsClient {
     return admin_.SnapshotStatusAll(checkpoint_id, responses);
   }
 
+  absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,
+                           MoveBucketsResponse* response) override {
+    if (ps < 0 || ps >= num_ps()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("move buckets: ps ", ps, " is not in [0, ", num_ps(), ")"));
+    }
+    absl::Notification done;
+    absl::Status result;
+    calls_.Call<MoveBucketsRequest, MoveBucketsResponse>(
+        ps, PsCalls::Addresses::kLayoutShards, &PsInterface::MoveBucketsAsync, &request, response,
+        calls_.Deadline(), [&](const absl::Status& s) {
+          result = s;
+          done.Notify();
+        });
+    done.WaitForNotification();
+    return result;
+  }
+
   absl::Status RestoreAll(const RestoreRequest& request,
                           std::vector<RestoreResponse>* responses) override {
     return admin_.RestoreAll(request, responses);

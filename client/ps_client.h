@@ -160,6 +160,10 @@ class PsClient {
   // Sends `request` to every ps, each call with Options::restore_timeout.
   virtual absl::Status RestoreAll(const RestoreRequest& request,
                                   std::vector<RestoreResponse>* responses) = 0;
+  // One step of a dynamic table's bucket move on ps `ps` (MoveBucketsRequest; the mover is
+  // client/bucket_mover.h), retried as a data call.
+  virtual absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,
+                                   MoveBucketsResponse* response) = 0;
 
   // Blocking wrappers.
   absl::Status Pull(const std::string& name, absl::Span<float> out,

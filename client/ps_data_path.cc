@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/bucket_reroute.h"
 #include "client/call_batches.h"
 #include "client/row_chunks.h"
 #include "client/variable_layout.h"
 #include "client/versions_seen.h"
+#include "common/error_detail.h"
 #include "common/fanout.h"
 #include "common/status_macros.h"
 #include "math/unique_ids.h"
@@ -143,8 +146,86 @@ void PsDataPath::PushAsync(std::vector<PushSource> sources, const PushOptions& o
       [](Batch*, const absl::Status& s) { return s; }, std::move(fan));
 }
 
+namespace {
+// How many times one call routes again after bucket moves before it gives up.
+constexpr int kMaxReroutes = 12;
+}  // namespace
+
+void PsDataPath::RefreshLayoutsAsync(StatusCallback done) {
+  struct Lists {
+    std::vector<ListShardsRequest> requests;
+    std::vector<ListShardsResponse> responses;
+  };
+  auto lists = std::make_shared<Lists>();
+  lists->requests.resize(static_cast<size_t>(calls_->num_ps()));
+  lists->responses.resize(static_cast<size_t>(calls_->num_ps()));
+  auto fan = Fanout::Make(lists->requests.size(), [this, lists, done](const absl::Status& s) {
+    if (!s.ok()) return done(s);
+    absl::StatusOr<std::map<std::string, VariableLayout>> found =
+        LayoutsFromShards(lists->responses);
+    if (!found.ok()) return done(found.status());
+    std::vector<VariableLayout> layouts;
+    for (auto& [name, layout] : *found) layouts.push_back(std::move(layout));
+    layouts_->Put(std::move(layouts));
+    done(absl::OkStatus());
+  });
+  for (int p = 0; p < calls_->num_ps(); ++p) {
+    calls_->Call<ListShardsRequest, ListShardsResponse>(
+        p, PsCalls::Addresses::kPs, &PsInterface::ListShardsAsync, &lists->requests[p],
+        &lists->responses[p], calls_->Deadline(),
+        [fan, lists](const absl::Status& s) { fan->Finish(s); });
+  }
+}
+
+void PsDataPath::AfterBucketMoved(const absl::Status& why, int reroutes, absl::Time give_up,
+                                  StatusCallback then) {
+  if (reroutes >= kMaxReroutes || absl::Now() >= give_up) {
+    return then(Annotate(why, absl::StrCat("still refused after routing again ", reroutes,
+                                           " times")));
+  }
+  // A bucket being handed over is back within the move's freeze: wait a little, longer
+  // each time; a moved one needs no wait.
+  const absl::Duration wait =
+      IsBucketMoving(why) || reroutes > 0
+          ? std::min(absl::Milliseconds(2) * (1 << std::min(reroutes, 7)), absl::Milliseconds(200))
+          : absl::ZeroDuration();
+  calls_->RunAfter(wait, [this, why, reroutes, give_up, then](bool cancelled) {
+    if (cancelled) return then(absl::CancelledError("client shut down while routing again"));
+    RefreshLayoutsAsync([this, why, reroutes, give_up, then](const absl::Status& s) {
+      if (s.code() == absl::StatusCode::kFailedPrecondition) {
+        // The table's shards do not tile its buckets yet (one is between its old shard and
+        // its new one): again, a little later.
+        return AfterBucketMoved(
+            WithDetail(Annotate(s, "rebuilding the layout after a bucket move"),
+                       GetDetail(why).value_or(ErrorDetail())),
+            reroutes + 1, give_up, then);
+      }
+      then(s);
+    });
+  });
+}
+
 void PsDataPath::PullRowsManyAsync(std::vector<RowsPullTarget> targets, const PullOptions& options,
                                    PullVersions* versions, StatusCallback done) {
+  PullRowsAttempt(std::make_shared<std::vector<RowsPullTarget>>(std::move(targets)), options,
+                  versions, 0, absl::Now() + calls_->options().rpc_timeout, std::move(done));
+}
+
+void PsDataPath::PullRowsAttempt(std::shared_ptr<std::vector<RowsPullTarget>> all_targets,
+                                 const PullOptions& options, PullVersions* versions,
+                                 int reroutes, absl::Time give_up, StatusCallback outer_done) {
+  const std::vector<RowsPullTarget>& targets = *all_targets;
+  StatusCallback done = [this, all_targets, options, versions, reroutes, give_up,
+                         outer_done](const absl::Status& s) {
+    if (!IsBucketMoved(s)) return outer_done(s);
+    AfterBucketMoved(s, reroutes, give_up,
+                     [this, all_targets, options, versions, reroutes, give_up,
+                      outer_done](const absl::Status& refreshed) {
+                       if (!refreshed.ok()) return outer_done(refreshed);
+                       PullRowsAttempt(all_targets, options, versions, reroutes + 1, give_up,
+                                       outer_done);
+                     });
+  };
   // Each table's rows are split by shard (and into chunks of at most max_chunk_bytes), as
   // one PullRows each would be; then a ps's chunks go out together, in batches of at most
   // max_chunk_bytes: one PullRowsBatch per ps for a step's every table, where a call per
@@ -213,26 +294,56 @@ void PsDataPath::PushRowsManyAsync(std::vector<RowsPushSource> sources, const Pu
                                    StatusCallback done) {
   // Requests built as one PushRows each would be, then batched per ps as PullRowsManyAsync
   // batches its pulls.
-  std::vector<std::pair<int, PushRowsRequest>> items;
+  auto items = std::make_shared<RowPushItems>();
   for (const RowsPushSource& source : sources) {
-    absl::Status built = AddRowPushes(source, options, &items);
-    if (!built.ok()) {
-      for (auto& [ps, item] : items) buffers_.Put(std::move(*item.mutable_data()));
-      return done(built);
+    std::vector<std::pair<int, PushRowsRequest>> built;
+    const absl::Status status = AddRowPushes(source, options, &built);
+    for (auto& [ps, request] : built) {
+      items->push_back({ps, source.name, std::move(request)});
+    }
+    if (!status.ok()) {
+      for (RowPushItem& item : *items) buffers_.Put(std::move(*item.request.mutable_data()));
+      return done(status);
     }
   }
+  SendRowPushes(std::move(items), options, 0, absl::Now() + calls_->options().rpc_timeout,
+                std::move(done));
+}
+
+void PsDataPath::SendRowPushes(std::shared_ptr<RowPushItems> items, const PushOptions& options,
+                               int reroutes, absl::Time give_up, StatusCallback done) {
   struct Batch {
     PushRowsBatchRequest request;
     PushRowsBatchResponse response;
+    std::vector<std::string> variables;  // each item's
     int64_t bytes = 0;
   };
   CallBatches<Batch> batches(calls_->num_ps(), chunk_bytes());
-  for (auto& [ps, item] : items) {
+  for (RowPushItem& item : *items) {
     // The rows are written: the request may move (its data string with it).
-    Batch* batch = batches.For(ps, static_cast<int64_t>(item.data().size()));
-    *batch->request.add_pushes() = std::move(item);
+    Batch* batch = batches.For(item.ps, static_cast<int64_t>(item.request.data().size()));
+    *batch->request.add_pushes() = std::move(item.request);
+    batch->variables.push_back(std::move(item.variable));
   }
-  auto fan = Fanout::Make(batches.size(), std::move(done));
+  items.reset();
+  // The requests refused because a bucket moved, to route again once all are back.
+  struct Refused {
+    absl::Mutex mu;
+    std::shared_ptr<RowPushItems> items = std::make_shared<RowPushItems>();
+    absl::Status why;
+  };
+  auto refused = std::make_shared<Refused>();
+  auto fan = Fanout::Make(batches.size(), [this, refused, options, reroutes, give_up,
+                                           done](const absl::Status& s) {
+    if (refused->items->empty()) return done(s);
+    if (!s.ok()) {
+      for (RowPushItem& item : *refused->items) {
+        buffers_.Put(std::move(*item.request.mutable_data()));
+      }
+      return done(s);
+    }
+    RerouteRowPushesAsync(refused->items, refused->why, options, reroutes, give_up, done);
+  });
   calls_->IssueParts<Batch>(
       batches.Take(), /*window_size=*/0, calls_->Deadline(),
       [](PsInterface* target, Batch* batch, absl::Time deadline, StatusCallback done) {
@@ -244,13 +355,67 @@ void PsDataPath::PushRowsManyAsync(std::vector<RowsPushSource> sources, const Pu
         }
         target->PushRowsBatchAsync(&batch->request, &batch->response, deadline, std::move(done));
       },
-      [this](Batch* batch, const absl::Status& s) {
-        for (PushRowsRequest& item : *batch->request.mutable_pushes()) {
-          buffers_.Put(std::move(*item.mutable_data()));
+      [this, refused](Batch* batch, const absl::Status& s) {
+        const int n = batch->request.pushes_size();
+        const int first = IsBucketMoved(s) ? FirstUnapplied(s, n) : n;
+        for (int i = 0; i < first; ++i) {
+          buffers_.Put(std::move(*batch->request.mutable_pushes(i)->mutable_data()));
         }
-        return s;
+        if (first == n) return s;
+        absl::MutexLock lock(&refused->mu);
+        for (int i = first; i < n; ++i) {
+          refused->items->push_back(
+              {0, batch->variables[i], std::move(*batch->request.mutable_pushes(i))});
+        }
+        refused->why = s;
+        return absl::OkStatus();
       },
       std::move(fan));
+}
+
+void PsDataPath::RerouteRowPushesAsync(std::shared_ptr<RowPushItems> unapplied, absl::Status why,
+                                       const PushOptions& options, int reroutes,
+                                       absl::Time give_up, StatusCallback done) {
+  AfterBucketMoved(why, reroutes, give_up, [this, unapplied, options, reroutes, give_up,
+                                            done](const absl::Status& refreshed) {
+    auto release = [this, unapplied] {
+      for (RowPushItem& item : *unapplied) buffers_.Put(std::move(*item.request.mutable_data()));
+    };
+    if (!refreshed.ok()) {
+      release();
+      return done(refreshed);
+    }
+    std::map<std::string, std::vector<const PushRowsRequest*>> by_variable;
+    for (const RowPushItem& item : *unapplied) by_variable[item.variable].push_back(&item.request);
+    auto items = std::make_shared<RowPushItems>();
+    for (const auto& [variable, requests] : by_variable) {
+      absl::StatusOr<VariableLayout> layout = layouts_->Get(variable);
+      absl::StatusOr<std::vector<std::pair<int, PushRowsRequest>>> routed =
+          layout.ok() ? RerouteRowPushes(
+                            requests, *layout, options.has_sync,
+                            MaxRows(layout->row_width, chunk_bytes()),
+                            [&](const std::string& shard, int64_t chunk) {
+                              // Ids of their own: a shard that refused a request may have
+                              // applied another of the same call under the ids it had.
+                              PushOptions salted = options;
+                              if (salted.idempotency_key != 0) {
+                                salted.idempotency_key ^=
+                                    0x9E3779B97F4A7C15ULL *
+                                    static_cast<uint64_t>(layout->routing_version + 1);
+                              }
+                              return ids_->ForPush(salted, variable, shard, -1 - chunk);
+                            })
+                      : absl::StatusOr<std::vector<std::pair<int, PushRowsRequest>>>(
+                            layout.status());
+      if (!routed.ok()) {
+        release();
+        return done(routed.status());
+      }
+      for (auto& [ps, request] : *routed) items->push_back({ps, variable, std::move(request)});
+    }
+    release();
+    SendRowPushes(std::move(items), options, reroutes + 1, give_up, done);
+  });
 }
 
 absl::Status PsDataPath::AddRowPushes(const RowsPushSource& source, const PushOptions& options,
@@ -299,6 +464,7 @@ absl::Status PsDataPath::AddRowPushes(const RowsPushSource& source, const PushOp
           request.set_generation(options.generation);
           request.set_base_version(BaseVersion(options, target.spec.name()));
           if (options.step.has_value()) request.set_step(*options.step);
+          request.set_routing_version(layout.routing_version);
           items->emplace_back(target.ps, std::move(request));
         }
         // The chunks' row bytes, now that the requests stay where they are until all are

@@ -86,6 +86,10 @@ class SwitchablePsClient final : public PsClient {
                           std::vector<RestoreResponse>* responses) override {
     return current()->RestoreAll(request, responses);
   }
+  absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,
+                           MoveBucketsResponse* response) override {
+    return current()->MoveBuckets(ps, request, response);
+  }
 
  private:
   // `done` keeping `client` alive until it has run.

@@ -195,6 +195,7 @@ absl::StatusOr<std::map<std::string, VariableLayout>> LayoutsFromShards(
       if (spec.has_dynamic()) {
         it->second.dynamic = true;
         it->second.num_buckets = spec.dynamic().num_buckets();
+        it->second.routing_version = std::max(it->second.routing_version, info.routing_version());
         it->second.shards.push_back(
             {spec, p, 0, 0,
              BucketRange{spec.dynamic().bucket_begin(), spec.dynamic().bucket_end()}});

@@ -65,6 +65,9 @@ struct VariableLayout {
   // A dynamic table: keys route to the shard holding BucketOf(key, num_buckets).
   bool dynamic = false;
   int32_t num_buckets = 0;
+  // A dynamic table: the routing version of its buckets' placement (the highest of its
+  // shards' ShardInfo.routing_version; 0 until a bucket moved). Row pushes carry it.
+  int64_t routing_version = 0;
   std::vector<Shard> shards;  // in row order (a dynamic table's: in bucket order)
 };
 

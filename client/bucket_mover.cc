@@ -1,0 +1,188 @@
+#include "client/bucket_mover.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_detail.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+namespace {
+
+// A move of one bucket between two shards.
+class OneMove {
+ public:
+  OneMove(PsClient* client, const VariableLayout& layout, int from, int to, int32_t bucket,
+          const BucketMoveOptions& options, BucketMoveStats* stats)
+      : client_(client),
+        options_(options),
+        stats_(stats),
+        src_(layout.shards[from].spec.name()),
+        dst_(layout.shards[to].spec.name()),
+        src_ps_(layout.shards[from].ps),
+        dst_ps_(layout.shards[to].ps),
+        bucket_(bucket),
+        routing_version_(layout.routing_version + 1) {}
+
+  absl::Status Run() {
+    const absl::Status copied = CopyAndCatchUp();
+    if (!copied.ok()) return Abort(copied);
+    if (options_.before_switch) {
+      const absl::Status ready = options_.before_switch();
+      if (!ready.ok()) return Abort(Annotate(ready, "before the switch"));
+    }
+    const absl::Status switched = Switch();
+    if (options_.after_switch) options_.after_switch();
+    return switched;
+  }
+
+ private:
+  MoveBucketsRequest Request(MoveBucketsRequest::Op op, const std::string& shard) const {
+    MoveBucketsRequest r;
+    r.set_op(op);
+    r.set_shard(shard);
+    r.add_buckets(bucket_);
+    r.set_generation(options_.generation);
+    return r;
+  }
+
+  // Exports from the source what changed since `since_` (freezing when asked) and stages it
+  // on the target. Returns the rows sent.
+  absl::StatusOr<int64_t> Round(bool freeze) {
+    MoveBucketsRequest out = Request(MoveBucketsRequest::EXPORT, src_);
+    out.set_since_epoch(since_);
+    if (freeze) {
+      out.set_freeze(true);
+      out.set_freeze_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.freeze)));
+    }
+    MoveBucketsResponse exported;
+    RETURN_IF_ERROR(Annotate(client_->MoveBuckets(src_ps_, out, &exported),
+                             absl::StrCat("exporting bucket ", bucket_, " from ", src_)));
+    if (freeze) frozen_at_ = absl::Now();
+    MoveBucketsRequest in = Request(MoveBucketsRequest::STAGE, dst_);
+    in.set_since_epoch(since_);
+    in.set_keys(std::move(*exported.mutable_keys()));
+    in.set_last_steps(std::move(*exported.mutable_last_steps()));
+    in.set_values(std::move(*exported.mutable_values()));
+    *in.mutable_deleted_keys() = exported.deleted_keys();
+    stats_->bytes += static_cast<int64_t>(in.keys().size() + in.last_steps().size() +
+                                          in.values().size() +
+                                          in.deleted_keys_size() * sizeof(int64_t));
+    stats_->rows += exported.rows();
+    MoveBucketsResponse staged;
+    RETURN_IF_ERROR(Annotate(client_->MoveBuckets(dst_ps_, in, &staged),
+                             absl::StrCat("staging bucket ", bucket_, " on ", dst_)));
+    since_ = exported.epoch();
+    return exported.rows();
+  }
+
+  absl::Status CopyAndCatchUp() {
+    ASSIGN_OR_RETURN(int64_t rows, Round(/*freeze=*/false));
+    for (int i = 0; i < options_.max_catch_up_rounds && rows > options_.catch_up_rows; ++i) {
+      ASSIGN_OR_RETURN(rows, Round(false));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Switch() {
+    absl::StatusOr<int64_t> last = Round(/*freeze=*/true);
+    if (!last.ok()) return Abort(last.status());
+    MoveBucketsRequest drop = Request(MoveBucketsRequest::DROP, src_);
+    drop.set_routing_version(routing_version_);
+    drop.set_to_ps(dst_ps_);
+    MoveBucketsResponse dropped;
+    const absl::Status d = client_->MoveBuckets(src_ps_, drop, &dropped);
+    if (!d.ok()) {
+      return Abort(Annotate(d, absl::StrCat("dropping bucket ", bucket_, " from ", src_)));
+    }
+    // From here the target's staged copy is the only one: activate it, retrying a little.
+    MoveBucketsRequest activate = Request(MoveBucketsRequest::ACTIVATE, dst_);
+    activate.set_routing_version(routing_version_);
+    absl::Status a;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      MoveBucketsResponse activated;
+      a = client_->MoveBuckets(dst_ps_, activate, &activated);
+      if (a.ok()) break;
+      absl::SleepFor(absl::Milliseconds(50) * (attempt + 1));
+    }
+    stats_->frozen = std::max(stats_->frozen, absl::Now() - frozen_at_);
+    if (!a.ok()) {
+      return Annotate(a, absl::StrCat("bucket ", bucket_, " of ", src_,
+                                      " was handed over but not activated on ", dst_,
+                                      " (ps ", dst_ps_, "), where it is staged"));
+    }
+    ++stats_->buckets;
+    stats_->routing_version = routing_version_;
+    return absl::OkStatus();
+  }
+
+  // Puts both sides back as they were (best effort) and answers `why`.
+  absl::Status Abort(absl::Status why) {
+    MoveBucketsResponse ignored;
+    (void)client_->MoveBuckets(src_ps_, Request(MoveBucketsRequest::ABORT, src_), &ignored);
+    (void)client_->MoveBuckets(dst_ps_, Request(MoveBucketsRequest::ABORT, dst_), &ignored);
+    return why;
+  }
+
+  PsClient* const client_;
+  const BucketMoveOptions& options_;
+  BucketMoveStats* const stats_;
+  const std::string src_;
+  const std::string dst_;
+  const int src_ps_;
+  const int dst_ps_;
+  const int32_t bucket_;
+  const int64_t routing_version_;
+  uint32_t since_ = 0;
+  absl::Time frozen_at_;
+};
+
+}  // namespace
+
+absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::string& variable,
+                                                 int from_shard, int to_shard, int count,
+                                                 const BucketMoveOptions& options) {
+  const std::string what = absl::StrCat("move ", count, " buckets of \"", variable,
+                                        "\" from shard ", from_shard, " to shard ", to_shard);
+  if (count < 1) return absl::InvalidArgumentError(absl::StrCat(what, ": count must be >= 1"));
+  const absl::Time start = absl::Now();
+  RETURN_IF_ERROR(Annotate(client->Discover(), what));
+  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(variable));
+  if (!layout.dynamic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
+  }
+  const int shards = static_cast<int>(layout.shards.size());
+  if (from_shard < 0 || from_shard >= shards || to_shard < 0 || to_shard >= shards ||
+      std::abs(from_shard - to_shard) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the table has shards 0..", shards - 1,
+        "; buckets move between neighbouring shards (|from - to| = 1)"));
+  }
+  const BucketRange range = layout.shards[from_shard].buckets;
+  if (count >= range.end - range.begin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shard ", from_shard, " holds ", range.end - range.begin, " buckets [",
+        range.begin, ", ", range.end, "); it must keep at least one"));
+  }
+  BucketMoveStats stats;
+  stats.from_ps = layout.shards[from_shard].ps;
+  stats.to_ps = layout.shards[to_shard].ps;
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) {
+      RETURN_IF_ERROR(Annotate(client->Discover(), what));
+      ASSIGN_OR_RETURN(layout, client->GetLayout(variable));
+    }
+    const BucketRange now = layout.shards[from_shard].buckets;
+    const int32_t bucket = to_shard > from_shard ? now.end - 1 : now.begin;
+    OneMove move(client, layout, from_shard, to_shard, bucket, options, &stats);
+    RETURN_IF_ERROR(Annotate(move.Run(), absl::StrCat(what, " (", i, " moved)")));
+  }
+  RETURN_IF_ERROR(Annotate(client->Discover(), what));
+  stats.total = absl::Now() - start;
+  return stats;
+}
+
+}  // namespace shardps

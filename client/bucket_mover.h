@@ -1,0 +1,70 @@
+// MoveTableBuckets: moves buckets of a dynamic table from one of its shards to the shard next
+// to it while training goes on (docs/elastic.md): to even out a hot ps, or to give buckets
+// to a ps that holds few. Buckets go one at a time, each from the edge of the source's range
+// that faces the target, so that every shard keeps a contiguous range:
+//   1. copy: the source exports the bucket's rows (MoveBucketsRequest EXPORT) and the target
+//      stages them (STAGE: held, not served);
+//   2. catch up: rounds of the rows changed (and keys deleted) since the last export, until a
+//      round brings at most `catch_up_rows` rows or `max_catch_up_rounds` have run;
+//   3. switch: before_switch() (a SYNC job drains to a step boundary there), the source
+//      freezes the bucket (its pushes are refused, BUCKET_MOVED with moving set; its pulls
+//      served) and sends the last changes, the source drops it and the target activates it,
+//      both at the table's next routing version (above every shard's), then after_switch().
+// Clients routing by the old layout are refused with BUCKET_MOVED and route again
+// (client/bucket_reroute.h). A failure before the drop aborts the move (the source thaws,
+// the target drops its copy): nothing changed. The source holds the rows until it drops them,
+// so no step can lose the bucket; a target that fails to activate after the drop leaves the
+// bucket staged there and the error names it (a ps lost then is the chief's recovery's).
+//
+// Thread-safety: one move of a table at a time (the chief runs them on its control thread);
+// data calls may run meanwhile.
+#ifndef SHARDPS_CLIENT_BUCKET_MOVER_H_
+#define SHARDPS_CLIENT_BUCKET_MOVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/ps_client.h"
+
+namespace shardps {
+
+struct BucketMoveOptions {
+  // How long the source holds a bucket frozen before it takes it back by itself (a mover
+  // that died mid-switch leaves nothing stuck). The switch takes milliseconds.
+  absl::Duration freeze = absl::Seconds(10);
+  int max_catch_up_rounds = 4;
+  int64_t catch_up_rows = 256;
+  int64_t generation = 0;  // the ps's recovery generation (0: not fenced)
+  // Around each bucket's switch (either may be empty). A before_switch error aborts the move;
+  // after_switch runs whenever before_switch succeeded.
+  std::function<absl::Status()> before_switch;
+  std::function<void()> after_switch;
+};
+
+struct BucketMoveStats {
+  int buckets = 0;             // moved
+  int64_t rows = 0;            // rows sent (the copy and every catch-up)
+  int64_t bytes = 0;           // bytes of keys, steps and values sent
+  absl::Duration total;        // the whole move
+  absl::Duration frozen;       // the longest a bucket was frozen
+  int64_t routing_version = 0;  // the table's after the move
+  int from_ps = 0;
+  int to_ps = 0;
+};
+
+// Moves `count` buckets of `variable` (a dynamic table) from its shard `from_shard` to its
+// shard `to_shard` (|from_shard - to_shard| == 1). INVALID_ARGUMENT naming what is wrong (an
+// unknown or dense variable, a shard out of range or not next to the other, a count that
+// would leave the source no bucket); the ps's error for a step it refuses. The client's
+// layout is rebuilt at the end.
+absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::string& variable,
+                                                 int from_shard, int to_shard, int count,
+                                                 const BucketMoveOptions& options = {});
+
+}  // namespace shardps
+
+#endif  // SHARDPS_CLIENT_BUCKET_MOVER_H_
