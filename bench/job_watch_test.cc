@@ -52,6 +52,10 @@ class ScriptedChief final : public ChiefInterface {
   absl::StatusOr<ScalePsResponse> ScalePs(const ScalePsRequest&, absl::Duration) override {
     return absl::UnimplementedError("ScalePs");
   }
+  absl::StatusOr<MoveTableBucketsResponse> MoveTableBuckets(const MoveTableBucketsRequest&,
+                                                            absl::Duration) override {
+    return absl::UnimplementedError("not scripted");
+  }
   size_t submit_calls() {
     absl::MutexLock lock(&mu_);
     return submit_calls_;

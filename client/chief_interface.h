@@ -48,6 +48,10 @@ class ChiefInterface {
   // them (a drain, a checkpoint and a restore): give it a timeout to match.
   virtual absl::StatusOr<ScalePsResponse> ScalePs(const ScalePsRequest& request,
                                                   absl::Duration timeout) = 0;
+  // Moves a dynamic table's buckets between neighbouring shards while the job trains
+  // (docs/elastic.md); answers once they moved.
+  virtual absl::StatusOr<MoveTableBucketsResponse> MoveTableBuckets(
+      const MoveTableBucketsRequest& request, absl::Duration timeout) = 0;
 
   // How WaitFor polls.
   struct WaitOptions {

@@ -50,6 +50,10 @@ class GrpcChiefInterface final : public ChiefInterface {
                                           absl::Duration timeout) override {
     return Call(&CoordinatorService::Stub::ScalePs, request, timeout);
   }
+  absl::StatusOr<MoveTableBucketsResponse> MoveTableBuckets(const MoveTableBucketsRequest& request,
+                                                            absl::Duration timeout) override {
+    return Call(&CoordinatorService::Stub::MoveTableBuckets, request, timeout);
+  }
 
   absl::StatusOr<LeaveJobResponse> LeaveJob(const LeaveJobRequest& request,
                                             absl::Duration timeout) override {

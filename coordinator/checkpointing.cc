@@ -100,8 +100,9 @@ absl::StatusOr<ManifestShard> BuildManifestShard(const CheckpointContents& conte
   if (layout.dynamic) {
     const ShardInfo& info = *sources.infos[ps].at(name);
     s.rows = info.dynamic().rows();
-    s.bucket_begin = shard.buckets.begin;
-    s.bucket_end = shard.buckets.end;
+    // The range the shard held at the cut (bucket moves shift it from the chief's layout).
+    s.bucket_begin = info.spec().dynamic().bucket_begin();
+    s.bucket_end = info.spec().dynamic().bucket_end();
     s.base_checkpoint = info.base_checkpoint();
     for (const char* extra : {kKeysTensor, kLastStepsTensor, kDeletedKeysTensor}) {
       RETURN_IF_ERROR(add(extra));

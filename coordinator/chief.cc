@@ -27,6 +27,7 @@
 #include "client/switchable_ps_client.h"
 #include "coordinator/ps_monitor.h"
 #include "coordinator/ps_scaling.h"
+#include "coordinator/table_moves.h"
 #include "coordinator/recovery.h"
 
 namespace shardps {
@@ -94,6 +95,7 @@ class ChiefImpl : public Chief {
     scaling_ = std::make_unique<PsScaling>(&s_, ps_.get(), monitor_.get(), recovery_.get(),
                                            checkpoints_.get(), dispatcher_.get(),
                                            std::move(scaling));
+    moves_ = std::make_unique<TableMoves>(&s_, ps_.get(), recovery_.get());
   }
 
   // The threads return once the chief is stopping; then every call to a worker is cancelled
@@ -236,6 +238,25 @@ class ChiefImpl : public Chief {
       if (refused.ok()) return;
     }
     LogWarning() << "scale-ps " << request.num_ps() << " refused: " << refused;
+    done(refused);
+  }
+
+  void MoveTableBuckets(
+      const MoveTableBucketsRequest& request,
+      std::function<void(absl::StatusOr<MoveTableBucketsResponse>)> done) override {
+    absl::Status refused;
+    {
+      absl::MutexLock lock(&s_.mu);
+      PartsLockHeld();
+      if (scaling_->pending()) {
+        refused = absl::FailedPreconditionError(
+            "move-buckets: a scale-ps is under way; move once it has ended");
+      } else {
+        refused = moves_->RequestLocked(request, done);
+        if (refused.ok()) return;
+      }
+    }
+    LogWarning() << "move-buckets of \"" << request.variable() << "\" refused: " << refused;
     done(refused);
   }
 
@@ -455,7 +476,7 @@ class ChiefImpl : public Chief {
   // cannot see through their pointers.
   void PartsLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu)
       ABSL_ASSERT_EXCLUSIVE_LOCK(recovery_->mu(), checkpoints_->mu(), dispatcher_->mu(),
-                                 scaling_->mu()) {
+                                 scaling_->mu(), moves_->mu()) {
     s_.mu.AssertHeld();
   }
 
@@ -653,6 +674,10 @@ class ChiefImpl : public Chief {
           scaling_->RunLocked();
           continue;
         }
+        if (!recovery_->pending() && moves_->pending() && s_.phase.kind() == Kind::kTraining) {
+          moves_->RunLocked();
+          continue;
+        }
         if (!recovery_->pending() && s_.phase.kind() != Kind::kPsUnreachable) {
           const char* why = checkpoints_->DueLocked();
           if (why != nullptr) {
@@ -664,6 +689,7 @@ class ChiefImpl : public Chief {
       if (s_.status.state() != JobStatus::RUNNING || s_.phase.kind() == Kind::kInterrupted) {
         checkpoints_->FailRequestsLocked();
         scaling_->FailRequestsLocked();
+        moves_->FailRequestsLocked();
       }
       s_.control_wake = false;
       auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
@@ -673,6 +699,7 @@ class ChiefImpl : public Chief {
     }
     checkpoints_->FailRequestsLocked();
     scaling_->FailRequestsLocked();
+    moves_->FailRequestsLocked();
   }
 
   JobStatus StatusLocked(const std::vector<PsMonitor::PsView>& views) const
@@ -684,6 +711,7 @@ class ChiefImpl : public Chief {
     s.set_worker_leaves(worker_leaves_);
     recovery_->AddPsToStatusLocked(views, &s);
     scaling_->AddToStatusLocked(&s);
+    moves_->AddToStatusLocked(&s);
     s.set_generation(s_.generation);
     const absl::Time now = absl::Now();
     if (s_.status.state() == JobStatus::RUNNING) s.set_phase(PhaseTextLocked(now));
@@ -726,6 +754,7 @@ class ChiefImpl : public Chief {
   std::unique_ptr<CheckpointDriver> checkpoints_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<PsScaling> scaling_;
+  std::unique_ptr<TableMoves> moves_;
   // Interfaces to workers that joined (JoinJob), kept for the chief's life: a slot's
   // callbacks may still run on one after it was replaced.
   std::vector<std::unique_ptr<WorkerInterface>> joined_ ABSL_GUARDED_BY(s_.mu);

@@ -131,6 +131,12 @@ class Chief {
   // nothing changed.
   virtual void ScalePs(const ScalePsRequest& request,
                        std::function<void(absl::StatusOr<ScalePsResponse>)> done) = 0;
+  // Moves a dynamic table's buckets between neighbouring shards while the job trains
+  // (docs/elastic.md, MoveTableBucketsRequest): `done` runs (on another thread) once they
+  // moved, or with the reason they did not.
+  virtual void MoveTableBuckets(
+      const MoveTableBucketsRequest& request,
+      std::function<void(absl::StatusOr<MoveTableBucketsResponse>)> done) = 0;
 };
 
 }  // namespace shardps

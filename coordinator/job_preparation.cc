@@ -278,7 +278,10 @@ absl::StatusOr<StartOutcome> PrepareState(const PrepareOptions& options, const P
     max_generation = std::max(max_generation, h.generation());
   }
   if (!ps_hold_shards) RETURN_IF_ERROR(CheckModelFits(job.defs, before));
-  RETURN_IF_ERROR(CreateJobVariables(*options.ps, job.job, job.defs));
+  bool recreated = false;
+  RETURN_IF_ERROR(CreateJobVariables(*options.ps, job.job, job.defs, &recreated));
+  // Shards dropped and made again hold nothing of the job: no live state to resume.
+  if (recreated) all_at_generation = false;
   ASSIGN_OR_RETURN(std::vector<HealthResponse> after, HealthOfAll(options));
   for (const HealthResponse& h : after) out.incarnations.push_back(h.incarnation());
   // A ps that restarted between the two probes lost what it had: treat it as such.

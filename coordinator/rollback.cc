@@ -9,13 +9,30 @@
 namespace shardps {
 
 absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
-                                const std::vector<VariableDef>& defs) {
+                                const std::vector<VariableDef>& defs, bool* recreated) {
+  if (recreated != nullptr) *recreated = false;
   ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner(), ps.num_ps()));
   ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
-  if (s.code() != absl::StatusCode::kAlreadyExists) return s;
-  LogInfo() << "the ps hold job " << job.name()
-            << "'s variables in another layout; dropping them (" << s.message() << ")";
+  if (s.ok()) {
+    bool dynamic = false;
+    for (const VariableDef& def : defs) dynamic |= def.dynamic.has_value();
+    if (!dynamic) return s;
+    // The ranges the tables' shards hold now, which bucket moves may have shifted from the
+    // placement just asked for (an existing shard keeps its own).
+    s = ps.Discover();
+    if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
+    LogWarning() << "job " << job.name()
+                 << "'s dynamic tables are not whole on the ps (a ps restarted after a bucket "
+                    "move, or a move was cut off); dropping the job's shards ("
+                 << s.message() << ")";
+  } else if (s.code() != absl::StatusCode::kAlreadyExists) {
+    return s;
+  } else {
+    LogInfo() << "the ps hold job " << job.name()
+              << "'s variables in another layout; dropping them (" << s.message() << ")";
+  }
+  if (recreated != nullptr) *recreated = true;
   DropShardsRequest drop;
   for (const VariableDef& def : defs) drop.add_variables(def.name);
   RETURN_IF_ERROR(ps.DropShardsAll(drop));

@@ -22,9 +22,14 @@ namespace shardps {
 
 // Creates the job's variables on every ps (idempotent where they exist with the same
 // layout). Shards of this job in another layout (another partitioner or number of ps) are
-// dropped first.
+// dropped first. A job with dynamic tables then takes their live layout from the ps (bucket
+// moves shift their shards' ranges, docs/elastic.md); when the shards of a table do not tile
+// its buckets (a ps that restarted after a move came back with its first range, or a move
+// cut off between its source's drop and its target's activation), every shard of the job is
+// dropped and created again. `*recreated` (when given) says whether the job's shards were
+// dropped: their state is gone, and only a restore brings it back.
 absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
-                                const std::vector<VariableDef>& defs);
+                                const std::vector<VariableDef>& defs, bool* recreated = nullptr);
 
 // The outcome of rolling every ps back.
 struct RollbackOutcome {

@@ -39,6 +39,7 @@ const std::vector<MethodAccess>& Table() {
       {kCoordinator, "LeaveJob", {kWorker}, true},
       // Moving the job onto another number of ps is the admin's, like the job itself.
       {kCoordinator, "ScalePs", {kAdmin}, true},
+      {kCoordinator, "MoveTableBuckets", {kAdmin}, true},
       // The ps: reads for every reader, pushes for workers, administration for the chief.
       {kPs, "CreateShards", {kChief}, false},
       {kPs, "ListShards", kReaders, false},

@@ -460,6 +460,12 @@ std::string StatusText(const JobStatus& status, double now_unix_s) {
   if (status.steps_requeued() > 0) {
     field("requeued", absl::StrCat(status.steps_requeued(), " steps (after worker failures)"));
   }
+  if (status.bucket_moves() + status.bucket_moves_failed() > 0) {
+    field("bucket moves",
+          absl::StrCat(status.bucket_moves(), " done (", status.buckets_moved(), " buckets), ",
+                       status.bucket_moves_failed(), " failed; last: ",
+                       BucketMoveLine(status.last_bucket_move())));
+  }
   if (status.ps_scales() + status.ps_scales_failed() > 0) {
     field("scales", absl::StrCat(status.ps_scales(), " done, ", status.ps_scales_failed(),
                                  " failed; last: ", ScaleLine(status.last_scale())));
@@ -522,6 +528,20 @@ std::string CheckpointLine(const CheckpointInfo& c) {
       "checkpoint ", c.id(), ": ", c.path(), ", ", c.steps_done(), " steps, ",
       FormatBytes(c.bytes()),
       absl::StrFormat(", written in %.2f s (paused %.0f ms)", c.write_seconds(), c.pause_ms()));
+}
+
+std::string BucketMoveLine(const MoveTableBucketsResponse& r) {
+  const std::string what = absl::StrCat("buckets of ", r.variable(), " from shard ",
+                                        r.from_shard(), " to shard ", r.to_shard());
+  if (!r.error().empty()) return absl::StrCat("moving ", what, " failed: ", r.error());
+  const double rate = r.seconds() > 0 ? static_cast<double>(r.bytes()) / r.seconds() : 0;
+  return absl::StrCat(
+      "moved ", r.buckets(), " ", what, " (ps ", r.from_ps(), " to ps ", r.to_ps(),
+      ", routing version ", r.routing_version(), "): ", r.rows(), " rows, ",
+      FormatBytes(r.bytes()), absl::StrFormat(" in %.2f s (", r.seconds()),
+      FormatBytes(static_cast<int64_t>(rate)),
+      absl::StrFormat("/s), longest freeze %.1f ms, steps %d to %d", r.frozen_s() * 1000,
+                      r.steps_before(), r.steps_after()));
 }
 
 std::string ScaleLine(const ScalePsResponse& r) {

@@ -110,6 +110,9 @@ std::string CheckpointLine(const CheckpointInfo& checkpoint);
 //   paused 0.41 s, 0.52 s in all
 // or "scale from 2 to 3 ps failed: <why>".
 std::string ScaleLine(const ScalePsResponse& scale);
+// "moved 8 buckets of emb from shard 0 to shard 1 (ps 0 to ps 1, routing version 8): ...",
+// or the failure.
+std::string BucketMoveLine(const MoveTableBucketsResponse& move);
 
 // The JobStatus as JSON (proto field names, defaults included); one line unless `pretty`.
 absl::StatusOr<std::string> StatusJson(const JobStatus& status, bool pretty);

@@ -4,6 +4,7 @@
 //   shardctl watch        shardctl add-steps N               shardctl cancel
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
+//   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--freeze=S]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -92,6 +93,10 @@ struct Options {
   // scale-ps.
   std::string ps_addresses;
   double ps_timeout_s = 60;
+  // move-buckets.
+  int64_t from_shard = -1;
+  int64_t to_shard = -1;
+  double freeze_s = 10;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
   // A bearer token for the chief's roles (rpc/auth.h): --auth_token_file.
@@ -121,6 +126,8 @@ constexpr Command kCommands[] = {
      true, false},
     {"scale-ps", "N", "move the current job onto N ps tasks (a drain, a checkpoint, a re-sharded "
      "restore)", false, true, false},
+    {"move-buckets", "VARIABLE N", "move N buckets of a dynamic table from --from_shard to "
+     "the next shard, --to_shard, while the job trains", false, true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
     {"export", "CKPT OUT", "write a checkpoint's variables, whole, to one safetensors file", false,
@@ -188,6 +195,14 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddDouble("ps_timeout", &o.ps_timeout_s,
                      "seconds the new ps may take to answer before the scale is refused (the "
                      "call waits this long on top of --timeout)");
+  }
+  if (command == nullptr || std::string(command->name) == "move-buckets") {
+    parser.AddInt("from_shard", &o.from_shard, "the table's shard the buckets leave (required)");
+    parser.AddInt("to_shard", &o.to_shard,
+                  "the shard next to it that takes them: from_shard - 1 or + 1 (required)");
+    parser.AddDouble("freeze", &o.freeze_s,
+                     "seconds a source may hold a bucket frozen before it takes it back (a "
+                     "switch takes milliseconds)");
   }
   if (command == nullptr || command->workers_flag) {
     parser.AddInt("workers", &o.workers,
@@ -693,6 +708,35 @@ int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
   return kExitOk;
 }
 
+// Moves buckets of a dynamic table and waits until they moved.
+int RunMoveBuckets(ChiefInterface& chief, const Options& o, const std::string& variable,
+                   int count) {
+  MoveTableBucketsRequest request;
+  request.set_job_id(o.job_id);
+  request.set_variable(variable);
+  request.set_from_shard(static_cast<int32_t>(o.from_shard));
+  request.set_to_shard(static_cast<int32_t>(o.to_shard));
+  request.set_count(count);
+  request.set_freeze_ms(static_cast<int64_t>(o.freeze_s * 1000));
+  absl::StatusOr<MoveTableBucketsResponse> r =
+      chief.MoveTableBuckets(request, absl::Seconds(o.timeout_s));
+  if (!r.ok()) return ReportRpcError(r.status(), chief.address(), "MoveTableBuckets", o.timeout_s);
+  if (o.json) {
+    nlohmann::json out = {{"variable", r->variable()},      {"from_shard", r->from_shard()},
+                          {"to_shard", r->to_shard()},      {"from_ps", r->from_ps()},
+                          {"to_ps", r->to_ps()},            {"buckets", r->buckets()},
+                          {"rows", r->rows()},              {"bytes", r->bytes()},
+                          {"seconds", r->seconds()},        {"frozen_s", r->frozen_s()},
+                          {"routing_version", r->routing_version()},
+                          {"steps_before", r->steps_before()},
+                          {"steps_after", r->steps_after()}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << BucketMoveLine(*r) << "\n";
+  }
+  return kExitOk;
+}
+
 // OUT of `export`, checked before anything is read: a directory, or a file in a directory
 // that does not exist, is a bad command line.
 absl::Status CheckExportOutput(const std::string& out) {
@@ -866,6 +910,20 @@ int RunWithChief(const std::string& name, const Options& o,
   if (name == "scale-ps" && !(o.ps_timeout_s > 0)) {
     return UsageError("scale-ps: --ps_timeout must be > 0");
   }
+  int64_t buckets = 0;
+  if (name == "move-buckets") {
+    if (!absl::SimpleAtoi(positional[1], &buckets) || buckets < 1 || buckets > 1000000) {
+      return UsageError(absl::StrCat("move-buckets: N must be a number of buckets (1..1000000), "
+                                     "got \"", positional[1], "\""));
+    }
+    if (o.from_shard < 0 || o.to_shard < 0 ||
+        (o.to_shard != o.from_shard + 1 && o.to_shard != o.from_shard - 1)) {
+      return UsageError(absl::StrCat(
+          "move-buckets: --from_shard and --to_shard must name neighbouring shards of the "
+          "table (to_shard = from_shard - 1 or + 1), got ", o.from_shard, " and ", o.to_shard));
+    }
+    if (!(o.freeze_s > 0)) return UsageError("move-buckets: --freeze must be > 0");
+  }
   absl::StatusOr<std::string> address = ChiefAddress(o);
   if (!address.ok()) return UsageError(address.status().message());
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(*address);
@@ -877,6 +935,9 @@ int RunWithChief(const std::string& name, const Options& o,
   if (name == "cancel") return RunCancel(*chief, o);
   if (name == "checkpoint") return RunCheckpoint(*chief, o);
   if (name == "scale-ps") return RunScalePs(*chief, o, static_cast<int>(num_ps));
+  if (name == "move-buckets") {
+    return RunMoveBuckets(*chief, o, positional[0], static_cast<int>(buckets));
+  }
   return UsageError(absl::StrCat("unknown command \"", name, "\""));
 }
 

@@ -150,6 +150,23 @@ class GrpcCoordinatorService : public CoordinatorService::CallbackService {
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* MoveTableBuckets(grpc::CallbackServerContext* ctx,
+                                             const MoveTableBucketsRequest* request,
+                                             MoveTableBucketsResponse* response) override {
+    if (auto* rejected = AdmitCall(ctx, "chief", CoordinatorService::service_full_name(),
+                                   "MoveTableBuckets")) {
+      return rejected;
+    }
+    // Finished by the chief's control thread once the buckets moved (or the move failed).
+    auto* reactor = ctx->DefaultReactor();
+    chief_->MoveTableBuckets(*request,
+                             [reactor, response](absl::StatusOr<MoveTableBucketsResponse> r) {
+                               if (r.ok()) *response = *r;
+                               reactor->Finish(ToGrpcStatus(r.status()));
+                             });
+    return reactor;
+  }
+
  private:
   Chief* const chief_;
   // Runs submissions: one prepares a job, the other answers a concurrent one (refused at

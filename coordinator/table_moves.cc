@@ -1,0 +1,167 @@
+#include "coordinator/table_moves.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/bucket_mover.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace shardps {
+
+TableMoves::TableMoves(ChiefState* state, PsClient* ps, Recovery* recovery)
+    : s_(state), ps_(ps), recovery_(recovery) {}
+
+absl::Status TableMoves::RequestLocked(const MoveTableBucketsRequest& request, Done done) {
+  RecoveryLockHeld();
+  RETURN_IF_ERROR(s_->CheckJobLocked(request.job_id()));
+  const std::string& id = s_->status.job_id();
+  if (s_->status.state() != JobStatus::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat("job \"", id, "\" is not running"));
+  }
+  if (request.variable().empty()) {
+    return absl::InvalidArgumentError("move-buckets: no variable named");
+  }
+  if (request.count() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("move-buckets: count must be >= 1, got ", request.count()));
+  }
+  if (request.freeze_ms() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("move-buckets: freeze_ms must be >= 0, got ", request.freeze_ms()));
+  }
+  if (s_->scheduler->Finished() || s_->phase.final_checkpoint_done()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("move-buckets: job \"", id, "\" has done its training"));
+  }
+  if (queued_.has_value() || running_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "move-buckets: job \"", id, "\" is moving buckets already; wait for that move to end"));
+  }
+  if (recovery_->pending() || s_->phase.kind() != JobPhase::Kind::kTraining) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "move-buckets: job \"", id, "\" is not training now (", s_->phase.Text(),
+        recovery_->pending() ? recovery_->cause() : std::string(), "); move once it is"));
+  }
+  queued_ = Queued{request, std::move(done)};
+  s_->WakeControlLocked();
+  return absl::OkStatus();
+}
+
+void TableMoves::FailRequestsLocked() {
+  if (!queued_.has_value()) return;
+  Done done = std::move(queued_->done);
+  queued_.reset();
+  Answer(std::move(done), absl::FailedPreconditionError(absl::StrCat(
+                              "job \"", s_->status.job_id(), "\" is not running")));
+}
+
+void TableMoves::Answer(Done done, absl::StatusOr<MoveTableBucketsResponse> outcome) {
+  s_->mu.Unlock();
+  done(std::move(outcome));
+  s_->mu.Lock();
+}
+
+absl::Status TableMoves::DrainLocked() {
+  RecoveryLockHeld();
+  Scheduler& scheduler = *s_->scheduler;
+  const int64_t barrier = std::min(scheduler.total_steps(), scheduler.RoundUp(scheduler.NextNew()));
+  scheduler.SetBarrier(barrier);
+  auto drained = [this, barrier]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    RecoveryLockHeld();
+    return s_->scheduler->DonePrefix() >= barrier || s_->stopping ||
+           s_->status.state() != JobStatus::RUNNING || recovery_->pending();
+  };
+  while (!drained()) s_->mu.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(50));
+  if (s_->scheduler->DonePrefix() >= barrier) return absl::OkStatus();
+  scheduler.ClearBarrier();
+  return absl::AbortedError(absl::StrCat("the job stopped or needs a recovery (",
+                                         recovery_->cause(), ") while draining to step ",
+                                         barrier));
+}
+
+void TableMoves::SwitchedLocked() {
+  s_->scheduler->ClearBarrier();
+  s_->WakeDispatcherLocked();
+}
+
+void TableMoves::RunLocked() {
+  if (!queued_.has_value()) return;
+  Queued q = std::move(*queued_);
+  queued_.reset();
+  running_ = true;
+  const MoveTableBucketsRequest& r = q.request;
+  const absl::Time start = absl::Now();
+  MoveTableBucketsResponse response;
+  response.set_variable(r.variable());
+  response.set_from_shard(r.from_shard());
+  response.set_to_shard(r.to_shard());
+  response.set_steps_before(s_->scheduler->done_steps());
+  BucketMoveOptions options;
+  if (r.freeze_ms() > 0) options.freeze = absl::Milliseconds(r.freeze_ms());
+  options.generation = s_->generation;
+  if (s_->job.mode() == JobSpec::SYNC) {
+    // Each bucket switches between two sync steps.
+    options.before_switch = [this] {
+      absl::MutexLock lock(&s_->mu);
+      return DrainLocked();
+    };
+    options.after_switch = [this] {
+      absl::MutexLock lock(&s_->mu);
+      SwitchedLocked();
+    };
+  }
+  LogInfo() << "moving " << r.count() << " buckets of \"" << r.variable() << "\" from shard "
+            << r.from_shard() << " to shard " << r.to_shard();
+  s_->mu.Unlock();
+  absl::StatusOr<BucketMoveStats> moved =
+      MoveTableBuckets(ps_, r.variable(), r.from_shard(), r.to_shard(), r.count(), options);
+  s_->mu.Lock();
+  running_ = false;
+  response.set_steps_after(s_->scheduler->done_steps());
+  response.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  response.set_unix_time(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  absl::StatusOr<MoveTableBucketsResponse> outcome = response;
+  if (moved.ok()) {
+    response.set_from_ps(moved->from_ps);
+    response.set_to_ps(moved->to_ps);
+    response.set_buckets(moved->buckets);
+    response.set_rows(moved->rows);
+    response.set_bytes(moved->bytes);
+    response.set_frozen_s(absl::ToDoubleSeconds(moved->frozen));
+    response.set_routing_version(moved->routing_version);
+    ++moves_;
+    buckets_ += moved->buckets;
+    outcome = response;
+    LogInfo() << "moved " << moved->buckets << " buckets of \"" << r.variable() << "\" (ps "
+              << moved->from_ps << " -> ps " << moved->to_ps << ", " << moved->rows
+              << " rows, " << moved->bytes << " bytes in " << response.seconds()
+              << " s; longest freeze " << response.frozen_s() << " s)";
+  } else {
+    ++failed_;
+    response.set_error(moved.status().ToString());
+    // What the caller asked for wrong keeps its code (an unknown variable is a bad argument);
+    // a refusal of the job's state too; anything else failed on a ps and was undone.
+    const absl::StatusCode code = moved.status().code();
+    if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound) {
+      outcome = absl::InvalidArgumentError(moved.status().message());
+    } else if (code == absl::StatusCode::kFailedPrecondition) {
+      outcome = moved.status();
+    } else {
+      outcome = absl::AbortedError(
+          absl::StrCat("move-buckets failed and was undone: ", moved.status().message()));
+    }
+    LogWarning() << "moving buckets of \"" << r.variable() << "\" failed: " << moved.status();
+  }
+  last_ = response;
+  Answer(std::move(q.done), std::move(outcome));
+}
+
+void TableMoves::AddToStatusLocked(JobStatus* status) const {
+  status->set_bucket_moves(moves_);
+  status->set_bucket_moves_failed(failed_);
+  status->set_buckets_moved(buckets_);
+  if (last_.has_value()) *status->mutable_last_bucket_move() = *last_;
+}
+
+}  // namespace shardps
