@@ -1,0 +1,246 @@
+// Moving a dynamic table's buckets between ps while a job trains, as processes on localhost
+// (docs/elastic.md): the sparse click model on hashed ids (its embedding tables are dynamic
+// tables on 2 ps), `shardctl move-buckets` moves buckets from ps 0 to ps 1 and some back
+// mid-job. A sync job ends bit-identical to an unmoved run (every table at the keys training
+// touched, and every dense layer); a ps killed after the moves comes back from a checkpoint
+// whose manifest has the moved ranges, and the job still ends bit-identical; an async job
+// trains on through the moves. Refused moves change nothing.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "data/ctr/ctr_batch.h"
+#include "data/dataset.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process.h"
+#include "tests/training_cluster.h"
+
+namespace shardps {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDataset[] =
+    "synthetic_ctr:examples=200000,test=10000,dense=4,tables=4,vocab=50|300|2000|1000,"
+    "hot=1|1|1..3|1,seed=11,ids=hashed";
+constexpr int64_t kSyncSteps = 600;  // worker steps: 300 sync steps of 2 replicas
+constexpr char kStepDelay[] = "--test_only_delay_before_push_ms=3";
+
+std::string Job(const std::string& name, const std::string& mode, const std::string& extra) {
+  return WriteTempFile(
+      name + ".json",
+      absl::StrCat(R"({"name": ")", name,
+                   R"(", "model": "dlrm:bottom=16,8;top=32;dim=8;interaction=dot;pooling=mean", )",
+                   R"("dataset": ")", kDataset, R"(", "batch_size": 256, )",
+                   R"("optimizer": {"type": "adam", "learning_rate": 0.005}, "mode": ")", mode,
+                   R"(", "partitioner": "fixed:2", "seed": 5, "backend": "cpu")", extra, "}"));
+}
+
+// Keys of the first examples: those training touched, and others.
+std::vector<int64_t> Keys() {
+  auto data = LoadDataSource(kDataset, "", Split::kTrain);
+  EXPECT_TRUE(data.ok()) << data.status();
+  if (!data.ok()) return {};
+  std::vector<int64_t> indices(2000);
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i) * 97;
+  CtrBatch batch;
+  EXPECT_TRUE((*data)->ctr()->Read(indices, &batch).ok());
+  std::vector<int64_t> keys;
+  for (const CtrFeatureIds& feature : batch.features) {
+    keys.insert(keys.end(), feature.ids.begin(), feature.ids.end());
+  }
+  return keys;
+}
+
+int Shardctl(TrainingCluster* c, std::vector<std::string> args, std::string* out) {
+  args.push_back("--chief=" + c->chief_address());
+  absl::StatusOr<int> code = RunCommand(BinaryPath("coordinator/cli/shardctl"), args, {}, out,
+                                        absl::Minutes(2));
+  if (!code.ok()) {
+    *out = code.status().ToString();
+    return -1;
+  }
+  return *code;
+}
+
+// The dynamic tables the job made, by name, and a dense variable's name.
+void Tables(TrainingCluster* c, std::vector<std::string>* dynamic, std::string* dense) {
+  auto client = c->NewPsClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Discover().ok());
+  for (const std::string& name : (*client)->VariableNames()) {
+    if ((*client)->GetLayout(name)->dynamic) {
+      dynamic->push_back(name);
+    } else {
+      *dense = name;
+    }
+  }
+  ASSERT_EQ(dynamic->size(), 4u);
+}
+
+struct SyncRun {
+  std::vector<std::vector<float>> variables;
+  JobStatus end;
+};
+
+// A sync run of the hashed click model. With `move`: buckets move mid-job (and with
+// `kill_ps`, ps 1 is killed after a checkpoint taken past the moves, and started again).
+SyncRun RunSync(const std::string& name, bool move, bool kill_ps) {
+  SyncRun run;
+  TrainingCluster::Options options;
+  options.long_lived = true;
+  options.worker_flags = {kStepDelay};
+  const std::string dir = FreshTempDir(name);
+  // One job name for every run: a dynamic table's initial rows are keyed by its name.
+  options.job_file =
+      Job("moves", "sync",
+          absl::StrCat(R"(, "steps": )", kSyncSteps, R"(, "checkpoint": {"dir": ")", dir,
+                       R"(", "every_steps": 200, "keep": 3})"));
+  auto cluster = TrainingCluster::Start(options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return run;
+  TrainingCluster* c = cluster->get();
+  if (move) {
+    EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
+    std::vector<std::string> tables;
+    std::string dense;
+    Tables(c, &tables, &dense);
+    std::string out;
+    // Refused, changing nothing: a dense variable, shards that are not neighbours, a count
+    // that leaves the source nothing, an unknown table.
+    EXPECT_EQ(Shardctl(c, {"move-buckets", dense, "4", "--from_shard=0", "--to_shard=1"}, &out),
+              2)
+        << out;
+    EXPECT_THAT(out, HasSubstr("not a dynamic table"));
+    EXPECT_EQ(Shardctl(c, {"move-buckets", tables[0], "4", "--from_shard=0", "--to_shard=2"},
+                       &out),
+              2)
+        << out;
+    EXPECT_THAT(out, HasSubstr("neighbouring"));
+    EXPECT_EQ(Shardctl(c, {"move-buckets", tables[0], "2048", "--from_shard=0", "--to_shard=1"},
+                       &out),
+              2)
+        << out;
+    EXPECT_THAT(out, HasSubstr("must keep at least one"));
+    EXPECT_EQ(Shardctl(c, {"move-buckets", "nope", "1", "--from_shard=0", "--to_shard=1"}, &out),
+              2)
+        << out;
+    const JobStatus before = *c->WaitForStatus([](const JobStatus&) { return true; });
+    EXPECT_LT(before.steps_done(), kSyncSteps - 200) << "the job ran too fast to move mid-job";
+    EXPECT_EQ(before.bucket_moves(), 0);
+    // ps 0 hands 48 buckets of each of two tables to ps 1; ps 1 hands 16 of one back.
+    for (const std::string& table : {tables[1], tables[2]}) {
+      EXPECT_EQ(Shardctl(c, {"move-buckets", table, "48", "--from_shard=0", "--to_shard=1"},
+                         &out),
+                0)
+          << out << c->Logs();
+      EXPECT_THAT(out, HasSubstr("moved 48 buckets of " + table + " from shard 0 to shard 1"));
+      std::cout << out;
+    }
+    EXPECT_EQ(Shardctl(c, {"move-buckets", tables[2], "16", "--from_shard=1", "--to_shard=0"},
+                       &out),
+              0)
+        << out;
+    EXPECT_EQ(Shardctl(c, {"status"}, &out), 0);
+    // The three refusals that reached the chief count as failed moves (nothing moved).
+    EXPECT_THAT(out, HasSubstr("bucket moves 3 done (112 buckets), 3 failed"));
+    auto client = c->NewPsClient();
+    EXPECT_TRUE(client.ok() && (*client)->Discover().ok());
+    const VariableLayout moved = *(*client)->GetLayout(tables[2]);
+    EXPECT_EQ(moved.shards[0].buckets.end, 2048 - 48 + 16);
+    EXPECT_EQ(moved.routing_version, 64);
+    if (kill_ps) {
+      // A checkpoint past the moves, then ps 1 lost: it comes back from that checkpoint.
+      auto checkpointed = c->WaitForStatus([](const JobStatus& s) {
+        return s.has_checkpoint() && s.last_checkpoint().steps_done() >= 400;
+      });
+      EXPECT_TRUE(checkpointed.ok()) << checkpointed.status() << c->Logs();
+      EXPECT_EQ(*c->StopPs(1, SIGKILL), 128 + SIGKILL);
+      EXPECT_TRUE(c->RestartPs(1).ok());
+    }
+  }
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(5));
+  EXPECT_TRUE(done.ok()) << done.status() << c->Logs();
+  if (!done.ok()) return run;
+  run.end = *done;
+  static const std::vector<int64_t>* keys = new std::vector<int64_t>(Keys());
+  auto all = c->PullAllVariables(*keys);
+  EXPECT_TRUE(all.ok()) << all.status();
+  if (all.ok()) run.variables = *std::move(all);
+  return run;
+}
+
+void ExpectSame(const SyncRun& a, const SyncRun& b) {
+  ASSERT_EQ(a.variables.size(), b.variables.size());
+  ASSERT_GE(a.variables.size(), 4u + 6u);
+  for (size_t v = 0; v < a.variables.size(); ++v) {
+    ASSERT_EQ(a.variables[v].size(), b.variables[v].size()) << "variable " << v;
+    size_t differ = 0;
+    for (size_t i = 0; i < a.variables[v].size(); ++i) {
+      differ += a.variables[v][i] != b.variables[v][i];
+    }
+    EXPECT_EQ(differ, 0u) << "variable " << v;
+  }
+}
+
+const SyncRun& Reference() {
+  static const SyncRun* reference = new SyncRun(RunSync("moves_reference", false, false));
+  return *reference;
+}
+
+TEST(BucketMovesTest, SyncJobWithBucketsMovedMidJobEndsBitIdenticalToAnUnmovedRun) {
+  const SyncRun moved = RunSync("moves_sync", true, false);
+  EXPECT_EQ(moved.end.steps_done(), kSyncSteps);
+  EXPECT_EQ(moved.end.bucket_moves(), 3);
+  EXPECT_EQ(moved.end.buckets_moved(), 112);
+  EXPECT_EQ(moved.end.steps_lost(), 0);
+  EXPECT_EQ(moved.end.recoveries_size(), 0) << moved.end.ShortDebugString();
+  ExpectSame(Reference(), moved);
+}
+
+TEST(BucketMovesTest, APsKilledAfterMovesComesBackFromTheirCheckpointBitIdentical) {
+  const SyncRun recovered = RunSync("moves_kill", true, true);
+  EXPECT_EQ(recovered.end.steps_done(), kSyncSteps);
+  EXPECT_GE(recovered.end.recoveries_size(), 1) << recovered.end.ShortDebugString();
+  ExpectSame(Reference(), recovered);
+}
+
+TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {
+  TrainingCluster::Options options;
+  options.worker_flags = {kStepDelay};
+  options.long_lived = true;
+  options.job_file = Job("moves_async", "async", R"(, "steps": 1200)");
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  TrainingCluster* c = cluster->get();
+  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok());
+  std::vector<std::string> tables;
+  std::string dense;
+  Tables(c, &tables, &dense);
+  std::string out;
+  ASSERT_EQ(Shardctl(c, {"move-buckets", tables[2], "64", "--from_shard=0", "--to_shard=1",
+                         "--json"},
+                     &out),
+            0)
+      << out << c->Logs();
+  EXPECT_THAT(out, HasSubstr("\"buckets\":64"));
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(5));
+  ASSERT_TRUE(done.ok()) << done.status() << c->Logs();
+  EXPECT_EQ(done->steps_done(), done->total_steps());
+  EXPECT_EQ(done->buckets_moved(), 64);
+  const MoveTableBucketsResponse& m = done->last_bucket_move();
+  std::cout << "async move: " << m.ShortDebugString() << "\n";
+  EXPECT_GT(m.rows(), 0);
+  EXPECT_EQ(m.routing_version(), 64);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace shardps
