@@ -14,7 +14,7 @@ namespace {
 // A move of one bucket between two shards.
 class OneMove {
  public:
-  OneMove(PsClient* client, const VariableLayout& layout, int from, int to, int32_t bucket,
+  OneMove(PsClient* client, const VariableLayout& layout, int from, int to, BucketRange buckets,
           const BucketMoveOptions& options, BucketMoveStats* stats)
       : client_(client),
         options_(options),
@@ -23,7 +23,8 @@ class OneMove {
         dst_(layout.shards[to].spec.name()),
         src_ps_(layout.shards[from].ps),
         dst_ps_(layout.shards[to].ps),
-        bucket_(bucket),
+        buckets_(buckets),
+        bucket_(buckets.begin),
         routing_version_(layout.routing_version + 1) {}
 
   absl::Status Run() {
@@ -43,7 +44,7 @@ class OneMove {
     MoveBucketsRequest r;
     r.set_op(op);
     r.set_shard(shard);
-    r.add_buckets(bucket_);
+    for (int32_t b = buckets_.begin; b < buckets_.end; ++b) r.add_buckets(b);
     r.set_generation(options_.generation);
     return r;
   }
@@ -59,7 +60,7 @@ class OneMove {
     }
     MoveBucketsResponse exported;
     RETURN_IF_ERROR(Annotate(client_->MoveBuckets(src_ps_, out, &exported),
-                             absl::StrCat("exporting bucket ", bucket_, " from ", src_)));
+                             absl::StrCat("exporting buckets from ", bucket_, " from ", src_)));
     if (freeze) frozen_at_ = absl::Now();
     MoveBucketsRequest in = Request(MoveBucketsRequest::STAGE, dst_);
     in.set_since_epoch(since_);
@@ -113,7 +114,7 @@ class OneMove {
                                       " was handed over but not activated on ", dst_,
                                       " (ps ", dst_ps_, "), where it is staged"));
     }
-    ++stats_->buckets;
+    stats_->buckets += buckets_.end - buckets_.begin;
     stats_->routing_version = routing_version_;
     return absl::OkStatus();
   }
@@ -133,7 +134,8 @@ class OneMove {
   const std::string dst_;
   const int src_ps_;
   const int dst_ps_;
-  const int32_t bucket_;
+  const BucketRange buckets_;
+  const int32_t bucket_;  // the first, for messages
   const int64_t routing_version_;
   uint32_t since_ = 0;
   absl::Time frozen_at_;
@@ -170,15 +172,19 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
   BucketMoveStats stats;
   stats.from_ps = layout.shards[from_shard].ps;
   stats.to_ps = layout.shards[to_shard].ps;
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) {
+  const int per_switch = std::max(1, options.buckets_per_switch);
+  for (int moved = 0; moved < count;) {
+    if (moved > 0) {
       RETURN_IF_ERROR(Annotate(client->Discover(), what));
       ASSIGN_OR_RETURN(layout, client->GetLayout(variable));
     }
+    const int n = std::min(per_switch, count - moved);
     const BucketRange now = layout.shards[from_shard].buckets;
-    const int32_t bucket = to_shard > from_shard ? now.end - 1 : now.begin;
-    OneMove move(client, layout, from_shard, to_shard, bucket, options, &stats);
-    RETURN_IF_ERROR(Annotate(move.Run(), absl::StrCat(what, " (", i, " moved)")));
+    const BucketRange run = to_shard > from_shard ? BucketRange{now.end - n, now.end}
+                                                  : BucketRange{now.begin, now.begin + n};
+    OneMove move(client, layout, from_shard, to_shard, run, options, &stats);
+    RETURN_IF_ERROR(Annotate(move.Run(), absl::StrCat(what, " (", moved, " moved)")));
+    moved += n;
   }
   RETURN_IF_ERROR(Annotate(client->Discover(), what));
   stats.total = absl::Now() - start;

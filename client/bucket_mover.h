@@ -36,6 +36,9 @@ struct BucketMoveOptions {
   // How long the source holds a bucket frozen before it takes it back by itself (a mover
   // that died mid-switch leaves nothing stuck). The switch takes milliseconds.
   absl::Duration freeze = absl::Seconds(10);
+  // Buckets that switch together (a run at the source's edge): each switch makes every
+  // client route again once, so a larger run costs the job less, and freezes more rows.
+  int buckets_per_switch = 1;
   int max_catch_up_rounds = 4;
   int64_t catch_up_rows = 256;
   int64_t generation = 0;  // the ps's recovery generation (0: not fenced)

@@ -273,5 +273,23 @@ TEST(BucketMoverTest, SyncFreezeWaitsForTheStepBoundaryThroughBeforeSwitch) {
   EXPECT_EQ(moved->buckets, 1);
 }
 
+TEST(BucketMoverTest, BucketsSwitchTogetherInRunsOfPerSwitch) {
+  Cluster cluster(2);
+  auto chief = cluster.Client();
+  ASSERT_TRUE(Create(chief.get(), Table(OptimizerSpec::SGD, InitializerSpec::ZEROS)).ok());
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 200; ++k) keys.push_back(k * 31 + 1);
+  ASSERT_TRUE(chief->PushRows("emb", keys, std::vector<float>(keys.size() * kDim, 1.0f)).ok());
+  BucketMoveOptions options;
+  options.buckets_per_switch = 4;
+  auto moved = MoveTableBuckets(chief.get(), "emb", 0, 1, 10, options);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->buckets, 10);
+  EXPECT_EQ(moved->routing_version, 3);  // runs of 4, 4 and 2
+  EXPECT_EQ(chief->GetLayout("emb")->shards[1].buckets.begin, kBuckets / 2 - 10);
+  const std::vector<float> rows = PullAll(chief.get(), keys);
+  for (float v : rows) ASSERT_EQ(v, -1.0f);
+}
+
 }  // namespace
 }  // namespace shardps

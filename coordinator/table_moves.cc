@@ -26,6 +26,10 @@ absl::Status TableMoves::RequestLocked(const MoveTableBucketsRequest& request, D
     return absl::InvalidArgumentError(
         absl::StrCat("move-buckets: count must be >= 1, got ", request.count()));
   }
+  if (request.per_switch() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("move-buckets: per_switch must be >= 0, got ", request.per_switch()));
+  }
   if (request.freeze_ms() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("move-buckets: freeze_ms must be >= 0, got ", request.freeze_ms()));
@@ -38,7 +42,10 @@ absl::Status TableMoves::RequestLocked(const MoveTableBucketsRequest& request, D
     return absl::FailedPreconditionError(absl::StrCat(
         "move-buckets: job \"", id, "\" is moving buckets already; wait for that move to end"));
   }
-  if (recovery_->pending() || s_->phase.kind() != JobPhase::Kind::kTraining) {
+  // A checkpoint under way only delays the move (the control thread runs one at a time).
+  const JobPhase::Kind kind = s_->phase.kind();
+  if (recovery_->pending() ||
+      (kind != JobPhase::Kind::kTraining && kind != JobPhase::Kind::kCheckpointCut)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "move-buckets: job \"", id, "\" is not training now (", s_->phase.Text(),
         recovery_->pending() ? recovery_->cause() : std::string(), "); move once it is"));
@@ -99,6 +106,7 @@ void TableMoves::RunLocked() {
   response.set_steps_before(s_->scheduler->done_steps());
   BucketMoveOptions options;
   if (r.freeze_ms() > 0) options.freeze = absl::Milliseconds(r.freeze_ms());
+  if (r.per_switch() > 0) options.buckets_per_switch = r.per_switch();
   options.generation = s_->generation;
   if (s_->job.mode() == JobSpec::SYNC) {
     // Each bucket switches between two sync steps.

@@ -4,7 +4,7 @@
 //   shardctl watch        shardctl add-steps N               shardctl cancel
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
-//   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--freeze=S]
+//   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--per_switch=K] [--freeze=S]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -97,6 +97,7 @@ struct Options {
   int64_t from_shard = -1;
   int64_t to_shard = -1;
   double freeze_s = 10;
+  int64_t per_switch = 1;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
   // A bearer token for the chief's roles (rpc/auth.h): --auth_token_file.
@@ -200,6 +201,9 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddInt("from_shard", &o.from_shard, "the table's shard the buckets leave (required)");
     parser.AddInt("to_shard", &o.to_shard,
                   "the shard next to it that takes them: from_shard - 1 or + 1 (required)");
+    parser.AddInt("per_switch", &o.per_switch,
+                  "buckets that switch together (each switch makes every worker route again "
+                  "once: a larger run costs the job less)");
     parser.AddDouble("freeze", &o.freeze_s,
                      "seconds a source may hold a bucket frozen before it takes it back (a "
                      "switch takes milliseconds)");
@@ -718,6 +722,7 @@ int RunMoveBuckets(ChiefInterface& chief, const Options& o, const std::string& v
   request.set_to_shard(static_cast<int32_t>(o.to_shard));
   request.set_count(count);
   request.set_freeze_ms(static_cast<int64_t>(o.freeze_s * 1000));
+  request.set_per_switch(static_cast<int32_t>(o.per_switch));
   absl::StatusOr<MoveTableBucketsResponse> r =
       chief.MoveTableBuckets(request, absl::Seconds(o.timeout_s));
   if (!r.ok()) return ReportRpcError(r.status(), chief.address(), "MoveTableBuckets", o.timeout_s);
@@ -923,6 +928,10 @@ int RunWithChief(const std::string& name, const Options& o,
           "table (to_shard = from_shard - 1 or + 1), got ", o.from_shard, " and ", o.to_shard));
     }
     if (!(o.freeze_s > 0)) return UsageError("move-buckets: --freeze must be > 0");
+    if (o.per_switch < 1 || o.per_switch > buckets) {
+      return UsageError(absl::StrCat("move-buckets: --per_switch must be in [1, N], got ",
+                                     o.per_switch));
+    }
   }
   absl::StatusOr<std::string> address = ChiefAddress(o);
   if (!address.ok()) return UsageError(address.status().message());
