@@ -388,7 +388,9 @@ void PsDataPath::RerouteRowPushesAsync(std::shared_ptr<RowPushItems> unapplied, 
     std::map<std::string, std::vector<const PushRowsRequest*>> by_variable;
     for (const RowPushItem& item : *unapplied) by_variable[item.variable].push_back(&item.request);
     auto items = std::make_shared<RowPushItems>();
-    for (const auto& [variable, requests] : by_variable) {
+    for (const auto& entry : by_variable) {
+      const std::string& variable = entry.first;
+      const std::vector<const PushRowsRequest*>& requests = entry.second;
       absl::StatusOr<VariableLayout> layout = layouts_->Get(variable);
       absl::StatusOr<std::vector<std::pair<int, PushRowsRequest>>> routed =
           layout.ok() ? RerouteRowPushes(
