@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/stats.h"
 #include "client/grpc_chief_interface.h"
 #include "common/flags.h"
 #include "nlohmann/json.hpp"
@@ -35,12 +36,6 @@ constexpr char kDataset[] =
     "synthetic_ctr:examples=2000000,test=1000,dense=4,tables=4,vocab=50|300|400000|1000,"
     "hot=1|1|1..3|1,seed=11,ids=hashed";
 constexpr int kBatch = 256;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 absl::StatusOr<double> StepsPerSecond(TrainingCluster* c, absl::Duration window) {
   absl::StatusOr<JobStatus> a = c->Status();

@@ -115,7 +115,6 @@ absl::StatusOr<BucketMoveOutcome> BucketMoves::Apply(const MoveBucketsRequest& r
   const bool inside = buckets.begin >= range_.begin && buckets.end <= range_.end;
   const bool at_edge = buckets.begin == range_.begin || buckets.end == range_.end;
   const bool adjacent = buckets.end == range_.begin || buckets.begin == range_.end;
-  const bool sync_refuses = step_in_progress;
   BucketMoveOutcome outcome;
   switch (request.op()) {
     case MoveBucketsRequest::EXPORT: {
@@ -128,7 +127,7 @@ absl::StatusOr<BucketMoveOutcome> BucketMoves::Apply(const MoveBucketsRequest& r
         if (request.freeze_ms() <= 0) {
           return absl::InvalidArgumentError(absl::StrCat(what, ": freeze needs freeze_ms > 0"));
         }
-        if (sync_refuses) {
+        if (step_in_progress) {
           return absl::FailedPreconditionError(
               absl::StrCat(what, ": a SYNC step is partly pushed; freeze between steps"));
         }
@@ -209,7 +208,7 @@ absl::StatusOr<BucketMoveOutcome> BucketMoves::Apply(const MoveBucketsRequest& r
             absl::StrCat(what, ": routing version ", request.routing_version(),
                          " is not above this shard's, ", routing_version_));
       }
-      if (sync_refuses) {
+      if (step_in_progress) {
         return absl::FailedPreconditionError(
             absl::StrCat(what, ": a SYNC step is partly pushed; move between steps"));
       }
