@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -189,6 +190,81 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
   RETURN_IF_ERROR(Annotate(client->Discover(), what));
   stats.total = absl::Now() - start;
   return stats;
+}
+
+absl::StatusOr<CutOffMoves> FinishCutOffMoves(PsClient* client,
+                                              const std::vector<std::string>& tables,
+                                              int64_t generation) {
+  struct Held {
+    int ps;
+    std::string shard;
+    BucketRange range;
+    BucketRange staged;
+    int64_t routing_version;
+  };
+  std::vector<ListShardsResponse> listed;
+  RETURN_IF_ERROR(Annotate(client->ListShardsAll(ListShardsRequest(), &listed),
+                           "looking for bucket moves that were cut off"));
+  std::map<std::string, std::vector<Held>> by_table;
+  for (size_t k = 0; k < listed.size(); ++k) {
+    for (const ShardInfo& info : listed[k].shards()) {
+      if (!info.spec().has_dynamic()) continue;
+      by_table[info.spec().variable()].push_back(
+          {static_cast<int>(k), info.spec().name(),
+           {info.spec().dynamic().bucket_begin(), info.spec().dynamic().bucket_end()},
+           {info.staged_begin(), info.staged_end()},
+           info.routing_version()});
+    }
+  }
+  CutOffMoves out;
+  for (const std::string& table : tables) {
+    auto it = by_table.find(table);
+    if (it == by_table.end()) continue;
+    const std::vector<Held>& shards = it->second;
+    int64_t routing_version = 0;
+    for (const Held& h : shards) routing_version = std::max(routing_version, h.routing_version);
+    for (const Held& target : shards) {
+      const BucketRange staged = target.staged;
+      if (staged.end <= staged.begin) continue;
+      MoveBucketsRequest r;
+      r.set_shard(target.shard);
+      for (int32_t b = staged.begin; b < staged.end; ++b) r.add_buckets(b);
+      r.set_generation(generation);
+      const Held* source = nullptr;
+      for (const Held& h : shards) {
+        if (h.range.Contains(staged.begin) || h.range.Contains(staged.end - 1)) source = &h;
+      }
+      const std::string buckets =
+          absl::StrCat("buckets [", staged.begin, ", ", staged.end, ") of \"", table, "\"");
+      MoveBucketsResponse ignored;
+      if (source == nullptr) {
+        // The source dropped them: the target's copy is the only one, whole (the last,
+        // frozen, round was staged before the drop). Finish the switch.
+        r.set_op(MoveBucketsRequest::ACTIVATE);
+        r.set_routing_version(std::max(routing_version, target.routing_version + 1));
+        RETURN_IF_ERROR(Annotate(client->MoveBuckets(target.ps, r, &ignored),
+                                 absl::StrCat("finishing the cut-off move of ", buckets,
+                                              " to ", target.shard)));
+        ++out.finished;
+        out.what.push_back(absl::StrCat("finished the move of ", buckets, " to ", target.shard,
+                                        " (ps ", target.ps, ") at routing version ",
+                                        r.routing_version()));
+      } else {
+        // The source still holds them (perhaps frozen, until its freeze runs out): the copy
+        // goes, and the source thaws.
+        r.set_op(MoveBucketsRequest::ABORT);
+        RETURN_IF_ERROR(Annotate(client->MoveBuckets(target.ps, r, &ignored),
+                                 absl::StrCat("aborting the cut-off move of ", buckets)));
+        r.set_shard(source->shard);
+        (void)client->MoveBuckets(source->ps, r, &ignored);
+        ++out.aborted;
+        out.what.push_back(absl::StrCat("aborted the move of ", buckets, " from ",
+                                        source->shard, " to ", target.shard,
+                                        " (its copy dropped)"));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace shardps

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,6 +68,24 @@ struct BucketMoveStats {
 absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::string& variable,
                                                  int from_shard, int to_shard, int count,
                                                  const BucketMoveOptions& options = {});
+
+// What FinishCutOffMoves found and did.
+struct CutOffMoves {
+  int finished = 0;  // switches completed: the source had dropped, the target had it staged
+  int aborted = 0;   // copies thrown away: the source still held the buckets
+  std::vector<std::string> what;  // one line each, for the log
+};
+
+// Clears the moves of `tables` (dynamic tables; others are skipped) that a mover left cut off
+// (a chief killed mid-move), so that the job resumes on whole tables with nothing staged:
+// buckets that the source has dropped and that a neighbouring shard holds staged are
+// activated there at the table's routing version (the switch finishes: no step is lost);
+// staged buckets that another shard still holds are aborted on both (the target drops its
+// copy, the source thaws). Buckets on no shard and staged nowhere (a ps lost) are left to the
+// caller, whose Discover then fails. REQUIRES: no move runs.
+absl::StatusOr<CutOffMoves> FinishCutOffMoves(PsClient* client,
+                                              const std::vector<std::string>& tables,
+                                              int64_t generation = 0);
 
 }  // namespace shardps
 

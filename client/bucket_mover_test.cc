@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "client/bucket_move_testing.h"
 #include "client/local_ps_interface.h"
 #include "client/ps_client.h"
 #include "gtest/gtest.h"
@@ -289,6 +290,69 @@ TEST(BucketMoverTest, BucketsSwitchTogetherInRunsOfPerSwitch) {
   EXPECT_EQ(chief->GetLayout("emb")->shards[1].buckets.begin, kBuckets / 2 - 10);
   const std::vector<float> rows = PullAll(chief.get(), keys);
   for (float v : rows) ASSERT_EQ(v, -1.0f);
+}
+
+TEST(BucketMoverTest, MovesCutOffMidSwitchAreFinishedOrAbortedByTheNextChief) {
+  Cluster cluster(2);
+  auto chief = cluster.Client();
+  ASSERT_TRUE(Create(chief.get(), Table(OptimizerSpec::SGD, InitializerSpec::ZEROS)).ok());
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 400; ++k) keys.push_back(k * 7919 + 3);
+  const std::vector<float> ones(keys.size() * kDim, 1.0f);
+  ASSERT_TRUE(chief->PushRows("emb", keys, ones).ok());
+  const VariableLayout layout = *chief->GetLayout("emb");
+  ASSERT_EQ(layout.shards[0].buckets.end, kBuckets / 2);
+
+  // Cut off after the drop: bucket 31 is on no shard, staged on shard 1.
+  ASSERT_TRUE(testing::CutOffMove(chief.get(), layout, 0, 1, 31, /*drop=*/true).ok());
+  EXPECT_EQ(chief->Discover().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<CutOffMoves> cut = FinishCutOffMoves(chief.get(), {"emb", "not_there"});
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ(cut->finished, 1);
+  EXPECT_EQ(cut->aborted, 0);
+  ASSERT_EQ(cut->what.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(cut->what[0], "finished the move of buckets [31, 32)"))
+      << cut->what[0];
+  ASSERT_TRUE(chief->Discover().ok());
+  EXPECT_EQ(chief->GetLayout("emb")->shards[1].buckets.begin, 31);
+  EXPECT_EQ(chief->GetLayout("emb")->routing_version, 1);
+  for (float v : PullAll(chief.get(), keys)) ASSERT_EQ(v, -1.0f);
+
+  // Cut off before the drop: bucket 30 frozen on shard 0, staged on shard 1.
+  ASSERT_TRUE(testing::CutOffMove(chief.get(), *chief->GetLayout("emb"), 0, 1, 30, false).ok());
+  const int64_t in_30 = [&] {
+    for (int64_t k : keys) {
+      if (BucketOf(k, kBuckets) == 30) return k;
+    }
+    return int64_t{-1};
+  }();
+  ASSERT_GE(in_30, 0);
+  const std::vector<float> grad(kDim, 1.0f);
+  EXPECT_EQ(chief->PushRows("emb", {in_30}, grad).code(), absl::StatusCode::kAborted)
+      << "frozen for a minute";
+  cut = FinishCutOffMoves(chief.get(), {"emb"});
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ(cut->finished, 0);
+  EXPECT_EQ(cut->aborted, 1);
+  std::vector<ListShardsResponse> listed;
+  ASSERT_TRUE(chief->ListShardsAll(ListShardsRequest(), &listed).ok());
+  for (const ListShardsResponse& ps : listed) {
+    for (const ShardInfo& info : ps.shards()) {
+      EXPECT_EQ(info.staged_end(), info.staged_begin()) << info.ShortDebugString();
+    }
+  }
+  ASSERT_TRUE(chief->Discover().ok());
+  EXPECT_EQ(chief->GetLayout("emb")->shards[0].buckets.end, 31);  // bucket 30 stayed
+  // Thawed: the push goes through at once, to shard 0.
+  ASSERT_TRUE(chief->PushRows("emb", {in_30}, grad).ok());
+  const std::vector<float> after = PullAll(chief.get(), keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(after[i * kDim], keys[i] == in_30 ? -2.0f : -1.0f) << "key " << keys[i];
+  }
+  // Nothing left to do: a second pass finds nothing.
+  cut = FinishCutOffMoves(chief.get(), {"emb"});
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->finished + cut->aborted, 0);
 }
 
 }  // namespace

@@ -61,6 +61,13 @@ class PsClientImpl : public PsClient {
     return absl::OkStatus();
   }
 
+  absl::Status ListShardsAll(const ListShardsRequest& request,
+                             std::vector<ListShardsResponse>* responses) override {
+    std::vector<ListShardsRequest> requests(static_cast<size_t>(num_ps()), request);
+    responses->assign(static_cast<size_t>(num_ps()), ListShardsResponse());
+    return CallEveryPs(&PsInterface::ListShardsAsync, requests, responses);
+  }
+
   absl::StatusOr<VariableLayout> GetLayout(const std::string& name) const override {
     return layouts_.Get(name);
   }

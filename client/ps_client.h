@@ -58,6 +58,10 @@ class PsClient {
   // Rebuilds every variable's layout from the shards the ps tasks hold. Fails if a variable's
   // shards are missing or overlap.
   virtual absl::Status Discover() = 0;
+  // The shards every ps holds as it reports them (ListShards; responses[k] is ps k's), with
+  // no layout built: what Discover reads, for a caller that must see shards that do not tile.
+  virtual absl::Status ListShardsAll(const ListShardsRequest& request,
+                                     std::vector<ListShardsResponse>* responses) = 0;
 
   virtual absl::StatusOr<VariableLayout> GetLayout(const std::string& name) const = 0;
   virtual std::vector<std::string> VariableNames() const = 0;

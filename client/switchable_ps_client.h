@@ -34,6 +34,10 @@ class SwitchablePsClient final : public PsClient {
     return current()->CreateVariables(defs, partitioner, placer);
   }
   absl::Status Discover() override { return current()->Discover(); }
+  absl::Status ListShardsAll(const ListShardsRequest& request,
+                             std::vector<ListShardsResponse>* responses) override {
+    return current()->ListShardsAll(request, responses);
+  }
   absl::StatusOr<VariableLayout> GetLayout(const std::string& name) const override {
     return current()->GetLayout(name);
   }

@@ -1,6 +1,7 @@
 #include "coordinator/rollback.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/bucket_mover.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "partitioners/partitioner.h"
@@ -15,9 +16,22 @@ absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
   ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
   if (s.ok()) {
-    bool dynamic = false;
-    for (const VariableDef& def : defs) dynamic |= def.dynamic.has_value();
-    if (!dynamic) return s;
+    std::vector<std::string> tables;
+    for (const VariableDef& def : defs) {
+      if (def.dynamic.has_value()) tables.push_back(def.name);
+    }
+    if (tables.empty()) return s;
+    // A move this chief's predecessor was cut off in: finished where the source had handed
+    // the buckets over, else aborted (client/bucket_mover.h).
+    // One that cannot be finished leaves the tables torn, and Discover says so below.
+    absl::StatusOr<CutOffMoves> cut_off = FinishCutOffMoves(&ps, tables);
+    if (!cut_off.ok()) {
+      LogWarning() << "job " << job.name() << ": " << cut_off.status();
+    } else {
+      for (const std::string& line : cut_off->what) {
+        LogInfo() << "job " << job.name() << ": a bucket move was cut off: " << line;
+      }
+    }
     // The ranges the tables' shards hold now, which bucket moves may have shifted from the
     // placement just asked for (an existing shard keeps its own).
     s = ps.Discover();

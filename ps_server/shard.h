@@ -231,6 +231,8 @@ class Shard {
   int64_t routing_version() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return moves_->routing_version();
   }
+  // Dynamic: the buckets a move has staged here and not switched (empty: none).
+  BucketRange staged() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return moves_->staged(); }
   // Dynamic: a pull's or a push's keys against bucket moves (ps_server/bucket_moves.h),
   // under the lock: ABORTED with BUCKET_MOVED for a key not held, a push to a frozen bucket,
   // or a push routed by an older routing version.
@@ -262,11 +264,14 @@ class Shard {
   // SYNC: checks that a push belongs to the step in progress: a lower step is stale
   // (ABORTED), a higher one is ahead (FAILED_PRECONDITION).
   absl::Status CheckStep(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // SYNC with backup workers: a push for a step below the version belongs to a step this
-  // shard applied without it (a straggler's). It is dropped: answered OK with dropped set,
-  // nothing changed, instead of being refused as stale by CheckStep.
-  bool DropsPushFor(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return has_backups_ && step < version_;
+  // SYNC: a push for a step below the version belongs to a step this shard has applied.
+  // With backup workers it was applied without this push (a straggler's): the push is
+  // dropped. Without, every replica's part is in every applied step, so the push is a
+  // re-run's, already in: a duplicate, whatever its request id (a re-run routed by a newer
+  // layout after a bucket move splits its rows otherwise than its first run did). Either is
+  // answered OK, nothing changed, instead of being refused as stale by CheckStep.
+  bool AppliedStep(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return step >= 0 && step < version_;  // a negative step is refused by CheckStep
   }
   // SYNC: adds a replica's dense chunk or its rows to the step (SyncAccumulator) and, when
   // that completes the step, applies the sum and advances the version. A sum that would make

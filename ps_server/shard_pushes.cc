@@ -99,10 +99,15 @@ absl::Status ShardPushes::ApplyGradient(Shard& shard, const Request& request,
     absl::MutexLock lock(&shard.mu());
     RETURN_IF_ERROR(fence_->CheckUpdate(shard, request.generation(), what));
     if (AnswerIfDuplicate(shard, request.request_id(), response)) return absl::OkStatus();
-    if (shard.sync() && shard.DropsPushFor(request.sync().step())) {
-      // A straggler's push for a step applied without it: nothing changes, and its request
-      // id is not remembered (a retry is answered the same way).
-      response->set_dropped(true);
+    if (shard.sync() && shard.AppliedStep(request.sync().step())) {
+      // A straggler's push for a step applied without it, or a re-run's for a step applied
+      // with it: nothing changes, and its request id is not remembered (a retry is answered
+      // the same way).
+      if (shard.has_backups()) {
+        response->set_dropped(true);
+      } else {
+        response->set_duplicate(true);
+      }
       return absl::OkStatus();
     }
     if (shard.sync()) {

@@ -99,6 +99,11 @@ class ShardStoreImpl final : public ShardStore {
           info->mutable_spec()->mutable_dynamic()->set_bucket_begin(held.begin);
           info->mutable_spec()->mutable_dynamic()->set_bucket_end(held.end);
           info->set_routing_version(shard->routing_version());
+          const BucketRange staged = shard->staged();
+          if (staged.end > staged.begin) {
+            info->set_staged_begin(staged.begin);
+            info->set_staged_end(staged.end);
+          }
         }
       }
       return absl::OkStatus();

@@ -1035,7 +1035,7 @@ TEST(ShardStoreTest, SyncStepSumsReplicasInOrderAndAppliesOnce) {
   EXPECT_EQ(a, c);
 }
 
-TEST(ShardStoreTest, SyncReRunsAreDuplicatesAndStaleStepsAbort) {
+TEST(ShardStoreTest, SyncReRunsAreDuplicatesDuringAndAfterTheirStep) {
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {SyncSpec("s", {4}, 2, Sgd())}).ok());
   const Snapshot before = PullAll(*store, "s");
@@ -1056,10 +1056,11 @@ TEST(ShardStoreTest, SyncReRunsAreDuplicatesAndStaleStepsAbort) {
   const Snapshot after = PullAll(*store, "s");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(after.data[i], before.data[i] - 3.0f);
 
-  // The step is over: a late replica's push for it is stale; a retry of an applied request
-  // is a duplicate.
-  EXPECT_EQ(Push(*store, "s", 6, {1, 1, 1, 1}, 0, 0, &r, 0, 1).code(),
-            absl::StatusCode::kAborted);
+  // The step is over: a late push of a replica for it (under a request id of its own) is a
+  // duplicate, as it was while the step ran, and so is a retry of an applied request.
+  ASSERT_TRUE(Push(*store, "s", 6, {1, 1, 1, 1}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_FALSE(r.applied());
   ASSERT_TRUE(Push(*store, "s", 5, {2, 2, 2, 2}, 0, 0, &r, 0, 1).ok());
   EXPECT_TRUE(r.duplicate());
   EXPECT_EQ(PullAll(*store, "s").version, 1);
@@ -1126,8 +1127,9 @@ TEST(ShardStoreTest, BackupStepsApplyTheFirstKReplicasAndDropLatePushes) {
   EXPECT_EQ(PullAll(*store, "s").version, 2);
 }
 
-// Without backups (replicas_to_aggregate 0 or n) a late push is still a stale step.
-TEST(ShardStoreTest, AggregatingEveryReplicaStillAbortsLatePushes) {
+// Without backups (replicas_to_aggregate 0 or n) a late push is a re-run's, already in the
+// step: a duplicate, not a dropped straggler's.
+TEST(ShardStoreTest, AggregatingEveryReplicaAnswersLatePushesAsDuplicates) {
   auto store = NewStore();
   ShardSpec spec = SyncSpec("s", {2}, 2, Sgd());
   spec.mutable_update()->set_replicas_to_aggregate(2);
@@ -1137,7 +1139,11 @@ TEST(ShardStoreTest, AggregatingEveryReplicaStillAbortsLatePushes) {
   EXPECT_FALSE(r.applied());
   ASSERT_TRUE(Push(*store, "s", 2, {1, 1}, 0, 0, &r, 0, 1).ok());
   EXPECT_TRUE(r.applied());
-  EXPECT_EQ(Push(*store, "s", 3, {1, 1}, 0, 0, &r, 0, 1).code(), absl::StatusCode::kAborted);
+  const Snapshot applied = PullAll(*store, "s");
+  ASSERT_TRUE(Push(*store, "s", 3, {1, 1}, 0, 0, &r, 0, 1).ok());
+  EXPECT_TRUE(r.duplicate());
+  EXPECT_FALSE(r.dropped());
+  EXPECT_EQ(Bytes(PullAll(*store, "s").data), Bytes(applied.data));
 }
 
 // A SYNC shard serves exactly the version a step asks for, including the one before its
@@ -1628,13 +1634,21 @@ TEST(ShardStoreTest, UpdatesFromAStaleGenerationAreRefusedAndChangeNothing) {
   EXPECT_EQ(PullAll(*store, "s").version, 1);
 }
 
-TEST(ShardStoreTest, StaleSyncStepsCarryAStaleStepDetail) {
+TEST(ShardStoreTest, APushForAnAppliedSyncStepIsADuplicateWhateverItsRequestId) {
   auto store = NewStore();
   ASSERT_TRUE(Create(*store, {SyncSpec("s", {2}, 1, Sgd())}).ok());
   ASSERT_TRUE(Push(*store, "s", 1, {1, 1}, 0, 0, nullptr, 0, 0).ok());
-  const absl::Status stale = Push(*store, "s", 2, {1, 1}, 0, 0, nullptr, 0, 0);
-  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(DetailKind(stale), ErrorDetail::STALE_STEP);
+  const Snapshot applied = PullAll(*store, "s");
+  ASSERT_EQ(applied.version, 1);
+  // A re-run of step 0 under another request id (its rows routed otherwise after a bucket
+  // move, say): every replica's part of step 0 is in it already.
+  PushResponse again;
+  ASSERT_TRUE(Push(*store, "s", 2, {5, 5}, 0, 0, &again, 0, 0).ok());
+  EXPECT_TRUE(again.duplicate());
+  EXPECT_FALSE(again.applied());
+  EXPECT_EQ(again.version(), 1);
+  EXPECT_EQ(Bytes(PullAll(*store, "s").data), Bytes(applied.data));
+  EXPECT_EQ(PullAll(*store, "s").version, 1);
   // A missing shard stays NOT_FOUND with no detail (the client adds its own).
   const absl::Status missing = Push(*store, "nope", 3, {1});
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);

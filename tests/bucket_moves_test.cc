@@ -4,16 +4,19 @@
 // mid-job. A sync job ends bit-identical to an unmoved run (every table at the keys training
 // touched, and every dense layer); a ps killed after the moves comes back from a checkpoint
 // whose manifest has the moved ranges, and the job still ends bit-identical; an async job
-// trains on through the moves. Refused moves change nothing.
+// trains on through the moves. Refused moves change nothing. A chief killed mid-move comes
+// back, finishes or aborts the cut-off switch and leaves nothing staged.
 #include <signal.h>
 
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/bucket_move_testing.h"
 #include "data/ctr/ctr_batch.h"
 #include "data/dataset.h"
 #include "gmock/gmock.h"
@@ -90,9 +93,57 @@ struct SyncRun {
   JobStatus end;
 };
 
-// A sync run of the hashed click model. With `move`: buckets move mid-job (and with
-// `kill_ps`, ps 1 is killed after a checkpoint taken past the moves, and started again).
-SyncRun RunSync(const std::string& name, bool move, bool kill_ps) {
+// Staged buckets on the ps (a move under way or cut off), one line each.
+std::vector<std::string> Staged(TrainingCluster* c) {
+  std::vector<std::string> staged;
+  auto client = c->NewPsClient();
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return {"no client"};
+  std::vector<ListShardsResponse> listed;
+  const absl::Status s = (*client)->ListShardsAll(ListShardsRequest(), &listed);
+  EXPECT_TRUE(s.ok()) << s;
+  for (const ListShardsResponse& ps : listed) {
+    for (const ShardInfo& info : ps.shards()) {
+      if (info.staged_end() > info.staged_begin()) staged.push_back(info.ShortDebugString());
+    }
+  }
+  return staged;
+}
+
+// The chief killed while `shardctl move-buckets` runs (wherever the move then is) and started
+// again: the new chief finishes or aborts the cut-off switch before the job goes on, and
+// leaves nothing staged.
+void KillChiefMidMove(TrainingCluster* c) {
+  std::vector<std::string> tables;
+  std::string dense;
+  Tables(c, &tables, &dense);
+  int code = -2;
+  std::string out;
+  std::thread mover([&] {
+    code = Shardctl(c, {"move-buckets", tables[1], "1500", "--from_shard=0", "--to_shard=1"},
+                    &out);
+  });
+  absl::SleepFor(absl::Milliseconds(1500));
+  auto restarted = c->KillAndRestartChief();
+  mover.join();
+  EXPECT_TRUE(restarted.ok()) << restarted.status() << c->Logs();
+  EXPECT_NE(code, 0) << "the move ended before the chief was killed: " << out;
+  std::cout << "shardctl, its chief killed: " << out << "\n";
+  if (!restarted.ok()) return;
+  const int64_t at = restarted->steps_done();
+  EXPECT_TRUE(c->WaitForStatus([at](const JobStatus& s) { return s.steps_done() > at; }).ok());
+  EXPECT_THAT(Staged(c), ::testing::IsEmpty());
+}
+
+enum class Disruption { kNone, kMoves, kMovesThenKillPs, kKillChiefMidMove };
+
+// A sync run of the hashed click model. kMoves: buckets move mid-job (and with
+// kMovesThenKillPs, ps 1 is killed after a checkpoint taken past the moves, and started
+// again); kKillChiefMidMove: the chief is killed during a move.
+SyncRun RunSync(const std::string& name, Disruption disruption) {
+  const bool move =
+      disruption == Disruption::kMoves || disruption == Disruption::kMovesThenKillPs;
+  const bool kill_ps = disruption == Disruption::kMovesThenKillPs;
   SyncRun run;
   TrainingCluster::Options options;
   options.long_lived = true;
@@ -107,6 +158,10 @@ SyncRun RunSync(const std::string& name, bool move, bool kill_ps) {
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   if (!cluster.ok()) return run;
   TrainingCluster* c = cluster->get();
+  if (disruption == Disruption::kKillChiefMidMove) {
+    EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
+    KillChiefMidMove(c);
+  }
   if (move) {
     EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
     std::vector<std::string> tables;
@@ -191,12 +246,12 @@ void ExpectSame(const SyncRun& a, const SyncRun& b) {
 }
 
 const SyncRun& Reference() {
-  static const SyncRun* reference = new SyncRun(RunSync("moves_reference", false, false));
+  static const SyncRun* reference = new SyncRun(RunSync("moves_reference", Disruption::kNone));
   return *reference;
 }
 
 TEST(BucketMovesTest, SyncJobWithBucketsMovedMidJobEndsBitIdenticalToAnUnmovedRun) {
-  const SyncRun moved = RunSync("moves_sync", true, false);
+  const SyncRun moved = RunSync("moves_sync", Disruption::kMoves);
   EXPECT_EQ(moved.end.steps_done(), kSyncSteps);
   EXPECT_EQ(moved.end.bucket_moves(), 3);
   EXPECT_EQ(moved.end.buckets_moved(), 112);
@@ -206,10 +261,16 @@ TEST(BucketMovesTest, SyncJobWithBucketsMovedMidJobEndsBitIdenticalToAnUnmovedRu
 }
 
 TEST(BucketMovesTest, APsKilledAfterMovesComesBackFromTheirCheckpointBitIdentical) {
-  const SyncRun recovered = RunSync("moves_kill", true, true);
+  const SyncRun recovered = RunSync("moves_kill", Disruption::kMovesThenKillPs);
   EXPECT_EQ(recovered.end.steps_done(), kSyncSteps);
   EXPECT_GE(recovered.end.recoveries_size(), 1) << recovered.end.ShortDebugString();
   ExpectSame(Reference(), recovered);
+}
+
+TEST(BucketMovesTest, AChiefKilledMidMoveLeavesNothingStagedAndTheJobEndsBitIdentical) {
+  const SyncRun cut = RunSync("moves_chief", Disruption::kKillChiefMidMove);
+  EXPECT_EQ(cut.end.steps_done(), kSyncSteps);
+  ExpectSame(Reference(), cut);
 }
 
 TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {
@@ -231,14 +292,34 @@ TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {
             0)
       << out << c->Logs();
   EXPECT_THAT(out, HasSubstr("\"buckets\":64"));
-  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(5));
-  ASSERT_TRUE(done.ok()) << done.status() << c->Logs();
-  EXPECT_EQ(done->steps_done(), done->total_steps());
-  EXPECT_EQ(done->buckets_moved(), 64);
-  const MoveTableBucketsResponse& m = done->last_bucket_move();
+  const JobStatus moved = *c->WaitForStatus([](const JobStatus&) { return true; });
+  EXPECT_EQ(moved.buckets_moved(), 64);
+  const MoveTableBucketsResponse& m = moved.last_bucket_move();
   std::cout << "async move: " << m.ShortDebugString() << "\n";
   EXPECT_GT(m.rows(), 0);
   EXPECT_EQ(m.routing_version(), 64);
+  // The chief lost between a switch's drop and its activation (made here by hand while it is
+  // down): the next chief finishes the switch, and the job goes on without a rollback.
+  ASSERT_EQ(*c->StopChief(SIGKILL), 128 + SIGKILL);
+  {
+    auto client = c->NewPsClient();
+    ASSERT_TRUE(client.ok() && (*client)->Discover().ok());
+    const VariableLayout layout = *(*client)->GetLayout(tables[3]);
+    const absl::Status cut = testing::CutOffMove(client->get(), layout, 0, 1,
+                                                 layout.shards[0].buckets.end - 1, true);
+    ASSERT_TRUE(cut.ok()) << cut;
+    EXPECT_EQ((*client)->Discover().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  ASSERT_TRUE(c->RestartChief().ok()) << c->Logs();
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(5));
+  ASSERT_TRUE(done.ok()) << done.status() << c->Logs();
+  EXPECT_EQ(done->steps_done(), done->total_steps());
+  EXPECT_THAT(c->Logs(), HasSubstr("a bucket move was cut off: finished the move of buckets ["));
+  EXPECT_EQ(done->recoveries_size(), 0) << done->ShortDebugString();
+  EXPECT_THAT(Staged(c), ::testing::IsEmpty());
+  auto client = c->NewPsClient();
+  ASSERT_TRUE(client.ok() && (*client)->Discover().ok());
+  EXPECT_EQ((*client)->GetLayout(tables[3])->shards[0].buckets.end, 2047);
 }
 
 }  // namespace
