@@ -192,6 +192,156 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
   return stats;
 }
 
+double Imbalance(const std::vector<int64_t>& rows) {
+  int64_t total = 0, most = 0;
+  for (int64_t r : rows) {
+    total += r;
+    most = std::max(most, r);
+  }
+  if (total <= 0 || rows.empty()) return 0;
+  return static_cast<double>(most) * static_cast<double>(rows.size()) /
+         static_cast<double>(total);
+}
+
+std::vector<PlannedMove> PlanBalance(const std::vector<BucketRange>& ranges,
+                                     const std::vector<int64_t>& rows, double tolerance) {
+  const int shards = static_cast<int>(ranges.size());
+  if (shards < 2 || Imbalance(rows) <= 1.0 + tolerance) return {};
+  double total = 0;
+  for (int64_t r : rows) total += static_cast<double>(r);
+  // The running sum of rows up to bucket b (rows spread evenly over each shard's buckets).
+  auto rows_before = [&](int32_t b) {
+    double sum = 0;
+    for (int i = 0; i < shards; ++i) {
+      const BucketRange& r = ranges[static_cast<size_t>(i)];
+      const int32_t size = r.end - r.begin;
+      const int32_t in = std::clamp(b - r.begin, 0, size);
+      sum += static_cast<double>(rows[static_cast<size_t>(i)]) * in / std::max(size, 1);
+    }
+    return sum;
+  };
+  const int32_t first = ranges.front().begin;
+  const int32_t last = ranges.back().end;
+  // Target boundaries: target[i] is where shard i begins (i >= 1).
+  std::vector<int32_t> target(static_cast<size_t>(shards) + 1);
+  target[0] = first;
+  target[static_cast<size_t>(shards)] = last;
+  for (int i = 1; i < shards; ++i) {
+    const double want = total * i / shards;
+    int32_t lo = first, hi = last;  // the first b with rows_before(b) >= want
+    while (lo < hi) {
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (rows_before(mid) >= want) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    // Round to the nearer bucket edge, and leave every shard a bucket.
+    if (lo > first && want - rows_before(lo - 1) < rows_before(lo) - want) --lo;
+    target[static_cast<size_t>(i)] =
+        std::clamp(lo, target[static_cast<size_t>(i) - 1] + 1, last - (shards - i));
+  }
+  // Run the boundary shifts, each as far as its source can give (keeping a bucket), in passes
+  // until all are done: a shard that must give more than it holds gets from its other side
+  // first.
+  std::vector<BucketRange> now = ranges;
+  std::vector<PlannedMove> plan;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int i = 1; i < shards; ++i) {
+      const int32_t want = target[static_cast<size_t>(i)];
+      BucketRange& left = now[static_cast<size_t>(i) - 1];
+      BucketRange& right = now[static_cast<size_t>(i)];
+      if (want < right.begin) {  // left gives its last buckets to right
+        const int32_t n = std::min(right.begin - want, left.end - left.begin - 1);
+        if (n <= 0) continue;
+        plan.push_back({i - 1, i, n});
+        left.end -= n;
+        right.begin -= n;
+        progress = true;
+      } else if (want > right.begin) {  // right gives its first buckets to left
+        const int32_t n = std::min(want - right.begin, right.end - right.begin - 1);
+        if (n <= 0) continue;
+        plan.push_back({i, i - 1, n});
+        left.end += n;
+        right.begin += n;
+        progress = true;
+      }
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+// The rows each shard of `variable` holds now, in shard order.
+absl::StatusOr<std::vector<int64_t>> ShardRows(PsClient* client, const VariableLayout& layout) {
+  std::vector<ListShardsResponse> listed;
+  ListShardsRequest request;
+  request.set_variable(layout.name);
+  RETURN_IF_ERROR(client->ListShardsAll(request, &listed));
+  std::vector<int64_t> rows(layout.shards.size());
+  for (size_t i = 0; i < layout.shards.size(); ++i) {
+    bool found = false;
+    for (const ShardInfo& info : listed[static_cast<size_t>(layout.shards[i].ps)].shards()) {
+      if (info.spec().name() != layout.shards[i].spec.name()) continue;
+      rows[i] = info.dynamic().rows();
+      found = true;
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", layout.shards[i].spec.name(), " is not on ps ", layout.shards[i].ps));
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+absl::StatusOr<BalanceStats> BalanceTableBuckets(PsClient* client, const std::string& variable,
+                                                 double tolerance,
+                                                 const BucketMoveOptions& options) {
+  const std::string what = absl::StrCat("balance the buckets of \"", variable, "\"");
+  if (!(tolerance >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": tolerance must be >= 0, got ", tolerance));
+  }
+  const absl::Time start = absl::Now();
+  RETURN_IF_ERROR(Annotate(client->Discover(), what));
+  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(variable));
+  if (!layout.dynamic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
+  }
+  absl::StatusOr<std::vector<int64_t>> measured = ShardRows(client, layout);
+  RETURN_IF_ERROR(Annotate(measured.status(), what));
+  std::vector<int64_t> rows = *std::move(measured);
+  BalanceStats stats;
+  stats.imbalance_before = Imbalance(rows);
+  std::vector<BucketRange> ranges;
+  for (const VariableLayout::Shard& shard : layout.shards) ranges.push_back(shard.buckets);
+  for (const PlannedMove& m : PlanBalance(ranges, rows, tolerance)) {
+    ASSIGN_OR_RETURN(BucketMoveStats moved,
+                     MoveTableBuckets(client, variable, m.from_shard, m.to_shard, m.count,
+                                      options));
+    stats.moves.push_back(m);
+    stats.moved.buckets += moved.buckets;
+    stats.moved.rows += moved.rows;
+    stats.moved.bytes += moved.bytes;
+    stats.moved.frozen = std::max(stats.moved.frozen, moved.frozen);
+    stats.moved.routing_version = moved.routing_version;
+  }
+  ASSIGN_OR_RETURN(layout, client->GetLayout(variable));
+  measured = ShardRows(client, layout);
+  RETURN_IF_ERROR(Annotate(measured.status(), what));
+  rows = *std::move(measured);
+  stats.imbalance_after = Imbalance(rows);
+  stats.moved.routing_version = layout.routing_version;
+  stats.moved.total = absl::Now() - start;
+  return stats;
+}
+
 absl::StatusOr<CutOffMoves> FinishCutOffMoves(PsClient* client,
                                               const std::vector<std::string>& tables,
                                               int64_t generation) {

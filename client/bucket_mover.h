@@ -69,6 +69,40 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
                                                  int from_shard, int to_shard, int count,
                                                  const BucketMoveOptions& options = {});
 
+// One move of a plan: `count` buckets from shard `from_shard` to its neighbour `to_shard`.
+struct PlannedMove {
+  int from_shard = 0;
+  int to_shard = 0;
+  int count = 0;
+};
+
+// The moves that even out the rows of a table whose shards hold `ranges` (contiguous, in
+// order, tiling its buckets) and `rows` rows, taking the rows of a shard as spread evenly over
+// its buckets: the boundary between shards i and i+1 goes where the running sum of rows
+// reaches (i+1)/S of them, each shard keeping at least one bucket. Empty when the largest
+// shard holds at most (1 + tolerance) times the mean (or the table is empty). In an order
+// that MoveTableBuckets can run them in (each source keeps a bucket at every step).
+// REQUIRES: ranges.size() == rows.size() >= 1.
+std::vector<PlannedMove> PlanBalance(const std::vector<BucketRange>& ranges,
+                                     const std::vector<int64_t>& rows, double tolerance);
+
+// The largest shard's rows over the mean (1: even; 0 for an empty table).
+double Imbalance(const std::vector<int64_t>& rows);
+
+struct BalanceStats {
+  std::vector<PlannedMove> moves;  // as run
+  BucketMoveStats moved;           // summed over the moves (frozen: the longest)
+  double imbalance_before = 0;     // Imbalance of the rows before and after
+  double imbalance_after = 0;
+};
+
+// Measures the rows each shard of `variable` holds (ListShards), plans with PlanBalance and
+// runs the moves one after another with `options`. INVALID_ARGUMENT for an unknown or dense
+// variable or a tolerance below 0; a failed move's error (the moves before it stay done).
+absl::StatusOr<BalanceStats> BalanceTableBuckets(PsClient* client, const std::string& variable,
+                                                 double tolerance,
+                                                 const BucketMoveOptions& options = {});
+
 // What FinishCutOffMoves found and did.
 struct CutOffMoves {
   int finished = 0;  // switches completed: the source had dropped, the target had it staged

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +21,14 @@
 #include "ps_server/shard_store.h"
 
 namespace shardps {
+bool operator==(const PlannedMove& a, const PlannedMove& b) {
+  return a.from_shard == b.from_shard && a.to_shard == b.to_shard && a.count == b.count;
+}
+
+std::ostream& operator<<(std::ostream& os, const PlannedMove& m) {
+  return os << m.count << " from shard " << m.from_shard << " to " << m.to_shard;
+}
+
 namespace {
 
 constexpr int kBuckets = 64;
@@ -353,6 +362,58 @@ TEST(BucketMoverTest, MovesCutOffMidSwitchAreFinishedOrAbortedByTheNextChief) {
   cut = FinishCutOffMoves(chief.get(), {"emb"});
   ASSERT_TRUE(cut.ok());
   EXPECT_EQ(cut->finished + cut->aborted, 0);
+}
+
+TEST(BucketMoverTest, PlanBalanceMovesBoundariesWhereTheRowsSplitEvenly) {
+  // 300 rows over 32 buckets and 100 over 32: the boundary goes to 200 / (300 / 32) = 21.3.
+  EXPECT_EQ(PlanBalance({{0, 32}, {32, 64}}, {300, 100}, 0.1),
+            (std::vector<PlannedMove>{{0, 1, 11}}));
+  // Within the tolerance, and an empty table: nothing.
+  EXPECT_TRUE(PlanBalance({{0, 32}, {32, 64}}, {105, 100}, 0.1).empty());
+  EXPECT_TRUE(PlanBalance({{0, 32}, {32, 64}}, {0, 0}, 0.1).empty());
+  EXPECT_TRUE(PlanBalance({{0, 64}}, {500}, 0.1).empty());
+  // Every row on the last of three shards, the first two holding a bucket each: shard 1 must
+  // take from shard 2 before it can give to shard 0.
+  EXPECT_EQ(PlanBalance({{0, 1}, {1, 2}, {2, 12}}, {0, 0, 1000}, 0.0),
+            (std::vector<PlannedMove>{{2, 1, 7}, {1, 0, 4}}));
+  // The other way round, and each shard keeps a bucket even when the rows say otherwise.
+  EXPECT_EQ(PlanBalance({{0, 10}, {10, 11}, {11, 12}}, {1000, 0, 0}, 0.0),
+            (std::vector<PlannedMove>{{0, 1, 7}, {1, 2, 4}}));
+  EXPECT_EQ(Imbalance({300, 100}), 1.5);
+  EXPECT_EQ(Imbalance({0, 0}), 0);
+}
+
+TEST(BucketMoverTest, BalanceEvensOutAHotShardAndKeepsEveryRow) {
+  Cluster cluster(2);
+  auto chief = cluster.Client();
+  ASSERT_TRUE(Create(chief.get(), Table(OptimizerSpec::SGD, InitializerSpec::ZEROS)).ok());
+  // Every row on shard 0 (buckets [0, 32)): ps 0 is the hot one.
+  std::vector<int64_t> keys;
+  for (int64_t k = 1; keys.size() < 600; ++k) {
+    if (BucketOf(k * 7919, kBuckets) < kBuckets / 2) keys.push_back(k * 7919);
+  }
+  ASSERT_TRUE(chief->PushRows("emb", keys, std::vector<float>(keys.size() * kDim, 1.0f)).ok());
+  BucketMoveOptions options;
+  options.buckets_per_switch = 4;
+  absl::StatusOr<BalanceStats> balanced = BalanceTableBuckets(chief.get(), "emb", 0.1, options);
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  EXPECT_EQ(balanced->imbalance_before, 2.0);
+  EXPECT_LT(balanced->imbalance_after, 1.25);
+  ASSERT_EQ(balanced->moves.size(), 1u);
+  EXPECT_EQ(balanced->moves[0].from_shard, 0);
+  EXPECT_EQ(balanced->moves[0].count, 16);
+  EXPECT_EQ(balanced->moved.buckets, 16);
+  EXPECT_GT(balanced->moved.rows, 200);
+  EXPECT_EQ(chief->GetLayout("emb")->shards[1].buckets.begin, 16);
+  for (float v : PullAll(chief.get(), keys)) ASSERT_EQ(v, -1.0f);
+  // Balanced now: a second call moves nothing.
+  balanced = BalanceTableBuckets(chief.get(), "emb", 0.3, options);
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  EXPECT_TRUE(balanced->moves.empty());
+  EXPECT_EQ(BalanceTableBuckets(chief.get(), "emb", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BalanceTableBuckets(chief.get(), "nope", 0.1).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

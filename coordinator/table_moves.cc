@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/bucket_mover.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -22,7 +23,16 @@ absl::Status TableMoves::RequestLocked(const MoveTableBucketsRequest& request, D
   if (request.variable().empty()) {
     return absl::InvalidArgumentError("move-buckets: no variable named");
   }
-  if (request.count() < 1) {
+  if (request.balance()) {
+    if (request.count() != 0 || request.from_shard() != 0 || request.to_shard() != 0) {
+      return absl::InvalidArgumentError(
+          "move-buckets: balance plans its own moves; count, from_shard and to_shard must be 0");
+    }
+    if (!(request.tolerance() >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("move-buckets: tolerance must be >= 0, got ", request.tolerance()));
+    }
+  } else if (request.count() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("move-buckets: count must be >= 1, got ", request.count()));
   }
@@ -119,12 +129,34 @@ void TableMoves::RunLocked() {
       SwitchedLocked();
     };
   }
-  LogInfo() << "moving " << r.count() << " buckets of \"" << r.variable() << "\" from shard "
-            << r.from_shard() << " to shard " << r.to_shard();
-  s_->mu.Unlock();
-  absl::StatusOr<BucketMoveStats> moved =
-      MoveTableBuckets(ps_, r.variable(), r.from_shard(), r.to_shard(), r.count(), options);
-  s_->mu.Lock();
+  absl::StatusOr<BucketMoveStats> moved;
+  if (r.balance()) {
+    LogInfo() << "balancing the buckets of \"" << r.variable() << "\"";
+    s_->mu.Unlock();
+    absl::StatusOr<BalanceStats> balanced = BalanceTableBuckets(
+        ps_, r.variable(), r.tolerance() > 0 ? r.tolerance() : 0.1, options);
+    s_->mu.Lock();
+    response.set_from_shard(-1);
+    response.set_to_shard(-1);
+    if (balanced.ok()) {
+      for (const PlannedMove& m : balanced->moves) {
+        response.add_moves(absl::StrCat(m.count, " buckets from shard ", m.from_shard,
+                                        " to shard ", m.to_shard));
+      }
+      response.set_imbalance_before(balanced->imbalance_before);
+      response.set_imbalance_after(balanced->imbalance_after);
+      moved = balanced->moved;
+      moved->from_ps = moved->to_ps = -1;
+    } else {
+      moved = balanced.status();
+    }
+  } else {
+    LogInfo() << "moving " << r.count() << " buckets of \"" << r.variable()
+              << "\" from shard " << r.from_shard() << " to shard " << r.to_shard();
+    s_->mu.Unlock();
+    moved = MoveTableBuckets(ps_, r.variable(), r.from_shard(), r.to_shard(), r.count(), options);
+    s_->mu.Lock();
+  }
   running_ = false;
   response.set_steps_after(s_->scheduler->done_steps());
   response.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
@@ -141,8 +173,12 @@ void TableMoves::RunLocked() {
     ++moves_;
     buckets_ += moved->buckets;
     outcome = response;
-    LogInfo() << "moved " << moved->buckets << " buckets of \"" << r.variable() << "\" (ps "
-              << moved->from_ps << " -> ps " << moved->to_ps << ", " << moved->rows
+    LogInfo() << "moved " << moved->buckets << " buckets of \"" << r.variable() << "\" ("
+              << (r.balance() ? absl::StrCat("balance: ", absl::StrJoin(response.moves(), "; "),
+                                             "; rows max/mean x", response.imbalance_before(),
+                                             " -> x", response.imbalance_after())
+                              : absl::StrCat("ps ", moved->from_ps, " -> ps ", moved->to_ps))
+              << ", " << moved->rows
               << " rows, " << moved->bytes << " bytes in " << response.seconds()
               << " s; longest freeze " << response.frozen_s() << " s)";
   } else {

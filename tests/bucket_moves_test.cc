@@ -298,6 +298,26 @@ TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {
   std::cout << "async move: " << m.ShortDebugString() << "\n";
   EXPECT_GT(m.rows(), 0);
   EXPECT_EQ(m.routing_version(), 64);
+  // ps 1 made hot (3072 of the 4096 buckets), then evened out by --balance.
+  ASSERT_EQ(Shardctl(c, {"move-buckets", tables[2], "960", "--from_shard=0", "--to_shard=1",
+                         "--per_switch=64"},
+                     &out),
+            0)
+      << out;
+  ASSERT_EQ(Shardctl(c, {"move-buckets", tables[2], "--from_shard=0", "--balance"}, &out), 2);
+  EXPECT_THAT(out, HasSubstr("give the VARIABLE only"));
+  ASSERT_EQ(Shardctl(c, {"move-buckets", tables[2], "--balance", "--tolerance=0.05",
+                         "--per_switch=64"},
+                     &out),
+            0)
+      << out << c->Logs();
+  std::cout << out;
+  EXPECT_THAT(out, HasSubstr("buckets from shard 1 to shard 0"));
+  const MoveTableBucketsResponse b =
+      c->WaitForStatus([](const JobStatus&) { return true; })->last_bucket_move();
+  EXPECT_GT(b.imbalance_before(), 1.3) << b.ShortDebugString();
+  EXPECT_LT(b.imbalance_after(), 1.15) << b.ShortDebugString();
+  EXPECT_GT(b.buckets(), 700) << b.ShortDebugString();
   // The chief lost between a switch's drop and its activation (made here by hand while it is
   // down): the next chief finishes the switch, and the job goes on without a rollback.
   ASSERT_EQ(*c->StopChief(SIGKILL), 128 + SIGKILL);

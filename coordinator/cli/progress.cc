@@ -531,12 +531,21 @@ std::string CheckpointLine(const CheckpointInfo& c) {
 }
 
 std::string BucketMoveLine(const MoveTableBucketsResponse& r) {
-  const std::string what = absl::StrCat("buckets of ", r.variable(), " from shard ",
-                                        r.from_shard(), " to shard ", r.to_shard());
+  const bool balance = r.from_shard() < 0;
+  const std::string what =
+      balance ? absl::StrCat("buckets of ", r.variable(), " to balance its shards")
+              : absl::StrCat("buckets of ", r.variable(), " from shard ", r.from_shard(),
+                             " to shard ", r.to_shard());
   if (!r.error().empty()) return absl::StrCat("moving ", what, " failed: ", r.error());
   const double rate = r.seconds() > 0 ? static_cast<double>(r.bytes()) / r.seconds() : 0;
+  const std::string where =
+      balance ? absl::StrFormat("%s; rows max/mean x%.2f -> x%.2f",
+                                r.moves().empty() ? "balanced already: no move"
+                                                  : absl::StrJoin(r.moves(), ", "),
+                                r.imbalance_before(), r.imbalance_after())
+              : absl::StrCat("ps ", r.from_ps(), " to ps ", r.to_ps());
   return absl::StrCat(
-      "moved ", r.buckets(), " ", what, " (ps ", r.from_ps(), " to ps ", r.to_ps(),
+      "moved ", r.buckets(), " ", what, " (", where,
       ", routing version ", r.routing_version(), "): ", r.rows(), " rows, ",
       FormatBytes(r.bytes()), absl::StrFormat(" in %.2f s (", r.seconds()),
       FormatBytes(static_cast<int64_t>(rate)),

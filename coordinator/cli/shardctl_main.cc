@@ -5,6 +5,7 @@
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
 //   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--per_switch=K] [--freeze=S]
+//   shardctl move-buckets VARIABLE --balance [--tolerance=T]
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -98,6 +99,8 @@ struct Options {
   int64_t to_shard = -1;
   double freeze_s = 10;
   int64_t per_switch = 1;
+  bool balance = false;
+  double tolerance = 0.1;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
   // A bearer token for the chief's roles (rpc/auth.h): --auth_token_file.
@@ -127,8 +130,9 @@ constexpr Command kCommands[] = {
      true, false},
     {"scale-ps", "N", "move the current job onto N ps tasks (a drain, a checkpoint, a re-sharded "
      "restore)", false, true, false},
-    {"move-buckets", "VARIABLE N", "move N buckets of a dynamic table from --from_shard to "
-     "the next shard, --to_shard, while the job trains", false, true, false},
+    {"move-buckets", "VARIABLE [N]", "move N buckets of a dynamic table from --from_shard to "
+     "the next shard, --to_shard, while the job trains; or, with --balance, as many as even "
+     "out the rows its shards hold", false, true, false},
     {"validate", "JOB.json", "check a job file locally, without a chief; prints it with defaults",
      false, false, true},
     {"export", "CKPT OUT", "write a checkpoint's variables, whole, to one safetensors file", false,
@@ -204,6 +208,12 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddInt("per_switch", &o.per_switch,
                   "buckets that switch together (each switch makes every worker route again "
                   "once: a larger run costs the job less)");
+    parser.AddBool("balance", &o.balance,
+                   "plan the moves that even out the rows the table's shards hold, and run "
+                   "them (no N, --from_shard or --to_shard)");
+    parser.AddDouble("tolerance", &o.tolerance,
+                     "--balance: leave the table as it is while its largest shard holds at most "
+                     "(1 + this) times the mean");
     parser.AddDouble("freeze", &o.freeze_s,
                      "seconds a source may hold a bucket frozen before it takes it back (a "
                      "switch takes milliseconds)");
@@ -723,6 +733,12 @@ int RunMoveBuckets(ChiefInterface& chief, const Options& o, const std::string& v
   request.set_count(count);
   request.set_freeze_ms(static_cast<int64_t>(o.freeze_s * 1000));
   request.set_per_switch(static_cast<int32_t>(o.per_switch));
+  if (o.balance) {
+    request.clear_from_shard();
+    request.clear_to_shard();
+    request.set_balance(true);
+    request.set_tolerance(o.tolerance);
+  }
   absl::StatusOr<MoveTableBucketsResponse> r =
       chief.MoveTableBuckets(request, absl::Seconds(o.timeout_s));
   if (!r.ok()) return ReportRpcError(r.status(), chief.address(), "MoveTableBuckets", o.timeout_s);
@@ -735,6 +751,11 @@ int RunMoveBuckets(ChiefInterface& chief, const Options& o, const std::string& v
                           {"routing_version", r->routing_version()},
                           {"steps_before", r->steps_before()},
                           {"steps_after", r->steps_after()}};
+    if (o.balance) {
+      out["moves"] = std::vector<std::string>(r->moves().begin(), r->moves().end());
+      out["imbalance_before"] = r->imbalance_before();
+      out["imbalance_after"] = r->imbalance_after();
+    }
     std::cout << out.dump() << "\n";
   } else {
     std::cout << BucketMoveLine(*r) << "\n";
@@ -801,10 +822,13 @@ int RunExport(const Options& o, const std::string& checkpoint, const std::string
   return kExitOk;
 }
 
-// Positional arguments a command takes: the words of its `args`.
-size_t NumArgs(const Command& command) {
+// Positional arguments a command takes: the words of its `args`, those in [brackets]
+// optional (counted in the most, not the fewest).
+size_t NumArgs(const Command& command, bool fewest = false) {
   const std::vector<absl::string_view> words = absl::StrSplit(command.args, ' ', absl::SkipEmpty());
-  return words.size();
+  size_t n = 0;
+  for (absl::string_view w : words) n += !(fewest && absl::StartsWith(w, "["));
+  return n;
 }
 
 constexpr int kGoOn = -1;
@@ -881,7 +905,7 @@ int ParseCommandLine(const Command& command, const std::vector<std::string>& arg
   if (parsed >= 0) return parsed;
   positional->erase(positional->begin());  // the command
   const size_t expected_args = NumArgs(command);
-  if (positional->size() != expected_args) {
+  if (positional->size() > expected_args || positional->size() < NumArgs(command, true)) {
     return UsageError(
         expected_args == 0
             ? absl::StrCat(command.name, ": unexpected argument \"", (*positional)[0], "\"")
@@ -916,7 +940,18 @@ int RunWithChief(const std::string& name, const Options& o,
     return UsageError("scale-ps: --ps_timeout must be > 0");
   }
   int64_t buckets = 0;
-  if (name == "move-buckets") {
+  if (name == "move-buckets" && o.balance) {
+    if (positional.size() != 1 || o.from_shard >= 0 || o.to_shard >= 0) {
+      return UsageError("move-buckets --balance: plans its own moves; give the VARIABLE only "
+                        "(no N, --from_shard or --to_shard)");
+    }
+    if (!(o.tolerance > 0)) return UsageError("move-buckets: --tolerance must be > 0");
+    if (!(o.freeze_s > 0)) return UsageError("move-buckets: --freeze must be > 0");
+    if (o.per_switch < 1) return UsageError("move-buckets: --per_switch must be >= 1");
+  } else if (name == "move-buckets") {
+    if (positional.size() != 2) {
+      return UsageError("move-buckets: expected VARIABLE N (or VARIABLE --balance)");
+    }
     if (!absl::SimpleAtoi(positional[1], &buckets) || buckets < 1 || buckets > 1000000) {
       return UsageError(absl::StrCat("move-buckets: N must be a number of buckets (1..1000000), "
                                      "got \"", positional[1], "\""));
