@@ -52,7 +52,7 @@ struct Figures {
   std::vector<double> before, during, ratio, bytes_per_s, bytes, frozen_ms, seconds, rows;
 };
 
-int RunMode(const std::string& mode, int buckets, int per_switch, int rounds,
+int RunMode(const std::string& mode, int buckets, int per_switch, int pause_ms, int rounds,
             nlohmann::json* out) {
   const std::string job = testing::WriteTempFile(
       "bucket_move_bench_" + mode + ".json",
@@ -103,6 +103,7 @@ int RunMode(const std::string& mode, int buckets, int per_switch, int rounds,
     request.set_to_shard(round % 2 == 0 ? 1 : 0);
     request.set_count(buckets);
     request.set_per_switch(per_switch);
+    request.set_pause_ms(pause_ms);
     absl::StatusOr<MoveTableBucketsResponse> moved =
         chief->MoveTableBuckets(request, absl::Minutes(10));
     if (!moved.ok()) {
@@ -120,26 +121,33 @@ int RunMode(const std::string& mode, int buckets, int per_switch, int rounds,
     f.frozen_ms.push_back(moved->frozen_s() * 1000);
     f.seconds.push_back(moved->seconds());
     std::cout << absl::StrFormat(
-        "%s round %d, %d per switch: %d buckets of %s, %d rows, %.0f bytes in %.2f s (%.0f B/s, %.3f "
-        "ms/bucket); steps/s %.1f before, %.1f during (x%.2f); longest freeze %.2f ms\n",
-        mode, round, per_switch, moved->buckets(), table, moved->rows(), f.bytes.back(), moved->seconds(),
-        f.bytes_per_s.back(), moved->seconds() * 1000 / std::max(1, moved->buckets()),
-        *before, during, f.ratio.back(), f.frozen_ms.back());
+        "%s round %d, %d per switch, pause %d ms: %d buckets of %s, %d rows, %.0f bytes in "
+        "%.2f s (%.0f B/s, %.3f ms/bucket); steps/s %.1f before, %.1f during (x%.2f); "
+        "longest freeze %.2f ms\n",
+        mode, round, per_switch, pause_ms, moved->buckets(), table, moved->rows(),
+        f.bytes.back(), moved->seconds(), f.bytes_per_s.back(),
+        moved->seconds() * 1000 / std::max(1, moved->buckets()), *before, during,
+        f.ratio.back(), f.frozen_ms.back());
   }
   std::cout << absl::StrFormat(
-      "%s, %d per switch, median of %d: %.0f B/s moved (%.0f rows, %.0f bytes, %.2f s for %d buckets); "
-      "steps/s %.1f before, %.1f during: x%.2f (aim >= 0.8); longest freeze %.2f ms\n",
-      mode, per_switch, rounds, Median(f.bytes_per_s), Median(f.rows), Median(f.bytes), Median(f.seconds),
-      buckets, Median(f.before), Median(f.during), Median(f.ratio), Median(f.frozen_ms));
-  (*out)[absl::StrCat(mode, "_", per_switch)] = {{"buckets", buckets},
-                  {"rows", Median(f.rows)},
-                  {"bytes", Median(f.bytes)},
-                  {"seconds", Median(f.seconds)},
-                  {"bytes_per_s", Median(f.bytes_per_s)},
-                  {"steps_per_s_before", Median(f.before)},
-                  {"steps_per_s_during", Median(f.during)},
-                  {"ratio", Median(f.ratio)},
-                  {"longest_freeze_ms", Median(f.frozen_ms)}};
+      "%s, %d per switch, pause %d ms, median of %d: %.0f B/s moved (%.0f rows, %.0f bytes, "
+      "%.2f s for %d buckets); steps/s %.1f before, %.1f during: x%.2f (aim >= 0.8); longest "
+      "freeze %.2f ms\n",
+      mode, per_switch, pause_ms, rounds, Median(f.bytes_per_s), Median(f.rows),
+      Median(f.bytes), Median(f.seconds), buckets, Median(f.before), Median(f.during),
+      Median(f.ratio), Median(f.frozen_ms));
+  const std::string key = pause_ms > 0 ? absl::StrCat(mode, "_", per_switch, "_pause", pause_ms)
+                                       : absl::StrCat(mode, "_", per_switch);
+  (*out)[key] = {{"buckets", buckets},
+                 {"pause_ms", pause_ms},
+                 {"rows", Median(f.rows)},
+                 {"bytes", Median(f.bytes)},
+                 {"seconds", Median(f.seconds)},
+                 {"bytes_per_s", Median(f.bytes_per_s)},
+                 {"steps_per_s_before", Median(f.before)},
+                 {"steps_per_s_during", Median(f.during)},
+                 {"ratio", Median(f.ratio)},
+                 {"longest_freeze_ms", Median(f.frozen_ms)}};
   return 0;
 }
 
@@ -153,6 +161,9 @@ int Main(int argc, char** argv) {
   int64_t per_switch = 16;
   flags.AddInt("per_switch", &per_switch, "buckets per switch of the second measurement (the "
                "first moves one at a time)");
+  int64_t pause_ms = 25;
+  flags.AddInt("pause_ms", &pause_ms, "the pause between switches of the third measurement "
+               "(per_switch buckets a switch)");
   flags.AddInt("rounds", &rounds, "moves measured per mode, alternately out and back");
   flags.AddBool("json", &json, "also print the figures as one JSON line");
   const int rc = HandleParseResult(flags, flags.Parse(argc, argv));
@@ -160,9 +171,11 @@ int Main(int argc, char** argv) {
   testing::SetUpRunfilesForBazelRun(argv[0], "worker/worker", "bucket_move_bench");
   nlohmann::json out;
   for (const std::string mode : {"async", "sync"}) {
-    for (const int64_t k : {int64_t{1}, per_switch}) {
+    const std::vector<std::pair<int64_t, int64_t>> configs = {
+        {1, 0}, {per_switch, 0}, {per_switch, pause_ms}};
+    for (const auto& [k, pause] : configs) {
       if (const int rc = RunMode(mode, static_cast<int>(buckets), static_cast<int>(k),
-                                 static_cast<int>(rounds), &out);
+                                 static_cast<int>(pause), static_cast<int>(rounds), &out);
           rc != 0) {
         return rc;
       }

@@ -176,6 +176,7 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
   const int per_switch = std::max(1, options.buckets_per_switch);
   for (int moved = 0; moved < count;) {
     if (moved > 0) {
+      if (options.pause > absl::ZeroDuration()) absl::SleepFor(options.pause);
       RETURN_IF_ERROR(Annotate(client->Discover(), what));
       ASSIGN_OR_RETURN(layout, client->GetLayout(variable));
     }

@@ -40,6 +40,9 @@ struct BucketMoveOptions {
   // Buckets that switch together (a run at the source's edge): each switch makes every
   // client route again once, so a larger run costs the job less, and freezes more rows.
   int buckets_per_switch = 1;
+  // A wait between one switch and the copy of the next run: the move takes longer, and the
+  // job gets back the share of its cores (and the routes again) that the move takes.
+  absl::Duration pause = absl::ZeroDuration();
   int max_catch_up_rounds = 4;
   int64_t catch_up_rows = 256;
   int64_t generation = 0;  // the ps's recovery generation (0: not fenced)

@@ -151,13 +151,15 @@ namespace {
 constexpr int kMaxReroutes = 12;
 }  // namespace
 
-void PsDataPath::RefreshLayoutsAsync(StatusCallback done) {
+void PsDataPath::RefreshLayoutsAsync(const std::string& variable, StatusCallback done) {
   struct Lists {
     std::vector<ListShardsRequest> requests;
     std::vector<ListShardsResponse> responses;
   };
   auto lists = std::make_shared<Lists>();
-  lists->requests.resize(static_cast<size_t>(calls_->num_ps()));
+  ListShardsRequest request;
+  request.set_variable(variable);
+  lists->requests.assign(static_cast<size_t>(calls_->num_ps()), request);
   lists->responses.resize(static_cast<size_t>(calls_->num_ps()));
   auto fan = Fanout::Make(lists->requests.size(), [this, lists, done](const absl::Status& s) {
     if (!s.ok()) return done(s);
@@ -191,7 +193,11 @@ void PsDataPath::AfterBucketMoved(const absl::Status& why, int reroutes, absl::T
           : absl::ZeroDuration();
   calls_->RunAfter(wait, [this, why, reroutes, give_up, then](bool cancelled) {
     if (cancelled) return then(absl::CancelledError("client shut down while routing again"));
-    RefreshLayoutsAsync([this, why, reroutes, give_up, then](const absl::Status& s) {
+    // Only the refused table's layout: the others did not move (a refusal of one of them
+    // comes with its own name).
+    const std::optional<ErrorDetail> detail = GetDetail(why);
+    const std::string variable = detail.has_value() ? detail->variable() : std::string();
+    RefreshLayoutsAsync(variable, [this, why, reroutes, give_up, then](const absl::Status& s) {
       if (s.code() == absl::StatusCode::kFailedPrecondition) {
         // The table's shards do not tile its buckets yet (one is between its old shard and
         // its new one): again, a little later.

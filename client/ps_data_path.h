@@ -9,6 +9,7 @@
 #define SHARDPS_CLIENT_PS_DATA_PATH_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,9 +64,9 @@ class PsDataPath {
   void RerouteRowPushesAsync(std::shared_ptr<RowPushItems> unapplied, absl::Status why,
                              const PushOptions& options, int reroutes, absl::Time give_up,
                              StatusCallback done);
-  // Rebuilds the layouts of every variable from what the ps tasks hold (PsClient::Discover,
-  // without blocking), then `done`.
-  void RefreshLayoutsAsync(StatusCallback done);
+  // Rebuilds the layout of `variable` (empty: of every variable) from what the ps tasks hold
+  // (PsClient::Discover, without blocking), then `done`.
+  void RefreshLayoutsAsync(const std::string& variable, StatusCallback done);
   // After a BUCKET_MOVED: waits (a bucket being handed over comes back within its freeze),
   // rebuilds the layouts, and calls `then` with the outcome; a layout that cannot be built
   // yet (a bucket between two shards) is tried again until `give_up`.

@@ -40,6 +40,10 @@ absl::Status TableMoves::RequestLocked(const MoveTableBucketsRequest& request, D
     return absl::InvalidArgumentError(
         absl::StrCat("move-buckets: per_switch must be >= 0, got ", request.per_switch()));
   }
+  if (request.pause_ms() < 0 || request.pause_ms() > 60000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("move-buckets: pause_ms must be in [0, 60000], got ", request.pause_ms()));
+  }
   if (request.freeze_ms() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("move-buckets: freeze_ms must be >= 0, got ", request.freeze_ms()));
@@ -117,6 +121,7 @@ void TableMoves::RunLocked() {
   BucketMoveOptions options;
   if (r.freeze_ms() > 0) options.freeze = absl::Milliseconds(r.freeze_ms());
   if (r.per_switch() > 0) options.buckets_per_switch = r.per_switch();
+  options.pause = absl::Milliseconds(r.pause_ms());
   options.generation = s_->generation;
   if (s_->job.mode() == JobSpec::SYNC) {
     // Each bucket switches between two sync steps.

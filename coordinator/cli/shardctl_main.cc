@@ -4,8 +4,8 @@
 //   shardctl watch        shardctl add-steps N               shardctl cancel
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
-//   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--per_switch=K] [--freeze=S]
-//   shardctl move-buckets VARIABLE --balance [--tolerance=T]
+//   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--per_switch=K] [--pause=S]
+//   shardctl move-buckets VARIABLE --balance [--tolerance=T]     (and [--freeze=S])
 //
 // The chief is --chief=host:port, or the chief of the TF_CONFIG cluster (--tf_config or the
 // TF_CONFIG environment variable). Exit codes: 0 ok; 1 other errors; 2 bad command line or
@@ -100,6 +100,7 @@ struct Options {
   double freeze_s = 10;
   int64_t per_switch = 1;
   bool balance = false;
+  double pause_s = 0.025;
   double tolerance = 0.1;
   // TLS to the chief (rpc/tls.h): its CA, and a certificate for mutual TLS.
   TlsOptions tls;
@@ -208,6 +209,9 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddInt("per_switch", &o.per_switch,
                   "buckets that switch together (each switch makes every worker route again "
                   "once: a larger run costs the job less)");
+    parser.AddDouble("pause", &o.pause_s,
+                     "seconds to wait between one switch and the next run's copy: a slower move "
+                     "that takes less of the job's time (0 to 60; 0: as fast as it goes)");
     parser.AddBool("balance", &o.balance,
                    "plan the moves that even out the rows the table's shards hold, and run "
                    "them (no N, --from_shard or --to_shard)");
@@ -733,6 +737,7 @@ int RunMoveBuckets(ChiefInterface& chief, const Options& o, const std::string& v
   request.set_count(count);
   request.set_freeze_ms(static_cast<int64_t>(o.freeze_s * 1000));
   request.set_per_switch(static_cast<int32_t>(o.per_switch));
+  request.set_pause_ms(static_cast<int64_t>(o.pause_s * 1000));
   if (o.balance) {
     request.clear_from_shard();
     request.clear_to_shard();
@@ -967,6 +972,10 @@ int RunWithChief(const std::string& name, const Options& o,
       return UsageError(absl::StrCat("move-buckets: --per_switch must be in [1, N], got ",
                                      o.per_switch));
     }
+  }
+  if (name == "move-buckets" && !(o.pause_s >= 0 && o.pause_s <= 60)) {
+    return UsageError(absl::StrCat("move-buckets: --pause must be in [0, 60] seconds, got ",
+                                   o.pause_s));
   }
   absl::StatusOr<std::string> address = ChiefAddress(o);
   if (!address.ok()) return UsageError(address.status().message());
