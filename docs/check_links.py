@@ -27,7 +27,7 @@ import os
 import re
 import sys
 
-LINK = re.compile(r"\[(?:[^\[\]]|\n)*?\]\(([^()\s]+)\)")
+LINK = re.compile(r"\[[^\[\]]*?\]\(([^()\s]+)\)")  # a class, not (x|\n)*: no backtracking blow-up
 POINTER = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.md)(#[\w-]+)?")
 FENCE = re.compile(r"^(```|~~~)")
 SKIP_DIRS = {".git", "node_modules", "runs", ".dist"}

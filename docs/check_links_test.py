@@ -4,6 +4,7 @@
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.dont_write_bytecode = True  # the module lives in the source tree: leave no __pycache__ there
@@ -98,6 +99,17 @@ class CheckLinksTest(unittest.TestCase):
         self.assertEqual(len(problems), 2, problems)
         self.assertIn("no heading for #nope", problems[0])
         self.assertIn("no such file: docs/gone.md", problems[1])
+
+    def test_an_unclosed_bracket_over_many_lines_is_read_at_once(self):
+        # A half-open range "[2047, 2048)" and 40 lines with no "]" after it: the link pattern
+        # once backtracked over every way of splitting the newlines (minutes), and a link
+        # after it must still be checked.
+        text = "buckets [2047, 2048) moved\n" + "prose line\n" * 40 + "[c](docs/gone.md)\n"
+        start = time.monotonic()
+        problems = self.problems(text, tree=False)
+        self.assertLess(time.monotonic() - start, 5.0)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("no such file: docs/gone.md", problems[0])
 
     def test_paths_are_checked_only_with_the_tree(self):
         self.assertEqual(self.problems("`ps_server/optimizer.h`\n", tree=False), [])
