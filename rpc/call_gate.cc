@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "rpc/access.h"
+#include "rpc/audit_lines.h"
 #include "rpc/grpc_util.h"
 #include "rpc/protocol.h"
 
@@ -79,11 +80,18 @@ absl::StatusOr<CallerIdentity> CheckCall(const grpc::CallbackServerContext& ctx,
   }
   if (absl::Status protocol = CheckClientProtocol(ctx, daemon); !protocol.ok()) return protocol;
   if (access->audited) {
-    LogInfo() << "audit: " << CallName(service, method) << " on this " << daemon << " by "
-              << (caller->role.has_value()
-                      ? absl::StrCat(RoleName(*caller->role), " (", caller->source, ")")
-                      : std::string("an unidentified caller (roles off)"))
-              << " from " << ctx.peer();
+    static auto* const audit = new AuditLines();
+    const std::string who = absl::StrCat(
+        CallName(service, method), " on this ", daemon, " by ",
+        caller->role.has_value()
+            ? absl::StrCat(RoleName(*caller->role), " (", caller->source, ")")
+            : std::string("an unidentified caller (roles off)"),
+        " from ");
+    const std::string peer = ctx.peer();
+    for (const std::string& l :
+         audit->Add(absl::StrCat(who, PeerHost(peer)), who + peer, absl::Now())) {
+      LogInfo() << "audit: " << l;
+    }
   }
   return caller;
 }

@@ -12,7 +12,8 @@
 // role), PERMISSION_DENIED (a role the table does not allow, or a method without a row) or
 // FAILED_PRECONDITION (PROTOCOL_MISMATCH), changes nothing, and leaves a log line naming the
 // caller and the call (at most kDeniedLinesPerSecond a second; the rest are counted in the
-// next line). Every call of an audited method (access.h) is logged with its caller.
+// next line). Every call of an audited method (access.h) is logged with its caller, repeats of
+// the same call by the same caller folded into a count (rpc/audit_lines.h).
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_RPC_CALL_GATE_H_
