@@ -1,12 +1,13 @@
 // AuditLines: the audit log's lines for a stream of audited calls (rpc/call_gate.h), with
 // runs of the same call by the same caller from the same host (any of its connections) folded
-// as syslog folds a repeated message: the first call of a run is written whole, the repeats within `window` of
-// it are counted, and the count is written ("the audited call above was made N more times
-// until ...") before the next line that differs or the first repeat after the window, which
-// starts a new run. A bucket move of thousands of runs makes thousands of MoveBuckets calls on
-// each ps; the log gets a line or two for them instead of one each. No call goes unrecorded:
-// each run's first call is a whole line and its repeats are counted, the last run's count
-// being written with the next audited call.
+// as syslog folds a repeated message: the first call of a run is written whole, the repeats
+// within `window` of it are counted, and the count is written ("the audited call above was
+// made N more times until ...") before the next line that differs or the first repeat after
+// the window, which starts a new run. A bucket move of thousands of runs makes thousands of
+// MoveBuckets calls on each ps; the log gets a line or two for them instead of one each. No
+// call goes unrecorded: each run's first call is a whole line and its repeats are counted, the
+// last run's count being written with the next audited call (a process that ends first leaves
+// its last count unwritten).
 //
 // Thread-safety: thread-safe.
 #ifndef SHARDPS_RPC_AUDIT_LINES_H_
