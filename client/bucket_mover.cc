@@ -142,6 +142,19 @@ class OneMove {
   absl::Time frozen_at_;
 };
 
+// The layout of dynamic table `variable`, read from the ps now; INVALID_ARGUMENT for a dense
+// variable, the client's error for an unknown one. `what` prefixes errors.
+absl::StatusOr<VariableLayout> TableLayout(PsClient* client, const std::string& variable,
+                                           const std::string& what) {
+  RETURN_IF_ERROR(Annotate(client->Discover(), what));
+  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(variable));
+  if (!layout.dynamic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
+  }
+  return layout;
+}
+
 }  // namespace
 
 absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::string& variable,
@@ -151,12 +164,7 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
                                         "\" from shard ", from_shard, " to shard ", to_shard);
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat(what, ": count must be >= 1"));
   const absl::Time start = absl::Now();
-  RETURN_IF_ERROR(Annotate(client->Discover(), what));
-  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(variable));
-  if (!layout.dynamic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
-  }
+  ASSIGN_OR_RETURN(VariableLayout layout, TableLayout(client, variable, what));
   const int shards = static_cast<int>(layout.shards.size());
   if (from_shard < 0 || from_shard >= shards || to_shard < 0 || to_shard >= shards ||
       std::abs(from_shard - to_shard) != 1) {
@@ -309,12 +317,7 @@ absl::StatusOr<BalanceStats> BalanceTableBuckets(PsClient* client, const std::st
         absl::StrCat(what, ": tolerance must be >= 0, got ", tolerance));
   }
   const absl::Time start = absl::Now();
-  RETURN_IF_ERROR(Annotate(client->Discover(), what));
-  ASSIGN_OR_RETURN(VariableLayout layout, client->GetLayout(variable));
-  if (!layout.dynamic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": not a dynamic table (only their buckets move)"));
-  }
+  ASSIGN_OR_RETURN(VariableLayout layout, TableLayout(client, variable, what));
   absl::StatusOr<std::vector<int64_t>> measured = ShardRows(client, layout);
   RETURN_IF_ERROR(Annotate(measured.status(), what));
   std::vector<int64_t> rows = *std::move(measured);
