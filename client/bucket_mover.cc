@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -215,9 +216,16 @@ double Imbalance(const std::vector<int64_t>& rows) {
 std::vector<PlannedMove> PlanBalance(const std::vector<BucketRange>& ranges,
                                      const std::vector<int64_t>& rows, double tolerance) {
   const int shards = static_cast<int>(ranges.size());
-  if (shards < 2 || Imbalance(rows) <= 1.0 + tolerance) return {};
   double total = 0;
   for (int64_t r : rows) total += static_cast<double>(r);
+  if (total == 0) {
+    // An empty table (a ps added live before the job pushed any row): even buckets.
+    std::vector<int64_t> buckets;
+    for (const BucketRange& r : ranges) buckets.push_back(r.end - r.begin);
+    if (std::accumulate(buckets.begin(), buckets.end(), int64_t{0}) == 0) return {};
+    return PlanBalance(ranges, buckets, tolerance);
+  }
+  if (shards < 2 || Imbalance(rows) <= 1.0 + tolerance) return {};
   // The running sum of rows up to bucket b (rows spread evenly over each shard's buckets).
   auto rows_before = [&](int32_t b) {
     double sum = 0;

@@ -83,7 +83,8 @@ struct PlannedMove {
 // order, tiling its buckets) and `rows` rows, taking the rows of a shard as spread evenly over
 // its buckets: the boundary between shards i and i+1 goes where the running sum of rows
 // reaches (i+1)/S of them, each shard keeping at least one bucket. Empty when the largest
-// shard holds at most (1 + tolerance) times the mean (or the table is empty). In an order
+// shard holds at most (1 + tolerance) times the mean. A table without rows is evened out by
+// buckets (shards added to a running table hold none: coordinator/ps_scaling.h). In an order
 // that MoveTableBuckets can run them in (each source keeps a bucket at every step).
 // REQUIRES: ranges.size() == rows.size() >= 1.
 std::vector<PlannedMove> PlanBalance(const std::vector<BucketRange>& ranges,

@@ -39,10 +39,10 @@ class Cluster {
   explicit Cluster(int num_ps) {
     for (int i = 0; i < num_ps; ++i) stores_.push_back(*ShardStore::Create({}));
   }
-  // A client of its own, as each worker and the chief have.
-  std::unique_ptr<PsClient> Client() {
+  // A client of its own, as each worker and the chief have (of the first `num_ps` ps; 0: all).
+  std::unique_ptr<PsClient> Client(size_t num_ps = 0) {
     std::vector<std::unique_ptr<PsInterface>> ps;
-    for (size_t i = 0; i < stores_.size(); ++i) {
+    for (size_t i = 0; i < (num_ps > 0 ? num_ps : stores_.size()); ++i) {
       ps.push_back(NewLocalPsInterface("ps:" + std::to_string(i), stores_[i].get()));
     }
     PsClient::Options options;
@@ -150,21 +150,57 @@ TEST(BucketMoverTest, AsyncPushesUnderLoadAreAppliedExactlyOnceAcrossMoves) {
 
 // A SYNC run of `steps` steps by two replicas, each with its own client. In every step with
 // an entry in `moves` ({from, to, count}), a third client moves buckets after both replicas
-// have pulled and before they push: they push by the layout they pulled with. The table's
-// rows of `keys` at the end.
+// have pulled and before they push: they push by the layout they pulled with. With
+// `add_ps_at` >= 0, the table starts on 2 of the 3 ps, and before that step the third ps gets
+// an empty shard of it (as a ps added live does: coordinator/ps_scaling.h), the replicas
+// switch to clients of all 3, and the table is balanced. The table's rows of `keys` at the end.
 std::vector<float> RunSync(int steps, const std::map<int, std::vector<int>>& moves,
-                           const std::vector<int64_t>& keys, std::atomic<int>* rerouted_pushes) {
+                           const std::vector<int64_t>& keys, std::atomic<int>* rerouted_pushes,
+                           int add_ps_at = -1) {
   Cluster cluster(3);
-  auto chief = cluster.Client();
-  EXPECT_TRUE(Create(chief.get(), Table(OptimizerSpec::ADAGRAD, InitializerSpec::RANDOM_NORMAL,
+  const size_t first_ps = add_ps_at >= 0 ? 2 : 3;
+  auto chief = cluster.Client(first_ps);
+  EXPECT_TRUE(Create(chief.get(), Table(OptimizerSpec::ADAM, InitializerSpec::RANDOM_NORMAL,
                                         /*replicas=*/2))
                   .ok());
   std::vector<std::unique_ptr<PsClient>> replicas;
   for (int r = 0; r < 2; ++r) {
-    replicas.push_back(cluster.Client());
+    replicas.push_back(cluster.Client(first_ps));
     EXPECT_TRUE(replicas.back()->Discover().ok());
   }
   for (int step = 0; step < steps; ++step) {
+    if (step == add_ps_at) {
+      const VariableLayout before = *chief->GetLayout("emb");
+      chief = cluster.Client();
+      CreateShardsRequest add;
+      *add.add_shards() = before.shards.back().spec;
+      ShardSpec& spec = *add.mutable_shards(0);
+      spec.set_name("emb/part_2");
+      spec.set_part(2);
+      spec.set_num_parts(3);
+      spec.mutable_dynamic()->set_bucket_begin(kBuckets);
+      spec.mutable_dynamic()->set_bucket_end(kBuckets);
+      add.set_start_version(step);  // one update a sync step
+      add.set_routing_version(before.routing_version);
+      CreateShardsResponse created;
+      EXPECT_TRUE(chief->CreateShards(2, add, &created).ok());
+      EXPECT_TRUE(chief->Discover().ok());
+      const VariableLayout added = *chief->GetLayout("emb");
+      EXPECT_EQ(added.shards.size(), 3u);
+      EXPECT_EQ(added.shards[2].ps, 2);
+      EXPECT_EQ(added.shards[2].buckets.begin, kBuckets);  // empty, last
+      for (auto& replica : replicas) {
+        replica = cluster.Client();
+        EXPECT_TRUE(replica->Discover().ok());
+      }
+      auto balanced = BalanceTableBuckets(chief.get(), "emb", 0.1);
+      EXPECT_TRUE(balanced.ok()) << balanced.status();
+      if (balanced.ok()) EXPECT_EQ(balanced->moves.size(), 2u);
+      EXPECT_TRUE(chief->Discover().ok());
+      EXPECT_GT(chief->GetLayout("emb")->shards[2].buckets.end -
+                    chief->GetLayout("emb")->shards[2].buckets.begin,
+                kBuckets / 4);
+    }
     std::vector<std::vector<int64_t>> batches(2);
     std::vector<std::vector<float>> grads(2);
     for (int r = 0; r < 2; ++r) {
@@ -217,6 +253,16 @@ TEST(BucketMoverTest, SyncRunAcrossMovesIsBitIdenticalToAnUnmovedRun) {
       RunSync(12, {{2, {0, 1, 4}}, {5, {2, 1, 3}}, {8, {1, 0, 6}}}, keys, &moved_reroutes);
   EXPECT_EQ(unmoved_reroutes, 0);
   EXPECT_GT(moved_reroutes, 0);  // the replicas' layouts were old, and they routed again
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "float " << i;
+}
+
+TEST(BucketMoverTest, SyncRunWithAPsAddedMidRunIsBitIdenticalToARunOnAllOfThem) {
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 300; ++k) keys.push_back(k * 104729 + 11);
+  std::atomic<int> plain_reroutes{0}, added_reroutes{0};
+  const std::vector<float> want = RunSync(10, {}, keys, &plain_reroutes);
+  const std::vector<float> got = RunSync(10, {}, keys, &added_reroutes, /*add_ps_at=*/4);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "float " << i;
 }
@@ -371,6 +417,12 @@ TEST(BucketMoverTest, PlanBalanceMovesBoundariesWhereTheRowsSplitEvenly) {
   // Within the tolerance, and an empty table: nothing.
   EXPECT_TRUE(PlanBalance({{0, 32}, {32, 64}}, {105, 100}, 0.1).empty());
   EXPECT_TRUE(PlanBalance({{0, 32}, {32, 64}}, {0, 0}, 0.1).empty());
+  // A shard added to the table holds nothing: it takes its share along the chain, by rows,
+  // or by buckets while the table has no row.
+  EXPECT_EQ(PlanBalance({{0, 32}, {32, 64}, {64, 64}}, {300, 300, 0}, 0.1),
+            (std::vector<PlannedMove>{{0, 1, 11}, {1, 2, 21}}));
+  EXPECT_EQ(PlanBalance({{0, 32}, {32, 64}, {64, 64}}, {0, 0, 0}, 0.1),
+            (std::vector<PlannedMove>{{0, 1, 11}, {1, 2, 21}}));
   EXPECT_TRUE(PlanBalance({{0, 64}}, {500}, 0.1).empty());
   // Every row on the last of three shards, the first two holding a bucket each: shard 1 must
   // take from shard 2 before it can give to shard 0.

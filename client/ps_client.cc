@@ -138,22 +138,16 @@ class PsClientImpl : public PsClient {
     return admin_.SnapshotStatusAll(checkpoint_id, responses);
   }
 
+  absl::Status CreateShards(int ps, const CreateShardsRequest& request,
+                            CreateShardsResponse* response) override {
+    return CallOnePs("create shards", ps, PsCalls::Addresses::kPs, &PsInterface::CreateShardsAsync,
+                     request, response);
+  }
+
   absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,
                            MoveBucketsResponse* response) override {
-    if (ps < 0 || ps >= num_ps()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("move buckets: ps ", ps, " is not in [0, ", num_ps(), ")"));
-    }
-    absl::Notification done;
-    absl::Status result;
-    calls_.Call<MoveBucketsRequest, MoveBucketsResponse>(
-        ps, PsCalls::Addresses::kLayoutShards, &PsInterface::MoveBucketsAsync, &request, response,
-        calls_.Deadline(), [&](const absl::Status& s) {
-          result = s;
-          done.Notify();
-        });
-    done.WaitForNotification();
-    return result;
+    return CallOnePs("move buckets", ps, PsCalls::Addresses::kLayoutShards,
+                     &PsInterface::MoveBucketsAsync, request, response);
   }
 
   absl::Status RestoreAll(const RestoreRequest& request,
@@ -162,6 +156,25 @@ class PsClientImpl : public PsClient {
   }
 
  private:
+  // Calls `method` on ps `ps` alone (with retries) and waits.
+  template <typename Req, typename Resp>
+  absl::Status CallOnePs(const char* what, int ps, PsCalls::Addresses addresses,
+                         PsCalls::Method<Req, Resp> method, const Req& request, Resp* response) {
+    if (ps < 0 || ps >= num_ps()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ps ", ps, " is not in [0, ", num_ps(), ")"));
+    }
+    absl::Notification done;
+    absl::Status result;
+    calls_.Call<Req, Resp>(ps, addresses, method, &request, response,
+                           calls_.Deadline(), [&](const absl::Status& s) {
+                             result = s;
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    return result;
+  }
+
   // Calls `method` on every ps at once, requests[k] to ps k (with retries), and waits: OK, or
   // the failure the fan-out reports.
   template <typename Req, typename Resp>

@@ -164,6 +164,10 @@ class PsClient {
   // Sends `request` to every ps, each call with Options::restore_timeout.
   virtual absl::Status RestoreAll(const RestoreRequest& request,
                                   std::vector<RestoreResponse>* responses) = 0;
+  // Creates shards on ps `ps` alone (a ps added to a running job: coordinator/ps_scaling.h),
+  // retried as a data call. The layouts here are not rebuilt: Discover after.
+  virtual absl::Status CreateShards(int ps, const CreateShardsRequest& request,
+                                    CreateShardsResponse* response) = 0;
   // One step of a dynamic table's bucket move on ps `ps` (MoveBucketsRequest; the mover is
   // client/bucket_mover.h), retried as a data call.
   virtual absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,

@@ -90,6 +90,10 @@ class SwitchablePsClient final : public PsClient {
                           std::vector<RestoreResponse>* responses) override {
     return current()->RestoreAll(request, responses);
   }
+  absl::Status CreateShards(int ps, const CreateShardsRequest& request,
+                            CreateShardsResponse* response) override {
+    return current()->CreateShards(ps, request, response);
+  }
   absl::Status MoveBuckets(int ps, const MoveBucketsRequest& request,
                            MoveBucketsResponse* response) override {
     return current()->MoveBuckets(ps, request, response);

@@ -1,6 +1,7 @@
 #include "client/variable_layout.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,11 +42,14 @@ absl::Status CheckRowsTiled(const std::string& name, VariableLayout* layout) {
   return absl::OkStatus();
 }
 
-// A discovered dynamic table's shards, sorted, must hold every bucket exactly once.
+// A discovered dynamic table's shards, sorted, must hold every bucket exactly once. A shard
+// may hold none (one added to a running table, which bucket moves then fill): empty shards at
+// one place go after the shard that ends there, in part order.
 absl::Status CheckBucketsTiled(VariableLayout* layout) {
   std::sort(layout->shards.begin(), layout->shards.end(),
             [](const VariableLayout::Shard& a, const VariableLayout::Shard& b) {
-              return a.buckets.begin < b.buckets.begin;
+              return std::make_tuple(a.buckets.begin, a.buckets.end, a.spec.part()) <
+                     std::make_tuple(b.buckets.begin, b.buckets.end, b.spec.part());
             });
   int32_t next = 0;
   for (const auto& shard : layout->shards) {

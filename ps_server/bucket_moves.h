@@ -52,6 +52,10 @@ class BucketMoves {
                                           bool step_in_progress, absl::Time now,
                                           MoveBucketsResponse* response);
 
+  // A shard added to a table whose shards have moved buckets: it starts at their routing
+  // version.
+  void StartAt(int64_t routing_version) { routing_version_ = routing_version; }
+
   // The table was replaced (a restore): staged and frozen buckets are forgotten; the range
   // and the routing version stay.
   void TableReplaced();

@@ -201,6 +201,11 @@ void Shard::ReplaceTable(std::unique_ptr<DynamicTable> table, int64_t version) {
   moves_->TableReplaced();
 }
 
+void Shard::StartAt(int64_t version, int64_t routing_version) {
+  version_ = version;
+  moves_->StartAt(routing_version);
+}
+
 absl::Status Shard::CheckMovedKeys(absl::Span<const int64_t> keys, bool push,
                                    int64_t routing_version, absl::string_view what) const {
   return moves_->Check(keys, push, routing_version, absl::Now(), what);

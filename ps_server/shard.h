@@ -231,6 +231,10 @@ class Shard {
   int64_t routing_version() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return moves_->routing_version();
   }
+  // Dynamic: a shard added to a table a running job trains (CreateShardsRequest
+  // .start_version): it starts at `version` and routing version `routing_version`, as its
+  // table's other shards are. REQUIRES: nothing applied to it yet.
+  void StartAt(int64_t version, int64_t routing_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dynamic: the buckets a move has staged here and not switched (empty: none).
   BucketRange staged() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return moves_->staged(); }
   // Dynamic: a pull's or a push's keys against bucket moves (ps_server/bucket_moves.h),

@@ -68,11 +68,12 @@ absl::StatusOr<Geometry> ValidateDynamicSpec(const ShardSpec& spec, const std::s
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": dynamic.num_buckets must be 1..1048576, got ", d.num_buckets()));
   }
-  if (d.bucket_begin() < 0 || d.bucket_begin() >= d.bucket_end() ||
+  // Empty: a shard added to a running table (a ps added live), which bucket moves then fill.
+  if (d.bucket_begin() < 0 || d.bucket_begin() > d.bucket_end() ||
       d.bucket_end() > d.num_buckets()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": dynamic buckets [", d.bucket_begin(), ", ", d.bucket_end(),
-                     ") must be a non-empty range within [0, num_buckets ", d.num_buckets(), ")"));
+                     ") must be a range within [0, num_buckets ", d.num_buckets(), ")"));
   }
   if (d.admit_after() < 0 || d.admit_after() > 255) {
     return absl::InvalidArgumentError(

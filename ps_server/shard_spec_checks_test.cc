@@ -46,9 +46,13 @@ TEST(ShardSpecChecksTest, RefusalsNameTheShardAndTheField) {
   EXPECT_TRUE(absl::StrContains(s.message(), "replicas_to_aggregate is for SYNC only")) << s;
 
   ShardSpec buckets = DynamicTestSpec("t", 8);
-  buckets.mutable_dynamic()->set_bucket_end(0);
+  buckets.mutable_dynamic()->set_bucket_begin(3);
+  buckets.mutable_dynamic()->set_bucket_end(2);
   s = ValidateShardSpec(buckets).status();
-  EXPECT_TRUE(absl::StrContains(s.message(), "dynamic buckets [0, 0)")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "dynamic buckets [3, 2)")) << s;
+  // Empty is a shard added to a running table, which bucket moves then fill.
+  buckets.mutable_dynamic()->set_bucket_begin(2);
+  EXPECT_TRUE(ValidateShardSpec(buckets).ok());
 
   ShardSpec unnamed = DenseTestSpec("", 5, 3);
   s = ValidateShardSpec(unnamed).status();

@@ -303,6 +303,21 @@ class ShardStoreImpl final : public ShardStore {
       }
       unique.push_back(i);
     }
+    // A shard added to a running table starts where the table's other shards are.
+    const bool started = request.start_version() != 0 || request.routing_version() != 0;
+    if (request.start_version() < 0 || request.routing_version() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "create shards: start_version ", request.start_version(), " and routing_version ",
+          request.routing_version(), " must be >= 0"));
+    }
+    for (int i = 0; started && i < request.shards_size(); ++i) {
+      if (!request.shards(i).has_dynamic()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "create shards: start_version and routing_version are for shards added to a "
+            "dynamic table; ",
+            QuotedShard(request.shards(i).name()), " is dense"));
+      }
+    }
     // 2. Conflicts with existing shards fail early, before any allocation.
     ASSIGN_OR_RETURN(const std::vector<int> fresh, shards_.Absent(request, unique));
     // 3. The memory budget, before any allocation: every new shard's bytes are reserved,
@@ -319,6 +334,10 @@ class ShardStoreImpl final : public ShardStore {
       ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard,
                        Shard::Create(request.shards(i), geometry[i], options_.request_id_window,
                                      &snapshot_copy_bytes_, &budget_));
+      if (started) {
+        absl::MutexLock lock(&shard->mu());
+        shard->StartAt(request.start_version(), request.routing_version());
+      }
       built.push_back(std::move(shard));
     }
     // 5. Insert all or nothing; a concurrent CreateShards may have inserted some meanwhile.

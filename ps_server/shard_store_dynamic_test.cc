@@ -486,5 +486,71 @@ TEST(DynamicShardFiniteTest, ASyncStepWhoseSumOverflowsFailsForAllReplicas) {
   EXPECT_EQ(wait_status.code(), absl::StatusCode::kInvalidArgument) << wait_status;
 }
 
+// A shard added to a running table (a ps added live) starts empty, at the version and the
+// routing version of the table's other shards: its next SYNC step is theirs, and pushes routed
+// by an older layout are refused. A dense shard cannot be started so; nothing is created then.
+TEST(ShardStoreDynamicTest, AShardAddedToARunningTableStartsWhereTheTableIs) {
+  auto store = *ShardStore::Create({});
+  CreateShardsRequest request;
+  *request.add_shards() =
+      DynamicShard("emb", 2, 3, kBuckets, kBuckets, OptimizerSpec::ADAGRAD, /*sync=*/1);
+  request.set_start_version(40);
+  request.set_routing_version(7);
+  CreateShardsResponse created;
+  ASSERT_TRUE(store->CreateShards(request, &created).ok());
+  EXPECT_EQ(created.created(), 1);
+  auto listed = [&] {
+    ListShardsResponse response;
+    EXPECT_TRUE(store->ListShards(ListShardsRequest(), &response).ok());
+    return response;
+  };
+  ListShardsResponse now = listed();
+  ASSERT_EQ(now.shards_size(), 1);
+  EXPECT_EQ(now.shards(0).version(), 40);
+  EXPECT_EQ(now.shards(0).routing_version(), 7);
+  EXPECT_EQ(now.shards(0).spec().dynamic().bucket_begin(), kBuckets);
+  EXPECT_EQ(now.shards(0).spec().dynamic().bucket_end(), kBuckets);
+
+  // The table's next sync step is 40: an empty share of it routed by the table's layout
+  // applies; one routed by an older layout is refused.
+  PushRowsRequest push;
+  push.set_request_id(1);
+  push.set_shard("emb/part_2");
+  push.mutable_sync()->set_replica(0);
+  push.mutable_sync()->set_step(40);
+  PushRowsResponse pushed;
+  push.set_routing_version(6);
+  absl::Status s = store->PushRows(push, &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_EQ(listed().shards(0).version(), 40);
+  push.set_routing_version(7);
+  s = store->PushRows(push, &pushed);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(listed().shards(0).version(), 41);
+  push.mutable_sync()->set_step(42);
+  push.set_request_id(2);
+  EXPECT_EQ(store->PushRows(push, &pushed).code(), absl::StatusCode::kFailedPrecondition);
+
+  // Created again (a retried call): left as it is.
+  ASSERT_TRUE(store->CreateShards(request, &created).ok());
+  EXPECT_EQ(created.created(), 0);
+  EXPECT_EQ(listed().shards(0).version(), 41);
+
+  CreateShardsRequest dense;
+  ShardSpec spec = DynamicShard("w", 0, 1, 0, kBuckets);
+  spec.clear_dynamic();
+  spec.mutable_shape()->set_dim(0, 8);
+  spec.mutable_full_shape()->set_dim(0, 8);
+  *dense.add_shards() = spec;
+  dense.set_start_version(3);
+  s = store->CreateShards(dense, &created);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "'w' is dense")) << s;
+  dense.set_start_version(-1);
+  s = store->CreateShards(dense, &created);
+  EXPECT_TRUE(absl::StrContains(s.message(), "must be >= 0")) << s;
+  EXPECT_EQ(listed().shards_size(), 1);
+}
+
 }  // namespace
 }  // namespace shardps
