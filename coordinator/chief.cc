@@ -563,6 +563,7 @@ class ChiefImpl : public Chief {
     s_.generation = prepared.generation;
     s_.ps_addresses = prepared.ps_addresses;
     s_.layout_version = prepared.layout_version;
+    s_.dense_ps = prepared.dense_ps;
     checkpoints_->StartJobLocked();
     recovery_->StartJobLocked(std::move(prepared.incarnations));
     s_.status = JobStatus();

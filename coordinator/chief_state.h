@@ -65,6 +65,8 @@ struct ChiefState {
   // the layout's version (JobStore::State; a scale-ps changes both: ps_scaling.h).
   std::vector<std::string> ps_addresses ABSL_GUARDED_BY(mu);
   int64_t layout_version ABSL_GUARDED_BY(mu) = 0;
+  // The dense variables are on the first dense_ps of ps_addresses (0: all; JobStore::State).
+  int dense_ps ABSL_GUARDED_BY(mu) = 0;
   absl::Time start ABSL_GUARDED_BY(mu);
   absl::Time end ABSL_GUARDED_BY(mu);
   absl::Time training_end ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();

@@ -217,7 +217,8 @@ absl::Status WarmStart(PsClient& ps, const JobSpec& job, const std::vector<Varia
 absl::Status ResumeFromCheckpoint(const PrepareOptions& options, const PreparedJob& job,
                                   SubmitJobRequest::Resume resume, StartOutcome* out) {
   ASSIGN_OR_RETURN(RollbackOutcome rolled,
-                   RollBack(*options.ps, job.job, job.defs, job.store.get(), out->generation));
+                   RollBack(*options.ps, job.job, job.defs, job.store.get(), out->generation,
+                            job.dense_ps));
   if (rolled.checkpoint_id > 0) {
     out->base_steps = rolled.steps_done;
     out->resumed_from =
@@ -279,7 +280,8 @@ absl::StatusOr<StartOutcome> PrepareState(const PrepareOptions& options, const P
   }
   if (!ps_hold_shards) RETURN_IF_ERROR(CheckModelFits(job.defs, before));
   bool recreated = false;
-  RETURN_IF_ERROR(CreateJobVariables(*options.ps, job.job, job.defs, &recreated));
+  RETURN_IF_ERROR(
+      CreateJobVariables(*options.ps, job.job, job.defs, &recreated, job.dense_ps));
   // Shards dropped and made again hold nothing of the job: no live state to resume.
   if (recreated) all_at_generation = false;
   ASSIGN_OR_RETURN(std::vector<HealthResponse> after, HealthOfAll(options));
@@ -375,6 +377,7 @@ absl::Status RecordStart(bool known_job, const StartOutcome& outcome, PreparedJo
   out->state.total_steps = outcome.total_steps;
   out->state.ps_addresses = out->ps_addresses;
   out->state.layout_version = out->layout_version;
+  out->state.dense_ps = out->dense_ps;
   RETURN_IF_ERROR(out->store->WriteState(out->state));
   return out->store->StartJournal(outcome.generation);
 }
@@ -419,6 +422,10 @@ absl::StatusOr<PreparedJob> PrepareJob(JobSpec job, SubmitJobRequest::Resume res
   if (resumes_layout && !out.state.ps_addresses.empty() &&
       out.ps_addresses != out.state.ps_addresses) {
     ++out.layout_version;
+  }
+  // The journal's layout followed: its dense variables stay on the ps they are on.
+  if (resumes_layout && out.ps_addresses == out.state.ps_addresses) {
+    out.dense_ps = static_cast<int>(out.state.dense_ps);
   }
   ASSIGN_OR_RETURN(StartOutcome outcome, PrepareState(options, out, known_job, resume));
   Scheduler& scheduler = *out.scheduler;

@@ -46,6 +46,7 @@ struct PreparedJob {
   // version (JobStore::State).
   std::vector<std::string> ps_addresses;
   int64_t layout_version = 1;
+  int dense_ps = 0;  // the dense variables are on the first dense_ps of them (0: all)
   SubmitJobResponse response;
 };
 

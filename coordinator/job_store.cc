@@ -98,6 +98,7 @@ absl::StatusOr<JobStore::State> JobStore::ReadState() const {
   }
   RETURN_IF_ERROR(integer("steps_lost", &state.steps_lost));
   RETURN_IF_ERROR(integer("layout_version", &state.layout_version));
+  RETURN_IF_ERROR(integer("dense_ps", &state.dense_ps));
   if (json.contains("ps_addresses")) {
     const Json& list = json["ps_addresses"];
     if (!list.is_array()) return Corrupt(file, "\"ps_addresses\" must be an array");
@@ -148,6 +149,7 @@ absl::Status JobStore::WriteState(const State& state) {
   json["steps_lost"] = state.steps_lost;
   json["layout_version"] = state.layout_version;
   json["ps_addresses"] = state.ps_addresses;
+  json["dense_ps"] = state.dense_ps;
   Json recoveries = Json::array();
   for (const State::Recovery& r : state.recoveries) {
     recoveries.push_back({{"unix_time", r.unix_time},

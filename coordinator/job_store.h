@@ -62,6 +62,9 @@ class JobStore {
     // Empty and 0 in a journal from before scaling: TF_CONFIG's ps, version 1.
     int64_t layout_version = 0;
     std::vector<std::string> ps_addresses;
+    // The dense variables are partitioned over the first dense_ps of ps_addresses (ps added
+    // live, scale-ps --live, hold only dynamic tables); 0: over all of them.
+    int64_t dense_ps = 0;
   };
   // State.recoveries keeps this many, the newest (steps_lost counts them all).
   static constexpr int kMaxRecoveries = 100;

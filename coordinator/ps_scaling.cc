@@ -7,10 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "client/bucket_mover.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/job_preparation.h"
 #include "coordinator/rollback.h"
+#include "coordinator/table_moves.h"
 
 namespace shardps {
 namespace {
@@ -92,7 +94,34 @@ absl::Status PsScaling::RequestLocked(const ScalePsRequest& request, Done done) 
   if (!options_.connect_ps) {
     return absl::UnimplementedError("scale-ps: this chief cannot connect to other ps");
   }
-  if (s_->store == nullptr) {
+  if (request.live()) {
+    if (n < current) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scale-ps --live adds ps; job \"", id, "\" runs on ", current,
+          " ps: remove ps through a checkpoint (scale-ps ", n, " without --live)"));
+    }
+    if (request.per_switch() < 0 || request.pause_ms() < 0 || request.pause_ms() > 60000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scale-ps --live: per_switch must be >= 0 and pause_ms in [0, 60000], got ",
+          request.per_switch(), " and ", request.pause_ms()));
+    }
+    int tables = 0;
+    for (const VariableDef& def : s_->defs) {
+      if (!def.dynamic.has_value()) continue;
+      ++tables;
+      if (def.dynamic->max_rows > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "scale-ps --live: dynamic table \"", def.name, "\" has a row budget (max_rows ",
+            def.dynamic->max_rows, ", fixed per shard), so its buckets cannot move; scale "
+            "through a checkpoint (without --live)"));
+      }
+    }
+    if (tables == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "scale-ps --live adds ps for dynamic tables, and job \"", id, "\" has none; scale "
+          "through a checkpoint (without --live)"));
+    }
+  } else if (s_->store == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "scale-ps: job \"", id, "\" has no checkpoint directory (job file field "
         "\"checkpoint.dir\", or the chief's --checkpoint_dir): a scale moves the shards "
@@ -206,6 +235,8 @@ void PsScaling::RunLocked() {
         "scale-ps: the job stopped training while the new ps were reached",
         s_->phase.Text().empty() ? "" : " (", s_->phase.Text(),
         s_->phase.Text().empty() ? "" : ")"));
+  } else if (q.request.live()) {
+    outcome = AddLiveLocked(q, *std::move(to));
   } else {
     const absl::Time paused = absl::Now();
     absl::StatusOr<CheckpointInfo> cut = checkpoints_->TakeForScaleLocked(
@@ -231,6 +262,7 @@ void PsScaling::RunLocked() {
     ++failed_;
     record.set_from_ps(from_n);
     record.set_to_ps(to_n);
+    record.set_live(q.request.live());
     record.set_layout_version(s_->layout_version);
     record.set_error(std::string(outcome.status().message()));
     LogWarning() << "scale-ps " << to_n << " failed: " << outcome.status();
@@ -268,7 +300,10 @@ absl::StatusOr<ScalePsResponse> PsScaling::MoveLocked(const Queued& q,
   }
   ++generation;
 
-  // The journal first: a chief that dies from here on resumes on the new layout.
+  // The journal first: a chief that dies from here on resumes on the new layout (every
+  // variable over every ps of it).
+  const int old_dense_ps = s_->dense_ps;
+  s_->dense_ps = 0;
   RecordLayoutLocked(q.to, old_version + 1, generation);
   std::shared_ptr<PsClient> old = ps_->Switch(to);
   s_->ps_addresses = q.to;
@@ -306,6 +341,7 @@ absl::StatusOr<ScalePsResponse> PsScaling::MoveLocked(const Queued& q,
     ps_->Switch(old);
     s_->ps_addresses = from;
     s_->layout_version = old_version;
+    s_->dense_ps = old_dense_ps;
     RecordLayoutLocked(from, old_version, generation);
     monitor_->Reset();
     std::vector<std::string> added;
@@ -363,11 +399,186 @@ absl::StatusOr<ScalePsResponse> PsScaling::MoveLocked(const Queued& q,
   return response;
 }
 
+absl::StatusOr<ScalePsResponse> PsScaling::AddLiveLocked(const Queued& q,
+                                                         std::shared_ptr<PsClient> to) {
+  PartsLockHeld();
+  const std::vector<std::string> from = s_->ps_addresses;
+  const int from_n = static_cast<int>(from.size());
+  const int to_n = static_cast<int>(q.to.size());
+  const int64_t generation = s_->generation;
+  std::vector<std::string> tables;
+  for (const VariableDef& def : s_->defs) {
+    if (def.dynamic.has_value()) tables.push_back(def.name);
+  }
+  const std::vector<std::string> added(q.to.begin() + from_n, q.to.end());
+  auto given_up = [&](const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    PartsLockHeld();
+    if (s_->phase.kind() == Kind::kScaling) s_->ReleasePhaseLocked(Kind::kScaling);
+    EndStepDrainLocked(s_);
+    RetireLocked(added, /*shutdown=*/false, "a live scale that did not happen");
+    return ScaleError(why.code(), absl::StrCat("scale-ps ", to_n, " --live: ", why.message(),
+                                               "; the job runs on as it was, on ", from_n,
+                                               " ps"));
+  };
+
+  // 1. The new ps at the job's generation; a step boundary (no step in flight, none leased).
+  s_->mu.Unlock();
+  absl::Status fenced = to->SetGenerationAll(generation);
+  s_->mu.Lock();
+  if (!fenced.ok()) return given_up(fenced);
+  const absl::Time paused = absl::Now();
+  const absl::Status drained = DrainToStepBoundaryLocked(s_, recovery_);
+  if (!drained.ok()) return given_up(drained);
+  const int64_t boundary = s_->scheduler->DonePrefix();
+  s_->SetPhaseLocked(Kind::kScaling, absl::StrCat("adding ", to_n - from_n, " ps live at step ",
+                                                  boundary, ": ", List(added)));
+
+  // 2. Each table's empty shard on each new ps, where the table's shards are.
+  s_->mu.Unlock();
+  absl::Status created;
+  for (const std::string& table : tables) {
+    ListShardsRequest list;
+    list.set_variable(table);
+    std::vector<ListShardsResponse> listed;
+    created = ps_->ListShardsAll(list, &listed);
+    if (!created.ok()) break;
+    int64_t version = 0, routing = 0;
+    const ShardInfo* last = nullptr;
+    int shards = 0;
+    for (const ListShardsResponse& r : listed) {
+      for (const ShardInfo& info : r.shards()) {
+        ++shards;
+        version = std::max(version, info.version());
+        routing = std::max(routing, info.routing_version());
+        if (last == nullptr || info.spec().part() > last->spec().part()) last = &info;
+      }
+    }
+    if (last == nullptr || shards != from_n) {
+      created = absl::FailedPreconditionError(absl::StrCat(
+          "dynamic table \"", table, "\" has ", shards, " shards on the job's ", from_n,
+          " ps, not one per ps"));
+      break;
+    }
+    for (int k = from_n; k < to_n && created.ok(); ++k) {
+      CreateShardsRequest request;
+      ShardSpec& spec = *request.add_shards();
+      spec = last->spec();
+      spec.set_name(absl::StrCat(table, "/part_", k));
+      spec.set_part(k);
+      spec.set_num_parts(to_n);
+      spec.mutable_dynamic()->set_bucket_begin(spec.dynamic().num_buckets());
+      spec.mutable_dynamic()->set_bucket_end(spec.dynamic().num_buckets());
+      request.set_start_version(version);
+      request.set_routing_version(routing);
+      CreateShardsResponse response;
+      created = to->CreateShards(k, request, &response);
+    }
+    if (!created.ok()) break;
+  }
+  s_->mu.Lock();
+  if (!created.ok()) return given_up(created);
+  if (s_->stopping || s_->status.state() != JobStatus::RUNNING || recovery_->pending()) {
+    return given_up(absl::FailedPreconditionError(
+        "the job stopped or needs a recovery while the new shards were created"));
+  }
+
+  // 3. The journal, then the switch: clients of the new ps set, every worker started again.
+  // The dense variables stay on the ps they are on, for a rollback too.
+  const int64_t old_version = s_->layout_version;
+  if (s_->dense_ps == 0) s_->dense_ps = from_n;
+  RecordLayoutLocked(q.to, old_version + 1, generation);
+  std::shared_ptr<PsClient> old = ps_->Switch(to);
+  s_->ps_addresses = q.to;
+  s_->layout_version = old_version + 1;
+  monitor_->Reset();
+  s_->mu.Unlock();
+  absl::Status switched = ps_->Discover();
+  std::vector<absl::Status> statuses;
+  std::vector<HealthResponse> health;
+  if (switched.ok()) ps_->HealthEach(/*from_chief=*/true, absl::Seconds(5), &statuses, &health);
+  s_->mu.Lock();
+  for (size_t k = 0; switched.ok() && k < statuses.size(); ++k) {
+    if (!statuses[k].ok()) {
+      switched = absl::UnavailableError(
+          absl::StrCat("ps ", k, " (", q.to[k], "): ", statuses[k].message()));
+    }
+  }
+  if (!switched.ok()) {
+    // The journal names the new ps set: the recovery puts every ps of it into the
+    // partitioner's layout and restores the newest checkpoint there.
+    const std::string cause = absl::StrCat("adding ps live failed after the switch (",
+                                           switched.message(), ")");
+    EndStepDrainLocked(s_);
+    recovery_->RollBackDueLocked(cause);
+    s_->SetPhaseLocked(Kind::kRecovering, cause);
+    return absl::AbortedError(absl::StrCat("scale-ps ", to_n, " --live: ", cause));
+  }
+  std::vector<uint64_t> incarnations;
+  for (const HealthResponse& h : health) incarnations.push_back(h.incarnation());
+  recovery_->PsAddedLocked(std::move(incarnations));
+  dispatcher_->RestartJobLocked();
+  s_->ReleasePhaseLocked(Kind::kScaling);
+  EndStepDrainLocked(s_);
+  ScalePsResponse response;
+  response.set_live(true);
+  response.set_from_ps(from_n);
+  response.set_to_ps(to_n);
+  response.set_layout_version(s_->layout_version);
+  response.set_steps_done(boundary);
+  response.set_tables(static_cast<int>(tables.size()));
+  response.set_pause_s(absl::ToDoubleSeconds(absl::Now() - paused));
+  LogInfo() << "scale-ps " << to_n << " --live: job " << s_->status.job_id() << " runs on "
+            << to_n << " ps " << List(q.to) << " (layout version " << s_->layout_version
+            << ") from step " << boundary << "; " << tables.size()
+            << " dynamic tables have an empty shard on each new ps; paused "
+            << response.pause_s() << " s; balancing them";
+
+  // 4. Each table's buckets balanced onto the new shards while the job trains.
+  BucketMoveOptions options;
+  options.buckets_per_switch = q.request.per_switch() > 0 ? q.request.per_switch() : 64;
+  options.pause = absl::Milliseconds(q.request.pause_ms());
+  options.generation = generation;
+  if (s_->job.mode() == JobSpec::SYNC) {
+    options.before_switch = [this] {
+      absl::MutexLock lock(&s_->mu);
+      return DrainToStepBoundaryLocked(s_, recovery_);
+    };
+    options.after_switch = [this] {
+      absl::MutexLock lock(&s_->mu);
+      EndStepDrainLocked(s_);
+    };
+  }
+  const absl::Time balance_start = absl::Now();
+  absl::Status balanced;
+  for (const std::string& table : tables) {
+    s_->mu.Unlock();
+    absl::StatusOr<BalanceStats> b = BalanceTableBuckets(ps_, table, 0.1, options);
+    s_->mu.Lock();
+    if (!b.ok()) {
+      balanced = absl::AbortedError(absl::StrCat(
+          "scale-ps ", to_n, " --live: the job runs on ", to_n, " ps (layout version ",
+          s_->layout_version, "), but balancing \"", table, "\" onto them failed (",
+          b.status().message(), "); run shardctl move-buckets ", table, " --balance"));
+      break;
+    }
+    response.set_buckets_moved(response.buckets_moved() + b->moved.buckets);
+    response.set_rows_moved(response.rows_moved() + b->moved.rows);
+    response.set_bytes_moved(response.bytes_moved() + b->moved.bytes);
+  }
+  response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - balance_start));
+  if (!balanced.ok()) return balanced;
+  LogInfo() << "scale-ps " << to_n << " --live: balanced " << response.buckets_moved()
+            << " buckets (" << response.rows_moved() << " rows, " << response.bytes_moved()
+            << " bytes) onto the new ps in " << response.balance_s() << " s";
+  return response;
+}
+
 void PsScaling::RecordLayoutLocked(const std::vector<std::string>& ps, int64_t version,
                                    int64_t generation) {
   if (s_->store == nullptr) return;
   s_->store_state.ps_addresses = ps;
   s_->store_state.layout_version = version;
+  s_->store_state.dense_ps = s_->dense_ps;
   s_->store_state.generation = generation;
   s_->WriteStateLocked();
 }

@@ -21,6 +21,19 @@
 // same cut: the job goes on where it was, on the old ps. A sync job stays bit-identical across
 // a scale: the cut is at a step boundary and the restore is exact (for every partitioner).
 //
+// A live scale (ScalePsRequest.live: shardctl scale-ps N --live) adds ps without a checkpoint,
+// for a job whose dynamic tables outgrow their ps: the new ps are reached as above; the job
+// drains to a step boundary; each dynamic table gets an empty shard on each new ps, at the
+// version and routing version of its other shards (CreateShardsRequest.start_version); the
+// journal records the new ps set; the chief's client switches to it and every worker is
+// started again on the new ps list; leasing resumes (the pause is the drain and those calls);
+// then each table's buckets are balanced onto the new shards while training goes on
+// (client/bucket_mover.h BalanceTableBuckets; a SYNC job switches at step boundaries). Dense
+// variables stay where they are. Nothing of the running job changes before the switch: a
+// failure up to there drops the new shards and leaves the job as it was. A later rollback
+// (a recovery, a restarted chief) places every variable by the partitioner for the journal's
+// ps count, restoring the newest checkpoint into that layout.
+//
 // Thread-safety: every method REQUIRES the chief's mutex (ChiefState::mu); RunLocked releases
 // it while it waits for the ps and the disk.
 #ifndef SHARDPS_COORDINATOR_PS_SCALING_H_
@@ -97,7 +110,12 @@ class PsScaling {
   absl::StatusOr<ScalePsResponse> MoveLocked(const Queued& q, std::shared_ptr<PsClient> to,
                                              const CheckpointInfo& cut, absl::Time paused)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
-  // The journal's layout and generation, as the scale moves.
+  // A live scale (ScalePsRequest.live) onto `to` (the new ps reached): the response, or the
+  // error after which the job runs on as before (or, when the failure came after the switch,
+  // with a recovery due).
+  absl::StatusOr<ScalePsResponse> AddLiveLocked(const Queued& q, std::shared_ptr<PsClient> to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The journal's layout (with s_->dense_ps) and generation, as the scale moves.
   void RecordLayoutLocked(const std::vector<std::string>& ps, int64_t version,
                           int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // Drops this job's shards on `addresses` and, with `shutdown`, tells them to exit (best

@@ -29,6 +29,13 @@ void Recovery::StartJobLocked(std::vector<uint64_t> incarnations) {
   cause_.clear();
 }
 
+void Recovery::PsAddedLocked(std::vector<uint64_t> incarnations) {
+  // The whole set, as HealthEach answered it: the ps the job ran on keep theirs.
+  for (size_t k = expected_incarnation_.size(); k < incarnations.size(); ++k) {
+    expected_incarnation_.push_back(incarnations[k]);
+  }
+}
+
 bool Recovery::RestartedLocked(size_t k, const PsMonitor::PsView& v) const {
   return k < expected_incarnation_.size() && v.incarnation != expected_incarnation_[k] &&
          v.last_up_sent >= incarnations_checked_at_;
@@ -139,10 +146,12 @@ bool Recovery::RollBackLocked(const std::string& cause, int64_t generation, Roll
   const JobSpec job = s_->job;
   const std::vector<VariableDef> defs = s_->defs;
   const JobStore* store = s_->store.get();
+  const int dense_ps = s_->dense_ps;
   s_->SetPhaseLocked(Kind::kRecovering,
                      absl::StrCat(cause, "; restoring generation ", generation));
   s_->mu.Unlock();
-  absl::StatusOr<RollbackOutcome> outcome = RollBack(*ps_, job, defs, store, generation);
+  absl::StatusOr<RollbackOutcome> outcome =
+      RollBack(*ps_, job, defs, store, generation, dense_ps);
   std::vector<absl::Status> statuses;
   std::vector<HealthResponse> health;
   rolled->health_sent = absl::Now();

@@ -40,6 +40,9 @@ class Recovery {
   // A new job whose ps were, as it started, these incarnations: nothing to recover.
   void StartJobLocked(std::vector<uint64_t> incarnations) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
+  // Ps added to the job (a live scale: ps_scaling.h), as these incarnations, after the others.
+  void PsAddedLocked(std::vector<uint64_t> incarnations) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+
   // A rollback is due (a ps lost the job's state), and why.
   bool pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return !cause_.empty(); }
   const std::string& cause() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return cause_; }

@@ -1,5 +1,7 @@
 #include "coordinator/rollback.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "client/bucket_mover.h"
 #include "common/log.h"
@@ -10,10 +12,12 @@
 namespace shardps {
 
 absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
-                                const std::vector<VariableDef>& defs, bool* recreated) {
+                                const std::vector<VariableDef>& defs, bool* recreated,
+                                int dense_ps) {
   if (recreated != nullptr) *recreated = false;
-  ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner(), ps.num_ps()));
-  ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), ps.num_ps()));
+  const int dense_n = dense_ps > 0 ? std::min(dense_ps, ps.num_ps()) : ps.num_ps();
+  ASSIGN_OR_RETURN(auto partitioner, ParsePartitioner(job.partitioner(), dense_n));
+  ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), dense_n));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
   if (s.ok()) {
     std::vector<std::string> tables;
@@ -50,14 +54,15 @@ absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
   DropShardsRequest drop;
   for (const VariableDef& def : defs) drop.add_variables(def.name);
   RETURN_IF_ERROR(ps.DropShardsAll(drop));
-  ASSIGN_OR_RETURN(placer, ParsePlacement(job.placement(), ps.num_ps()));
+  ASSIGN_OR_RETURN(placer, ParsePlacement(job.placement(), dense_n));
   return ps.CreateVariables(defs, *partitioner, placer.get());
 }
 
 absl::StatusOr<RollbackOutcome> RollBack(PsClient& ps, const JobSpec& job,
                                          const std::vector<VariableDef>& defs,
-                                         const JobStore* store, int64_t generation) {
-  RETURN_IF_ERROR(CreateJobVariables(ps, job, defs));
+                                         const JobStore* store, int64_t generation,
+                                         int dense_ps) {
+  RETURN_IF_ERROR(CreateJobVariables(ps, job, defs, nullptr, dense_ps));
   RollbackOutcome out;
   RestoreRequest request;
   request.set_generation(generation);

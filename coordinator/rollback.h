@@ -28,8 +28,11 @@ namespace shardps {
 // cut off between its source's drop and its target's activation), every shard of the job is
 // dropped and created again. `*recreated` (when given) says whether the job's shards were
 // dropped: their state is gone, and only a restore brings it back.
+// `dense_ps` (0: every ps of `ps`): the dense variables are partitioned and placed over the
+// first dense_ps ps only (a ps added live holds only dynamic tables: JobStore::State).
 absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
-                                const std::vector<VariableDef>& defs, bool* recreated = nullptr);
+                                const std::vector<VariableDef>& defs, bool* recreated = nullptr,
+                                int dense_ps = 0);
 
 // The outcome of rolling every ps back.
 struct RollbackOutcome {
@@ -45,7 +48,8 @@ struct RollbackOutcome {
 // down again): the caller retries.
 absl::StatusOr<RollbackOutcome> RollBack(PsClient& ps, const JobSpec& job,
                                          const std::vector<VariableDef>& defs,
-                                         const JobStore* store, int64_t generation);
+                                         const JobStore* store, int64_t generation,
+                                         int dense_ps = 0);
 
 }  // namespace shardps
 

@@ -1,5 +1,6 @@
 #include "coordinator/table_moves.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,29 @@
 #include "common/status_macros.h"
 
 namespace shardps {
+
+absl::Status DrainToStepBoundaryLocked(ChiefState* s, Recovery* recovery) {
+  recovery->mu().AssertHeld();
+  Scheduler& scheduler = *s->scheduler;
+  const int64_t barrier = std::min(scheduler.total_steps(), scheduler.RoundUp(scheduler.NextNew()));
+  scheduler.SetBarrier(barrier);
+  auto drained = [s, recovery, barrier]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+    recovery->mu().AssertHeld();
+    return s->scheduler->DonePrefix() >= barrier || s->stopping ||
+           s->status.state() != JobStatus::RUNNING || recovery->pending();
+  };
+  while (!drained()) s->mu.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(50));
+  if (s->scheduler->DonePrefix() >= barrier) return absl::OkStatus();
+  scheduler.ClearBarrier();
+  return absl::AbortedError(absl::StrCat("the job stopped or needs a recovery (",
+                                         recovery->cause(), ") while draining to step ",
+                                         barrier));
+}
+
+void EndStepDrainLocked(ChiefState* s) {
+  s->scheduler->ClearBarrier();
+  s->WakeDispatcherLocked();
+}
 
 TableMoves::TableMoves(ChiefState* state, PsClient* ps, Recovery* recovery)
     : s_(state), ps_(ps), recovery_(recovery) {}
@@ -83,29 +107,6 @@ void TableMoves::Answer(Done done, absl::StatusOr<MoveTableBucketsResponse> outc
   s_->mu.Lock();
 }
 
-absl::Status TableMoves::DrainLocked() {
-  RecoveryLockHeld();
-  Scheduler& scheduler = *s_->scheduler;
-  const int64_t barrier = std::min(scheduler.total_steps(), scheduler.RoundUp(scheduler.NextNew()));
-  scheduler.SetBarrier(barrier);
-  auto drained = [this, barrier]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
-    RecoveryLockHeld();
-    return s_->scheduler->DonePrefix() >= barrier || s_->stopping ||
-           s_->status.state() != JobStatus::RUNNING || recovery_->pending();
-  };
-  while (!drained()) s_->mu.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(50));
-  if (s_->scheduler->DonePrefix() >= barrier) return absl::OkStatus();
-  scheduler.ClearBarrier();
-  return absl::AbortedError(absl::StrCat("the job stopped or needs a recovery (",
-                                         recovery_->cause(), ") while draining to step ",
-                                         barrier));
-}
-
-void TableMoves::SwitchedLocked() {
-  s_->scheduler->ClearBarrier();
-  s_->WakeDispatcherLocked();
-}
-
 void TableMoves::RunLocked() {
   if (!queued_.has_value()) return;
   Queued q = std::move(*queued_);
@@ -127,11 +128,11 @@ void TableMoves::RunLocked() {
     // Each bucket switches between two sync steps.
     options.before_switch = [this] {
       absl::MutexLock lock(&s_->mu);
-      return DrainLocked();
+      return DrainToStepBoundaryLocked(s_, recovery_);
     };
     options.after_switch = [this] {
       absl::MutexLock lock(&s_->mu);
-      SwitchedLocked();
+      EndStepDrainLocked(s_);
     };
   }
   absl::StatusOr<BucketMoveStats> moved;

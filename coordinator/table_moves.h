@@ -25,6 +25,14 @@
 
 namespace shardps {
 
+// A drain to a step boundary, for a change of a table's layout that every replica of a step
+// must see alike: no step is leased past the next whole sync step (the next step, ASYNC)
+// until EndStepDrainLocked, and this returns once every step before it is done; ABORTED when
+// the job stops or a recovery is due meanwhile (the barrier is cleared then).
+absl::Status DrainToStepBoundaryLocked(ChiefState* s, Recovery* recovery)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+void EndStepDrainLocked(ChiefState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+
 class TableMoves {
  public:
   using Done = std::function<void(absl::StatusOr<MoveTableBucketsResponse>)>;
@@ -52,10 +60,6 @@ class TableMoves {
     MoveTableBucketsRequest request;
     Done done;
   };
-  // A SYNC job's drain to a step boundary: no step leased past the next whole sync step until
-  // SwitchedLocked; ABORTED when the job stops or a recovery is due meanwhile.
-  absl::Status DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
-  void SwitchedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   void Answer(Done done, absl::StatusOr<MoveTableBucketsResponse> outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   void RecoveryLockHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu)

@@ -170,7 +170,22 @@ std::string FirstSpecDifference(const ShardSpec& a, const ShardSpec& b) {
 }
 
 absl::Status CheckSameSpec(const ShardSpec& existing, const ShardSpec& wanted) {
-  const std::string diff = FirstSpecDifference(existing, wanted);
+  std::string diff;
+  if (existing.has_dynamic() && wanted.has_dynamic()) {
+    // A dynamic table's shard keeps the range bucket moves gave it and the part count it was
+    // made with (a ps added live makes the table's later shards with more): neither is the
+    // shard's to compare. A client that then finds shards that do not tile the table's
+    // buckets (Discover) drops and makes them again.
+    ShardSpec a = existing, b = wanted;
+    for (ShardSpec* s : {&a, &b}) {
+      s->clear_num_parts();
+      s->mutable_dynamic()->clear_bucket_begin();
+      s->mutable_dynamic()->clear_bucket_end();
+    }
+    diff = FirstSpecDifference(a, b);
+  } else {
+    diff = FirstSpecDifference(existing, wanted);
+  }
   if (diff.empty()) return absl::OkStatus();
   return absl::AlreadyExistsError(absl::StrCat(
       QuotedShard(wanted.name()), " already exists with a different spec (", diff, ")"));

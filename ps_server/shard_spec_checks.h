@@ -24,7 +24,8 @@ absl::StatusOr<Geometry> ValidateShardSpec(const ShardSpec& spec);
 std::string FirstSpecDifference(const ShardSpec& a, const ShardSpec& b);
 
 // OK when `wanted` equals the `existing` shard's spec, else ALREADY_EXISTS naming the shard
-// and the first difference.
+// and the first difference. Shards of a dynamic table are compared without their bucket range
+// and part count (bucket moves and ps added live change the table's layout, not the shard).
 absl::Status CheckSameSpec(const ShardSpec& existing, const ShardSpec& wanted);
 
 }  // namespace shardps

@@ -71,6 +71,14 @@ TEST(ShardSpecChecksTest, DifferencesNameTheFirstField) {
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(absl::StrContains(s.message(), "shard 'w' already exists with a different spec"))
       << s;
+  // A dynamic table's shard: its range and part count are the table's layout's, not its own.
+  ShardSpec t = DynamicTestSpec("t", 8);
+  ShardSpec moved = t;
+  moved.set_num_parts(t.num_parts() + 1);
+  moved.mutable_dynamic()->set_bucket_begin(t.dynamic().bucket_begin() + 1);
+  EXPECT_TRUE(CheckSameSpec(t, moved).ok());
+  moved.mutable_dynamic()->set_num_buckets(t.dynamic().num_buckets() * 2);
+  EXPECT_EQ(CheckSameSpec(t, moved).code(), absl::StatusCode::kAlreadyExists);
 }
 
 }  // namespace

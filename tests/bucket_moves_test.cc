@@ -5,7 +5,9 @@
 // touched, and every dense layer); a ps killed after the moves comes back from a checkpoint
 // whose manifest has the moved ranges, and the job still ends bit-identical; an async job
 // trains on through the moves. Refused moves change nothing. A chief killed mid-move comes
-// back, finishes or aborts the cut-off switch and leaves nothing staged.
+// back, finishes or aborts the cut-off switch and leaves nothing staged. A ps added live
+// (scale-ps --live) takes a share of every table, and a chief restarted after it rolls back
+// onto the journal's 3 ps: the job still ends bit-identical.
 #include <signal.h>
 
 #include <iostream>
@@ -135,7 +137,59 @@ void KillChiefMidMove(TrainingCluster* c) {
   EXPECT_THAT(Staged(c), ::testing::IsEmpty());
 }
 
-enum class Disruption { kNone, kMoves, kMovesThenKillPs, kKillChiefMidMove };
+enum class Disruption {
+  kNone,
+  kMoves,
+  kMovesThenKillPs,
+  kKillChiefMidMove,
+  kAddPsLiveThenRestartChief,
+};
+
+// ps 2 of TF_CONFIG's 3 (the job runs on 2) added live: `shardctl scale-ps 3 --live` gives every
+// table a shard on it and a third of its rows, without a checkpoint; then, past a checkpoint
+// taken after it, the chief is killed and started again: it follows the journal onto 3 ps and
+// resumes from the ps' live state, without a rollback.
+void AddPsLiveThenRestartChief(TrainingCluster* c) {
+  std::string out;
+  EXPECT_EQ(Shardctl(c, {"scale-ps", "3", "--live", "--pause=0", "--json"}, &out), 0)
+      << out << c->Logs();
+  std::cout << "scale-ps 3 --live: " << out;
+  EXPECT_THAT(out, HasSubstr("\"live\":true"));
+  EXPECT_THAT(out, HasSubstr("\"tables\":4"));
+  EXPECT_THAT(out, HasSubstr("\"checkpoint_id\":0"));
+  // Refused, changing nothing: live down; the same count.
+  EXPECT_EQ(Shardctl(c, {"scale-ps", "2", "--live"}, &out), 2) << out;
+  EXPECT_THAT(out, HasSubstr("--live adds ps"));
+  EXPECT_EQ(Shardctl(c, {"scale-ps", "3", "--live"}, &out), 2) << out;
+  auto client = c->NewPsClient();
+  ASSERT_TRUE(client.ok() && (*client)->Discover().ok());
+  std::vector<std::string> tables;
+  std::string dense;
+  Tables(c, &tables, &dense);
+  for (const std::string& table : tables) {
+    const VariableLayout layout = *(*client)->GetLayout(table);
+    ASSERT_EQ(layout.shards.size(), 3u) << table;
+    EXPECT_EQ(layout.shards[2].ps, 2) << table;
+    EXPECT_GT(layout.shards[2].buckets.end - layout.shards[2].buckets.begin, 1200) << table;
+  }
+  for (const VariableLayout::Shard& s : (*client)->GetLayout(dense)->shards) EXPECT_LT(s.ps, 2);
+  const JobStatus added = *c->WaitForStatus([](const JobStatus&) { return true; });
+  EXPECT_EQ(added.layout_version(), 2);
+  EXPECT_EQ(added.ps_size(), 3);
+  const int64_t at = added.steps_done();
+  auto checkpointed = c->WaitForStatus([at](const JobStatus& s) {
+    return s.has_checkpoint() && s.last_checkpoint().steps_done() > at;
+  });
+  EXPECT_TRUE(checkpointed.ok()) << checkpointed.status() << c->Logs();
+  auto restarted = c->KillAndRestartChief();
+  EXPECT_TRUE(restarted.ok()) << restarted.status() << c->Logs();
+  if (!restarted.ok()) return;
+  // It resumed from the ps' live state (the journal's layout is theirs), without a rollback.
+  EXPECT_EQ(restarted->recoveries_size(), 0) << restarted->ShortDebugString();
+  EXPECT_THAT(restarted->resumed_from(), ::testing::Not(HasSubstr("checkpoint")))
+      << restarted->ShortDebugString();
+  EXPECT_EQ(restarted->layout_version(), 2);
+}
 
 // A sync run of the hashed click model. kMoves: buckets move mid-job (and with
 // kMovesThenKillPs, ps 1 is killed after a checkpoint taken past the moves, and started
@@ -144,16 +198,18 @@ SyncRun RunSync(const std::string& name, Disruption disruption) {
   const bool move =
       disruption == Disruption::kMoves || disruption == Disruption::kMovesThenKillPs;
   const bool kill_ps = disruption == Disruption::kMovesThenKillPs;
+  const bool add_ps = disruption == Disruption::kAddPsLiveThenRestartChief;
   SyncRun run;
   TrainingCluster::Options options;
   options.long_lived = true;
   options.worker_flags = {kStepDelay};
+  if (add_ps) options.num_ps = 3;
   const std::string dir = FreshTempDir(name);
   // One job name for every run: a dynamic table's initial rows are keyed by its name.
   options.job_file =
       Job("moves", "sync",
           absl::StrCat(R"(, "steps": )", kSyncSteps, R"(, "checkpoint": {"dir": ")", dir,
-                       R"(", "every_steps": 200, "keep": 3})"));
+                       R"(", "every_steps": 200, "keep": 3})", add_ps ? R"(, "num_ps": 2)" : ""));
   auto cluster = TrainingCluster::Start(options);
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   if (!cluster.ok()) return run;
@@ -161,6 +217,10 @@ SyncRun RunSync(const std::string& name, Disruption disruption) {
   if (disruption == Disruption::kKillChiefMidMove) {
     EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
     KillChiefMidMove(c);
+  }
+  if (add_ps) {
+    EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
+    AddPsLiveThenRestartChief(c);
   }
   if (move) {
     EXPECT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 60; }).ok());
@@ -273,6 +333,13 @@ TEST(BucketMovesTest, AChiefKilledMidMoveLeavesNothingStagedAndTheJobEndsBitIden
   const SyncRun cut = RunSync("moves_chief", Disruption::kKillChiefMidMove);
   EXPECT_EQ(cut.end.steps_done(), kSyncSteps);
   ExpectSame(Reference(), cut);
+}
+
+TEST(BucketMovesTest, APsAddedLiveAndAChiefRestartedAfterItEndBitIdentical) {
+  const SyncRun added = RunSync("moves_live_ps", Disruption::kAddPsLiveThenRestartChief);
+  EXPECT_EQ(added.end.steps_done(), kSyncSteps);
+  EXPECT_EQ(added.end.ps_size(), 3);
+  ExpectSame(Reference(), added);
 }
 
 TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {

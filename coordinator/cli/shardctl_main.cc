@@ -4,6 +4,7 @@
 //   shardctl watch        shardctl add-steps N               shardctl cancel
 //   shardctl checkpoint   shardctl validate JOB.json   shardctl export CKPT OUT [--slots]
 //   shardctl workers      shardctl scale-ps N [--ps_addresses=A,B,..] [--ps_timeout=S]
+//   shardctl scale-ps N --live [--per_switch=K] [--pause=S]   (adds ps, no checkpoint)
 //   shardctl move-buckets VARIABLE N --from_shard=I --to_shard=J [--per_switch=K] [--pause=S]
 //   shardctl move-buckets VARIABLE --balance [--tolerance=T]     (and [--freeze=S])
 //
@@ -94,6 +95,7 @@ struct Options {
   // scale-ps.
   std::string ps_addresses;
   double ps_timeout_s = 60;
+  bool live = false;
   // move-buckets.
   int64_t from_shard = -1;
   int64_t to_shard = -1;
@@ -130,7 +132,8 @@ constexpr Command kCommands[] = {
     {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
      true, false},
     {"scale-ps", "N", "move the current job onto N ps tasks (a drain, a checkpoint, a re-sharded "
-     "restore)", false, true, false},
+     "restore); with --live, add ps for its dynamic tables without a checkpoint", false, true,
+     false},
     {"move-buckets", "VARIABLE [N]", "move N buckets of a dynamic table from --from_shard to "
      "the next shard, --to_shard, while the job trains; or, with --balance, as many as even "
      "out the rows its shards hold", false, true, false},
@@ -153,6 +156,8 @@ Options DefaultOptions(const Command& command) {
   if (std::string(command.name) == "checkpoint" || std::string(command.name) == "scale-ps") {
     o.timeout_s = kCheckpointTimeoutS;  // a scale drains, checkpoints and restores
   }
+  // A live scale balances whole tables onto the new ps: larger runs of buckets per switch.
+  if (std::string(command.name) == "scale-ps") o.per_switch = 64;
   return o;
 }
 
@@ -201,6 +206,17 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddDouble("ps_timeout", &o.ps_timeout_s,
                      "seconds the new ps may take to answer before the scale is refused (the "
                      "call waits this long on top of --timeout)");
+    parser.AddBool("live", &o.live,
+                   "add ps without a checkpoint: each dynamic table gets a shard on each new ps "
+                   "and its buckets are balanced onto them while the job trains (dense "
+                   "variables stay where they are; N must be above the job's ps count)");
+  }
+  if (command != nullptr && std::string(command->name) == "scale-ps") {
+    parser.AddInt("per_switch", &o.per_switch,
+                  "--live: buckets that switch together as the tables are balanced");
+    parser.AddDouble("pause", &o.pause_s,
+                     "--live: seconds to wait between one switch and the next run's copy (0 to "
+                     "60)");
   }
   if (command == nullptr || std::string(command->name) == "move-buckets") {
     parser.AddInt("from_shard", &o.from_shard, "the table's shard the buckets leave (required)");
@@ -695,6 +711,11 @@ int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
     request.add_ps_addresses(std::string(a));
   }
   request.set_timeout_ms(static_cast<int64_t>(o.ps_timeout_s * 1000));
+  request.set_live(o.live);
+  if (o.live) {
+    request.set_per_switch(static_cast<int32_t>(o.per_switch));
+    request.set_pause_ms(static_cast<int64_t>(o.pause_s * 1000));
+  }
   // The chief may wait --ps_timeout for the new ps before the drain, checkpoint and restore
   // that --timeout covers: a --ps_timeout longer than --timeout must not end the call while
   // the chief still waits (or moves the job).
@@ -718,7 +739,12 @@ int RunScalePs(ChiefInterface& chief, const Options& o, int num_ps) {
                           {"steps_done", r->steps_done()},
                           {"bytes_moved", r->bytes_moved()},
                           {"pause_s", r->pause_s()},
-                          {"seconds", r->seconds()}};
+                          {"seconds", r->seconds()},
+                          {"live", r->live()},
+                          {"tables", r->tables()},
+                          {"buckets_moved", r->buckets_moved()},
+                          {"rows_moved", r->rows_moved()},
+                          {"balance_s", r->balance_s()}};
     std::cout << out.dump() << "\n";
   } else {
     std::cout << ScaleLine(*r) << "\n";
@@ -943,6 +969,10 @@ int RunWithChief(const std::string& name, const Options& o,
   }
   if (name == "scale-ps" && !(o.ps_timeout_s > 0)) {
     return UsageError("scale-ps: --ps_timeout must be > 0");
+  }
+  if (name == "scale-ps" && o.live && (o.per_switch < 1 || !(o.pause_s >= 0 && o.pause_s <= 60))) {
+    return UsageError(absl::StrCat("scale-ps --live: --per_switch must be >= 1 and --pause in "
+                                   "[0, 60], got ", o.per_switch, " and ", o.pause_s));
   }
   int64_t buckets = 0;
   if (name == "move-buckets" && o.balance) {
