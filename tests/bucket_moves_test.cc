@@ -342,6 +342,59 @@ TEST(BucketMovesTest, APsAddedLiveAndAChiefRestartedAfterItEndBitIdentical) {
   ExpectSame(Reference(), added);
 }
 
+// An async job on 2 of 3 ps: the third added live takes its share of every table while the
+// job trains; then it is killed and started again, empty: the job rolls back to a checkpoint
+// taken after the add (the tables on 3 ps, the dense variables on 2) and ends with every step
+// done once.
+TEST(BucketMovesTest, AnAsyncJobTakesAPsAddedLiveAndComesBackWhenItIsLost) {
+  TrainingCluster::Options options;
+  options.worker_flags = {kStepDelay};
+  options.long_lived = true;
+  options.num_ps = 3;
+  const std::string dir = FreshTempDir("moves_live_async");
+  options.job_file =
+      Job("moves_live_async", "async",
+          absl::StrCat(R"(, "steps": 5000, "num_ps": 2, "checkpoint": {"dir": ")", dir,
+                       R"(", "every_steps": 400})"));
+  auto cluster = TrainingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  TrainingCluster* c = cluster->get();
+  ASSERT_TRUE(c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 100; }).ok());
+  std::string out;
+  ASSERT_EQ(Shardctl(c, {"scale-ps", "3", "--live"}, &out), 0) << out << c->Logs();
+  std::cout << out;
+  EXPECT_THAT(out, HasSubstr("added 1 ps live: 2 to 3 ps (layout version 2)"));
+  EXPECT_THAT(out, HasSubstr("4 dynamic tables balanced onto the new ps"));
+  const JobStatus added = *c->WaitForStatus([](const JobStatus&) { return true; });
+  EXPECT_TRUE(added.last_scale().live());
+  EXPECT_GT(added.last_scale().buckets_moved(), 4 * 1300);
+  const int64_t at = added.steps_done();
+  ASSERT_TRUE(c->WaitForStatus([at](const JobStatus& s) {
+                   return s.has_checkpoint() && s.last_checkpoint().steps_done() > at;
+                 }).ok())
+      << c->Logs();
+  EXPECT_LT(c->WaitForStatus([](const JobStatus&) { return true; })->steps_done(), 4000)
+      << "the job ran too fast to lose a ps mid-job";
+  ASSERT_EQ(*c->StopPs(2, SIGKILL), 128 + SIGKILL);
+  ASSERT_TRUE(c->RestartPs(2).ok());
+  auto done = c->WaitForState(JobStatus::SUCCEEDED, absl::Minutes(5));
+  ASSERT_TRUE(done.ok()) << done.status() << c->Logs();
+  EXPECT_EQ(done->steps_done(), done->total_steps());
+  EXPECT_GE(done->recoveries_size(), 1) << done->ShortDebugString();
+  EXPECT_EQ(done->ps_size(), 3);
+  // After the rollback every ps holds a shard of each table (placed by the partitioner for
+  // 3); the dense variables stay on ps 0 and 1.
+  std::vector<std::string> tables;
+  std::string dense;
+  Tables(c, &tables, &dense);
+  auto client = c->NewPsClient();
+  ASSERT_TRUE(client.ok() && (*client)->Discover().ok());
+  for (const std::string& table : tables) {
+    EXPECT_EQ((*client)->GetLayout(table)->shards.size(), 3u) << table;
+  }
+  for (const VariableLayout::Shard& s : (*client)->GetLayout(dense)->shards) EXPECT_LT(s.ps, 2);
+}
+
 TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {
   TrainingCluster::Options options;
   options.worker_flags = {kStepDelay};
