@@ -172,7 +172,8 @@ void AddPsLiveThenRestartChief(TrainingCluster* c) {
     EXPECT_EQ(layout.shards[2].ps, 2) << table;
     EXPECT_GT(layout.shards[2].buckets.end - layout.shards[2].buckets.begin, 1200) << table;
   }
-  for (const VariableLayout::Shard& s : (*client)->GetLayout(dense)->shards) EXPECT_LT(s.ps, 2);
+  const VariableLayout dense_layout = *(*client)->GetLayout(dense);
+  for (const VariableLayout::Shard& s : dense_layout.shards) EXPECT_LT(s.ps, 2);
   const JobStatus added = *c->WaitForStatus([](const JobStatus&) { return true; });
   EXPECT_EQ(added.layout_version(), 2);
   EXPECT_EQ(added.ps_size(), 3);
@@ -392,7 +393,8 @@ TEST(BucketMovesTest, AnAsyncJobTakesAPsAddedLiveAndComesBackWhenItIsLost) {
   for (const std::string& table : tables) {
     EXPECT_EQ((*client)->GetLayout(table)->shards.size(), 3u) << table;
   }
-  for (const VariableLayout::Shard& s : (*client)->GetLayout(dense)->shards) EXPECT_LT(s.ps, 2);
+  const VariableLayout dense_layout = *(*client)->GetLayout(dense);
+  for (const VariableLayout::Shard& s : dense_layout.shards) EXPECT_LT(s.ps, 2);
 }
 
 TEST(BucketMovesTest, AsyncJobTrainsOnThroughMoves) {

@@ -563,6 +563,23 @@ TEST(DurableProgressTest, ScalesAndTheLayoutVersionAreShown) {
   EXPECT_EQ(ScaleLine(up),
             "scaled from 2 to 3 ps (layout version 2): through checkpoint 4 at step 212, "
             "3.0 MiB moved, paused 0.41 s, 0.52 s in all");
+  ScalePsResponse live;
+  live.set_live(true);
+  live.set_from_ps(2);
+  live.set_to_ps(3);
+  live.set_layout_version(2);
+  live.set_steps_done(110);
+  live.set_pause_s(0.008);
+  live.set_tables(4);
+  live.set_buckets_moved(7685);
+  live.set_rows_moved(1606);
+  live.set_bytes_moved(173475);
+  live.set_balance_s(3.38);
+  live.set_seconds(3.4);
+  EXPECT_EQ(ScaleLine(live),
+            "added 1 ps live: 2 to 3 ps (layout version 2) at step 110, paused 0.01 s; 4 dynamic "
+            "tables balanced onto the new ps: 7685 buckets, 1606 rows, 169.4 KiB in 3.38 s; "
+            "3.40 s in all");
   ScalePsResponse failed;
   failed.set_from_ps(3);
   failed.set_to_ps(4);
