@@ -56,6 +56,7 @@ class OneMove {
   absl::StatusOr<int64_t> Round(bool freeze) {
     MoveBucketsRequest out = Request(MoveBucketsRequest::EXPORT, src_);
     out.set_since_epoch(since_);
+    out.set_whole(options_.may_empty_source);
     if (freeze) {
       out.set_freeze(true);
       out.set_freeze_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.freeze)));
@@ -174,7 +175,8 @@ absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::st
         "; buckets move between neighbouring shards (|from - to| = 1)"));
   }
   const BucketRange range = layout.shards[from_shard].buckets;
-  if (count >= range.end - range.begin) {
+  if (count > range.end - range.begin ||
+      (count == range.end - range.begin && !options.may_empty_source)) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": shard ", from_shard, " holds ", range.end - range.begin, " buckets [",
         range.begin, ", ", range.end, "); it must keep at least one"));

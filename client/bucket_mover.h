@@ -46,6 +46,9 @@ struct BucketMoveOptions {
   int max_catch_up_rounds = 4;
   int64_t catch_up_rows = 256;
   int64_t generation = 0;  // the ps's recovery generation (0: not fenced)
+  // The source may give every bucket it holds (a shard emptied before its ps is removed live:
+  // coordinator/ps_scaling.h); it then holds none.
+  bool may_empty_source = false;
   // Around each bucket's switch (either may be empty). A before_switch error aborts the move;
   // after_switch runs whenever before_switch succeeded.
   std::function<absl::Status()> before_switch;
@@ -66,8 +69,8 @@ struct BucketMoveStats {
 // Moves `count` buckets of `variable` (a dynamic table) from its shard `from_shard` to its
 // shard `to_shard` (|from_shard - to_shard| == 1). INVALID_ARGUMENT naming what is wrong (an
 // unknown or dense variable, a shard out of range or not next to the other, a count that
-// would leave the source no bucket); the ps's error for a step it refuses. The client's
-// layout is rebuilt at the end.
+// would leave the source no bucket, unless options.may_empty_source, or more than it holds);
+// the ps's error for a step it refuses. The client's layout is rebuilt at the end.
 absl::StatusOr<BucketMoveStats> MoveTableBuckets(PsClient* client, const std::string& variable,
                                                  int from_shard, int to_shard, int count,
                                                  const BucketMoveOptions& options = {});

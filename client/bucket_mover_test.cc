@@ -267,6 +267,36 @@ TEST(BucketMoverTest, SyncRunWithAPsAddedMidRunIsBitIdenticalToARunOnAllOfThem) 
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "float " << i;
 }
 
+// A shard emptied before its ps is removed live: with may_empty_source its every bucket moves
+// to its neighbour, which then serves every row; it holds none, and takes pushes of none.
+TEST(BucketMoverTest, ASourceGivesEveryBucketWhenItMayBeEmptied) {
+  Cluster cluster(2);
+  auto chief = cluster.Client();
+  ASSERT_TRUE(Create(chief.get(), Table(OptimizerSpec::SGD, InitializerSpec::ZEROS)).ok());
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 200; ++k) keys.push_back(k * 7919 + 5);
+  ASSERT_TRUE(chief->PushRows("emb", keys, std::vector<float>(keys.size() * kDim, 1.0f)).ok());
+  auto refused = MoveTableBuckets(chief.get(), "emb", 1, 0, 32);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "must keep at least one"))
+      << refused.status();
+  BucketMoveOptions options;
+  options.may_empty_source = true;
+  options.buckets_per_switch = 8;
+  EXPECT_EQ(MoveTableBuckets(chief.get(), "emb", 1, 0, 33, options).status().code(),
+            absl::StatusCode::kInvalidArgument);  // more than it holds
+  auto moved = MoveTableBuckets(chief.get(), "emb", 1, 0, 32, options);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->buckets, 32);
+  const VariableLayout layout = *chief->GetLayout("emb");
+  ASSERT_EQ(layout.shards.size(), 2u);
+  EXPECT_EQ(layout.shards[0].buckets.end, kBuckets);
+  EXPECT_EQ(layout.shards[1].buckets.begin, kBuckets);  // empty, last
+  EXPECT_EQ(layout.shards[1].buckets.end, kBuckets);
+  for (float v : PullAll(chief.get(), keys)) ASSERT_EQ(v, -1.0f);
+  ASSERT_TRUE(chief->PushRows("emb", keys, std::vector<float>(keys.size() * kDim, 1.0f)).ok());
+  for (float v : PullAll(chief.get(), keys)) ASSERT_EQ(v, -2.0f);
+}
+
 TEST(BucketMoverTest, RefusalsNameWhatIsWrongAndChangeNothing) {
   Cluster cluster(3);
   auto chief = cluster.Client();

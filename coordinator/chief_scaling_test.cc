@@ -350,84 +350,129 @@ TEST_F(ChiefScalingTest, ADynamicTableKeepsEveryRowAcrossScales) {
   }
 }
 
-// scale-ps --live: the table gets a shard on the new ps and a third of its buckets, every row
-// kept, without a checkpoint; the dense variable stays on its two ps; the worker is started
-// again on the three. A live scale down is refused; a scale down through a checkpoint after it
-// re-shards the live layout (a table on three ps, dense on two) onto two.
-TEST_F(ChiefScalingTest, APsAddedLiveTakesItsShareOfTheTablesAndKeepsEveryRow) {
-  const std::string dir = FreshDir("live");
-  StartChief();
-  const std::string job = absl::StrCat(
-      R"({"name": "t", "model": "external", "dataset": "external", "examples_per_epoch": 6400,)",
-      R"( "batch_size": 64, "mode": "async", "steps": 200, "seed": 3, "num_ps": 2,)",
-      R"( "partitioner": "fixed:ps", "optimizer": {"type": "adagrad", "learning_rate": 0.5},)",
-      R"( "dynamic_tables": {"num_buckets": 64},)",
-      R"( "variables": [{"name": "tags", "shape": [null, 4]},)",
-      R"(               {"name": "w", "shape": [12, 3]}],)",
-      R"( "checkpoint": {"dir": ")", dir, R"(", "every_steps": 100000}})");
-  ASSERT_TRUE(chief_->Submit(job).ok());
-  ASSERT_TRUE(RunUntil(3));
-  std::shared_ptr<PsClient> two = *tasks_->Connect({"ps0", "ps1"});
-  ASSERT_TRUE(two->Discover().ok());
-  std::vector<int64_t> keys;
-  for (int64_t k = 0; k < 300; ++k) keys.push_back(k * 7919 - 1000);
-  std::vector<float> grads(keys.size() * 4);
-  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 17) - 0.05f;
-  ASSERT_TRUE(two->PushRows("t/tags", keys, grads).ok());
-  ASSERT_TRUE(two->Push("t/w", std::vector<float>(36, 0.25f)).ok());
-  std::vector<float> rows(keys.size() * 4), w(36);
-  ASSERT_TRUE(two->PullRows("t/tags", keys, absl::MakeSpan(rows)).ok());
-  ASSERT_TRUE(two->Pull("t/w", absl::MakeSpan(w)).ok());
-
-  absl::StatusOr<ScalePsResponse> live = Scale(3, {}, 0, /*live=*/true);
-  ASSERT_TRUE(live.ok()) << live.status() << "\n" << chief_->Status().DebugString();
-  EXPECT_TRUE(live->live());
-  EXPECT_EQ(live->to_ps(), 3);
-  EXPECT_EQ(live->layout_version(), 2);
-  EXPECT_EQ(live->checkpoint_id(), 0);  // none
-  EXPECT_EQ(live->tables(), 1);
-  EXPECT_GE(live->buckets_moved(), 21);  // a third of 64, along the chain 0 -> 1 -> 2
-  EXPECT_GT(live->rows_moved(), 0);
-  EXPECT_EQ(Shards(2), 1);  // the table's shard only: the dense variable stays on ps 0 and 1
-  std::shared_ptr<PsClient> three = *tasks_->Connect({"ps0", "ps1", "ps2"});
-  ASSERT_TRUE(three->Discover().ok());
-  const VariableLayout table = *three->GetLayout("t/tags");
-  ASSERT_EQ(table.shards.size(), 3u);
-  EXPECT_EQ(table.shards[2].ps, 2);
-  EXPECT_GE(table.shards[2].buckets.end - table.shards[2].buckets.begin, 20);
-  EXPECT_EQ(three->GetLayout("t/w")->shards.size(), 2u);
-  std::vector<float> rows_now(rows.size()), w_now(w.size());
-  ASSERT_TRUE(three->PullRows("t/tags", keys, absl::MakeSpan(rows_now)).ok());
-  ASSERT_TRUE(three->Pull("t/w", absl::MakeSpan(w_now)).ok());
-  EXPECT_EQ(rows_now, rows);
-  EXPECT_EQ(w_now, w);
-  ASSERT_TRUE(RunUntil(live->steps_done() + 5));
-  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1", "ps2"}));
-  JobStatus status = chief_->Status();
-  EXPECT_EQ(status.ps_size(), 3);
-  EXPECT_TRUE(status.last_scale().live());
-  {
-    JobStore::State state = *(*JobStore::Open(dir))->ReadState();
-    EXPECT_EQ(state.layout_version, 2);
-    EXPECT_EQ(state.ps_addresses, (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+// A job with a dynamic table and a dense variable on 2 of the 3 ps, rows pushed, for the live
+// scales.
+class ChiefLiveScalingTest : public ChiefScalingTest {
+ protected:
+  void StartJob(const std::string& name) {
+    dir_ = FreshDir(name);
+    StartChief();
+    const std::string job = absl::StrCat(
+        R"({"name": "t", "model": "external", "dataset": "external", )",
+        R"("examples_per_epoch": 6400, "batch_size": 64, "mode": "async", "steps": 200, )",
+        R"("seed": 3, "num_ps": 2, "partitioner": "fixed:ps", )",
+        R"("optimizer": {"type": "adagrad", "learning_rate": 0.5}, )",
+        R"("dynamic_tables": {"num_buckets": 64}, )",
+        R"("variables": [{"name": "tags", "shape": [null, 4]}, {"name": "w", "shape": [12, 3]}],)",
+        R"( "checkpoint": {"dir": ")", dir_, R"(", "every_steps": 100000}})");
+    ASSERT_TRUE(chief_->Submit(job).ok());
+    ASSERT_TRUE(RunUntil(3));
+    std::shared_ptr<PsClient> two = *tasks_->Connect({"ps0", "ps1"});
+    ASSERT_TRUE(two->Discover().ok());
+    for (int64_t k = 0; k < 300; ++k) keys_.push_back(k * 7919 - 1000);
+    std::vector<float> grads(keys_.size() * 4);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      grads[i] = 0.01f * static_cast<float>(i % 17) - 0.05f;
+    }
+    ASSERT_TRUE(two->PushRows("t/tags", keys_, grads).ok());
+    ASSERT_TRUE(two->Push("t/w", std::vector<float>(36, 0.25f)).ok());
+    rows_.resize(keys_.size() * 4);
+    w_.resize(36);
+    ASSERT_TRUE(two->PullRows("t/tags", keys_, absl::MakeSpan(rows_)).ok());
+    ASSERT_TRUE(two->Pull("t/w", absl::MakeSpan(w_)).ok());
   }
 
-  // Refused: live down, live to the same count.
-  absl::StatusOr<ScalePsResponse> refused = Scale(2, {}, 0, /*live=*/true);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--live adds ps; job \"t-"))
-      << refused.status();
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "\" runs on 3 ps")) << refused.status();
+  // The rows and the dense variable read through a client of the first `n` ps are those
+  // pushed.
+  void ExpectKept(int n) {
+    std::vector<std::string> names;
+    for (int k = 0; k < n; ++k) names.push_back(absl::StrCat("ps", k));
+    std::shared_ptr<PsClient> now = *tasks_->Connect(names);
+    ASSERT_TRUE(now->Discover().ok());
+    std::vector<float> rows(rows_.size()), w(w_.size());
+    ASSERT_TRUE(now->PullRows("t/tags", keys_, absl::MakeSpan(rows)).ok());
+    ASSERT_TRUE(now->Pull("t/w", absl::MakeSpan(w)).ok());
+    EXPECT_EQ(rows, rows_);
+    EXPECT_EQ(w, w_);
+    EXPECT_EQ(now->GetLayout("t/tags")->shards.size(), static_cast<size_t>(n));
+    EXPECT_EQ(now->GetLayout("t/w")->shards.size(), 2u);
+  }
 
-  // Down through a checkpoint: the live layout re-sharded onto two ps, every row kept.
+  // scale-ps 3 --live from 2: the table gets a shard on ps 2 and its share of the buckets.
+  void AddLive() {
+    absl::StatusOr<ScalePsResponse> live = Scale(3, {}, 0, /*live=*/true);
+    ASSERT_TRUE(live.ok()) << live.status() << "\n" << chief_->Status().DebugString();
+    EXPECT_TRUE(live->live());
+    EXPECT_EQ(live->to_ps(), 3);
+    EXPECT_EQ(live->checkpoint_id(), 0);  // none
+    EXPECT_EQ(live->tables(), 1);
+    EXPECT_GE(live->buckets_moved(), 21);  // a third of 64, along the chain 0 -> 1 -> 2
+    EXPECT_GT(live->rows_moved(), 0);
+    EXPECT_EQ(Shards(2), 1);  // the table's shard only: the dense variable stays on ps 0 and 1
+    std::shared_ptr<PsClient> three = *tasks_->Connect({"ps0", "ps1", "ps2"});
+    ASSERT_TRUE(three->Discover().ok());
+    const VariableLayout table = *three->GetLayout("t/tags");
+    ASSERT_EQ(table.shards.size(), 3u);
+    EXPECT_EQ(table.shards[2].ps, 2);
+    EXPECT_GE(table.shards[2].buckets.end - table.shards[2].buckets.begin, 20);
+    ExpectKept(3);
+    ASSERT_TRUE(RunUntil(live->steps_done() + 5));
+    EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+    EXPECT_EQ(chief_->Status().ps_size(), 3);
+    EXPECT_TRUE(chief_->Status().last_scale().live());
+  }
+
+  std::string dir_;
+  std::vector<int64_t> keys_;
+  std::vector<float> rows_, w_;
+};
+
+// scale-ps --live up and back down: the table gets a shard on the new ps and a third of its
+// buckets, then gives them back, every row kept, without a checkpoint; the dense variable
+// stays on its two ps; the worker is started again each time; the journal follows. Below the
+// ps that hold the dense variable a live scale is refused.
+TEST_F(ChiefLiveScalingTest, APsAddedLiveTakesItsShareOfTheTablesAndLeavesLive) {
+  StartJob("live");
+  AddLive();
+  {
+    JobStore::State state = *(*JobStore::Open(dir_))->ReadState();
+    EXPECT_EQ(state.layout_version, 2);
+    EXPECT_EQ(state.dense_ps, 2);
+    EXPECT_EQ(state.ps_addresses, (std::vector<std::string>{"ps0", "ps1", "ps2"}));
+  }
+  absl::StatusOr<ScalePsResponse> down = Scale(2, {}, 0, /*live=*/true);
+  ASSERT_TRUE(down.ok()) << down.status() << "\n" << chief_->Status().DebugString();
+  EXPECT_EQ(down->to_ps(), 2);
+  EXPECT_EQ(down->layout_version(), 3);
+  EXPECT_GE(down->buckets_moved(), 20);
+  EXPECT_EQ(Shards(2), 0);  // dropped
+  ExpectKept(2);
+  ASSERT_TRUE(RunUntil(down->steps_done() + 5));
+  EXPECT_EQ(workers_[0]->last_start_ps(), (std::vector<std::string>{"ps0", "ps1"}));
+  {
+    JobStore::State state = *(*JobStore::Open(dir_))->ReadState();
+    EXPECT_EQ(state.layout_version, 3);
+    EXPECT_EQ(state.dense_ps, 0);
+    EXPECT_EQ(state.ps_addresses, (std::vector<std::string>{"ps0", "ps1"}));
+  }
+  absl::StatusOr<ScalePsResponse> refused = Scale(1, {}, 0, /*live=*/true);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "has dense variables on ps 1"))
+      << refused.status();
+  EXPECT_EQ(chief_->Status().layout_version(), 3);
+  FinishJob(200);
+}
+
+// A scale down through a checkpoint after a live add re-shards the live layout (the table on
+// three ps, the dense variable on two) onto two, every row kept.
+TEST_F(ChiefLiveScalingTest, ACheckpointScaleAfterALiveAddReShardsEverything) {
+  StartJob("live_then_checkpoint");
+  AddLive();
   absl::StatusOr<ScalePsResponse> down = Scale(2);
   ASSERT_TRUE(down.ok()) << down.status();
+  EXPECT_GT(down->checkpoint_id(), 0);
   EXPECT_EQ(Shards(2), 0);
-  ASSERT_TRUE(two->Discover().ok());
-  ASSERT_TRUE(two->PullRows("t/tags", keys, absl::MakeSpan(rows_now)).ok());
-  ASSERT_TRUE(two->Pull("t/w", absl::MakeSpan(w_now)).ok());
-  EXPECT_EQ(rows_now, rows);
-  EXPECT_EQ(w_now, w);
+  ExpectKept(2);
   FinishJob(200);
 }
 

@@ -95,10 +95,12 @@ absl::Status PsScaling::RequestLocked(const ScalePsRequest& request, Done done) 
     return absl::UnimplementedError("scale-ps: this chief cannot connect to other ps");
   }
   if (request.live()) {
-    if (n < current) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scale-ps --live adds ps; job \"", id, "\" runs on ", current,
-          " ps: remove ps through a checkpoint (scale-ps ", n, " without --live)"));
+    if (n < current && (s_->dense_ps == 0 || n < s_->dense_ps)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "scale-ps --live removes only ps added live, which hold nothing but dynamic tables; "
+          "job \"", id, "\" has dense variables on ps ", n, " (its first ",
+          s_->dense_ps == 0 ? current : s_->dense_ps,
+          " ps hold them): remove it through a checkpoint (scale-ps ", n, " without --live)"));
     }
     if (request.per_switch() < 0 || request.pause_ms() < 0 || request.pause_ms() > 60000) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -236,7 +238,8 @@ void PsScaling::RunLocked() {
         s_->phase.Text().empty() ? "" : " (", s_->phase.Text(),
         s_->phase.Text().empty() ? "" : ")"));
   } else if (q.request.live()) {
-    outcome = AddLiveLocked(q, *std::move(to));
+    outcome = to_n > from_n ? AddLiveLocked(q, *std::move(to))
+                            : RemoveLiveLocked(q, *std::move(to));
   } else {
     const absl::Time paused = absl::Now();
     absl::StatusOr<CheckpointInfo> cut = checkpoints_->TakeForScaleLocked(
@@ -534,11 +537,27 @@ absl::StatusOr<ScalePsResponse> PsScaling::AddLiveLocked(const Queued& q,
             << response.pause_s() << " s; balancing them";
 
   // 4. Each table's buckets balanced onto the new shards while the job trains.
+  const absl::Time balance_start = absl::Now();
+  absl::Status balanced = BalanceLocked(q, tables, &response);
+  response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - balance_start));
+  if (!balanced.ok()) {
+    return absl::AbortedError(absl::StrCat(
+        "scale-ps ", to_n, " --live: the job runs on ", to_n, " ps (layout version ",
+        s_->layout_version, "), but ", balanced.message()));
+  }
+  LogInfo() << "scale-ps " << to_n << " --live: balanced " << response.buckets_moved()
+            << " buckets (" << response.rows_moved() << " rows, " << response.bytes_moved()
+            << " bytes) onto the new ps in " << response.balance_s() << " s";
+  return response;
+}
+
+BucketMoveOptions PsScaling::MoveOptionsLocked(const ScalePsRequest& request) {
   BucketMoveOptions options;
-  options.buckets_per_switch = q.request.per_switch() > 0 ? q.request.per_switch() : 64;
-  options.pause = absl::Milliseconds(q.request.pause_ms());
-  options.generation = generation;
+  options.buckets_per_switch = request.per_switch() > 0 ? request.per_switch() : 64;
+  options.pause = absl::Milliseconds(request.pause_ms());
+  options.generation = s_->generation;
   if (s_->job.mode() == JobSpec::SYNC) {
+    // Each switch between two sync steps.
     options.before_switch = [this] {
       absl::MutexLock lock(&s_->mu);
       return DrainToStepBoundaryLocked(s_, recovery_);
@@ -548,28 +567,155 @@ absl::StatusOr<ScalePsResponse> PsScaling::AddLiveLocked(const Queued& q,
       EndStepDrainLocked(s_);
     };
   }
-  const absl::Time balance_start = absl::Now();
-  absl::Status balanced;
+  return options;
+}
+
+absl::Status PsScaling::BalanceLocked(const Queued& q, const std::vector<std::string>& tables,
+                                      ScalePsResponse* response) {
+  const BucketMoveOptions options = MoveOptionsLocked(q.request);
   for (const std::string& table : tables) {
     s_->mu.Unlock();
     absl::StatusOr<BalanceStats> b = BalanceTableBuckets(ps_, table, 0.1, options);
     s_->mu.Lock();
     if (!b.ok()) {
-      balanced = absl::AbortedError(absl::StrCat(
-          "scale-ps ", to_n, " --live: the job runs on ", to_n, " ps (layout version ",
-          s_->layout_version, "), but balancing \"", table, "\" onto them failed (",
-          b.status().message(), "); run shardctl move-buckets ", table, " --balance"));
-      break;
+      return absl::AbortedError(absl::StrCat("balancing \"", table, "\" failed (",
+                                             b.status().message(),
+                                             "); run shardctl move-buckets ", table,
+                                             " --balance"));
     }
-    response.set_buckets_moved(response.buckets_moved() + b->moved.buckets);
-    response.set_rows_moved(response.rows_moved() + b->moved.rows);
-    response.set_bytes_moved(response.bytes_moved() + b->moved.bytes);
+    response->set_buckets_moved(response->buckets_moved() + b->moved.buckets);
+    response->set_rows_moved(response->rows_moved() + b->moved.rows);
+    response->set_bytes_moved(response->bytes_moved() + b->moved.bytes);
   }
-  response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - balance_start));
-  if (!balanced.ok()) return balanced;
-  LogInfo() << "scale-ps " << to_n << " --live: balanced " << response.buckets_moved()
-            << " buckets (" << response.rows_moved() << " rows, " << response.bytes_moved()
-            << " bytes) onto the new ps in " << response.balance_s() << " s";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ScalePsResponse> PsScaling::RemoveLiveLocked(const Queued& q,
+                                                            std::shared_ptr<PsClient> to) {
+  PartsLockHeld();
+  const std::vector<std::string> from = s_->ps_addresses;
+  const int from_n = static_cast<int>(from.size());
+  const int to_n = static_cast<int>(q.to.size());
+  const std::vector<std::string> removed(from.begin() + to_n, from.end());
+  std::vector<std::string> tables;
+  for (const VariableDef& def : s_->defs) {
+    if (def.dynamic.has_value()) tables.push_back(def.name);
+  }
+  auto failed = [&](const absl::Status& why) {
+    return ScaleError(why.code(), absl::StrCat("scale-ps ", to_n, " --live: ", why.message(),
+                                               "; the job runs on ", from_n, " ps"));
+  };
+  ScalePsResponse response;
+  response.set_live(true);
+  response.set_from_ps(from_n);
+  response.set_to_ps(to_n);
+  response.set_tables(static_cast<int>(tables.size()));
+
+  // 1. Every bucket of the removed ps' shards onto the shards before them, from the last,
+  // while the job trains.
+  const absl::Time moves_start = absl::Now();
+  BucketMoveOptions options = MoveOptionsLocked(q.request);
+  options.may_empty_source = true;
+  for (const std::string& table : tables) {
+    for (int k = from_n - 1; k >= to_n; --k) {
+      s_->mu.Unlock();
+      std::optional<BucketMoveStats> moved;  // none when the shard holds no bucket
+      absl::Status s = ps_->Discover();
+      absl::StatusOr<VariableLayout> layout =
+          s.ok() ? ps_->GetLayout(table) : absl::StatusOr<VariableLayout>(s);
+      if (layout.ok()) {
+        // Ps k's shard must be the table's k-th in bucket order (as a live add and the
+        // partitioner leave it); move-buckets can make it otherwise.
+        const int shards = static_cast<int>(layout->shards.size());
+        if (shards != from_n || layout->shards[k].ps != k) {
+          s = absl::FailedPreconditionError(absl::StrCat(
+              "the shard of table \"", table, "\" on ps ", k, " is not its shard ", k,
+              " in bucket order (bucket moves placed it so); remove the ps through a "
+              "checkpoint (without --live)"));
+        } else {
+          const BucketRange r = layout->shards[k].buckets;
+          if (r.end > r.begin) {
+            absl::StatusOr<BucketMoveStats> m =
+                MoveTableBuckets(ps_, table, k, k - 1, r.end - r.begin, options);
+            s = m.status();
+            if (m.ok()) moved = *m;
+          }
+        }
+      } else {
+        s = layout.status();
+      }
+      s_->mu.Lock();
+      if (!s.ok()) {
+        response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - moves_start));
+        return failed(absl::Status(s.code(), absl::StrCat("moving the buckets of \"", table,
+                                                         "\" off ps ", k, ": ", s.message())));
+      }
+      if (moved.has_value()) {
+        response.set_buckets_moved(response.buckets_moved() + moved->buckets);
+        response.set_rows_moved(response.rows_moved() + moved->rows);
+        response.set_bytes_moved(response.bytes_moved() + moved->bytes);
+      }
+    }
+  }
+  const absl::Duration emptied = absl::Now() - moves_start;
+
+  // 2. A step boundary: the empty shards take no more pushes.
+  const absl::Time paused = absl::Now();
+  const absl::Status drained = DrainToStepBoundaryLocked(s_, recovery_);
+  if (!drained.ok()) return failed(drained);
+  const int64_t boundary = s_->scheduler->DonePrefix();
+  s_->SetPhaseLocked(Kind::kScaling, absl::StrCat("removing ", from_n - to_n,
+                                                  " ps live at step ", boundary, ": ",
+                                                  List(removed)));
+
+  // 3. The journal, then the switch: clients of the remaining ps, every worker started again.
+  const int64_t old_version = s_->layout_version;
+  const int old_dense_ps = s_->dense_ps;
+  if (s_->dense_ps >= to_n) s_->dense_ps = 0;
+  RecordLayoutLocked(q.to, old_version + 1, s_->generation);
+  std::shared_ptr<PsClient> old = ps_->Switch(to);
+  s_->ps_addresses = q.to;
+  s_->layout_version = old_version + 1;
+  monitor_->Reset();
+  s_->mu.Unlock();
+  const absl::Status switched = ps_->Discover();
+  s_->mu.Lock();
+  if (!switched.ok()) {
+    // The remaining ps do not hold the tables whole: back to the ps set it ran on.
+    ps_->Switch(old);
+    s_->ps_addresses = from;
+    s_->layout_version = old_version;
+    s_->dense_ps = old_dense_ps;
+    RecordLayoutLocked(from, old_version, s_->generation);
+    monitor_->Reset();
+    s_->ReleasePhaseLocked(Kind::kScaling);
+    EndStepDrainLocked(s_);
+    return failed(switched);
+  }
+  recovery_->PsRemovedLocked(static_cast<size_t>(to_n));
+  dispatcher_->RestartJobLocked();
+  s_->ReleasePhaseLocked(Kind::kScaling);
+  EndStepDrainLocked(s_);
+  response.set_layout_version(s_->layout_version);
+  response.set_steps_done(boundary);
+  response.set_pause_s(absl::ToDoubleSeconds(absl::Now() - paused));
+  LogInfo() << "scale-ps " << to_n << " --live: job " << s_->status.job_id() << " runs on "
+            << to_n << " ps " << List(q.to) << " (layout version " << s_->layout_version
+            << ") from step " << boundary << "; " << response.buckets_moved()
+            << " buckets moved off " << List(removed) << " in "
+            << absl::FormatDuration(emptied) << "; paused " << response.pause_s() << " s";
+
+  // 4. The removed ps drop the job's (empty) shards and exit; the tables balanced again.
+  RetireLocked(removed, /*shutdown=*/true,
+               absl::StrCat("removed live: scaled down to ", to_n,
+                            " ps, this ps holds nothing of the job"));
+  const absl::Status balanced = BalanceLocked(q, tables, &response);
+  response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - moves_start));
+  if (!balanced.ok()) {
+    return absl::AbortedError(absl::StrCat("scale-ps ", to_n, " --live: the job runs on ", to_n,
+                                           " ps (layout version ", s_->layout_version,
+                                           "), but ", balanced.message()));
+  }
   return response;
 }
 

@@ -30,9 +30,9 @@
 // then each table's buckets are balanced onto the new shards while training goes on
 // (client/bucket_mover.h BalanceTableBuckets; a SYNC job switches at step boundaries). Dense
 // variables stay where they are. Nothing of the running job changes before the switch: a
-// failure up to there drops the new shards and leaves the job as it was. A later rollback
-// (a recovery, a restarted chief) places every variable by the partitioner for the journal's
-// ps count, restoring the newest checkpoint into that layout.
+// failure up to there drops the new shards and leaves the job as it was. The journal records
+// dense_ps (the ps the dense variables are on), which a rollback and a restarted chief keep.
+// A live scale down (RemoveLiveLocked) removes ps added so: the reverse, its moves first.
 //
 // Thread-safety: every method REQUIRES the chief's mutex (ChiefState::mu); RunLocked releases
 // it while it waits for the ps and the disk.
@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/bucket_mover.h"
 #include "client/switchable_ps_client.h"
 #include "coordinator/checkpointing.h"
 #include "coordinator/chief_state.h"
@@ -115,6 +116,21 @@ class PsScaling {
   // with a recovery due).
   absl::StatusOr<ScalePsResponse> AddLiveLocked(const Queued& q, std::shared_ptr<PsClient> to)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // A live scale down onto `to` (the first ps of the job's, reached): every bucket of the
+  // removed ps' table shards moves onto the shards before them while the job trains; at a
+  // step boundary the journal records the remaining ps, the clients switch, the workers start
+  // again; the removed ps drop the job's shards and exit; the tables are balanced again.
+  // REQUIRES: the removed ps hold no dense variable (dense_ps).
+  absl::StatusOr<ScalePsResponse> RemoveLiveLocked(const Queued& q, std::shared_ptr<PsClient> to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // The bucket moves of a live scale (ScalePsRequest's per_switch and pause; a SYNC job
+  // switches at step boundaries).
+  BucketMoveOptions MoveOptionsLocked(const ScalePsRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
+  // Each of `tables` balanced (BalanceTableBuckets), adding what moved to `response`;
+  // ABORTED naming the table whose balance failed.
+  absl::Status BalanceLocked(const Queued& q, const std::vector<std::string>& tables,
+                             ScalePsResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
   // The journal's layout (with s_->dense_ps) and generation, as the scale moves.
   void RecordLayoutLocked(const std::vector<std::string>& ps, int64_t version,
                           int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);

@@ -43,6 +43,11 @@ class Recovery {
   // Ps added to the job (a live scale: ps_scaling.h), as these incarnations, after the others.
   void PsAddedLocked(std::vector<uint64_t> incarnations) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu);
 
+  // The job now runs on its first `n` ps (a live scale down: ps_scaling.h).
+  void PsRemovedLocked(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
+    if (expected_incarnation_.size() > n) expected_incarnation_.resize(n);
+  }
+
   // A rollback is due (a ps lost the job's state), and why.
   bool pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return !cause_.empty(); }
   const std::string& cause() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) { return cause_; }

@@ -118,10 +118,10 @@ absl::StatusOr<BucketMoveOutcome> BucketMoves::Apply(const MoveBucketsRequest& r
   BucketMoveOutcome outcome;
   switch (request.op()) {
     case MoveBucketsRequest::EXPORT: {
-      if (!inside || !at_edge || Same(buckets, range_)) {
+      if (!inside || !at_edge || (Same(buckets, range_) && !request.whole())) {
         return absl::FailedPreconditionError(absl::StrCat(
             what, ": buckets ", Describe(buckets), " are not a run at an edge of this shard's ",
-            Describe(range_), " that leaves it at least one bucket"));
+            Describe(range_), " that leaves it at least one bucket (or, with whole, all)"));
       }
       if (request.freeze()) {
         if (request.freeze_ms() <= 0) {

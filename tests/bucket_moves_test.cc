@@ -6,8 +6,8 @@
 // whose manifest has the moved ranges, and the job still ends bit-identical; an async job
 // trains on through the moves. Refused moves change nothing. A chief killed mid-move comes
 // back, finishes or aborts the cut-off switch and leaves nothing staged. A ps added live
-// (scale-ps --live) takes a share of every table, and a chief restarted after it rolls back
-// onto the journal's 3 ps: the job still ends bit-identical.
+// (scale-ps --live) takes a share of every table and is removed live again, and a chief
+// restarted after that resumes without a rollback: the job still ends bit-identical.
 #include <signal.h>
 
 #include <iostream>
@@ -142,13 +142,13 @@ enum class Disruption {
   kMoves,
   kMovesThenKillPs,
   kKillChiefMidMove,
-  kAddPsLiveThenRestartChief,
+  kAddPsLiveThenRestartChief,  // and then removed live
 };
 
 // ps 2 of TF_CONFIG's 3 (the job runs on 2) added live: `shardctl scale-ps 3 --live` gives every
-// table a shard on it and a third of its rows, without a checkpoint; then, past a checkpoint
-// taken after it, the chief is killed and started again: it follows the journal onto 3 ps and
-// resumes from the ps' live state, without a rollback.
+// table a shard on it and a third of its rows, without a checkpoint; the chief is killed and
+// started again (it follows the journal and resumes from the ps' live state, no rollback);
+// `scale-ps 2 --live` takes the buckets back and removes the ps, which exits 0.
 void AddPsLiveThenRestartChief(TrainingCluster* c) {
   std::string out;
   EXPECT_EQ(Shardctl(c, {"scale-ps", "3", "--live", "--pause=0", "--json"}, &out), 0)
@@ -157,10 +157,10 @@ void AddPsLiveThenRestartChief(TrainingCluster* c) {
   EXPECT_THAT(out, HasSubstr("\"live\":true"));
   EXPECT_THAT(out, HasSubstr("\"tables\":4"));
   EXPECT_THAT(out, HasSubstr("\"checkpoint_id\":0"));
-  // Refused, changing nothing: live down; the same count.
-  EXPECT_EQ(Shardctl(c, {"scale-ps", "2", "--live"}, &out), 2) << out;
-  EXPECT_THAT(out, HasSubstr("--live adds ps"));
+  // Refused, changing nothing: the same count; live below the ps that hold dense variables.
   EXPECT_EQ(Shardctl(c, {"scale-ps", "3", "--live"}, &out), 2) << out;
+  EXPECT_EQ(Shardctl(c, {"scale-ps", "1", "--live"}, &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("has dense variables on ps 1"));
   auto client = c->NewPsClient();
   ASSERT_TRUE(client.ok() && (*client)->Discover().ok());
   std::vector<std::string> tables;
@@ -177,19 +177,33 @@ void AddPsLiveThenRestartChief(TrainingCluster* c) {
   const JobStatus added = *c->WaitForStatus([](const JobStatus&) { return true; });
   EXPECT_EQ(added.layout_version(), 2);
   EXPECT_EQ(added.ps_size(), 3);
-  const int64_t at = added.steps_done();
-  auto checkpointed = c->WaitForStatus([at](const JobStatus& s) {
-    return s.has_checkpoint() && s.last_checkpoint().steps_done() > at;
-  });
-  EXPECT_TRUE(checkpointed.ok()) << checkpointed.status() << c->Logs();
+  // The chief killed and started again: it follows the journal (3 ps, the dense variables on
+  // the first 2) and resumes from the ps' live state, without a rollback.
   auto restarted = c->KillAndRestartChief();
-  EXPECT_TRUE(restarted.ok()) << restarted.status() << c->Logs();
-  if (!restarted.ok()) return;
-  // It resumed from the ps' live state (the journal's layout is theirs), without a rollback.
+  ASSERT_TRUE(restarted.ok()) << restarted.status() << c->Logs();
   EXPECT_EQ(restarted->recoveries_size(), 0) << restarted->ShortDebugString();
   EXPECT_THAT(restarted->resumed_from(), ::testing::Not(HasSubstr("checkpoint")))
       << restarted->ShortDebugString();
   EXPECT_EQ(restarted->layout_version(), 2);
+  EXPECT_EQ(restarted->ps_size(), 3);
+  // Removed live again: its buckets move back, and it leaves the job.
+  EXPECT_EQ(Shardctl(c, {"scale-ps", "2", "--live", "--pause=0"}, &out), 0)
+      << out << c->Logs();
+  std::cout << "scale-ps 2 --live: " << out;
+  EXPECT_THAT(out, HasSubstr("removed 1 ps live: 3 to 2 ps (layout version 3)"));
+  // The removed ps exits 0; started again (as its StatefulSet would), it holds nothing and
+  // the job does not use it.
+  auto exited = c->ps(2)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(exited.ok()) << exited.status() << "\n" << c->Logs();
+  EXPECT_EQ(*exited, 0) << c->ps(2)->Log();
+  ASSERT_TRUE(c->RestartPs(2).ok());
+  ASSERT_TRUE((*client)->Discover().ok());
+  for (const std::string& table : tables) {
+    EXPECT_EQ((*client)->GetLayout(table)->shards.size(), 2u) << table;
+  }
+  const JobStatus removed = *c->WaitForStatus([](const JobStatus&) { return true; });
+  EXPECT_EQ(removed.ps_size(), 2);
+  EXPECT_EQ(removed.layout_version(), 3);
 }
 
 // A sync run of the hashed click model. kMoves: buckets move mid-job (and with
@@ -336,10 +350,10 @@ TEST(BucketMovesTest, AChiefKilledMidMoveLeavesNothingStagedAndTheJobEndsBitIden
   ExpectSame(Reference(), cut);
 }
 
-TEST(BucketMovesTest, APsAddedLiveAndAChiefRestartedAfterItEndBitIdentical) {
+TEST(BucketMovesTest, APsAddedAndRemovedLiveAndAChiefRestartedAfterEndBitIdentical) {
   const SyncRun added = RunSync("moves_live_ps", Disruption::kAddPsLiveThenRestartChief);
   EXPECT_EQ(added.end.steps_done(), kSyncSteps);
-  EXPECT_EQ(added.end.ps_size(), 3);
+  EXPECT_EQ(added.end.ps_size(), 2);
   ExpectSame(Reference(), added);
 }
 

@@ -580,6 +580,13 @@ TEST(DurableProgressTest, ScalesAndTheLayoutVersionAreShown) {
             "added 1 ps live: 2 to 3 ps (layout version 2) at step 110, paused 0.01 s; 4 dynamic "
             "tables balanced onto the new ps: 7685 buckets, 1606 rows, 169.4 KiB in 3.38 s; "
             "3.40 s in all");
+  live.set_from_ps(3);
+  live.set_to_ps(2);
+  live.set_layout_version(3);
+  EXPECT_EQ(ScaleLine(live),
+            "removed 1 ps live: 3 to 2 ps (layout version 3) at step 110, paused 0.01 s; 4 "
+            "dynamic tables moved off it and balanced: 7685 buckets, 1606 rows, 169.4 KiB in "
+            "3.38 s; 3.40 s in all");
   ScalePsResponse failed;
   failed.set_from_ps(3);
   failed.set_to_ps(4);

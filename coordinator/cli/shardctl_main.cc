@@ -132,7 +132,8 @@ constexpr Command kCommands[] = {
     {"checkpoint", "", "checkpoint the current job now; prints the committed checkpoint", false,
      true, false},
     {"scale-ps", "N", "move the current job onto N ps tasks (a drain, a checkpoint, a re-sharded "
-     "restore); with --live, add ps for its dynamic tables without a checkpoint", false, true,
+     "restore); with --live, add (or remove) ps for its dynamic tables without a checkpoint",
+     false, true,
      false},
     {"move-buckets", "VARIABLE [N]", "move N buckets of a dynamic table from --from_shard to "
      "the next shard, --to_shard, while the job trains; or, with --balance, as many as even "
@@ -209,7 +210,8 @@ void RegisterFlags(FlagParser& parser, Options& o, const Command* command) {
     parser.AddBool("live", &o.live,
                    "add ps without a checkpoint: each dynamic table gets a shard on each new ps "
                    "and its buckets are balanced onto them while the job trains (dense "
-                   "variables stay where they are; N must be above the job's ps count)");
+                   "variables stay where they are); or remove ps added so, their buckets "
+                   "moved off first");
   }
   if (command != nullptr && std::string(command->name) == "scale-ps") {
     parser.AddInt("per_switch", &o.per_switch,
