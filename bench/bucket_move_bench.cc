@@ -4,9 +4,9 @@
 // window before a move, then `count` buckets of the largest table move from ps 0 to ps 1
 // while it trains: the bytes/s the move sent, the steps/s during the move (from the chief's
 // step counts at its start and end) and its ratio to the steps/s before (the aim:
-// at least 0.8), and the longest a bucket was frozen. And a ps added to the running job
-// (scale-ps 3 --live against scale-ps 3 through a checkpoint, RunScale). Printed; a benchmark,
-// not a test.
+// at least 0.8), and the longest a bucket was frozen. And a ps added to the running job and
+// removed (scale-ps 3 and 2 --live against the same through a checkpoint, RunScale).
+// Printed; a benchmark, not a test.
 //
 //   bazel run -c opt //bench:bucket_move_bench -- [--buckets=256] [--per_switch=16] [--rounds=2]
 //       [--scale_only] [--json]
@@ -153,11 +153,12 @@ int RunMode(const std::string& mode, int buckets, int per_switch, int pause_ms, 
   return 0;
 }
 
-// A ps added to the running job: TF_CONFIG names 3 ps, the job starts on 2 (num_ps), and
-// after 1500 steps `scale-ps 3` runs live (the tables balanced onto the new ps while the job
-// trains) or, the baseline, through a checkpoint, each on a cluster of its own. The pause
-// (no step leased), the scale's time, what it moved, and the job's steps/s on 2 ps before,
-// during the scale (the chief's step counts at its start and end) and on 3 ps after.
+// A ps added to the running job and removed again: TF_CONFIG names 3 ps, the job starts on 2
+// (num_ps), and after 1500 steps `scale-ps 3`, then `scale-ps 2`, run live (the tables balanced
+// onto the new ps, or moved off it, while the job trains) or, the baseline, through a
+// checkpoint, each way on a cluster of its own. The pause (no step leased), the scale's time,
+// what it moved, and the job's steps/s before, during the scale (the chief's step counts at
+// its start and end) and after.
 int RunScale(const std::string& mode, bool live, int pause_ms, nlohmann::json* out) {
   const std::string dir = testing::FreshTempDir(absl::StrCat("bmb_scale_", mode, live));
   const std::string job = testing::WriteTempFile(
@@ -187,50 +188,54 @@ int RunScale(const std::string& mode, bool live, int pause_ms, nlohmann::json* o
     return 1;
   }
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(c->chief_address());
-  absl::StatusOr<double> before = StepsPerSecond(c, absl::Seconds(3));
-  absl::StatusOr<JobStatus> start = c->Status();
-  if (!before.ok() || !start.ok()) {
-    std::cerr << "bucket_move_bench: cannot read the chief's status\n";
-    return 1;
+  // Up to 3 ps, then back down to 2: each measured alike.
+  for (const int to : {3, 2}) {
+    absl::StatusOr<double> before = StepsPerSecond(c, absl::Seconds(3));
+    absl::StatusOr<JobStatus> start = c->Status();
+    if (!before.ok() || !start.ok()) {
+      std::cerr << "bucket_move_bench: cannot read the chief's status\n";
+      return 1;
+    }
+    ScalePsRequest request;
+    request.set_num_ps(to);
+    request.set_live(live);
+    request.set_per_switch(64);
+    request.set_pause_ms(pause_ms);
+    absl::StatusOr<ScalePsResponse> scaled = chief->ScalePs(request, absl::Minutes(10));
+    absl::StatusOr<JobStatus> end = c->Status();
+    if (!scaled.ok() || !end.ok()) {
+      std::cerr << "bucket_move_bench: scale-ps " << to << (live ? " --live" : "") << ": "
+                << (scaled.ok() ? end.status() : scaled.status()) << "\n" << c->Logs();
+      return 1;
+    }
+    const double during =
+        static_cast<double>(end->steps_done() - start->steps_done()) / scaled->seconds();
+    absl::StatusOr<double> after = StepsPerSecond(c, absl::Seconds(3));
+    if (!after.ok()) return 1;
+    const std::string how = live ? absl::StrCat("live, pause ", pause_ms, " ms") : "checkpoint";
+    const int from = to == 3 ? 2 : 3;
+    std::cout << absl::StrFormat(
+        "%s, %d -> %d ps (%s): paused %.3f s, %.2f s in all; %s; steps/s %.1f on %d ps, %.1f "
+        "during the scale (x%.2f), %.1f on %d ps after (x%.2f)\n",
+        mode, from, to, how, scaled->pause_s(), scaled->seconds(),
+        live ? absl::StrFormat("%d buckets, %d rows, %d bytes moved in %.2f s",
+                               scaled->buckets_moved(), scaled->rows_moved(),
+                               scaled->bytes_moved(), scaled->balance_s())
+             : absl::StrFormat("checkpoint %d, %d bytes through it", scaled->checkpoint_id(),
+                               scaled->bytes_moved()),
+        *before, from, during, *before > 0 ? during / *before : 0, *after, to,
+        *before > 0 ? *after / *before : 0);
+    (*out)[absl::StrCat("scale_", mode, "_", from, "_to_", to, live ? "_live" : "_checkpoint")] = {
+        {"pause_s", scaled->pause_s()},
+        {"seconds", scaled->seconds()},
+        {"bytes_moved", scaled->bytes_moved()},
+        {"buckets_moved", scaled->buckets_moved()},
+        {"rows_moved", scaled->rows_moved()},
+        {"balance_s", scaled->balance_s()},
+        {"steps_per_s_before", *before},
+        {"steps_per_s_during", during},
+        {"steps_per_s_after", *after}};
   }
-  ScalePsRequest request;
-  request.set_num_ps(3);
-  request.set_live(live);
-  request.set_per_switch(64);
-  request.set_pause_ms(pause_ms);
-  absl::StatusOr<ScalePsResponse> scaled = chief->ScalePs(request, absl::Minutes(10));
-  absl::StatusOr<JobStatus> end = c->Status();
-  if (!scaled.ok() || !end.ok()) {
-    std::cerr << "bucket_move_bench: scale-ps 3" << (live ? " --live" : "") << ": "
-              << (scaled.ok() ? end.status() : scaled.status()) << "\n" << c->Logs();
-    return 1;
-  }
-  const double during =
-      static_cast<double>(end->steps_done() - start->steps_done()) / scaled->seconds();
-  absl::StatusOr<double> after = StepsPerSecond(c, absl::Seconds(3));
-  if (!after.ok()) return 1;
-  const std::string how = live ? absl::StrCat("live, pause ", pause_ms, " ms") : "checkpoint";
-  std::cout << absl::StrFormat(
-      "%s, 2 -> 3 ps (%s): paused %.3f s, %.2f s in all; %s; steps/s %.1f on 2 ps, %.1f "
-      "during the scale (x%.2f), %.1f on 3 ps after (x%.2f)\n",
-      mode, how, scaled->pause_s(), scaled->seconds(),
-      live ? absl::StrFormat("%d buckets, %d rows, %d bytes balanced in %.2f s",
-                             scaled->buckets_moved(), scaled->rows_moved(),
-                             scaled->bytes_moved(), scaled->balance_s())
-           : absl::StrFormat("checkpoint %d, %d bytes through it", scaled->checkpoint_id(),
-                             scaled->bytes_moved()),
-      *before, during, *before > 0 ? during / *before : 0, *after,
-      *before > 0 ? *after / *before : 0);
-  (*out)[absl::StrCat("scale_", mode, live ? "_live" : "_checkpoint")] = {
-      {"pause_s", scaled->pause_s()},
-      {"seconds", scaled->seconds()},
-      {"bytes_moved", scaled->bytes_moved()},
-      {"buckets_moved", scaled->buckets_moved()},
-      {"rows_moved", scaled->rows_moved()},
-      {"balance_s", scaled->balance_s()},
-      {"steps_per_s_before", *before},
-      {"steps_per_s_during", during},
-      {"steps_per_s_after", *after}};
   return 0;
 }
 
