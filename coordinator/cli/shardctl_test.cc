@@ -223,6 +223,12 @@ TEST(ShardctlTest, BadCommandLinesExit2) {
   EXPECT_THAT(timeout.err, HasSubstr("--ps_timeout"));
   // --ps_addresses belongs to scale-ps only.
   EXPECT_EQ(RunShardctl({"status", "--ps_addresses=a:1", "--chief=127.0.0.1:1"}).exit_code, 2);
+  for (const char* bad : {"--pause=-1", "--pause=61", "--per_switch=0"}) {
+    Result live = RunShardctl({"scale-ps", "3", "--live", bad, "--chief=127.0.0.1:1"});
+    EXPECT_EQ(live.exit_code, 2) << Describe(live);
+    EXPECT_THAT(live.err, HasSubstr("scale-ps --live: --per_switch must be >= 1")) << bad;
+  }
+  EXPECT_EQ(RunShardctl({"status", "--live", "--chief=127.0.0.1:1"}).exit_code, 2);
 }
 
 TEST(ShardctlTest, NoChiefAddressExits2) {
