@@ -463,6 +463,37 @@ TEST_F(ChiefLiveScalingTest, APsAddedLiveTakesItsShareOfTheTablesAndLeavesLive) 
   FinishJob(200);
 }
 
+// A new ps that does not make the shard as asked (here: it answers CreateShards without
+// making it, as a ps of a release that ignores start_version would make it at version 0):
+// the live add is given up before the switch, the job runs on as it was, and a later live
+// add goes through.
+TEST_F(ChiefLiveScalingTest, ALiveAddANewPsDoesNotTakeIsGivenUpBeforeTheSwitch) {
+  StartJob("live_refused");
+  tasks_->SetConnectedHook(
+      2, [](absl::string_view method, const google::protobuf::Message&,
+            google::protobuf::Message*, absl::Time) -> std::optional<absl::Status> {
+        if (method == "CreateShards") return absl::OkStatus();
+        return std::nullopt;
+      });
+  absl::StatusOr<ScalePsResponse> refused = Scale(3, {}, 0, /*live=*/true);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition)
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "did not make the shard"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "runs on as it was, on 2 ps"))
+      << refused.status();
+  tasks_->SetConnectedHook(2, nullptr);
+  JobStatus status = chief_->Status();
+  EXPECT_EQ(status.layout_version(), 1);
+  EXPECT_EQ(status.ps_size(), 2);
+  EXPECT_EQ(status.ps_scales_failed(), 1);
+  EXPECT_EQ(Shards(2), 0);
+  ExpectKept(2);
+  ASSERT_TRUE(RunUntil(status.steps_done() + 5));
+  AddLive();
+  FinishJob(200);
+}
+
 // A scale down through a checkpoint after a live add re-shards the live layout (the table on
 // three ps, the dense variable on two) onto two, every row kept.
 TEST_F(ChiefLiveScalingTest, ACheckpointScaleAfterALiveAddReShardsEverything) {

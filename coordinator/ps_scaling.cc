@@ -477,6 +477,24 @@ absl::StatusOr<ScalePsResponse> PsScaling::AddLiveLocked(const Queued& q,
       created = to->CreateShards(k, request, &response);
     }
     if (!created.ok()) break;
+    // Each new shard where the table is: a ps of a release that does not know start_version
+    // would have made it at version 0, and a sync table would wait for it for ever.
+    std::vector<ListShardsResponse> now;
+    created = to->ListShardsAll(list, &now);
+    for (int k = from_n; k < to_n && created.ok(); ++k) {
+      bool found = false;
+      for (const ShardInfo& info : now[static_cast<size_t>(k)].shards()) {
+        if (info.spec().part() != k) continue;
+        found = info.version() == version && info.routing_version() == routing;
+      }
+      if (!found) {
+        created = absl::FailedPreconditionError(absl::StrCat(
+            "ps ", k, " (", q.to[static_cast<size_t>(k)], ") did not make the shard of \"",
+            table, "\" at version ", version, " and routing version ", routing,
+            " (a ps of an older release?)"));
+      }
+    }
+    if (!created.ok()) break;
   }
   s_->mu.Lock();
   if (!created.ok()) return given_up(created);
