@@ -54,33 +54,44 @@ struct Figures {
   std::vector<double> before, during, ratio, bytes_per_s, bytes, frozen_ms, seconds, rows;
 };
 
-int RunMode(const std::string& mode, int buckets, int per_switch, int pause_ms, int rounds,
-            nlohmann::json* out) {
+// The click-model job (`mode`, `extra` job-file fields) on a cluster of `num_ps` ps and 2
+// workers of 1 thread, trained past 1500 steps (the big table fills as it trains); null after
+// saying why on stderr.
+std::unique_ptr<TrainingCluster> StartJob(const std::string& file, const std::string& mode,
+                                          const std::string& extra, int num_ps) {
   const std::string job = testing::WriteTempFile(
-      "bucket_move_bench_" + mode + ".json",
-      absl::StrCat(R"({"name": "bmb", "model": "dlrm:bottom=32,16;top=32;dim=16;)",
-                   R"(interaction=dot;pooling=mean", "dataset": ")", kDataset,
-                   R"(", "batch_size": 256, "optimizer": {"type": "adam", "learning_rate": )",
-                   R"(0.005}, "mode": ")", mode,
-                   R"(", "partitioner": "fixed:2", "seed": 5, "backend": "cpu",)",
-                   R"( "steps": 100000000})"));
+      file, absl::StrCat(R"({"name": "bmb", "model": "dlrm:bottom=32,16;top=32;dim=16;)",
+                         R"(interaction=dot;pooling=mean", "dataset": ")", kDataset,
+                         R"(", "batch_size": 256, "optimizer": {"type": "adam", )",
+                         R"("learning_rate": 0.005}, "mode": ")", mode,
+                         R"(", "partitioner": "fixed:2", "seed": 5, "backend": "cpu",)", extra,
+                         R"( "steps": 100000000})"));
   TrainingCluster::Options options;
   options.num_workers = 2;
+  options.num_ps = num_ps;
   options.job_file = job;
   options.worker_flags = {"--threads=1"};
   auto cluster = TrainingCluster::Start(options);
   if (!cluster.ok()) {
     std::cerr << "bucket_move_bench: " << cluster.status() << "\n";
-    return 1;
+    return nullptr;
   }
   TrainingCluster* c = cluster->get();
-  // Rows to move: the big table fills as the job trains.
   if (!c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 1500; },
                         absl::Minutes(5))
            .ok()) {
     std::cerr << "bucket_move_bench: the job does not train\n" << c->Logs();
-    return 1;
+    return nullptr;
   }
+  return *std::move(cluster);
+}
+
+int RunMode(const std::string& mode, int buckets, int per_switch, int pause_ms, int rounds,
+            nlohmann::json* out) {
+  const std::unique_ptr<TrainingCluster> cluster =
+      StartJob("bucket_move_bench_" + mode + ".json", mode, "", 2);
+  if (cluster == nullptr) return 1;
+  TrainingCluster* c = cluster.get();
   auto client = c->NewPsClient();
   if (!client.ok() || !(*client)->Discover().ok()) {
     std::cerr << "bucket_move_bench: cannot read the layout\n";
@@ -161,32 +172,13 @@ int RunMode(const std::string& mode, int buckets, int per_switch, int pause_ms, 
 // its start and end) and after.
 int RunScale(const std::string& mode, bool live, int pause_ms, nlohmann::json* out) {
   const std::string dir = testing::FreshTempDir(absl::StrCat("bmb_scale_", mode, live));
-  const std::string job = testing::WriteTempFile(
-      absl::StrCat("bucket_move_bench_scale_", mode, ".json"),
-      absl::StrCat(R"({"name": "bmb", "model": "dlrm:bottom=32,16;top=32;dim=16;)",
-                   R"(interaction=dot;pooling=mean", "dataset": ")", kDataset,
-                   R"(", "batch_size": 256, "optimizer": {"type": "adam", "learning_rate": )",
-                   R"(0.005}, "mode": ")", mode,
-                   R"(", "partitioner": "fixed:2", "seed": 5, "backend": "cpu", "num_ps": 2,)",
-                   R"( "checkpoint": {"dir": ")", dir, R"(", "every_steps": 100000000},)",
-                   R"( "steps": 100000000})"));
-  TrainingCluster::Options options;
-  options.num_workers = 2;
-  options.num_ps = 3;
-  options.job_file = job;
-  options.worker_flags = {"--threads=1"};
-  auto cluster = TrainingCluster::Start(options);
-  if (!cluster.ok()) {
-    std::cerr << "bucket_move_bench: " << cluster.status() << "\n";
-    return 1;
-  }
-  TrainingCluster* c = cluster->get();
-  if (!c->WaitForStatus([](const JobStatus& s) { return s.steps_done() >= 1500; },
-                        absl::Minutes(5))
-           .ok()) {
-    std::cerr << "bucket_move_bench: the job does not train\n" << c->Logs();
-    return 1;
-  }
+  const std::unique_ptr<TrainingCluster> cluster = StartJob(
+      absl::StrCat("bucket_move_bench_scale_", mode, ".json"), mode,
+      absl::StrCat(R"( "num_ps": 2, "checkpoint": {"dir": ")", dir,
+                   R"(", "every_steps": 100000000},)"),
+      3);
+  if (cluster == nullptr) return 1;
+  TrainingCluster* c = cluster.get();
   const std::unique_ptr<ChiefInterface> chief = NewGrpcChiefInterface(c->chief_address());
   // Up to 3 ps, then back down to 2: each measured alike.
   for (const int to : {3, 2}) {

@@ -219,6 +219,14 @@ absl::StatusOr<std::map<std::string, VariableLayout>> LayoutsFromShards(
   return layouts;
 }
 
+std::vector<std::string> DynamicTableNames(const std::vector<VariableDef>& defs) {
+  std::vector<std::string> tables;
+  for (const VariableDef& def : defs) {
+    if (def.dynamic.has_value()) tables.push_back(def.name);
+  }
+  return tables;
+}
+
 absl::Status CheckDenseSize(const VariableLayout& layout, const char* what, size_t floats) {
   if (layout.dynamic) {
     return absl::InvalidArgumentError(

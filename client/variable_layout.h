@@ -48,6 +48,9 @@ struct VariableDef {
   std::optional<DynamicTableDef> dynamic;
 };
 
+// The names of the dynamic tables among `defs`, in order.
+std::vector<std::string> DynamicTableNames(const std::vector<VariableDef>& defs);
+
 // Where a variable's shards live.
 struct VariableLayout {
   struct Shard {

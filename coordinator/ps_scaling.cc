@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/bucket_mover.h"
+#include "client/variable_layout.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/job_preparation.h"
@@ -409,10 +410,7 @@ absl::StatusOr<ScalePsResponse> PsScaling::AddLiveLocked(const Queued& q,
   const int from_n = static_cast<int>(from.size());
   const int to_n = static_cast<int>(q.to.size());
   const int64_t generation = s_->generation;
-  std::vector<std::string> tables;
-  for (const VariableDef& def : s_->defs) {
-    if (def.dynamic.has_value()) tables.push_back(def.name);
-  }
+  const std::vector<std::string> tables = DynamicTableNames(s_->defs);
   const std::vector<std::string> added(q.to.begin() + from_n, q.to.end());
   auto given_up = [&](const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_->mu) {
     PartsLockHeld();
@@ -574,17 +572,7 @@ BucketMoveOptions PsScaling::MoveOptionsLocked(const ScalePsRequest& request) {
   options.buckets_per_switch = request.per_switch() > 0 ? request.per_switch() : 64;
   options.pause = absl::Milliseconds(request.pause_ms());
   options.generation = s_->generation;
-  if (s_->job.mode() == JobSpec::SYNC) {
-    // Each switch between two sync steps.
-    options.before_switch = [this] {
-      absl::MutexLock lock(&s_->mu);
-      return DrainToStepBoundaryLocked(s_, recovery_);
-    };
-    options.after_switch = [this] {
-      absl::MutexLock lock(&s_->mu);
-      EndStepDrainLocked(s_);
-    };
-  }
+  SwitchAtStepBoundaries(s_, recovery_, &options);
   return options;
 }
 
@@ -615,10 +603,7 @@ absl::StatusOr<ScalePsResponse> PsScaling::RemoveLiveLocked(const Queued& q,
   const int from_n = static_cast<int>(from.size());
   const int to_n = static_cast<int>(q.to.size());
   const std::vector<std::string> removed(from.begin() + to_n, from.end());
-  std::vector<std::string> tables;
-  for (const VariableDef& def : s_->defs) {
-    if (def.dynamic.has_value()) tables.push_back(def.name);
-  }
+  const std::vector<std::string> tables = DynamicTableNames(s_->defs);
   auto failed = [&](const absl::Status& why) {
     return ScaleError(why.code(), absl::StrCat("scale-ps ", to_n, " --live: ", why.message(),
                                                "; the job runs on ", from_n, " ps"));

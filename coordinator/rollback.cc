@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bucket_mover.h"
+#include "client/variable_layout.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "partitioners/partitioner.h"
@@ -20,10 +21,7 @@ absl::Status CreateJobVariables(PsClient& ps, const JobSpec& job,
   ASSIGN_OR_RETURN(auto placer, ParsePlacement(job.placement(), dense_n));
   absl::Status s = ps.CreateVariables(defs, *partitioner, placer.get());
   if (s.ok()) {
-    std::vector<std::string> tables;
-    for (const VariableDef& def : defs) {
-      if (def.dynamic.has_value()) tables.push_back(def.name);
-    }
+    const std::vector<std::string> tables = DynamicTableNames(defs);
     if (tables.empty()) return s;
     // A move this chief's predecessor was cut off in: finished where the source had handed
     // the buckets over, else aborted (client/bucket_mover.h).

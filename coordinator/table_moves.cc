@@ -34,6 +34,18 @@ void EndStepDrainLocked(ChiefState* s) {
   s->WakeDispatcherLocked();
 }
 
+void SwitchAtStepBoundaries(ChiefState* s, Recovery* recovery, BucketMoveOptions* options) {
+  if (s->job.mode() != JobSpec::SYNC) return;
+  options->before_switch = [s, recovery] {
+    absl::MutexLock lock(&s->mu);
+    return DrainToStepBoundaryLocked(s, recovery);
+  };
+  options->after_switch = [s] {
+    absl::MutexLock lock(&s->mu);
+    EndStepDrainLocked(s);
+  };
+}
+
 TableMoves::TableMoves(ChiefState* state, PsClient* ps, Recovery* recovery)
     : s_(state), ps_(ps), recovery_(recovery) {}
 
@@ -124,17 +136,7 @@ void TableMoves::RunLocked() {
   if (r.per_switch() > 0) options.buckets_per_switch = r.per_switch();
   options.pause = absl::Milliseconds(r.pause_ms());
   options.generation = s_->generation;
-  if (s_->job.mode() == JobSpec::SYNC) {
-    // Each bucket switches between two sync steps.
-    options.before_switch = [this] {
-      absl::MutexLock lock(&s_->mu);
-      return DrainToStepBoundaryLocked(s_, recovery_);
-    };
-    options.after_switch = [this] {
-      absl::MutexLock lock(&s_->mu);
-      EndStepDrainLocked(s_);
-    };
-  }
+  SwitchAtStepBoundaries(s_, recovery_, &options);
   absl::StatusOr<BucketMoveStats> moved;
   if (r.balance()) {
     LogInfo() << "balancing the buckets of \"" << r.variable() << "\"";

@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/bucket_mover.h"
 #include "client/ps_client.h"
 #include "coordinator/chief_state.h"
 #include "coordinator/recovery.h"
@@ -32,6 +33,11 @@ namespace shardps {
 absl::Status DrainToStepBoundaryLocked(ChiefState* s, Recovery* recovery)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
 void EndStepDrainLocked(ChiefState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+// For a SYNC job, makes `options` switch each run of buckets between two sync steps (a drain
+// before the switch, its end after it); nothing for other modes. `s` and `recovery` must
+// outlive the moves; the hooks take s->mu, which the mover's caller must not hold.
+void SwitchAtStepBoundaries(ChiefState* s, Recovery* recovery, BucketMoveOptions* options)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
 
 class TableMoves {
  public:

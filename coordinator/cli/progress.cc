@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -557,22 +558,16 @@ std::string ScaleLine(const ScalePsResponse& r) {
   if (!r.error().empty()) {
     return absl::StrCat("scale from ", r.from_ps(), " to ", r.to_ps(), " ps failed: ", r.error());
   }
-  if (r.live() && r.to_ps() < r.from_ps()) {
-    return absl::StrCat(
-        "removed ", r.from_ps() - r.to_ps(), " ps live: ", r.from_ps(), " to ", r.to_ps(),
-        " ps (layout version ", r.layout_version(), ") at step ", r.steps_done(),
-        absl::StrFormat(", paused %.2f s; ", r.pause_s()), r.tables(),
-        " dynamic tables moved off it and balanced: ", r.buckets_moved(), " buckets, ",
-        r.rows_moved(), " rows, ", FormatBytes(r.bytes_moved()),
-        absl::StrFormat(" in %.2f s; %.2f s in all", r.balance_s(), r.seconds()));
-  }
   if (r.live()) {
+    const bool added = r.to_ps() > r.from_ps();
     return absl::StrCat(
-        "added ", r.to_ps() - r.from_ps(), " ps live: ", r.from_ps(), " to ", r.to_ps(),
-        " ps (layout version ", r.layout_version(), ") at step ", r.steps_done(),
-        absl::StrFormat(", paused %.2f s; ", r.pause_s()), r.tables(),
-        " dynamic tables balanced onto the new ps: ", r.buckets_moved(), " buckets, ",
-        r.rows_moved(), " rows, ", FormatBytes(r.bytes_moved()),
+        added ? "added " : "removed ", std::abs(r.to_ps() - r.from_ps()), " ps live: ",
+        r.from_ps(), " to ", r.to_ps(), " ps (layout version ", r.layout_version(),
+        ") at step ", r.steps_done(), absl::StrFormat(", paused %.2f s; ", r.pause_s()),
+        r.tables(),
+        added ? " dynamic tables balanced onto the new ps: "
+              : " dynamic tables moved off it and balanced: ",
+        r.buckets_moved(), " buckets, ", r.rows_moved(), " rows, ", FormatBytes(r.bytes_moved()),
         absl::StrFormat(" in %.2f s; %.2f s in all", r.balance_s(), r.seconds()));
   }
   return absl::StrCat(
