@@ -649,7 +649,6 @@ absl::StatusOr<ScalePsResponse> PsScaling::RemoveLiveLocked(const Queued& q,
       }
       s_->mu.Lock();
       if (!s.ok()) {
-        response.set_balance_s(absl::ToDoubleSeconds(absl::Now() - moves_start));
         return failed(absl::Status(s.code(), absl::StrCat("moving the buckets of \"", table,
                                                          "\" off ps ", k, ": ", s.message())));
       }
